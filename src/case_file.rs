@@ -1,0 +1,171 @@
+//! Case files: safetensors files holding a problem's inputs (and, for reference cases, the
+//! expected output and its acceptance interval), readable from Python with `safetensors` or torch.
+//!
+//! Tensor names for the dual GEMM: `a`, `b1`, `b2` (U8, packed FP4, `[L, MN, K/2]`), `sfa`, `sfb1`,
+//! `sfb2` (F8_E4M3, plain `[L, MN, K/16]`), `sfa_permuted`, `sfb1_permuted`, `sfb2_permuted`
+//! (F8_E4M3, the blocked layout as `[L, rest_mn, rest_k, 32, 4, 4]`, i.e. 512-byte atoms in memory
+//! order). For the plain GEMM the B operand is `b`, `sfb`, `sfb_permuted`.
+
+use crate::error::{Error, Result};
+use crate::layout::BlockedScaleLayout;
+use crate::problem::{BlockScaledMatrix, DualGemmInputs, Shape};
+use safetensors::tensor::{Dtype, TensorView};
+use safetensors::SafeTensors;
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+
+/// Version of the case-file layout, stored in every file's metadata.
+pub const CASE_FORMAT_VERSION: &str = "1";
+
+/// One tensor to write.
+pub struct OwnedTensor {
+    pub dtype: Dtype,
+    pub shape: Vec<usize>,
+    pub bytes: Vec<u8>,
+}
+
+/// Tensors and string metadata, written in one go.
+#[derive(Default)]
+pub struct CaseWriter {
+    tensors: BTreeMap<String, OwnedTensor>,
+    metadata: HashMap<String, String>,
+}
+
+impl CaseWriter {
+    pub fn tensor(&mut self, name: &str, dtype: Dtype, shape: Vec<usize>, bytes: Vec<u8>) -> &mut Self {
+        self.tensors.insert(name.to_string(), OwnedTensor { dtype, shape, bytes });
+        self
+    }
+
+    pub fn meta(&mut self, key: &str, value: impl ToString) -> &mut Self {
+        self.metadata.insert(key.to_string(), value.to_string());
+        self
+    }
+
+    /// Adds one block-scaled operand under `name`, `sf{name}` and `sf{name}_permuted`.
+    pub fn operand(&mut self, name: &str, operand: &BlockScaledMatrix, padding_fill: u8) -> &mut Self {
+        let dims = operand.scale_dims();
+        let blocked = BlockedScaleLayout(dims);
+        let [_, _, row_atoms, _, col_atoms, batches] = blocked.logical_shape();
+        self.tensor(name, Dtype::U8, vec![dims.batches, dims.rows, operand.k() / 2], operand.data().to_vec());
+        self.tensor(&format!("sf{name}"), Dtype::F8_E4M3, vec![dims.batches, dims.rows, dims.cols], operand.scales().to_vec());
+        self.tensor(
+            &format!("sf{name}_permuted"),
+            Dtype::F8_E4M3,
+            vec![batches, row_atoms, col_atoms, 32, 4, 4],
+            operand.blocked_scales(padding_fill),
+        )
+    }
+
+    pub fn dual_gemm_inputs(&mut self, inputs: &DualGemmInputs, padding_fill: u8) -> &mut Self {
+        let shape = inputs.shape;
+        self.operand("a", &inputs.a, padding_fill)
+            .operand("b1", &inputs.b1, padding_fill)
+            .operand("b2", &inputs.b2, padding_fill)
+            .meta("problem", "dual-gemm")
+            .meta("shape", shape)
+            .meta("m", shape.m)
+            .meta("n", shape.n)
+            .meta("k", shape.k)
+            .meta("l", shape.l)
+    }
+
+    pub fn write(&mut self, path: &Path) -> Result<()> {
+        self.meta("format_version", CASE_FORMAT_VERSION);
+        self.meta("generator", concat!("nvfp4-oracle ", env!("CARGO_PKG_VERSION")));
+        let views = self
+            .tensors
+            .iter()
+            .map(|(name, tensor)| {
+                TensorView::new(tensor.dtype, tensor.shape.clone(), &tensor.bytes)
+                    .map(|view| (name.clone(), view))
+                    .map_err(|err| Error::file(path, format!("tensor '{name}': {err}")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let bytes = safetensors::serialize(views, Some(self.metadata.clone()))
+            .map_err(|err| Error::file(path, format!("cannot serialize: {err}")))?;
+        std::fs::write(path, bytes).map_err(|err| Error::file(path, format!("cannot write: {err}")))
+    }
+}
+
+/// A case file read into memory, with typed accessors that check names, dtypes and shapes.
+pub struct CaseReader {
+    path: std::path::PathBuf,
+    bytes: Vec<u8>,
+}
+
+impl CaseReader {
+    pub fn open(path: &Path) -> Result<Self> {
+        let bytes = std::fs::read(path).map_err(|err| Error::file(path, format!("cannot read: {err}")))?;
+        let reader = CaseReader { path: path.to_path_buf(), bytes };
+        reader.parsed()?;
+        Ok(reader)
+    }
+
+    fn parsed(&self) -> Result<SafeTensors<'_>> {
+        SafeTensors::deserialize(&self.bytes)
+            .map_err(|err| Error::file(&self.path, format!("not a valid safetensors file: {err}")))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn metadata(&self) -> Result<HashMap<String, String>> {
+        let (_, header) = SafeTensors::read_metadata(&self.bytes)
+            .map_err(|err| Error::file(&self.path, format!("not a valid safetensors file: {err}")))?;
+        Ok(header.metadata().clone().unwrap_or_default())
+    }
+
+    pub fn meta(&self, key: &str) -> Result<String> {
+        self.metadata()?
+            .remove(key)
+            .ok_or_else(|| Error::file(&self.path, format!("metadata has no '{key}' entry (is this an nvfp4-oracle case file?)")))
+    }
+
+    /// The bytes of tensor `name`, which must have `dtype` and `shape`.
+    pub fn tensor(&self, name: &str, dtype: Dtype, shape: &[usize]) -> Result<Vec<u8>> {
+        let parsed = self.parsed()?;
+        let view = parsed.tensor(name).map_err(|_| {
+            let mut names = parsed.names();
+            names.sort();
+            Error::file(&self.path, format!("has no tensor '{name}' (it has: {})", names.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")))
+        })?;
+        if view.dtype() != dtype || view.shape() != shape {
+            return Err(Error::file(
+                &self.path,
+                format!("tensor '{name}' is {:?} {:?}, expected {:?} {:?}", view.dtype(), view.shape(), dtype, shape),
+            ));
+        }
+        Ok(view.data().to_vec())
+    }
+
+    pub fn shape(&self) -> Result<Shape> {
+        let text = self.meta("shape")?;
+        text.parse().map_err(|err: Error| Error::file(&self.path, format!("metadata 'shape': {err}")))
+    }
+
+    /// Reads an operand written by [`CaseWriter::operand`], checking that the permuted copy agrees
+    /// with the plain scales (a case whose two layouts disagree would judge kernels unfairly).
+    pub fn operand(&self, name: &str, rows: usize, shape: Shape) -> Result<BlockScaledMatrix> {
+        let data = self.tensor(name, Dtype::U8, &[shape.l, rows, shape.k / 2])?;
+        let scales = self.tensor(&format!("sf{name}"), Dtype::F8_E4M3, &[shape.l, rows, shape.scale_cols()])?;
+        let operand = BlockScaledMatrix::new(name, rows, shape.k, shape.l, data, scales)?;
+        let blocked = BlockedScaleLayout(operand.scale_dims());
+        let [_, _, row_atoms, _, col_atoms, batches] = blocked.logical_shape();
+        let permuted = self.tensor(&format!("sf{name}_permuted"), Dtype::F8_E4M3, &[batches, row_atoms, col_atoms, 32, 4, 4])?;
+        if crate::layout::blocked_to_plain(&permuted, operand.scale_dims()) != operand.scales() {
+            return Err(Error::file(&self.path, format!("sf{name}_permuted does not hold the same scales as sf{name}")));
+        }
+        Ok(operand)
+    }
+
+    pub fn dual_gemm_inputs(&self) -> Result<DualGemmInputs> {
+        let problem = self.meta("problem")?;
+        if problem != "dual-gemm" {
+            return Err(Error::file(&self.path, format!("holds a '{problem}' case, not a dual-gemm case")));
+        }
+        let shape = self.shape()?;
+        DualGemmInputs::new(shape, self.operand("a", shape.m, shape)?, self.operand("b1", shape.n, shape)?, self.operand("b2", shape.n, shape)?)
+    }
+}

@@ -1,0 +1,61 @@
+//! `nvfp4-oracle generate`: deterministic inputs as a safetensors case file.
+
+use crate::case_file::CaseWriter;
+use crate::error::{Error, Result};
+use crate::problem::generate::{generate_dual_gemm, generate_gemm};
+use crate::problem::{Distribution, ProblemKind, Shape};
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+pub struct GenerateArgs {
+    /// Problem: dual-gemm or gemm (group-gemm cases come from the golden set).
+    #[arg(long, default_value = "dual-gemm")]
+    pub problem: ProblemKind,
+    /// Shape as MxNxK or MxNxKxL, e.g. 256x4096x7168. K must be a multiple of 16.
+    #[arg(long)]
+    pub shape: Shape,
+    /// Input distribution: gpumode, full, adversarial, adversarial-nan.
+    #[arg(long, default_value = "gpumode")]
+    pub dist: Distribution,
+    /// Seed of the portable generator: the same seed gives the same bytes on every machine.
+    #[arg(long, default_value_t = 1111)]
+    pub seed: u64,
+    /// Output safetensors file.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+pub fn run(args: GenerateArgs) -> Result<ExitCode> {
+    let mut writer = inputs_writer(args.problem, args.shape, args.dist, args.seed)?;
+    writer.write(&args.out)?;
+    println!("wrote {} {} {} seed {} to {}", args.problem.name(), args.shape, args.dist.name(), args.seed, args.out.display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A writer holding the generated inputs and their provenance; `reference` adds its outputs to it.
+pub fn inputs_writer(problem: ProblemKind, shape: Shape, dist: Distribution, seed: u64) -> Result<CaseWriter> {
+    let mut writer = CaseWriter::default();
+    let fill = dist.blocked_padding_fill();
+    match problem {
+        ProblemKind::DualGemm => {
+            writer.dual_gemm_inputs(&generate_dual_gemm(shape, dist, seed), fill);
+        }
+        ProblemKind::Gemm => {
+            let inputs = generate_gemm(shape, dist, seed);
+            writer
+                .operand("a", &inputs.a, fill)
+                .operand("b", &inputs.b, fill)
+                .meta("problem", "gemm")
+                .meta("shape", shape);
+        }
+        ProblemKind::GroupGemm => {
+            return Err(Error::Usage(
+                "generate writes one shape per file; group-gemm cases are written by `golden generate`".into(),
+            ))
+        }
+    }
+    writer.meta("distribution", dist.name()).meta("seed", seed).meta("blocked_padding_fill", format!("{fill:#04x}"));
+    Ok(writer)
+}

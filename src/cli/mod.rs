@@ -1,0 +1,39 @@
+//! The command-line interface: one module per subcommand, all returning an exit code.
+//!
+//! Exit codes are stable for CI: 0 success (or pass), 1 a verdict of failure, 2 bad usage or bad
+//! input (unreadable file, wrong shape, unknown name). clap's own usage errors also exit 2.
+
+mod generate;
+
+use crate::error::Result;
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+pub const EXIT_FAIL: u8 = 1;
+pub const EXIT_BAD_INPUT: u8 = 2;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "nvfp4-oracle",
+    version,
+    about = "Bit-exact NVFP4 reference model and correctness oracle for block-scaled GEMM kernels",
+    long_about = "nvfp4-oracle models NVFP4 (e2m1 data, e4m3 block scales per 16 elements) exactly on \
+the CPU, generates deterministic inputs and reference cases, and judges kernel outputs against \
+per-element acceptance intervals.\n\nExit codes: 0 success, 1 failed verdict, 2 bad usage or input."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Write deterministic problem inputs (FP4 data, plain and permuted scales) to a safetensors file.
+    Generate(generate::GenerateArgs),
+}
+
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Generate(args) => generate::run(args),
+    }
+}

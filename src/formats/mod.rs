@@ -1,0 +1,11 @@
+//! The number formats of NVFP4: e2m1 data, e4m3fn block scales, their packing, and the shared
+//! rounding core. fp16 and bf16 come from the `half` crate.
+
+pub mod e2m1;
+pub mod e4m3;
+pub mod minifloat;
+pub mod packing;
+
+pub use e2m1::{E2m1, E2M1_MAX};
+pub use e4m3::{E4m3, E4m3Overflow, E4M3_MAX, E4M3_MIN_NORMAL};
+pub use packing::{e2m1_at, pack_e2m1, unpack_e2m1};

@@ -1,0 +1,135 @@
+//! Block-scale layouts: where the scale of row `i`, scale column `j` (k / 16), batch `l` lives.
+//!
+//! - [`PlainScaleLayout`]: `(MN, K/16)` row-major, one matrix per batch, batch outermost.
+//! - [`BlockedScaleLayout`]: the cuBLAS/CUTLASS layout that tensor cores read, logical shape
+//!   `(32, 4, rest_mn, 4, rest_k, L)`. Each 128-row x 4-column block of scales is one contiguous
+//!   512-byte atom; inside it, byte = `mm32 * 16 + mm4 * 4 + kk4` where `mm32 = i % 32`,
+//!   `mm4 = (i % 128) / 32`, `kk4 = j % 4`. Atoms are ordered by (l, i / 128, j / 4).
+//!
+//! The blocked layout pads rows to a multiple of 128 and scale columns to a multiple of 4. Padding
+//! bytes get a caller-chosen fill and are never read back into a plain layout or a result.
+
+/// Bytes in one 128 x 4 atom of the blocked layout.
+pub const ATOM_BYTES: usize = 512;
+pub const ATOM_ROWS: usize = 128;
+pub const ATOM_COLS: usize = 4;
+
+/// Dimensions of one operand's scale tensor: `rows` (M or N), `cols` (K / 16), `batches` (L).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScaleDims {
+    pub rows: usize,
+    pub cols: usize,
+    pub batches: usize,
+}
+
+/// `(MN, K/16)` row-major per batch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PlainScaleLayout(pub ScaleDims);
+
+impl PlainScaleLayout {
+    pub fn len(&self) -> usize {
+        self.0.rows * self.0.cols * self.0.batches
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    #[inline]
+    pub fn offset(&self, i: usize, j: usize, l: usize) -> usize {
+        (l * self.0.rows + i) * self.0.cols + j
+    }
+}
+
+/// The permuted 512-byte-atom layout of the tensor cores.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockedScaleLayout(pub ScaleDims);
+
+impl BlockedScaleLayout {
+    /// `rest_mn`: number of 128-row atom rows.
+    pub fn row_atoms(&self) -> usize {
+        self.0.rows.div_ceil(ATOM_ROWS)
+    }
+
+    /// `rest_k`: number of 4-column atom columns.
+    pub fn col_atoms(&self) -> usize {
+        self.0.cols.div_ceil(ATOM_COLS)
+    }
+
+    /// Total bytes, padding included.
+    pub fn len(&self) -> usize {
+        self.row_atoms() * self.col_atoms() * ATOM_BYTES * self.0.batches
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    #[inline]
+    pub fn offset(&self, i: usize, j: usize, l: usize) -> usize {
+        let (mm, mm32, mm4) = (i / ATOM_ROWS, i % 32, (i % ATOM_ROWS) / 32);
+        let (kk, kk4) = (j / ATOM_COLS, j % ATOM_COLS);
+        let atom = (l * self.row_atoms() + mm) * self.col_atoms() + kk;
+        atom * ATOM_BYTES + mm32 * 16 + mm4 * 4 + kk4
+    }
+
+    /// The logical shape `(32, 4, rest_mn, 4, rest_k, L)` of SPEC.md, for tools that want it.
+    pub fn logical_shape(&self) -> [usize; 6] {
+        [32, 4, self.row_atoms(), 4, self.col_atoms(), self.0.batches]
+    }
+}
+
+/// Rewrites plain scales into the blocked layout, padding with `fill`.
+pub fn plain_to_blocked(plain: &[u8], dims: ScaleDims, fill: u8) -> Vec<u8> {
+    let (from, to) = (PlainScaleLayout(dims), BlockedScaleLayout(dims));
+    assert_eq!(plain.len(), from.len(), "plain scale buffer does not match {dims:?}");
+    let mut blocked = vec![fill; to.len()];
+    for_each_index(dims, |i, j, l| blocked[to.offset(i, j, l)] = plain[from.offset(i, j, l)]);
+    blocked
+}
+
+/// Reads the unpadded region of blocked scales back into the plain layout.
+pub fn blocked_to_plain(blocked: &[u8], dims: ScaleDims) -> Vec<u8> {
+    let (from, to) = (BlockedScaleLayout(dims), PlainScaleLayout(dims));
+    assert_eq!(blocked.len(), from.len(), "blocked scale buffer does not match {dims:?}");
+    let mut plain = vec![0; to.len()];
+    for_each_index(dims, |i, j, l| plain[to.offset(i, j, l)] = blocked[from.offset(i, j, l)]);
+    plain
+}
+
+fn for_each_index(dims: ScaleDims, mut visit: impl FnMut(usize, usize, usize)) {
+    for l in 0..dims.batches {
+        for i in 0..dims.rows {
+            for j in 0..dims.cols {
+                visit(i, j, l);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Offsets worked out by hand from SPEC.md's formula for a 300 x 10 x 2 scale tensor
+    /// (rest_mn = 3, rest_k = 3, so one batch is 9 atoms = 4608 bytes).
+    #[test]
+    fn hand_checked_offsets() {
+        let layout = BlockedScaleLayout(ScaleDims { rows: 300, cols: 10, batches: 2 });
+        let table = [
+            ((0, 0, 0), 0),
+            ((1, 0, 0), 16),           // mm32 = 1
+            ((32, 0, 0), 4),           // mm4 = 1
+            ((0, 3, 0), 3),            // kk4 = 3
+            ((0, 4, 0), 512),          // kk = 1: next atom along k
+            ((128, 0, 0), 3 * 512),    // mm = 1: skips rest_k atoms
+            ((127, 7, 0), 512 + 31 * 16 + 3 * 4 + 3),
+            ((299, 9, 1), 4608 + (2 * 3 + 2) * 512 + 11 * 16 + 4 + 1),
+        ];
+        for ((i, j, l), offset) in table {
+            assert_eq!(layout.offset(i, j, l), offset, "(i={i}, j={j}, l={l})");
+        }
+        assert_eq!(layout.len(), 2 * 4608);
+        assert_eq!(layout.logical_shape(), [32, 4, 3, 4, 3, 2]);
+    }
+}

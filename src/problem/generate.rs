@@ -1,0 +1,281 @@
+//! Deterministic input generators. The same (problem, shape, distribution, seed) gives the same
+//! bytes on every machine: ChaCha8 is specified bit for bit, and every value is derived from its
+//! raw 32-bit outputs by integer arithmetic (no platform float functions).
+//!
+//! Each tensor draws from its own ChaCha stream (stream = tensor index), so shrinking N does not
+//! change A, and the grouped GEMM's groups are independent of each other's shapes.
+
+use super::{BlockScaledMatrix, DualGemmInputs, GemmInputs, GroupGemmInputs, Shape, SCALE_BLOCK};
+use crate::error::{Error, Result};
+use crate::formats::{E4m3, E4m3Overflow};
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
+
+/// The input distributions. See the README for what each is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Distribution {
+    /// The competition's: FP4 bytes masked with 0b1011_1011 (only +-{0, 0.5, 1, 1.5}); dual-GEMM
+    /// scales e4m3(uniform[0, 1)); grouped-GEMM scales 1 or 2.
+    Gpumode,
+    /// All 16 FP4 codes and every finite non-negative e4m3 scale, subnormals and 448 included.
+    Full,
+    /// Inputs built to break kernels: cancelling K-blocks, maximal magnitudes, zero blocks, rows
+    /// with a single nonzero K-block, scales varying by block and row; padding of the blocked scale
+    /// layout filled with NaN so a kernel that reads it poisons its output.
+    Adversarial,
+    /// `adversarial` plus a few NaN scales (0x7F), whose outputs must be NaN.
+    AdversarialNan,
+}
+
+impl Distribution {
+    pub const ALL: [Distribution; 4] =
+        [Distribution::Gpumode, Distribution::Full, Distribution::Adversarial, Distribution::AdversarialNan];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Distribution::Gpumode => "gpumode",
+            Distribution::Full => "full",
+            Distribution::Adversarial => "adversarial",
+            Distribution::AdversarialNan => "adversarial-nan",
+        }
+    }
+
+    /// The fill byte for padding of the blocked scale layout.
+    pub fn blocked_padding_fill(self) -> u8 {
+        match self {
+            Distribution::Gpumode | Distribution::Full => 0x00,
+            Distribution::Adversarial | Distribution::AdversarialNan => E4M3_NAN,
+        }
+    }
+}
+
+impl std::str::FromStr for Distribution {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Self> {
+        Distribution::ALL.into_iter().find(|dist| dist.name() == text).ok_or_else(|| Error::UnknownName {
+            what: "distribution",
+            given: text.to_string(),
+            expected: Distribution::ALL.map(Distribution::name).join(", "),
+        })
+    }
+}
+
+const E4M3_NAN: u8 = 0x7F;
+const E4M3_ONE: u8 = 0x38;
+const E4M3_TWO: u8 = 0x40;
+const E4M3_MAX_CODE: u8 = 0x7E;
+const FP4_MAX_POSITIVE: u8 = 0x7;
+const GPUMODE_FP4_MASK: u8 = 0b1011_1011;
+
+/// Which family of scales a gpumode tensor gets (the competition differs by problem).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum GpumodeScales {
+    UniformUnit,
+    OneOrTwo,
+}
+
+pub fn generate_dual_gemm(shape: Shape, dist: Distribution, seed: u64) -> DualGemmInputs {
+    let plan = KBlockPlan::new(shape.scale_cols(), dist, seed);
+    let a = generate_operand(Role::A, shape.m, shape, dist, GpumodeScales::UniformUnit, &plan, seed, 0);
+    let b1 = generate_operand(Role::B, shape.n, shape, dist, GpumodeScales::UniformUnit, &plan, seed, 1);
+    let b2 = generate_operand(Role::B, shape.n, shape, dist, GpumodeScales::UniformUnit, &plan, seed, 2);
+    DualGemmInputs::new(shape, a, b1, b2).expect("generated operands match their shape")
+}
+
+pub fn generate_gemm(shape: Shape, dist: Distribution, seed: u64) -> GemmInputs {
+    generate_gemm_streams(shape, dist, GpumodeScales::UniformUnit, seed, 0)
+}
+
+/// Groups are given as (M, N, K); every group has L = 1.
+pub fn generate_group_gemm(groups: &[Shape], dist: Distribution, seed: u64) -> Result<GroupGemmInputs> {
+    let inputs = groups
+        .iter()
+        .enumerate()
+        .map(|(g, &shape)| generate_gemm_streams(shape, dist, GpumodeScales::OneOrTwo, seed, 2 * g as u64))
+        .collect();
+    GroupGemmInputs::new(inputs)
+}
+
+fn generate_gemm_streams(shape: Shape, dist: Distribution, scales: GpumodeScales, seed: u64, first: u64) -> GemmInputs {
+    // Each group gets its own plan stream so that cancellation pairs line up within a group.
+    let plan = KBlockPlan::new(shape.scale_cols(), dist, seed ^ (first << 32));
+    let a = generate_operand(Role::A, shape.m, shape, dist, scales, &plan, seed, first);
+    let b = generate_operand(Role::B, shape.n, shape, dist, scales, &plan, seed, first + 1);
+    GemmInputs::new(shape, a, b).expect("generated operands match their shape")
+}
+
+/// Portable random source: ChaCha8 on its own stream per tensor.
+struct Source(ChaCha8Rng);
+
+impl Source {
+    fn new(seed: u64, stream: u64) -> Self {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        rng.set_stream(stream);
+        Source(rng)
+    }
+
+    fn byte(&mut self) -> u8 {
+        (self.0.next_u32() >> 24) as u8
+    }
+
+    /// Uniform in 0..bound (bound small, so the modulo bias is below 2^-24 and irrelevant here).
+    fn below(&mut self, bound: u32) -> u32 {
+        ((u64::from(self.0.next_u32()) * u64::from(bound)) >> 32) as u32
+    }
+
+    fn chance(&mut self, numerator: u32, denominator: u32) -> bool {
+        self.below(denominator) < numerator
+    }
+
+    /// Uniform in [0, 1) on the 2^-24 grid, like torch.rand's float32.
+    fn unit_f32(&mut self) -> f32 {
+        (self.0.next_u32() >> 8) as f32 * (1.0 / 16_777_216.0)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    A,
+    B,
+}
+
+/// What the adversarial distribution does with each K-block, shared by A and B so that patterns
+/// that need both operands (cancellation) line up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KBlockMode {
+    Random,
+    /// Maximal magnitudes: codes +-6 with scale 448.
+    Max,
+    /// All-zero data in A.
+    Zero,
+    /// First half of a cancelling pair: A's next block repeats this one, B's next is its negation.
+    CancelFirst,
+    CancelSecond,
+}
+
+struct KBlockPlan(Vec<KBlockMode>);
+
+impl KBlockPlan {
+    fn new(blocks: usize, dist: Distribution, seed: u64) -> Self {
+        let mut modes = vec![KBlockMode::Random; blocks];
+        if matches!(dist, Distribution::Adversarial | Distribution::AdversarialNan) {
+            let mut source = Source::new(seed, u64::MAX);
+            let mut j = 0;
+            while j < blocks {
+                let pick = source.below(8);
+                if pick < 3 && j + 1 < blocks {
+                    modes[j] = KBlockMode::CancelFirst;
+                    modes[j + 1] = KBlockMode::CancelSecond;
+                    j += 2;
+                    continue;
+                }
+                modes[j] = match pick {
+                    3 | 4 => KBlockMode::Max,
+                    5 => KBlockMode::Zero,
+                    _ => KBlockMode::Random,
+                };
+                j += 1;
+            }
+        }
+        KBlockPlan(modes)
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn generate_operand(
+    role: Role,
+    rows: usize,
+    shape: Shape,
+    dist: Distribution,
+    gpumode_scales: GpumodeScales,
+    plan: &KBlockPlan,
+    seed: u64,
+    stream: u64,
+) -> BlockScaledMatrix {
+    let mut source = Source::new(seed, stream);
+    let (k, batches, blocks) = (shape.k, shape.l, shape.scale_cols());
+    let mut data = vec![0u8; rows * k / 2 * batches];
+    let mut scales = vec![0u8; rows * blocks * batches];
+    let block_bytes = SCALE_BLOCK / 2;
+    for (row_data, row_scales) in data.chunks_exact_mut(k / 2).zip(scales.chunks_exact_mut(blocks)) {
+        match dist {
+            Distribution::Gpumode => {
+                row_data.iter_mut().for_each(|byte| *byte = source.byte() & GPUMODE_FP4_MASK);
+                row_scales.iter_mut().for_each(|scale| *scale = gpumode_scale(&mut source, gpumode_scales));
+            }
+            Distribution::Full => {
+                row_data.iter_mut().for_each(|byte| *byte = source.byte());
+                row_scales.iter_mut().for_each(|scale| *scale = source.below(u32::from(E4M3_MAX_CODE) + 1) as u8);
+            }
+            Distribution::Adversarial | Distribution::AdversarialNan => {
+                for (j, mode) in plan.0.iter().enumerate() {
+                    let block = &mut row_data[j * block_bytes..(j + 1) * block_bytes];
+                    adversarial_block(role, *mode, block, &mut row_scales[j], &mut source);
+                    if *mode == KBlockMode::CancelSecond {
+                        let (previous, current) = row_data.split_at_mut(j * block_bytes);
+                        let previous = &previous[(j - 1) * block_bytes..];
+                        let flip = if role == Role::B { 0x88 } else { 0x00 };
+                        for (byte, &source_byte) in current[..block_bytes].iter_mut().zip(previous) {
+                            *byte = source_byte ^ flip;
+                        }
+                        row_scales[j] = row_scales[j - 1];
+                    }
+                }
+                // One A row in eight keeps a single nonzero K-block.
+                if role == Role::A && source.chance(1, 8) {
+                    let keep = source.below(blocks as u32) as usize;
+                    for j in (0..blocks).filter(|&j| j != keep) {
+                        row_data[j * block_bytes..(j + 1) * block_bytes].fill(0);
+                    }
+                }
+                if dist == Distribution::AdversarialNan && source.chance(1, 16) {
+                    row_scales[source.below(blocks as u32) as usize] = E4M3_NAN;
+                }
+            }
+        }
+    }
+    BlockScaledMatrix::new(if role == Role::A { "a" } else { "b" }, rows, k, batches, data, scales)
+        .expect("generated buffers match their dimensions")
+}
+
+fn gpumode_scale(source: &mut Source, family: GpumodeScales) -> u8 {
+    match family {
+        GpumodeScales::UniformUnit => E4m3::from_f32_rne(source.unit_f32(), E4m3Overflow::Saturate).to_bits(),
+        GpumodeScales::OneOrTwo => {
+            if source.chance(1, 2) {
+                E4M3_ONE
+            } else {
+                E4M3_TWO
+            }
+        }
+    }
+}
+
+fn adversarial_block(role: Role, mode: KBlockMode, block: &mut [u8], scale: &mut u8, source: &mut Source) {
+    match mode {
+        KBlockMode::Random | KBlockMode::CancelFirst => {
+            block.iter_mut().for_each(|byte| *byte = source.byte());
+            // Scales vary by block and row over a wide but not extreme range (2^-6 .. 448).
+            *scale = 0x08 + source.below(u32::from(E4M3_MAX_CODE - 0x08) + 1) as u8;
+        }
+        KBlockMode::Max => {
+            for byte in block.iter_mut() {
+                let signs = source.byte() & 0x88;
+                *byte = signs | FP4_MAX_POSITIVE | (FP4_MAX_POSITIVE << 4);
+            }
+            *scale = E4M3_MAX_CODE;
+        }
+        KBlockMode::Zero => {
+            if role == Role::A {
+                block.fill(0);
+            } else {
+                block.iter_mut().for_each(|byte| *byte = source.byte());
+            }
+            *scale = 0x08 + source.below(u32::from(E4M3_MAX_CODE - 0x08) + 1) as u8;
+        }
+        // Filled from the previous block by the caller; draw nothing so streams stay aligned.
+        KBlockMode::CancelSecond => {}
+    }
+}

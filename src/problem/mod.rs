@@ -1,0 +1,118 @@
+//! The problems nvfp4-oracle models: the dual GEMM with SiLU (primary), the plain GEMM and the
+//! grouped GEMM, as typed, validated inputs; and their deterministic input generators.
+
+pub mod generate;
+pub mod operand;
+pub mod shape;
+
+pub use generate::Distribution;
+pub use operand::BlockScaledMatrix;
+pub use shape::{Shape, SCALE_BLOCK};
+
+use crate::error::{Error, Result};
+
+/// Which computation a case or a kernel is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProblemKind {
+    /// `C = fp16(silu(A @ B1^T) * (A @ B2^T))`.
+    DualGemm,
+    /// `C = fp16(A @ B^T)`.
+    Gemm,
+    /// G independent GEMMs of their own shapes.
+    GroupGemm,
+}
+
+impl ProblemKind {
+    pub const ALL: [ProblemKind; 3] = [ProblemKind::DualGemm, ProblemKind::Gemm, ProblemKind::GroupGemm];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ProblemKind::DualGemm => "dual-gemm",
+            ProblemKind::Gemm => "gemm",
+            ProblemKind::GroupGemm => "group-gemm",
+        }
+    }
+}
+
+impl std::str::FromStr for ProblemKind {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Self> {
+        ProblemKind::ALL.into_iter().find(|kind| kind.name() == text).ok_or_else(|| Error::UnknownName {
+            what: "problem",
+            given: text.to_string(),
+            expected: ProblemKind::ALL.map(ProblemKind::name).join(", "),
+        })
+    }
+}
+
+/// Inputs of the dual GEMM: A is M x K, B1 and B2 are N x K, all with L batches.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DualGemmInputs {
+    pub shape: Shape,
+    pub a: BlockScaledMatrix,
+    pub b1: BlockScaledMatrix,
+    pub b2: BlockScaledMatrix,
+}
+
+impl DualGemmInputs {
+    pub fn new(shape: Shape, a: BlockScaledMatrix, b1: BlockScaledMatrix, b2: BlockScaledMatrix) -> Result<Self> {
+        check_operand("a", &a, shape.m, shape)?;
+        check_operand("b1", &b1, shape.n, shape)?;
+        check_operand("b2", &b2, shape.n, shape)?;
+        Ok(DualGemmInputs { shape, a, b1, b2 })
+    }
+}
+
+/// Inputs of the plain GEMM: A is M x K, B is N x K.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GemmInputs {
+    pub shape: Shape,
+    pub a: BlockScaledMatrix,
+    pub b: BlockScaledMatrix,
+}
+
+impl GemmInputs {
+    pub fn new(shape: Shape, a: BlockScaledMatrix, b: BlockScaledMatrix) -> Result<Self> {
+        check_operand("a", &a, shape.m, shape)?;
+        check_operand("b", &b, shape.n, shape)?;
+        Ok(GemmInputs { shape, a, b })
+    }
+}
+
+/// Inputs of the grouped GEMM: independent GEMMs, each with L = 1.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GroupGemmInputs {
+    pub groups: Vec<GemmInputs>,
+}
+
+impl GroupGemmInputs {
+    pub fn new(groups: Vec<GemmInputs>) -> Result<Self> {
+        if groups.is_empty() {
+            return Err(Error::InvalidShape { dimension: "G", value: 0, requirement: "a grouped GEMM needs at least one group" });
+        }
+        if let Some(group) = groups.iter().find(|group| group.shape.l != 1) {
+            return Err(Error::InvalidShape {
+                dimension: "L",
+                value: group.shape.l,
+                requirement: "must be 1 in every group of a grouped GEMM",
+            });
+        }
+        Ok(GroupGemmInputs { groups })
+    }
+}
+
+fn check_operand(name: &'static str, operand: &BlockScaledMatrix, rows: usize, shape: Shape) -> Result<()> {
+    let mismatch = |dimension, value, requirement| Err(Error::InvalidShape { dimension, value, requirement });
+    if operand.rows() != rows {
+        return mismatch(name, operand.rows(), "rows do not match the problem's M (for a) or N (for b)");
+    }
+    if operand.k() != shape.k {
+        return mismatch(name, operand.k(), "K does not match the problem's K");
+    }
+    if operand.batches() != shape.l {
+        return mismatch(name, operand.batches(), "batch count does not match the problem's L");
+    }
+    Ok(())
+}

@@ -1,0 +1,107 @@
+//! A block-scaled NVFP4 operand: packed e2m1 data plus one e4m3 scale per 16 elements of K.
+
+use crate::error::{Error, Result};
+use crate::formats::{e2m1_at, E2m1, E4m3};
+use crate::layout::{plain_to_blocked, ScaleDims};
+use crate::problem::shape::SCALE_BLOCK;
+
+/// `rows x k` values per batch, `batches` batches. Bytes are in the order a GPU kernel reads them:
+/// `data` is `[batches][rows][k / 2]` (K-major, low nibble = even k), `scales` is the plain layout
+/// `[batches][rows][k / 16]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BlockScaledMatrix {
+    rows: usize,
+    k: usize,
+    batches: usize,
+    data: Vec<u8>,
+    scales: Vec<u8>,
+}
+
+impl BlockScaledMatrix {
+    /// Checks that both buffers match the dimensions; `name` goes into the error message.
+    pub fn new(name: &str, rows: usize, k: usize, batches: usize, data: Vec<u8>, scales: Vec<u8>) -> Result<Self> {
+        if k % SCALE_BLOCK != 0 {
+            return Err(Error::InvalidShape {
+                dimension: "K",
+                value: k,
+                requirement: "must be a multiple of 16 (one e4m3 scale covers 16 consecutive k)",
+            });
+        }
+        let expect = |tensor: String, expected: usize, actual: usize| {
+            if expected == actual {
+                Ok(())
+            } else {
+                Err(Error::TensorSize { name: tensor, expected, actual })
+            }
+        };
+        expect(name.to_string(), rows * k / 2 * batches, data.len())?;
+        expect(format!("sf{name}"), rows * (k / SCALE_BLOCK) * batches, scales.len())?;
+        Ok(BlockScaledMatrix { rows, k, batches, data, scales })
+    }
+
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    pub fn k(&self) -> usize {
+        self.k
+    }
+
+    pub fn batches(&self) -> usize {
+        self.batches
+    }
+
+    pub fn data(&self) -> &[u8] {
+        &self.data
+    }
+
+    pub fn scales(&self) -> &[u8] {
+        &self.scales
+    }
+
+    pub fn scale_dims(&self) -> ScaleDims {
+        ScaleDims { rows: self.rows, cols: self.k / SCALE_BLOCK, batches: self.batches }
+    }
+
+    /// The scales in the blocked (permuted) layout, padding filled with `fill`.
+    pub fn blocked_scales(&self, fill: u8) -> Vec<u8> {
+        plain_to_blocked(&self.scales, self.scale_dims(), fill)
+    }
+
+    /// The packed data of one row.
+    #[inline]
+    pub fn row_data(&self, row: usize, batch: usize) -> &[u8] {
+        let start = (batch * self.rows + row) * (self.k / 2);
+        &self.data[start..start + self.k / 2]
+    }
+
+    /// The scales of one row, one per 16 values of K.
+    #[inline]
+    pub fn row_scales(&self, row: usize, batch: usize) -> &[u8] {
+        let cols = self.k / SCALE_BLOCK;
+        let start = (batch * self.rows + row) * cols;
+        &self.scales[start..start + cols]
+    }
+
+    pub fn value(&self, row: usize, k: usize, batch: usize) -> E2m1 {
+        e2m1_at(self.row_data(row, batch), k)
+    }
+
+    pub fn scale(&self, row: usize, k: usize, batch: usize) -> E4m3 {
+        E4m3::from_bits(self.row_scales(row, batch)[k / SCALE_BLOCK])
+    }
+
+    /// A copy with only the first `rows` rows and `k` values of K kept (used to shrink cases).
+    pub fn truncated(&self, rows: usize, k: usize) -> Self {
+        assert!(rows <= self.rows && k <= self.k && k % SCALE_BLOCK == 0);
+        let mut data = Vec::with_capacity(rows * k / 2 * self.batches);
+        let mut scales = Vec::with_capacity(rows * k / SCALE_BLOCK * self.batches);
+        for batch in 0..self.batches {
+            for row in 0..rows {
+                data.extend_from_slice(&self.row_data(row, batch)[..k / 2]);
+                scales.extend_from_slice(&self.row_scales(row, batch)[..k / SCALE_BLOCK]);
+            }
+        }
+        BlockScaledMatrix { rows, k, batches: self.batches, data, scales }
+    }
+}

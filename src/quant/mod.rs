@@ -1,0 +1,1 @@
+//! NVFP4 quantization (placeholder module, filled in below).
