@@ -32,8 +32,21 @@ pub struct CaseWriter {
 }
 
 impl CaseWriter {
-    pub fn tensor(&mut self, name: &str, dtype: Dtype, shape: Vec<usize>, bytes: Vec<u8>) -> &mut Self {
-        self.tensors.insert(name.to_string(), OwnedTensor { dtype, shape, bytes });
+    pub fn tensor(
+        &mut self,
+        name: &str,
+        dtype: Dtype,
+        shape: Vec<usize>,
+        bytes: Vec<u8>,
+    ) -> &mut Self {
+        self.tensors.insert(
+            name.to_string(),
+            OwnedTensor {
+                dtype,
+                shape,
+                bytes,
+            },
+        );
         self
     }
 
@@ -43,12 +56,27 @@ impl CaseWriter {
     }
 
     /// Adds one block-scaled operand under `name`, `sf{name}` and `sf{name}_permuted`.
-    pub fn operand(&mut self, name: &str, operand: &BlockScaledMatrix, padding_fill: u8) -> &mut Self {
+    pub fn operand(
+        &mut self,
+        name: &str,
+        operand: &BlockScaledMatrix,
+        padding_fill: u8,
+    ) -> &mut Self {
         let dims = operand.scale_dims();
         let blocked = BlockedScaleLayout(dims);
         let [_, _, row_atoms, _, col_atoms, batches] = blocked.logical_shape();
-        self.tensor(name, Dtype::U8, vec![dims.batches, dims.rows, operand.k() / 2], operand.data().to_vec());
-        self.tensor(&format!("sf{name}"), Dtype::F8_E4M3, vec![dims.batches, dims.rows, dims.cols], operand.scales().to_vec());
+        self.tensor(
+            name,
+            Dtype::U8,
+            vec![dims.batches, dims.rows, operand.k() / 2],
+            operand.data().to_vec(),
+        );
+        self.tensor(
+            &format!("sf{name}"),
+            Dtype::F8_E4M3,
+            vec![dims.batches, dims.rows, dims.cols],
+            operand.scales().to_vec(),
+        );
         self.tensor(
             &format!("sf{name}_permuted"),
             Dtype::F8_E4M3,
@@ -72,7 +100,10 @@ impl CaseWriter {
 
     pub fn write(&mut self, path: &Path) -> Result<()> {
         self.meta("format_version", CASE_FORMAT_VERSION);
-        self.meta("generator", concat!("nvfp4-oracle ", env!("CARGO_PKG_VERSION")));
+        self.meta(
+            "generator",
+            concat!("nvfp4-oracle ", env!("CARGO_PKG_VERSION")),
+        );
         let views = self
             .tensors
             .iter()
@@ -96,8 +127,12 @@ pub struct CaseReader {
 
 impl CaseReader {
     pub fn open(path: &Path) -> Result<Self> {
-        let bytes = std::fs::read(path).map_err(|err| Error::file(path, format!("cannot read: {err}")))?;
-        let reader = CaseReader { path: path.to_path_buf(), bytes };
+        let bytes =
+            std::fs::read(path).map_err(|err| Error::file(path, format!("cannot read: {err}")))?;
+        let reader = CaseReader {
+            path: path.to_path_buf(),
+            bytes,
+        };
         reader.parsed()?;
         Ok(reader)
     }
@@ -112,15 +147,19 @@ impl CaseReader {
     }
 
     pub fn metadata(&self) -> Result<HashMap<String, String>> {
-        let (_, header) = SafeTensors::read_metadata(&self.bytes)
-            .map_err(|err| Error::file(&self.path, format!("not a valid safetensors file: {err}")))?;
+        let (_, header) = SafeTensors::read_metadata(&self.bytes).map_err(|err| {
+            Error::file(&self.path, format!("not a valid safetensors file: {err}"))
+        })?;
         Ok(header.metadata().clone().unwrap_or_default())
     }
 
     pub fn meta(&self, key: &str) -> Result<String> {
-        self.metadata()?
-            .remove(key)
-            .ok_or_else(|| Error::file(&self.path, format!("metadata has no '{key}' entry (is this an nvfp4-oracle case file?)")))
+        self.metadata()?.remove(key).ok_or_else(|| {
+            Error::file(
+                &self.path,
+                format!("metadata has no '{key}' entry (is this an nvfp4-oracle case file?)"),
+            )
+        })
     }
 
     /// The bytes of tensor `name`, which must have `dtype` and `shape`.
@@ -129,12 +168,28 @@ impl CaseReader {
         let view = parsed.tensor(name).map_err(|_| {
             let mut names = parsed.names();
             names.sort();
-            Error::file(&self.path, format!("has no tensor '{name}' (it has: {})", names.iter().map(|n| n.to_string()).collect::<Vec<_>>().join(", ")))
+            Error::file(
+                &self.path,
+                format!(
+                    "has no tensor '{name}' (it has: {})",
+                    names
+                        .iter()
+                        .map(|n| n.to_string())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            )
         })?;
         if view.dtype() != dtype || view.shape() != shape {
             return Err(Error::file(
                 &self.path,
-                format!("tensor '{name}' is {:?} {:?}, expected {:?} {:?}", view.dtype(), view.shape(), dtype, shape),
+                format!(
+                    "tensor '{name}' is {:?} {:?}, expected {:?} {:?}",
+                    view.dtype(),
+                    view.shape(),
+                    dtype,
+                    shape
+                ),
             ));
         }
         Ok(view.data().to_vec())
@@ -142,20 +197,32 @@ impl CaseReader {
 
     pub fn shape(&self) -> Result<Shape> {
         let text = self.meta("shape")?;
-        text.parse().map_err(|err: Error| Error::file(&self.path, format!("metadata 'shape': {err}")))
+        text.parse()
+            .map_err(|err: Error| Error::file(&self.path, format!("metadata 'shape': {err}")))
     }
 
     /// Reads an operand written by [`CaseWriter::operand`], checking that the permuted copy agrees
     /// with the plain scales (a case whose two layouts disagree would judge kernels unfairly).
     pub fn operand(&self, name: &str, rows: usize, shape: Shape) -> Result<BlockScaledMatrix> {
         let data = self.tensor(name, Dtype::U8, &[shape.l, rows, shape.k / 2])?;
-        let scales = self.tensor(&format!("sf{name}"), Dtype::F8_E4M3, &[shape.l, rows, shape.scale_cols()])?;
+        let scales = self.tensor(
+            &format!("sf{name}"),
+            Dtype::F8_E4M3,
+            &[shape.l, rows, shape.scale_cols()],
+        )?;
         let operand = BlockScaledMatrix::new(name, rows, shape.k, shape.l, data, scales)?;
         let blocked = BlockedScaleLayout(operand.scale_dims());
         let [_, _, row_atoms, _, col_atoms, batches] = blocked.logical_shape();
-        let permuted = self.tensor(&format!("sf{name}_permuted"), Dtype::F8_E4M3, &[batches, row_atoms, col_atoms, 32, 4, 4])?;
+        let permuted = self.tensor(
+            &format!("sf{name}_permuted"),
+            Dtype::F8_E4M3,
+            &[batches, row_atoms, col_atoms, 32, 4, 4],
+        )?;
         if crate::layout::blocked_to_plain(&permuted, operand.scale_dims()) != operand.scales() {
-            return Err(Error::file(&self.path, format!("sf{name}_permuted does not hold the same scales as sf{name}")));
+            return Err(Error::file(
+                &self.path,
+                format!("sf{name}_permuted does not hold the same scales as sf{name}"),
+            ));
         }
         Ok(operand)
     }
@@ -163,9 +230,17 @@ impl CaseReader {
     pub fn dual_gemm_inputs(&self) -> Result<DualGemmInputs> {
         let problem = self.meta("problem")?;
         if problem != "dual-gemm" {
-            return Err(Error::file(&self.path, format!("holds a '{problem}' case, not a dual-gemm case")));
+            return Err(Error::file(
+                &self.path,
+                format!("holds a '{problem}' case, not a dual-gemm case"),
+            ));
         }
         let shape = self.shape()?;
-        DualGemmInputs::new(shape, self.operand("a", shape.m, shape)?, self.operand("b1", shape.n, shape)?, self.operand("b2", shape.n, shape)?)
+        DualGemmInputs::new(
+            shape,
+            self.operand("a", shape.m, shape)?,
+            self.operand("b1", shape.n, shape)?,
+            self.operand("b2", shape.n, shape)?,
+        )
     }
 }

@@ -9,16 +9,28 @@ pub enum Error {
     OddFp4Count { count: usize },
 
     #[error("invalid shape: {dimension} = {value}: {requirement}")]
-    InvalidShape { dimension: &'static str, value: usize, requirement: &'static str },
+    InvalidShape {
+        dimension: &'static str,
+        value: usize,
+        requirement: &'static str,
+    },
 
     #[error("cannot parse shape '{text}': expected MxNxK or MxNxKxL with positive integers, e.g. 256x512x7168")]
     ShapeSyntax { text: String },
 
     #[error("tensor '{name}' has {actual} bytes but the shape needs {expected}")]
-    TensorSize { name: String, expected: usize, actual: usize },
+    TensorSize {
+        name: String,
+        expected: usize,
+        actual: usize,
+    },
 
     #[error("unknown {what} '{given}'; expected one of: {expected}")]
-    UnknownName { what: &'static str, given: String, expected: String },
+    UnknownName {
+        what: &'static str,
+        given: String,
+        expected: String,
+    },
 
     #[error("cannot quantize: {reason}")]
     Quantize { reason: String },
@@ -32,7 +44,10 @@ pub enum Error {
 
 impl Error {
     pub fn file(path: impl Into<PathBuf>, reason: impl ToString) -> Self {
-        Error::File { path: path.into(), reason: reason.to_string() }
+        Error::File {
+            path: path.into(),
+            reason: reason.to_string(),
+        }
     }
 }
 

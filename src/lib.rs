@@ -13,6 +13,7 @@ pub mod cli;
 pub mod error;
 pub mod formats;
 pub mod layout;
+pub mod model;
 pub mod problem;
 pub mod quant;
 

@@ -30,12 +30,24 @@ pub struct GenerateArgs {
 pub fn run(args: GenerateArgs) -> Result<ExitCode> {
     let mut writer = inputs_writer(args.problem, args.shape, args.dist, args.seed)?;
     writer.write(&args.out)?;
-    println!("wrote {} {} {} seed {} to {}", args.problem.name(), args.shape, args.dist.name(), args.seed, args.out.display());
+    println!(
+        "wrote {} {} {} seed {} to {}",
+        args.problem.name(),
+        args.shape,
+        args.dist.name(),
+        args.seed,
+        args.out.display()
+    );
     Ok(ExitCode::SUCCESS)
 }
 
 /// A writer holding the generated inputs and their provenance; `reference` adds its outputs to it.
-pub fn inputs_writer(problem: ProblemKind, shape: Shape, dist: Distribution, seed: u64) -> Result<CaseWriter> {
+pub fn inputs_writer(
+    problem: ProblemKind,
+    shape: Shape,
+    dist: Distribution,
+    seed: u64,
+) -> Result<CaseWriter> {
     let mut writer = CaseWriter::default();
     let fill = dist.blocked_padding_fill();
     match problem {
@@ -50,12 +62,14 @@ pub fn inputs_writer(problem: ProblemKind, shape: Shape, dist: Distribution, see
                 .meta("problem", "gemm")
                 .meta("shape", shape);
         }
-        ProblemKind::GroupGemm => {
-            return Err(Error::Usage(
-                "generate writes one shape per file; group-gemm cases are written by `golden generate`".into(),
-            ))
-        }
+        ProblemKind::GroupGemm => return Err(Error::Usage(
+            "generate writes one shape per file; group-gemm cases are written by `golden generate`"
+                .into(),
+        )),
     }
-    writer.meta("distribution", dist.name()).meta("seed", seed).meta("blocked_padding_fill", format!("{fill:#04x}"));
+    writer
+        .meta("distribution", dist.name())
+        .meta("seed", seed)
+        .meta("blocked_padding_fill", format!("{fill:#04x}"));
     Ok(writer)
 }

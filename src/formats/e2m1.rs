@@ -9,7 +9,11 @@
 
 use super::minifloat::{decode_magnitude, round_magnitude_rne, MiniFloatSpec, RoundedMagnitude};
 
-pub const E2M1_SPEC: MiniFloatSpec = MiniFloatSpec { exponent_bits: 2, mantissa_bits: 1, bias: 1 };
+pub const E2M1_SPEC: MiniFloatSpec = MiniFloatSpec {
+    exponent_bits: 2,
+    mantissa_bits: 1,
+    bias: 1,
+};
 
 /// Largest finite magnitude, 6.0.
 pub const E2M1_MAX: f32 = 6.0;
@@ -62,7 +66,7 @@ impl E2m1 {
     /// Returns `None` for NaN, which e2m1 cannot represent.
     pub fn from_f32_rne_saturating(x: f32) -> Option<Self> {
         let sign = if x.is_sign_negative() { SIGN_BIT } else { 0 };
-        let magnitude = match round_magnitude_rne(x, E2M1_SPEC) {
+        let magnitude = match round_magnitude_rne(f64::from(x), E2M1_SPEC) {
             RoundedMagnitude::NotANumber => return None,
             RoundedMagnitude::Infinite => MAX_MAGNITUDE_CODE,
             RoundedMagnitude::Code(code) => code.min(MAX_MAGNITUDE_CODE),
@@ -81,24 +85,48 @@ mod tests {
         for (code, &value) in expected.iter().enumerate() {
             assert_eq!(E2m1::from_bits(code as u8).to_f32(), value);
             assert_eq!(E2m1::from_bits(code as u8 | 8).to_f32(), -value);
-            assert_eq!(E2m1::from_bits(code as u8).to_half_units() as f32, 2.0 * value);
+            assert_eq!(
+                E2m1::from_bits(code as u8).to_half_units() as f32,
+                2.0 * value
+            );
         }
         assert!(E2m1::from_bits(8).to_f32().is_sign_negative());
     }
 
     #[test]
     fn ties_round_to_even_code() {
-        let cases = [(0.25, 0.0), (0.75, 1.0), (1.25, 1.0), (1.75, 2.0), (2.5, 2.0), (3.5, 4.0), (5.0, 4.0)];
+        let cases = [
+            (0.25, 0.0),
+            (0.75, 1.0),
+            (1.25, 1.0),
+            (1.75, 2.0),
+            (2.5, 2.0),
+            (3.5, 4.0),
+            (5.0, 4.0),
+        ];
         for (input, expected) in cases {
-            assert_eq!(E2m1::from_f32_rne_saturating(input).unwrap().to_f32(), expected, "{input}");
-            assert_eq!(E2m1::from_f32_rne_saturating(-input).unwrap().to_f32(), -expected, "-{input}");
+            assert_eq!(
+                E2m1::from_f32_rne_saturating(input).unwrap().to_f32(),
+                expected,
+                "{input}"
+            );
+            assert_eq!(
+                E2m1::from_f32_rne_saturating(-input).unwrap().to_f32(),
+                -expected,
+                "-{input}"
+            );
         }
     }
 
     #[test]
     fn saturates_and_rejects_nan() {
         assert_eq!(E2m1::from_f32_rne_saturating(7.0).unwrap().to_f32(), 6.0);
-        assert_eq!(E2m1::from_f32_rne_saturating(f32::NEG_INFINITY).unwrap().to_f32(), -6.0);
+        assert_eq!(
+            E2m1::from_f32_rne_saturating(f32::NEG_INFINITY)
+                .unwrap()
+                .to_f32(),
+            -6.0
+        );
         assert_eq!(E2m1::from_f32_rne_saturating(f32::NAN), None);
     }
 }

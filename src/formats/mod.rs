@@ -3,9 +3,11 @@
 
 pub mod e2m1;
 pub mod e4m3;
+pub mod fp16;
 pub mod minifloat;
 pub mod packing;
 
 pub use e2m1::{E2m1, E2M1_MAX};
 pub use e4m3::{E4m3, E4m3Overflow, E4M3_MAX, E4M3_MIN_NORMAL};
+pub use fp16::fp16_from_f64_rne;
 pub use packing::{e2m1_at, pack_e2m1, unpack_e2m1};

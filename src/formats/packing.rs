@@ -7,7 +7,9 @@ use crate::error::Error;
 /// Packs a row of e2m1 values. An odd count cannot be packed: the last byte would be half empty.
 pub fn pack_e2m1(values: &[E2m1]) -> Result<Vec<u8>, Error> {
     if values.len() % 2 != 0 {
-        return Err(Error::OddFp4Count { count: values.len() });
+        return Err(Error::OddFp4Count {
+            count: values.len(),
+        });
     }
     Ok(values
         .chunks_exact(2)
@@ -36,7 +38,12 @@ mod tests {
 
     #[test]
     fn low_nibble_holds_even_index() {
-        let row = [E2m1::from_bits(0x1), E2m1::from_bits(0xA), E2m1::from_bits(0x7), E2m1::from_bits(0x8)];
+        let row = [
+            E2m1::from_bits(0x1),
+            E2m1::from_bits(0xA),
+            E2m1::from_bits(0x7),
+            E2m1::from_bits(0x8),
+        ];
         let packed = pack_e2m1(&row).unwrap();
         assert_eq!(packed, vec![0xA1, 0x87]);
         assert_eq!(unpack_e2m1(&packed), row);

@@ -82,18 +82,30 @@ impl BlockedScaleLayout {
 /// Rewrites plain scales into the blocked layout, padding with `fill`.
 pub fn plain_to_blocked(plain: &[u8], dims: ScaleDims, fill: u8) -> Vec<u8> {
     let (from, to) = (PlainScaleLayout(dims), BlockedScaleLayout(dims));
-    assert_eq!(plain.len(), from.len(), "plain scale buffer does not match {dims:?}");
+    assert_eq!(
+        plain.len(),
+        from.len(),
+        "plain scale buffer does not match {dims:?}"
+    );
     let mut blocked = vec![fill; to.len()];
-    for_each_index(dims, |i, j, l| blocked[to.offset(i, j, l)] = plain[from.offset(i, j, l)]);
+    for_each_index(dims, |i, j, l| {
+        blocked[to.offset(i, j, l)] = plain[from.offset(i, j, l)]
+    });
     blocked
 }
 
 /// Reads the unpadded region of blocked scales back into the plain layout.
 pub fn blocked_to_plain(blocked: &[u8], dims: ScaleDims) -> Vec<u8> {
     let (from, to) = (BlockedScaleLayout(dims), PlainScaleLayout(dims));
-    assert_eq!(blocked.len(), from.len(), "blocked scale buffer does not match {dims:?}");
+    assert_eq!(
+        blocked.len(),
+        from.len(),
+        "blocked scale buffer does not match {dims:?}"
+    );
     let mut plain = vec![0; to.len()];
-    for_each_index(dims, |i, j, l| plain[to.offset(i, j, l)] = blocked[from.offset(i, j, l)]);
+    for_each_index(dims, |i, j, l| {
+        plain[to.offset(i, j, l)] = blocked[from.offset(i, j, l)]
+    });
     plain
 }
 
@@ -115,14 +127,18 @@ mod tests {
     /// (rest_mn = 3, rest_k = 3, so one batch is 9 atoms = 4608 bytes).
     #[test]
     fn hand_checked_offsets() {
-        let layout = BlockedScaleLayout(ScaleDims { rows: 300, cols: 10, batches: 2 });
+        let layout = BlockedScaleLayout(ScaleDims {
+            rows: 300,
+            cols: 10,
+            batches: 2,
+        });
         let table = [
             ((0, 0, 0), 0),
-            ((1, 0, 0), 16),           // mm32 = 1
-            ((32, 0, 0), 4),           // mm4 = 1
-            ((0, 3, 0), 3),            // kk4 = 3
-            ((0, 4, 0), 512),          // kk = 1: next atom along k
-            ((128, 0, 0), 3 * 512),    // mm = 1: skips rest_k atoms
+            ((1, 0, 0), 16),        // mm32 = 1
+            ((32, 0, 0), 4),        // mm4 = 1
+            ((0, 3, 0), 3),         // kk4 = 3
+            ((0, 4, 0), 512),       // kk = 1: next atom along k
+            ((128, 0, 0), 3 * 512), // mm = 1: skips rest_k atoms
             ((127, 7, 0), 512 + 31 * 16 + 3 * 4 + 3),
             ((299, 9, 1), 4608 + (2 * 3 + 2) * 512 + 11 * 16 + 4 + 1),
         ];

@@ -29,8 +29,12 @@ pub enum Distribution {
 }
 
 impl Distribution {
-    pub const ALL: [Distribution; 4] =
-        [Distribution::Gpumode, Distribution::Full, Distribution::Adversarial, Distribution::AdversarialNan];
+    pub const ALL: [Distribution; 4] = [
+        Distribution::Gpumode,
+        Distribution::Full,
+        Distribution::Adversarial,
+        Distribution::AdversarialNan,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -54,11 +58,14 @@ impl std::str::FromStr for Distribution {
     type Err = Error;
 
     fn from_str(text: &str) -> Result<Self> {
-        Distribution::ALL.into_iter().find(|dist| dist.name() == text).ok_or_else(|| Error::UnknownName {
-            what: "distribution",
-            given: text.to_string(),
-            expected: Distribution::ALL.map(Distribution::name).join(", "),
-        })
+        Distribution::ALL
+            .into_iter()
+            .find(|dist| dist.name() == text)
+            .ok_or_else(|| Error::UnknownName {
+                what: "distribution",
+                given: text.to_string(),
+                expected: Distribution::ALL.map(Distribution::name).join(", "),
+            })
     }
 }
 
@@ -78,9 +85,36 @@ enum GpumodeScales {
 
 pub fn generate_dual_gemm(shape: Shape, dist: Distribution, seed: u64) -> DualGemmInputs {
     let plan = KBlockPlan::new(shape.scale_cols(), dist, seed);
-    let a = generate_operand(Role::A, shape.m, shape, dist, GpumodeScales::UniformUnit, &plan, seed, 0);
-    let b1 = generate_operand(Role::B, shape.n, shape, dist, GpumodeScales::UniformUnit, &plan, seed, 1);
-    let b2 = generate_operand(Role::B, shape.n, shape, dist, GpumodeScales::UniformUnit, &plan, seed, 2);
+    let a = generate_operand(
+        Role::A,
+        shape.m,
+        shape,
+        dist,
+        GpumodeScales::UniformUnit,
+        &plan,
+        seed,
+        0,
+    );
+    let b1 = generate_operand(
+        Role::B,
+        shape.n,
+        shape,
+        dist,
+        GpumodeScales::UniformUnit,
+        &plan,
+        seed,
+        1,
+    );
+    let b2 = generate_operand(
+        Role::B,
+        shape.n,
+        shape,
+        dist,
+        GpumodeScales::UniformUnit,
+        &plan,
+        seed,
+        2,
+    );
     DualGemmInputs::new(shape, a, b1, b2).expect("generated operands match their shape")
 }
 
@@ -89,20 +123,41 @@ pub fn generate_gemm(shape: Shape, dist: Distribution, seed: u64) -> GemmInputs 
 }
 
 /// Groups are given as (M, N, K); every group has L = 1.
-pub fn generate_group_gemm(groups: &[Shape], dist: Distribution, seed: u64) -> Result<GroupGemmInputs> {
+pub fn generate_group_gemm(
+    groups: &[Shape],
+    dist: Distribution,
+    seed: u64,
+) -> Result<GroupGemmInputs> {
     let inputs = groups
         .iter()
         .enumerate()
-        .map(|(g, &shape)| generate_gemm_streams(shape, dist, GpumodeScales::OneOrTwo, seed, 2 * g as u64))
+        .map(|(g, &shape)| {
+            generate_gemm_streams(shape, dist, GpumodeScales::OneOrTwo, seed, 2 * g as u64)
+        })
         .collect();
     GroupGemmInputs::new(inputs)
 }
 
-fn generate_gemm_streams(shape: Shape, dist: Distribution, scales: GpumodeScales, seed: u64, first: u64) -> GemmInputs {
+fn generate_gemm_streams(
+    shape: Shape,
+    dist: Distribution,
+    scales: GpumodeScales,
+    seed: u64,
+    first: u64,
+) -> GemmInputs {
     // Each group gets its own plan stream so that cancellation pairs line up within a group.
     let plan = KBlockPlan::new(shape.scale_cols(), dist, seed ^ (first << 32));
     let a = generate_operand(Role::A, shape.m, shape, dist, scales, &plan, seed, first);
-    let b = generate_operand(Role::B, shape.n, shape, dist, scales, &plan, seed, first + 1);
+    let b = generate_operand(
+        Role::B,
+        shape.n,
+        shape,
+        dist,
+        scales,
+        &plan,
+        seed,
+        first + 1,
+    );
     GemmInputs::new(shape, a, b).expect("generated operands match their shape")
 }
 
@@ -160,7 +215,10 @@ struct KBlockPlan(Vec<KBlockMode>);
 impl KBlockPlan {
     fn new(blocks: usize, dist: Distribution, seed: u64) -> Self {
         let mut modes = vec![KBlockMode::Random; blocks];
-        if matches!(dist, Distribution::Adversarial | Distribution::AdversarialNan) {
+        if matches!(
+            dist,
+            Distribution::Adversarial | Distribution::AdversarialNan
+        ) {
             let mut source = Source::new(seed, u64::MAX);
             let mut j = 0;
             while j < blocks {
@@ -199,15 +257,24 @@ fn generate_operand(
     let mut data = vec![0u8; rows * k / 2 * batches];
     let mut scales = vec![0u8; rows * blocks * batches];
     let block_bytes = SCALE_BLOCK / 2;
-    for (row_data, row_scales) in data.chunks_exact_mut(k / 2).zip(scales.chunks_exact_mut(blocks)) {
+    for (row_data, row_scales) in data
+        .chunks_exact_mut(k / 2)
+        .zip(scales.chunks_exact_mut(blocks))
+    {
         match dist {
             Distribution::Gpumode => {
-                row_data.iter_mut().for_each(|byte| *byte = source.byte() & GPUMODE_FP4_MASK);
-                row_scales.iter_mut().for_each(|scale| *scale = gpumode_scale(&mut source, gpumode_scales));
+                row_data
+                    .iter_mut()
+                    .for_each(|byte| *byte = source.byte() & GPUMODE_FP4_MASK);
+                row_scales
+                    .iter_mut()
+                    .for_each(|scale| *scale = gpumode_scale(&mut source, gpumode_scales));
             }
             Distribution::Full => {
                 row_data.iter_mut().for_each(|byte| *byte = source.byte());
-                row_scales.iter_mut().for_each(|scale| *scale = source.below(u32::from(E4M3_MAX_CODE) + 1) as u8);
+                row_scales
+                    .iter_mut()
+                    .for_each(|scale| *scale = source.below(u32::from(E4M3_MAX_CODE) + 1) as u8);
             }
             Distribution::Adversarial | Distribution::AdversarialNan => {
                 for (j, mode) in plan.0.iter().enumerate() {
@@ -217,7 +284,8 @@ fn generate_operand(
                         let (previous, current) = row_data.split_at_mut(j * block_bytes);
                         let previous = &previous[(j - 1) * block_bytes..];
                         let flip = if role == Role::B { 0x88 } else { 0x00 };
-                        for (byte, &source_byte) in current[..block_bytes].iter_mut().zip(previous) {
+                        for (byte, &source_byte) in current[..block_bytes].iter_mut().zip(previous)
+                        {
                             *byte = source_byte ^ flip;
                         }
                         row_scales[j] = row_scales[j - 1];
@@ -236,13 +304,22 @@ fn generate_operand(
             }
         }
     }
-    BlockScaledMatrix::new(if role == Role::A { "a" } else { "b" }, rows, k, batches, data, scales)
-        .expect("generated buffers match their dimensions")
+    BlockScaledMatrix::new(
+        if role == Role::A { "a" } else { "b" },
+        rows,
+        k,
+        batches,
+        data,
+        scales,
+    )
+    .expect("generated buffers match their dimensions")
 }
 
 fn gpumode_scale(source: &mut Source, family: GpumodeScales) -> u8 {
     match family {
-        GpumodeScales::UniformUnit => E4m3::from_f32_rne(source.unit_f32(), E4m3Overflow::Saturate).to_bits(),
+        GpumodeScales::UniformUnit => {
+            E4m3::from_f32_rne(source.unit_f32(), E4m3Overflow::Saturate).to_bits()
+        }
         GpumodeScales::OneOrTwo => {
             if source.chance(1, 2) {
                 E4M3_ONE
@@ -253,7 +330,13 @@ fn gpumode_scale(source: &mut Source, family: GpumodeScales) -> u8 {
     }
 }
 
-fn adversarial_block(role: Role, mode: KBlockMode, block: &mut [u8], scale: &mut u8, source: &mut Source) {
+fn adversarial_block(
+    role: Role,
+    mode: KBlockMode,
+    block: &mut [u8],
+    scale: &mut u8,
+    source: &mut Source,
+) {
     match mode {
         KBlockMode::Random | KBlockMode::CancelFirst => {
             block.iter_mut().for_each(|byte| *byte = source.byte());

@@ -24,7 +24,11 @@ pub enum ProblemKind {
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 3] = [ProblemKind::DualGemm, ProblemKind::Gemm, ProblemKind::GroupGemm];
+    pub const ALL: [ProblemKind; 3] = [
+        ProblemKind::DualGemm,
+        ProblemKind::Gemm,
+        ProblemKind::GroupGemm,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -39,11 +43,14 @@ impl std::str::FromStr for ProblemKind {
     type Err = Error;
 
     fn from_str(text: &str) -> Result<Self> {
-        ProblemKind::ALL.into_iter().find(|kind| kind.name() == text).ok_or_else(|| Error::UnknownName {
-            what: "problem",
-            given: text.to_string(),
-            expected: ProblemKind::ALL.map(ProblemKind::name).join(", "),
-        })
+        ProblemKind::ALL
+            .into_iter()
+            .find(|kind| kind.name() == text)
+            .ok_or_else(|| Error::UnknownName {
+                what: "problem",
+                given: text.to_string(),
+                expected: ProblemKind::ALL.map(ProblemKind::name).join(", "),
+            })
     }
 }
 
@@ -57,7 +64,12 @@ pub struct DualGemmInputs {
 }
 
 impl DualGemmInputs {
-    pub fn new(shape: Shape, a: BlockScaledMatrix, b1: BlockScaledMatrix, b2: BlockScaledMatrix) -> Result<Self> {
+    pub fn new(
+        shape: Shape,
+        a: BlockScaledMatrix,
+        b1: BlockScaledMatrix,
+        b2: BlockScaledMatrix,
+    ) -> Result<Self> {
         check_operand("a", &a, shape.m, shape)?;
         check_operand("b1", &b1, shape.n, shape)?;
         check_operand("b2", &b2, shape.n, shape)?;
@@ -90,7 +102,11 @@ pub struct GroupGemmInputs {
 impl GroupGemmInputs {
     pub fn new(groups: Vec<GemmInputs>) -> Result<Self> {
         if groups.is_empty() {
-            return Err(Error::InvalidShape { dimension: "G", value: 0, requirement: "a grouped GEMM needs at least one group" });
+            return Err(Error::InvalidShape {
+                dimension: "G",
+                value: 0,
+                requirement: "a grouped GEMM needs at least one group",
+            });
         }
         if let Some(group) = groups.iter().find(|group| group.shape.l != 1) {
             return Err(Error::InvalidShape {
@@ -103,16 +119,35 @@ impl GroupGemmInputs {
     }
 }
 
-fn check_operand(name: &'static str, operand: &BlockScaledMatrix, rows: usize, shape: Shape) -> Result<()> {
-    let mismatch = |dimension, value, requirement| Err(Error::InvalidShape { dimension, value, requirement });
+fn check_operand(
+    name: &'static str,
+    operand: &BlockScaledMatrix,
+    rows: usize,
+    shape: Shape,
+) -> Result<()> {
+    let mismatch = |dimension, value, requirement| {
+        Err(Error::InvalidShape {
+            dimension,
+            value,
+            requirement,
+        })
+    };
     if operand.rows() != rows {
-        return mismatch(name, operand.rows(), "rows do not match the problem's M (for a) or N (for b)");
+        return mismatch(
+            name,
+            operand.rows(),
+            "rows do not match the problem's M (for a) or N (for b)",
+        );
     }
     if operand.k() != shape.k {
         return mismatch(name, operand.k(), "K does not match the problem's K");
     }
     if operand.batches() != shape.l {
-        return mismatch(name, operand.batches(), "batch count does not match the problem's L");
+        return mismatch(
+            name,
+            operand.batches(),
+            "batch count does not match the problem's L",
+        );
     }
     Ok(())
 }

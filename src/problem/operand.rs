@@ -19,7 +19,14 @@ pub struct BlockScaledMatrix {
 
 impl BlockScaledMatrix {
     /// Checks that both buffers match the dimensions; `name` goes into the error message.
-    pub fn new(name: &str, rows: usize, k: usize, batches: usize, data: Vec<u8>, scales: Vec<u8>) -> Result<Self> {
+    pub fn new(
+        name: &str,
+        rows: usize,
+        k: usize,
+        batches: usize,
+        data: Vec<u8>,
+        scales: Vec<u8>,
+    ) -> Result<Self> {
         if k % SCALE_BLOCK != 0 {
             return Err(Error::InvalidShape {
                 dimension: "K",
@@ -31,12 +38,26 @@ impl BlockScaledMatrix {
             if expected == actual {
                 Ok(())
             } else {
-                Err(Error::TensorSize { name: tensor, expected, actual })
+                Err(Error::TensorSize {
+                    name: tensor,
+                    expected,
+                    actual,
+                })
             }
         };
         expect(name.to_string(), rows * k / 2 * batches, data.len())?;
-        expect(format!("sf{name}"), rows * (k / SCALE_BLOCK) * batches, scales.len())?;
-        Ok(BlockScaledMatrix { rows, k, batches, data, scales })
+        expect(
+            format!("sf{name}"),
+            rows * (k / SCALE_BLOCK) * batches,
+            scales.len(),
+        )?;
+        Ok(BlockScaledMatrix {
+            rows,
+            k,
+            batches,
+            data,
+            scales,
+        })
     }
 
     pub fn rows(&self) -> usize {
@@ -60,7 +81,11 @@ impl BlockScaledMatrix {
     }
 
     pub fn scale_dims(&self) -> ScaleDims {
-        ScaleDims { rows: self.rows, cols: self.k / SCALE_BLOCK, batches: self.batches }
+        ScaleDims {
+            rows: self.rows,
+            cols: self.k / SCALE_BLOCK,
+            batches: self.batches,
+        }
     }
 
     /// The scales in the blocked (permuted) layout, padding filled with `fill`.
@@ -102,6 +127,12 @@ impl BlockScaledMatrix {
                 scales.extend_from_slice(&self.row_scales(row, batch)[..k / SCALE_BLOCK]);
             }
         }
-        BlockScaledMatrix { rows, k, batches: self.batches, data, scales }
+        BlockScaledMatrix {
+            rows,
+            k,
+            batches: self.batches,
+            data,
+            scales,
+        }
     }
 }

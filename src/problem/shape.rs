@@ -21,7 +21,11 @@ impl Shape {
         let positive = "must be at least 1";
         for (dimension, value) in [("M", m), ("N", n), ("K", k), ("L", l)] {
             if value == 0 {
-                return Err(Error::InvalidShape { dimension, value, requirement: positive });
+                return Err(Error::InvalidShape {
+                    dimension,
+                    value,
+                    requirement: positive,
+                });
             }
         }
         if k % SCALE_BLOCK != 0 {
@@ -36,7 +40,11 @@ impl Shape {
         const LIMIT: usize = 1 << 24;
         for (dimension, value) in [("M", m), ("N", n), ("K", k), ("L", l)] {
             if value > LIMIT {
-                return Err(Error::InvalidShape { dimension, value, requirement: "must be at most 2^24" });
+                return Err(Error::InvalidShape {
+                    dimension,
+                    value,
+                    requirement: "must be at most 2^24",
+                });
             }
         }
         Ok(Shape { m, n, k, l })
@@ -62,7 +70,9 @@ impl FromStr for Shape {
 
     /// Parses `MxNxK` (L = 1) or `MxNxKxL`.
     fn from_str(text: &str) -> Result<Self> {
-        let syntax = || Error::ShapeSyntax { text: text.to_string() };
+        let syntax = || Error::ShapeSyntax {
+            text: text.to_string(),
+        };
         let parts: Vec<usize> = text
             .split(['x', 'X'])
             .map(|part| part.trim().parse::<usize>().map_err(|_| syntax()))
@@ -82,7 +92,15 @@ mod tests {
     #[test]
     fn parses_and_prints() {
         let shape: Shape = "256x512x7168".parse().unwrap();
-        assert_eq!(shape, Shape { m: 256, n: 512, k: 7168, l: 1 });
+        assert_eq!(
+            shape,
+            Shape {
+                m: 256,
+                n: 512,
+                k: 7168,
+                l: 1
+            }
+        );
         assert_eq!(shape.to_string(), "256x512x7168");
         assert_eq!("1x2x32x3".parse::<Shape>().unwrap().to_string(), "1x2x32x3");
     }

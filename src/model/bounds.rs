@@ -1,0 +1,153 @@
+//! Acceptance intervals: which fp16 outputs a correct kernel may produce. The derivation is in
+//! docs/numerics.md; this file implements it and names each constant there.
+//!
+//! The accumulation contract a kernel must meet (every tensor-core NVFP4 kernel does):
+//! - K is consumed in steps of one or more whole 16-element scale blocks, in any order, by one or
+//!   more f32 accumulators (split-K partials combined by f32 adds at the end);
+//! - each step adds its products to the accumulator with an error of at most
+//!   [`STEP_ERROR`] * (|accumulator| + sum of |products| in the step): this covers f32 round-to-
+//!   nearest and truncating adds, FMAs, and fused multi-term tensor-core adders that align to the
+//!   largest operand and keep at least 25 fractional bits for up to 16 products (Hopper's model)
+//!   or exact 16-blocks with 35 bits (Blackwell's);
+//! - the epilogue computes silu(x1) * x2 in f32 with relative error at most [`epilogue_budget`]
+//!   (fast `__expf`, `__fdividef` or `__frcp_rn` are fine; tanh.approx is not), and rounds the
+//!   result to fp16 to nearest even.
+
+use super::exact::{fixed_to_f64, ExactDot, FIXED_POINT_EXPONENT};
+use super::portable_math::{silu, SILU_ARGMIN};
+use crate::formats::fp16_from_f64_rne;
+use half::f16;
+
+/// f32's unit roundoff for truncation: one ulp relative, 2^-23.
+const F32_ULP: f64 = 1.0 / 8_388_608.0;
+/// Per-step error factor, in units of [`F32_ULP`]: 17 operands truncated at 2^-25 relative to the
+/// largest (17/4) plus the final rounding (1).
+pub const STEP_ERROR_ULPS: f64 = 17.0 / 4.0 + 1.0;
+pub const STEP_ERROR: f64 = STEP_ERROR_ULPS * F32_ULP;
+/// Relative slack for the f64 arithmetic of the bounds themselves (each a handful of roundings
+/// of 2^-53), and an absolute slack far below the smallest fp16 subnormal (2^-24).
+const RELATIVE_SLACK: f64 = 1.0 / (1u64 << 40) as f64;
+const ABSOLUTE_SLACK: f64 = 1.0 / (1u64 << 60) as f64;
+
+/// A closed real interval, or "must be NaN".
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Range {
+    Real { lo: f64, hi: f64 },
+    NaN,
+}
+
+/// The values a contract-abiding kernel's f32 accumulator can hold for this dot product.
+pub fn accumulator_range(dot: &ExactDot, blocks: usize) -> Range {
+    if dot.nan {
+        return Range::NaN;
+    }
+    let exact = fixed_to_f64(dot.sum, FIXED_POINT_EXPONENT);
+    let partial = fixed_to_f64(dot.max_partial_sum(), FIXED_POINT_EXPONENT);
+    let abs_terms = fixed_to_f64(dot.abs_terms, FIXED_POINT_EXPONENT);
+    let steps = blocks as f64;
+    // E <= STEP_ERROR (steps (A + E) + T) + F32_ULP (steps - 1)(A + E), solved for E.
+    let numerator = STEP_ERROR * (steps * partial + abs_terms) + F32_ULP * steps * partial;
+    let denominator = 1.0 - (STEP_ERROR + F32_ULP) * steps;
+    assert!(
+        denominator > 0.5,
+        "K too large for the error bound ({blocks} blocks)"
+    );
+    let error = numerator / denominator * (1.0 + RELATIVE_SLACK) + exact.abs() * RELATIVE_SLACK;
+    Range::Real {
+        lo: exact - error,
+        hi: exact + error,
+    }
+}
+
+/// Relative error allowed for the epilogue's own arithmetic when x1 >= `x1_lo`: a fast exp's
+/// error grows with |x| (CUDA's `__expf`: 2 + 1.16|x| ulps), and it reaches silu(x) fully only for
+/// negative x. Beyond |x| = 128, silu(x) * x2 is below 2^-140 and only the absolute slack matters.
+pub fn epilogue_budget(x1_lo: f64) -> f64 {
+    F32_ULP * (8.0 + 2.0 * (-x1_lo).clamp(0.0, 128.0))
+}
+
+/// The range of silu over [lo, hi], rounded outward.
+fn silu_range(lo: f64, hi: f64) -> (f64, f64) {
+    let (at_lo, at_hi) = (silu(lo), silu(hi));
+    let min = if lo <= SILU_ARGMIN && SILU_ARGMIN <= hi {
+        silu(SILU_ARGMIN)
+    } else {
+        at_lo.min(at_hi)
+    };
+    let max = at_lo.max(at_hi);
+    (outward_down(min), outward_up(max))
+}
+
+fn outward_down(x: f64) -> f64 {
+    x - x.abs() * RELATIVE_SLACK - ABSOLUTE_SLACK
+}
+
+fn outward_up(x: f64) -> f64 {
+    x + x.abs() * RELATIVE_SLACK + ABSOLUTE_SLACK
+}
+
+/// The real range of silu(x1) * x2 over the two accumulator ranges, with the epilogue budget.
+pub fn silu_mul_range(x1: Range, x2: Range) -> Range {
+    let (Range::Real { lo: lo1, hi: hi1 }, Range::Real { lo: lo2, hi: hi2 }) = (x1, x2) else {
+        return Range::NaN;
+    };
+    let (s_lo, s_hi) = silu_range(lo1, hi1);
+    let corners = [s_lo * lo2, s_lo * hi2, s_hi * lo2, s_hi * hi2];
+    let lo = corners.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = corners.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let budget = epilogue_budget(lo1) * lo.abs().max(hi.abs());
+    Range::Real {
+        lo: outward_down(lo - budget),
+        hi: outward_up(hi + budget),
+    }
+}
+
+/// The fp16 outputs that round-to-nearest-even conversion of any value in `range` can give.
+pub fn fp16_interval(range: Range) -> (f16, f16) {
+    match range {
+        Range::NaN => (f16::NAN, f16::NAN),
+        Range::Real { lo, hi } => (fp16_from_f64_rne(lo), fp16_from_f64_rne(hi)),
+    }
+}
+
+/// Position of an fp16 value on the line of all fp16 values (-0 and +0 share a position), for
+/// measuring distances in ulps. NaN has no position.
+pub fn fp16_ordinal(x: f16) -> Option<i32> {
+    if x.is_nan() {
+        return None;
+    }
+    let bits = i32::from(x.to_bits());
+    Some(if bits & 0x8000 != 0 {
+        -(bits & 0x7FFF)
+    } else {
+        bits
+    })
+}
+
+/// Number of fp16 values in [lo, hi] minus one: 0 when the interval is a single value.
+pub fn width_ulps(lo: f16, hi: f16) -> Option<u32> {
+    Some((fp16_ordinal(hi)? - fp16_ordinal(lo)?) as u32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ordinals_and_widths() {
+        assert_eq!(width_ulps(f16::ONE, f16::ONE), Some(0));
+        assert_eq!(width_ulps(f16::NEG_ZERO, f16::ZERO), Some(0));
+        assert_eq!(
+            width_ulps(f16::from_bits(0x8001), f16::from_bits(0x0001)),
+            Some(2)
+        );
+        assert_eq!(width_ulps(f16::NAN, f16::ONE), None);
+    }
+
+    #[test]
+    fn silu_range_covers_the_minimum() {
+        let (lo, hi) = silu_range(-3.0, 0.0);
+        assert!(lo <= silu(SILU_ARGMIN) && lo > -0.2785);
+        assert!(hi >= 0.0);
+    }
+}

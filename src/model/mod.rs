@@ -1,0 +1,10 @@
+//! The exact model: exact dot products, the declared reference answer, and acceptance intervals.
+
+pub mod bounds;
+pub mod exact;
+pub mod portable_math;
+pub mod reference;
+
+pub use reference::{
+    dual_gemm_reference, gemm_reference, group_gemm_reference, Reference, MODEL_VERSION,
+};
