@@ -10,6 +10,7 @@
 
 pub mod case_file;
 pub mod cli;
+pub mod compare;
 pub mod error;
 pub mod formats;
 pub mod layout;

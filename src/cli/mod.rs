@@ -3,7 +3,9 @@
 //! Exit codes are stable for CI: 0 success (or pass), 1 a verdict of failure, 2 bad usage or bad
 //! input (unreadable file, wrong shape, unknown name). clap's own usage errors also exit 2.
 
+mod check;
 mod generate;
+mod reference;
 
 use crate::error::Result;
 use clap::{Parser, Subcommand};
@@ -30,10 +32,16 @@ pub struct Cli {
 pub enum Command {
     /// Write deterministic problem inputs (FP4 data, plain and permuted scales) to a safetensors file.
     Generate(generate::GenerateArgs),
+    /// Write a case: generated inputs plus the model's expected fp16 output and acceptance interval.
+    Reference(reference::ReferenceArgs),
+    /// Judge a kernel's output (tensor `c`) against a reference case. Exit 0 pass, 1 fail, 2 bad input.
+    Check(check::CheckArgs),
 }
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Generate(args) => generate::run(args),
+        Command::Reference(args) => reference::run(args),
+        Command::Check(args) => check::run(args),
     }
 }

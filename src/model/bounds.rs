@@ -2,11 +2,16 @@
 //! docs/numerics.md; this file implements it and names each constant there.
 //!
 //! The accumulation contract a kernel must meet (every tensor-core NVFP4 kernel does):
-//! - K is consumed in steps of one or more whole 16-element scale blocks, in any order, by one or
-//!   more f32 accumulators (split-K partials combined by f32 adds at the end);
+//! - K is consumed in steps of one or more whole 16-element scale blocks by one or more f32
+//!   accumulators whose partials are combined by f32 adds at the end; under
+//!   [`KOrder::Contiguous`] (the default) each accumulator takes one contiguous run of K in
+//!   increasing or decreasing order and there are at most [`MAX_SPLITS`] of them (main loops,
+//!   split-K, stream-K); under [`KOrder::Any`] the blocks may come in any order to any number
+//!   of accumulators (wider intervals);
 //! - each step adds its products to the accumulator with an error of at most
 //!   [`STEP_ERROR`] * (|accumulator| + sum of |products| in the step): this covers f32 round-to-
-//!   nearest and truncating adds, FMAs, and fused multi-term tensor-core adders that align to the
+//!   nearest and truncating adds, one FMA per step adding an exact scaled block sum, and fused
+//!   multi-term tensor-core adders that align to the
 //!   largest operand and keep at least 25 fractional bits for up to 16 products (Hopper's model)
 //!   or exact 16-blocks with 35 bits (Blackwell's);
 //! - the epilogue computes silu(x1) * x2 in f32 with relative error at most [`epilogue_budget`]
@@ -29,6 +34,46 @@ pub const STEP_ERROR: f64 = STEP_ERROR_ULPS * F32_ULP;
 const RELATIVE_SLACK: f64 = 1.0 / (1u64 << 40) as f64;
 const ABSOLUTE_SLACK: f64 = 1.0 / (1u64 << 60) as f64;
 
+/// Which K orders the interval must accept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum KOrder {
+    /// Each accumulator sums one contiguous run of K blocks, either direction; at most
+    /// [`MAX_SPLITS`] accumulators.
+    Contiguous,
+    /// Any order of blocks, any number of accumulators.
+    Any,
+}
+
+impl KOrder {
+    pub const ALL: [KOrder; 2] = [KOrder::Contiguous, KOrder::Any];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            KOrder::Contiguous => "contiguous",
+            KOrder::Any => "any",
+        }
+    }
+}
+
+impl std::str::FromStr for KOrder {
+    type Err = crate::Error;
+
+    fn from_str(text: &str) -> crate::Result<Self> {
+        KOrder::ALL
+            .into_iter()
+            .find(|order| order.name() == text)
+            .ok_or_else(|| crate::Error::UnknownName {
+                what: "K order",
+                given: text.to_string(),
+                expected: KOrder::ALL.map(KOrder::name).join(", "),
+            })
+    }
+}
+
+/// Most split-K partials a [`KOrder::Contiguous`] kernel may combine.
+pub const MAX_SPLITS: usize = 16;
+
 /// A closed real interval, or "must be NaN".
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Range {
@@ -37,20 +82,33 @@ pub enum Range {
 }
 
 /// The values a contract-abiding kernel's f32 accumulator can hold for this dot product.
-pub fn accumulator_range(dot: &ExactDot, blocks: usize) -> Range {
+pub fn accumulator_range(dot: &ExactDot, blocks: usize, order: KOrder) -> Range {
     if dot.nan {
         return Range::NaN;
     }
     let exact = fixed_to_f64(dot.sum, FIXED_POINT_EXPONENT);
-    let partial = fixed_to_f64(dot.max_partial_sum(), FIXED_POINT_EXPONENT);
     let abs_terms = fixed_to_f64(dot.abs_terms, FIXED_POINT_EXPONENT);
     let steps = blocks as f64;
-    // E <= STEP_ERROR (steps (A + E) + T) + F32_ULP (steps - 1)(A + E), solved for E.
-    let numerator = STEP_ERROR * (steps * partial + abs_terms) + F32_ULP * steps * partial;
-    let denominator = 1.0 - (STEP_ERROR + F32_ULP) * steps;
+    // A bounds every accumulator's exact partial sum. The final adds of p partials see operands
+    // bounded by C (sums of several runs are subsets of blocks, so C <= the subset bound too);
+    // their error is at most F32_ULP (p - 1)(C + p E).
+    let subset = fixed_to_f64(dot.max_subset_sum(), FIXED_POINT_EXPONENT);
+    let (partial, splits, combined) = match order {
+        KOrder::Contiguous => {
+            let run = fixed_to_f64(dot.max_run_sum(), FIXED_POINT_EXPONENT);
+            let splits = blocks.min(MAX_SPLITS) as f64;
+            (run, splits, subset.min(splits * run))
+        }
+        KOrder::Any => (subset, steps, subset),
+    };
+    // E <= STEP_ERROR (steps (A + E) + T) + F32_ULP (p - 1)(C + p E), solved for E.
+    let numerator =
+        STEP_ERROR * (steps * partial + abs_terms) + F32_ULP * (splits - 1.0) * combined;
+    let denominator = 1.0 - STEP_ERROR * steps - F32_ULP * (splits - 1.0) * splits;
     assert!(
         denominator > 0.5,
-        "K too large for the error bound ({blocks} blocks)"
+        "K = {} is above the shape limit that keeps the error bound valid",
+        blocks * 16
     );
     let error = numerator / denominator * (1.0 + RELATIVE_SLACK) + exact.abs() * RELATIVE_SLACK;
     Range::Real {
@@ -61,7 +119,8 @@ pub fn accumulator_range(dot: &ExactDot, blocks: usize) -> Range {
 
 /// Relative error allowed for the epilogue's own arithmetic when x1 >= `x1_lo`: a fast exp's
 /// error grows with |x| (CUDA's `__expf`: 2 + 1.16|x| ulps), and it reaches silu(x) fully only for
-/// negative x. Beyond |x| = 128, silu(x) * x2 is below 2^-140 and only the absolute slack matters.
+/// negative x. Beyond |x| = 128 the cap is harmless: |x2| < 2^47, so |silu(x1) * x2| is far below
+/// the smallest fp16 subnormal and both the kernel's answer and the true value round to +-0.
 pub fn epilogue_budget(x1_lo: f64) -> f64 {
     F32_ULP * (8.0 + 2.0 * (-x1_lo).clamp(0.0, 128.0))
 }

@@ -9,6 +9,7 @@
 //! The block dot product is written over fixed-size arrays of i8 so that the compiler vectorises
 //! it; that is where the time goes.
 
+use super::portable_math::pow2;
 use crate::formats::{E2m1, E4m3};
 use crate::problem::{BlockScaledMatrix, SCALE_BLOCK};
 
@@ -21,6 +22,10 @@ pub const FIXED_POINT_EXPONENT: i32 = -20;
 pub struct ExactDot {
     /// The exact sum.
     pub sum: i128,
+    /// Largest and smallest prefix sum over the 16-blocks in K order (the empty prefix, 0,
+    /// included): every contiguous run of blocks sums to a difference of two prefixes.
+    pub prefix_max: i128,
+    pub prefix_min: i128,
     /// Sum of the positive 16-block sums (each block sum exact, scaled).
     pub positive_blocks: i128,
     /// Sum of the magnitudes of the negative 16-block sums.
@@ -32,9 +37,14 @@ pub struct ExactDot {
 }
 
 impl ExactDot {
-    /// The largest magnitude that any sum of a subset of 16-blocks can have.
-    pub fn max_partial_sum(&self) -> i128 {
+    /// The largest magnitude that a sum of any subset of 16-blocks can have.
+    pub fn max_subset_sum(&self) -> i128 {
         self.positive_blocks.max(self.negative_blocks)
+    }
+
+    /// The largest magnitude that a sum of a contiguous run of 16-blocks can have.
+    pub fn max_run_sum(&self) -> i128 {
+        self.prefix_max - self.prefix_min
     }
 }
 
@@ -124,6 +134,8 @@ pub fn exact_dot(a: &PreparedRow, b: &PreparedRow) -> ExactDot {
         let shift = u32::from(sa.exponent) + u32::from(sb.exponent);
         let block = i128::from((i64::from(sum) * significand) << shift);
         out.sum += block;
+        out.prefix_max = out.prefix_max.max(out.sum);
+        out.prefix_min = out.prefix_min.min(out.sum);
         if block > 0 {
             out.positive_blocks += block;
         } else {
@@ -158,9 +170,8 @@ pub fn fixed_to_f32_rne(n: i128, exponent: i32) -> f32 {
                 kept
             }
         };
-        // quanta < 2^25, so this conversion is exact; the power of two is applied in two exact
-        // steps because quantum_exponent may be as small as -149.
-        let value = quanta as f64 * 2f64.powi(quantum_exponent);
+        // quanta <= 2^24 and 2^-149 is a normal f64, so this product is exact.
+        let value = quanta as f64 * pow2(quantum_exponent);
         if value >= f64::from(f32::MAX) * (1.0 + f64::EPSILON) {
             f32::INFINITY
         } else {
@@ -177,7 +188,7 @@ pub fn fixed_to_f32_rne(n: i128, exponent: i32) -> f32 {
 /// `n * 2^exponent` as f64 (rounded to nearest; exact below 2^53 units). Used for error bounds,
 /// which carry their own margin for this rounding.
 pub fn fixed_to_f64(n: i128, exponent: i32) -> f64 {
-    n as f64 * 2f64.powi(exponent)
+    n as f64 * pow2(exponent)
 }
 
 #[cfg(test)]
@@ -204,6 +215,8 @@ mod tests {
         assert_eq!(fixed_to_f32_rne(dot.sum, FIXED_POINT_EXPONENT), -5.25);
         assert_eq!(fixed_to_f64(dot.abs_terms, FIXED_POINT_EXPONENT), 6.75);
         assert_eq!(dot.negative_blocks, -dot.sum);
+        assert_eq!((dot.prefix_min, dot.prefix_max), (dot.sum, 0));
+        assert_eq!(dot.max_run_sum(), dot.max_subset_sum());
         assert!(!dot.nan);
     }
 

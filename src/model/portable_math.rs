@@ -6,8 +6,10 @@
 //! reduction by ln 2, a degree-13 Taylor polynomial on |r| <= ln(2)/2, and scaling by 2^k through
 //! the exponent bits. Its error is a few f64 ulps, far below anything the fp16 output can see.
 
-const LN2_HI: f64 = 6.931_471_803_691_238_164_90e-1; // ln 2 with its last 32 bits zero: k * LN2_HI is exact
-const LN2_LO: f64 = 1.908_214_929_270_587_700_02e-10;
+/// ln 2 with the low 21 bits of its significand zero (bits 0x3FE62E42FEE00000), so that k * LN2_HI
+/// is exact for every |k| < 2^21 (exp needs |k| <= 1075); LN2_LO is the rest of ln 2.
+const LN2_HI: f64 = 0.693_147_180_369_123_8;
+const LN2_LO: f64 = 1.908_214_929_270_587_7e-10;
 const LOG2_E: f64 = std::f64::consts::LOG2_E;
 
 /// e^x, portable. Overflows to +inf above 709.78 and underflows to 0 below -745.2.
@@ -35,9 +37,18 @@ fn factorial(n: u32) -> f64 {
     (1..=n).map(f64::from).product()
 }
 
+/// 2^e for e in the normal f64 range, built from the exponent bits (`powi` has no documented
+/// precision, so the model does not use it).
+pub fn pow2(e: i32) -> f64 {
+    assert!(
+        (-1022..=1023).contains(&e),
+        "pow2 exponent {e} outside the f64 normal range"
+    );
+    f64::from_bits(((e + 1023) as u64) << 52)
+}
+
 /// x * 2^k without libm's ldexp; split in two steps so subnormal results round only once.
 fn scale_by_pow2(x: f64, k: i32) -> f64 {
-    let pow2 = |e: i32| f64::from_bits(((e + 1023) as u64) << 52);
     if k > 1023 {
         x * pow2(1023) * pow2(k - 1023)
     } else if k < -1022 {
@@ -53,11 +64,17 @@ pub fn silu(x: f64) -> f64 {
 }
 
 /// Where silu has its minimum: the root of 1 + x(1 - sigmoid(x)) = 0.
-pub const SILU_ARGMIN: f64 = -1.278_464_542_761_073_8;
+pub const SILU_ARGMIN: f64 = -1.278_464_542_761_074;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ln2_split_is_the_intended_one() {
+        assert_eq!(LN2_HI.to_bits(), 0x3FE6_2E42_FEE0_0000);
+        assert!((LN2_HI + LN2_LO - std::f64::consts::LN_2).abs() < 1e-17);
+    }
 
     #[test]
     fn exp_matches_known_values() {

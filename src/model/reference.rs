@@ -6,7 +6,7 @@
 //! values; then one rounding to fp16 (nearest even). It is bit-identical on every machine and
 //! thread count: each element is computed independently with integer and IEEE basic operations.
 
-use super::bounds::{accumulator_range, fp16_interval, silu_mul_range};
+use super::bounds::{accumulator_range, fp16_interval, silu_mul_range, KOrder};
 use super::exact::{exact_dot, fixed_to_f32_rne, ExactDot, PreparedRow, FIXED_POINT_EXPONENT};
 use super::portable_math::silu;
 use crate::formats::fp16_from_f64_rne;
@@ -46,10 +46,15 @@ impl Reference {
 }
 
 /// One output element of the dual GEMM from its two exact dot products.
-pub fn dual_gemm_element(d1: &ExactDot, d2: &ExactDot, blocks: usize) -> (f16, f16, f16) {
+pub fn dual_gemm_element(
+    d1: &ExactDot,
+    d2: &ExactDot,
+    blocks: usize,
+    order: KOrder,
+) -> (f16, f16, f16) {
     let (lo, hi) = fp16_interval(silu_mul_range(
-        accumulator_range(d1, blocks),
-        accumulator_range(d2, blocks),
+        accumulator_range(d1, blocks, order),
+        accumulator_range(d2, blocks, order),
     ));
     if d1.nan || d2.nan {
         return (f16::NAN, lo, hi);
@@ -60,8 +65,8 @@ pub fn dual_gemm_element(d1: &ExactDot, d2: &ExactDot, blocks: usize) -> (f16, f
 }
 
 /// One output element of the plain GEMM.
-pub fn gemm_element(d: &ExactDot, blocks: usize) -> (f16, f16, f16) {
-    let (lo, hi) = fp16_interval(accumulator_range(d, blocks));
+pub fn gemm_element(d: &ExactDot, blocks: usize, order: KOrder) -> (f16, f16, f16) {
+    let (lo, hi) = fp16_interval(accumulator_range(d, blocks, order));
     let expected = if d.nan {
         f16::NAN
     } else {
@@ -70,7 +75,7 @@ pub fn gemm_element(d: &ExactDot, blocks: usize) -> (f16, f16, f16) {
     (expected, lo, hi)
 }
 
-pub fn dual_gemm_reference(inputs: &DualGemmInputs) -> Reference {
+pub fn dual_gemm_reference(inputs: &DualGemmInputs, order: KOrder) -> Reference {
     let shape = inputs.shape;
     let blocks = shape.scale_cols();
     let mut out = Reference::with_len(shape.m * shape.n * shape.l);
@@ -81,13 +86,18 @@ pub fn dual_gemm_reference(inputs: &DualGemmInputs) -> Reference {
             PreparedRow::all_rows(&inputs.b2, l),
         );
         fill_rows(&mut out, shape.n, shape.l, l, |m, n| {
-            dual_gemm_element(&exact_dot(&a[m], &b1[n]), &exact_dot(&a[m], &b2[n]), blocks)
+            dual_gemm_element(
+                &exact_dot(&a[m], &b1[n]),
+                &exact_dot(&a[m], &b2[n]),
+                blocks,
+                order,
+            )
         });
     }
     out
 }
 
-pub fn gemm_reference(inputs: &GemmInputs) -> Reference {
+pub fn gemm_reference(inputs: &GemmInputs, order: KOrder) -> Reference {
     let shape = inputs.shape;
     let blocks = shape.scale_cols();
     let mut out = Reference::with_len(shape.m * shape.n * shape.l);
@@ -97,14 +107,18 @@ pub fn gemm_reference(inputs: &GemmInputs) -> Reference {
             PreparedRow::all_rows(&inputs.b, l),
         );
         fill_rows(&mut out, shape.n, shape.l, l, |m, n| {
-            gemm_element(&exact_dot(&a[m], &b[n]), blocks)
+            gemm_element(&exact_dot(&a[m], &b[n]), blocks, order)
         });
     }
     out
 }
 
-pub fn group_gemm_reference(inputs: &GroupGemmInputs) -> Reference {
-    let parts: Vec<Reference> = inputs.groups.iter().map(gemm_reference).collect();
+pub fn group_gemm_reference(inputs: &GroupGemmInputs, order: KOrder) -> Reference {
+    let parts: Vec<Reference> = inputs
+        .groups
+        .iter()
+        .map(|group| gemm_reference(group, order))
+        .collect();
     let mut out = Reference {
         expected: vec![],
         lo: vec![],

@@ -19,6 +19,8 @@ pub enum Distribution {
     /// scales e4m3(uniform[0, 1)); grouped-GEMM scales 1 or 2.
     Gpumode,
     /// All 16 FP4 codes and every finite non-negative e4m3 scale, subnormals and 448 included.
+    /// Most scales are drawn from [0, 0.25] so that most outputs stay finite; one row in eight is
+    /// "wide" and draws one scale in sixteen from the whole range up to 448.
     Full,
     /// Inputs built to break kernels: cancelling K-blocks, maximal magnitudes, zero blocks, rows
     /// with a single nonzero K-block, scales varying by block and row; padding of the blocked scale
@@ -72,7 +74,11 @@ impl std::str::FromStr for Distribution {
 const E4M3_NAN: u8 = 0x7F;
 const E4M3_ONE: u8 = 0x38;
 const E4M3_TWO: u8 = 0x40;
+const E4M3_SIXTEEN: u8 = 0x58;
+const E4M3_MIN_NORMAL_CODE: u8 = 0x08;
 const E4M3_MAX_CODE: u8 = 0x7E;
+/// 0.25: the top of the narrow scale range of the `full` distribution.
+const FULL_NARROW_MAX_CODE: u8 = 0x28;
 const FP4_MAX_POSITIVE: u8 = 0x7;
 const GPUMODE_FP4_MASK: u8 = 0b1011_1011;
 
@@ -201,7 +207,7 @@ enum Role {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum KBlockMode {
     Random,
-    /// Maximal magnitudes: codes +-6 with scale 448.
+    /// Maximal magnitudes: codes +-6 with scale 448 (one block of one A row in sixteen).
     Max,
     /// All-zero data in A.
     Zero,
@@ -222,16 +228,15 @@ impl KBlockPlan {
             let mut source = Source::new(seed, u64::MAX);
             let mut j = 0;
             while j < blocks {
-                let pick = source.below(8);
-                if pick < 3 && j + 1 < blocks {
+                let pick = source.below(16);
+                if pick < 2 && j + 1 < blocks {
                     modes[j] = KBlockMode::CancelFirst;
                     modes[j + 1] = KBlockMode::CancelSecond;
                     j += 2;
                     continue;
                 }
                 modes[j] = match pick {
-                    3 | 4 => KBlockMode::Max,
-                    5 => KBlockMode::Zero,
+                    2..=3 => KBlockMode::Zero,
                     _ => KBlockMode::Random,
                 };
                 j += 1;
@@ -272,9 +277,15 @@ fn generate_operand(
             }
             Distribution::Full => {
                 row_data.iter_mut().for_each(|byte| *byte = source.byte());
-                row_scales
-                    .iter_mut()
-                    .for_each(|scale| *scale = source.below(u32::from(E4M3_MAX_CODE) + 1) as u8);
+                let wide_row = source.chance(1, 8);
+                for scale in row_scales.iter_mut() {
+                    let top = if wide_row && source.chance(1, 16) {
+                        E4M3_MAX_CODE
+                    } else {
+                        FULL_NARROW_MAX_CODE
+                    };
+                    *scale = source.below(u32::from(top) + 1) as u8;
+                }
             }
             Distribution::Adversarial | Distribution::AdversarialNan => {
                 for (j, mode) in plan.0.iter().enumerate() {
@@ -290,6 +301,18 @@ fn generate_operand(
                         }
                         row_scales[j] = row_scales[j - 1];
                     }
+                }
+                // One A row in sixteen gets one block of maximal magnitudes, 6 * 6 * 448 * 448 per
+                // product: its outputs overflow fp16 and must be infinite.
+                if role == Role::A && source.chance(1, 16) {
+                    let j = source.below(blocks as u32) as usize;
+                    adversarial_block(
+                        role,
+                        KBlockMode::Max,
+                        &mut row_data[j * block_bytes..(j + 1) * block_bytes],
+                        &mut row_scales[j],
+                        &mut source,
+                    );
                 }
                 // One A row in eight keeps a single nonzero K-block.
                 if role == Role::A && source.chance(1, 8) {
@@ -315,6 +338,11 @@ fn generate_operand(
     .expect("generated buffers match their dimensions")
 }
 
+/// Scales vary by block and by row over 2^-6 .. 2.
+fn random_moderate_scale(source: &mut Source) -> u8 {
+    E4M3_MIN_NORMAL_CODE + source.below(u32::from(E4M3_TWO - E4M3_MIN_NORMAL_CODE) + 1) as u8
+}
+
 fn gpumode_scale(source: &mut Source, family: GpumodeScales) -> u8 {
     match family {
         GpumodeScales::UniformUnit => {
@@ -338,10 +366,17 @@ fn adversarial_block(
     source: &mut Source,
 ) {
     match mode {
-        KBlockMode::Random | KBlockMode::CancelFirst => {
+        KBlockMode::Random => {
             block.iter_mut().for_each(|byte| *byte = source.byte());
-            // Scales vary by block and row over a wide but not extreme range (2^-6 .. 448).
-            *scale = 0x08 + source.below(u32::from(E4M3_MAX_CODE - 0x08) + 1) as u8;
+            *scale = random_moderate_scale(source);
+        }
+        KBlockMode::CancelFirst => {
+            // Large enough that the partial sum leaves fp16's range (6 * 6 * 16 * 16 per product)
+            // before the next block cancels it exactly.
+            for byte in block.iter_mut() {
+                *byte = (source.byte() & 0x88) | FP4_MAX_POSITIVE | (FP4_MAX_POSITIVE << 4);
+            }
+            *scale = E4M3_SIXTEEN;
         }
         KBlockMode::Max => {
             for byte in block.iter_mut() {
@@ -356,7 +391,7 @@ fn adversarial_block(
             } else {
                 block.iter_mut().for_each(|byte| *byte = source.byte());
             }
-            *scale = 0x08 + source.below(u32::from(E4M3_MAX_CODE - 0x08) + 1) as u8;
+            *scale = random_moderate_scale(source);
         }
         // Filled from the previous block by the caller; draw nothing so streams stay aligned.
         KBlockMode::CancelSecond => {}

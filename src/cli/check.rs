@@ -1,0 +1,69 @@
+//! `nvfp4-oracle check`: judge a kernel's output against a reference case.
+
+use super::reference::fp16_from_bytes;
+use super::EXIT_FAIL;
+use crate::case_file::CaseReader;
+use crate::compare::{judge, OutputShape};
+use crate::error::{Error, Result};
+use crate::model::MODEL_VERSION;
+use clap::Args;
+use safetensors::Dtype;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// Reference case written by `nvfp4-oracle reference` (or the golden set).
+    #[arg(long)]
+    pub case: PathBuf,
+    /// The kernel's output: a safetensors file with tensor `c`, fp16, shape [M, N, L].
+    #[arg(long)]
+    pub output: PathBuf,
+    /// Print the verdict as JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+pub fn run(args: CheckArgs) -> Result<ExitCode> {
+    let case = CaseReader::open(&args.case)?;
+    let shape = case.shape()?;
+    let version = case.meta("model_version")?;
+    if version != MODEL_VERSION {
+        return Err(Error::file(
+            &args.case,
+            format!("was written by model version {version}; this tool is version {MODEL_VERSION}: regenerate the case"),
+        ));
+    }
+    let dims = [shape.m, shape.n, shape.l];
+    let read = |name| {
+        case.tensor(name, Dtype::F16, &dims)
+            .map(|bytes| fp16_from_bytes(&bytes))
+    };
+    let (expected, lo, hi) = (read("expected")?, read("lo")?, read("hi")?);
+    let output = CaseReader::open(&args.output)?;
+    let got = fp16_from_bytes(&output.tensor("c", Dtype::F16, &dims)?);
+    let verdict = judge(
+        OutputShape {
+            m: shape.m,
+            n: shape.n,
+            l: shape.l,
+        },
+        &got,
+        &expected,
+        &lo,
+        &hi,
+    );
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&verdict).expect("verdicts serialize")
+        );
+    } else {
+        print!("{}", verdict.render());
+    }
+    Ok(if verdict.pass {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_FAIL)
+    })
+}

@@ -1,0 +1,106 @@
+//! `nvfp4-oracle reference`: inputs plus the model's answer and acceptance interval.
+
+use super::generate::inputs_writer;
+use crate::case_file::CaseWriter;
+use crate::error::Result;
+use crate::model::bounds::KOrder;
+use crate::model::{dual_gemm_reference, gemm_reference, Reference, MODEL_VERSION};
+use crate::problem::generate::{generate_dual_gemm, generate_gemm};
+use crate::problem::{Distribution, ProblemKind, Shape};
+use clap::Args;
+use safetensors::Dtype;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Args, Debug)]
+pub struct ReferenceArgs {
+    /// Problem: dual-gemm or gemm.
+    #[arg(long, default_value = "dual-gemm")]
+    pub problem: ProblemKind,
+    /// Shape as MxNxK or MxNxKxL. K must be a multiple of 16.
+    #[arg(long)]
+    pub shape: Shape,
+    /// Input distribution: gpumode, full, adversarial, adversarial-nan.
+    #[arg(long, default_value = "gpumode")]
+    pub dist: Distribution,
+    /// Seed of the portable generator.
+    #[arg(long, default_value_t = 1111)]
+    pub seed: u64,
+    /// K orders the interval must accept: `contiguous` (each accumulator sums one contiguous run of
+    /// K, at most 16 split-K partials: every main loop, split-K and stream-K kernel) or `any`
+    /// (blocks in any order; wider intervals).
+    #[arg(long, default_value = "contiguous")]
+    pub k_order: KOrder,
+    /// Output case file (safetensors): the inputs plus `expected`, `lo`, `hi` (fp16 [M, N, L]).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+pub fn run(args: ReferenceArgs) -> Result<ExitCode> {
+    let started = Instant::now();
+    let mut writer = inputs_writer(args.problem, args.shape, args.dist, args.seed)?;
+    let reference =
+        compute_reference(args.problem, args.shape, args.dist, args.seed, args.k_order)?;
+    add_reference(&mut writer, args.shape, &reference, args.k_order);
+    writer.write(&args.out)?;
+    println!(
+        "wrote {} {} {} seed {} with its reference (model version {MODEL_VERSION}) to {} in {:.2} s",
+        args.problem.name(),
+        args.shape,
+        args.dist.name(),
+        args.seed,
+        args.out.display(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The model's reference for a generated case.
+pub fn compute_reference(
+    problem: ProblemKind,
+    shape: Shape,
+    dist: Distribution,
+    seed: u64,
+    order: KOrder,
+) -> Result<Reference> {
+    match problem {
+        ProblemKind::DualGemm => Ok(dual_gemm_reference(
+            &generate_dual_gemm(shape, dist, seed),
+            order,
+        )),
+        ProblemKind::Gemm => Ok(gemm_reference(&generate_gemm(shape, dist, seed), order)),
+        ProblemKind::GroupGemm => Err(crate::Error::Usage(
+            "reference takes one shape; group-gemm cases come from the golden set".into(),
+        )),
+    }
+}
+
+/// Adds `expected`, `lo` and `hi` as fp16 `[M, N, L]` tensors.
+pub fn add_reference(writer: &mut CaseWriter, shape: Shape, reference: &Reference, order: KOrder) {
+    let dims = vec![shape.m, shape.n, shape.l];
+    for (name, values) in [
+        ("expected", &reference.expected),
+        ("lo", &reference.lo),
+        ("hi", &reference.hi),
+    ] {
+        writer.tensor(name, Dtype::F16, dims.clone(), fp16_bytes(values));
+    }
+    writer
+        .meta("model_version", MODEL_VERSION)
+        .meta("k_order", order.name());
+}
+
+pub fn fp16_bytes(values: &[half::f16]) -> Vec<u8> {
+    values
+        .iter()
+        .flat_map(|x| x.to_bits().to_le_bytes())
+        .collect()
+}
+
+pub fn fp16_from_bytes(bytes: &[u8]) -> Vec<half::f16> {
+    bytes
+        .chunks_exact(2)
+        .map(|b| half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])))
+        .collect()
+}

@@ -1,0 +1,325 @@
+//! Verdicts: does a kernel's output lie inside the model's acceptance intervals, and if not,
+//! where and by how much.
+
+use crate::model::bounds::fp16_ordinal;
+use half::f16;
+use serde::Serialize;
+use std::fmt::Write;
+
+/// Output tiles reported in the failure map are this many rows and columns.
+pub const MAP_TILE: usize = 128;
+/// How many failing elements a verdict lists individually.
+const LISTED_FAILURES: usize = 10;
+
+/// The logical shape of an output: `[M, N, L]`, L fastest in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct OutputShape {
+    pub m: usize,
+    pub n: usize,
+    pub l: usize,
+}
+
+impl OutputShape {
+    pub fn len(&self) -> usize {
+        self.m * self.n * self.l
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// (m, n, l) of a flat index.
+    pub fn coords(&self, index: usize) -> (usize, usize, usize) {
+        (
+            index / (self.n * self.l),
+            (index / self.l) % self.n,
+            index % self.l,
+        )
+    }
+}
+
+/// Why one element failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FailureKind {
+    /// A number outside [lo, hi] (infinities included).
+    OutsideInterval,
+    /// NaN where a number was required.
+    UnexpectedNan,
+    /// A number where NaN was required (a NaN scale contributed).
+    MissingNan,
+}
+
+/// One failing element.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Failure {
+    pub m: usize,
+    pub n: usize,
+    pub l: usize,
+    pub kind: FailureKind,
+    pub got: f32,
+    pub lo: f32,
+    pub hi: f32,
+    pub expected: f32,
+    /// fp16 values between `got` and the nearest end of [lo, hi]; absent for NaN failures.
+    pub ulps_outside: Option<u32>,
+}
+
+/// The verdict on one output.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    pub pass: bool,
+    pub shape: OutputShape,
+    pub elements: usize,
+    pub failed: usize,
+    pub outside_interval: usize,
+    pub unexpected_nan: usize,
+    pub missing_nan: usize,
+    /// The failure farthest outside its interval (NaN failures rank above all numbers).
+    pub worst: Option<Failure>,
+    /// The first failing elements in memory order.
+    pub first_failures: Vec<Failure>,
+    /// Failures per 128 x 128 output tile, summed over L: `[tile_row][tile_col]`.
+    pub tile_failures: Vec<Vec<usize>>,
+    /// Failures per output row m and per column n, summed over the other dimensions.
+    pub row_failures: Vec<usize>,
+    pub col_failures: Vec<usize>,
+}
+
+/// Judges `got` against `[lo, hi]`; all four slices are `[M, N, L]`.
+pub fn judge(shape: OutputShape, got: &[f16], expected: &[f16], lo: &[f16], hi: &[f16]) -> Verdict {
+    assert!(
+        got.len() == shape.len()
+            && expected.len() == shape.len()
+            && lo.len() == shape.len()
+            && hi.len() == shape.len()
+    );
+    let tiles = (shape.m.div_ceil(MAP_TILE), shape.n.div_ceil(MAP_TILE));
+    let mut verdict = Verdict {
+        pass: true,
+        shape,
+        elements: shape.len(),
+        failed: 0,
+        outside_interval: 0,
+        unexpected_nan: 0,
+        missing_nan: 0,
+        worst: None,
+        first_failures: Vec::new(),
+        tile_failures: vec![vec![0; tiles.1]; tiles.0],
+        row_failures: vec![0; shape.m],
+        col_failures: vec![0; shape.n],
+    };
+    let mut worst_rank = 0u64;
+    for index in 0..shape.len() {
+        let Some((kind, ulps)) = classify(got[index], lo[index], hi[index]) else {
+            continue;
+        };
+        let (m, n, l) = shape.coords(index);
+        let failure = Failure {
+            m,
+            n,
+            l,
+            kind,
+            got: got[index].to_f32(),
+            lo: lo[index].to_f32(),
+            hi: hi[index].to_f32(),
+            expected: expected[index].to_f32(),
+            ulps_outside: ulps,
+        };
+        verdict.failed += 1;
+        match kind {
+            FailureKind::OutsideInterval => verdict.outside_interval += 1,
+            FailureKind::UnexpectedNan => verdict.unexpected_nan += 1,
+            FailureKind::MissingNan => verdict.missing_nan += 1,
+        }
+        verdict.tile_failures[m / MAP_TILE][n / MAP_TILE] += 1;
+        verdict.row_failures[m] += 1;
+        verdict.col_failures[n] += 1;
+        if verdict.first_failures.len() < LISTED_FAILURES {
+            verdict.first_failures.push(failure);
+        }
+        let rank = ulps.map_or(u64::MAX, u64::from);
+        if verdict.worst.is_none() || rank > worst_rank {
+            worst_rank = rank;
+            verdict.worst = Some(failure);
+        }
+    }
+    verdict.pass = verdict.failed == 0;
+    verdict
+}
+
+/// `None` if `got` is acceptable, else why not and how many ulps outside.
+fn classify(got: f16, lo: f16, hi: f16) -> Option<(FailureKind, Option<u32>)> {
+    let nan_required = lo.is_nan() || hi.is_nan();
+    match (nan_required, got.is_nan()) {
+        (true, true) => None,
+        (true, false) => Some((FailureKind::MissingNan, None)),
+        (false, true) => Some((FailureKind::UnexpectedNan, None)),
+        (false, false) => {
+            let (g, low, high) = (fp16_ordinal(got)?, fp16_ordinal(lo)?, fp16_ordinal(hi)?);
+            if g < low {
+                Some((FailureKind::OutsideInterval, Some((low - g) as u32)))
+            } else if g > high {
+                Some((FailureKind::OutsideInterval, Some((g - high) as u32)))
+            } else {
+                None
+            }
+        }
+    }
+}
+
+impl Verdict {
+    /// A human-readable report: summary, worst element, first failures, and where failures are.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        let s = self.shape;
+        if self.pass {
+            let _ = writeln!(
+                out,
+                "PASS: all {} elements of the {}x{}x{} output are inside their intervals",
+                self.elements, s.m, s.n, s.l
+            );
+            return out;
+        }
+        let _ = writeln!(
+            out,
+            "FAIL: {} of {} elements outside their intervals ({} outside, {} NaN where a number was required, {} numbers where NaN was required)",
+            self.failed, self.elements, self.outside_interval, self.unexpected_nan, self.missing_nan
+        );
+        if let Some(worst) = &self.worst {
+            let _ = writeln!(out, "worst: {}", describe(worst));
+        }
+        let _ = writeln!(out, "first failures:");
+        for failure in &self.first_failures {
+            let _ = writeln!(out, "  {}", describe(failure));
+        }
+        let _ = writeln!(out, "failing rows m: {}", ranges(&self.row_failures));
+        let _ = writeln!(out, "failing columns n: {}", ranges(&self.col_failures));
+        let _ = writeln!(out, "failures by {MAP_TILE}x{MAP_TILE} tile (rows = m tiles, columns = n tiles; . none, 1-9 tenths failing, # all):");
+        for (tile_m, row) in self.tile_failures.iter().enumerate() {
+            let line: String = row
+                .iter()
+                .enumerate()
+                .map(|(tile_n, &count)| density_glyph(count, self.tile_size(tile_m, tile_n)))
+                .collect();
+            let _ = writeln!(out, "  {tile_m:>4} {line}");
+        }
+        out
+    }
+
+    fn tile_size(&self, tile_m: usize, tile_n: usize) -> usize {
+        let rows = (self.shape.m - tile_m * MAP_TILE).min(MAP_TILE);
+        let cols = (self.shape.n - tile_n * MAP_TILE).min(MAP_TILE);
+        rows * cols * self.shape.l
+    }
+}
+
+fn describe(f: &Failure) -> String {
+    let position = format!("c[m={}, n={}, l={}]", f.m, f.n, f.l);
+    match f.kind {
+        FailureKind::OutsideInterval => format!(
+            "{position} = {} is {} fp16 ulps outside [{}, {}] (model: {})",
+            f.got,
+            f.ulps_outside.unwrap_or(0),
+            f.lo,
+            f.hi,
+            f.expected
+        ),
+        FailureKind::UnexpectedNan => format!(
+            "{position} = NaN, expected a number in [{}, {}] (model: {})",
+            f.lo, f.hi, f.expected
+        ),
+        FailureKind::MissingNan => format!(
+            "{position} = {}, expected NaN (a NaN scale contributes)",
+            f.got
+        ),
+    }
+}
+
+fn density_glyph(count: usize, size: usize) -> char {
+    match count {
+        0 => '.',
+        c if c == size => '#',
+        c => char::from_digit(((c * 10 / size) as u32).clamp(1, 9), 10).unwrap_or('#'),
+    }
+}
+
+/// "0-127, 300" style listing of the indices with a nonzero count (at most 12 ranges shown).
+fn ranges(counts: &[usize]) -> String {
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    for (i, _) in counts.iter().enumerate().filter(|(_, &c)| c > 0) {
+        match spans.last_mut() {
+            Some((_, end)) if *end + 1 == i => *end = i,
+            _ => spans.push((i, i)),
+        }
+    }
+    let shown: Vec<String> = spans
+        .iter()
+        .take(12)
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect();
+    let more = if spans.len() > 12 {
+        format!(" and {} more ranges", spans.len() - 12)
+    } else {
+        String::new()
+    };
+    format!("{}{more}", shown.join(", "))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn h(x: f32) -> f16 {
+        f16::from_f32(x)
+    }
+
+    #[test]
+    fn classifies_each_failure_kind() {
+        let shape = OutputShape { m: 1, n: 4, l: 1 };
+        let lo = [h(1.0), h(1.0), f16::NAN, h(1.0)];
+        let hi = [h(2.0), h(2.0), f16::NAN, h(2.0)];
+        let got = [
+            h(1.5),
+            f16::NAN,
+            h(0.0),
+            f16::from_bits(h(2.0).to_bits() + 3),
+        ];
+        let verdict = judge(shape, &got, &lo, &lo, &hi);
+        assert!(!verdict.pass);
+        assert_eq!(
+            (
+                verdict.outside_interval,
+                verdict.unexpected_nan,
+                verdict.missing_nan
+            ),
+            (1, 1, 1)
+        );
+        assert_eq!(verdict.col_failures, vec![0, 1, 1, 1]);
+        let outside = verdict
+            .first_failures
+            .iter()
+            .find(|f| f.kind == FailureKind::OutsideInterval)
+            .unwrap();
+        assert_eq!((outside.n, outside.ulps_outside), (3, Some(3)));
+        assert!(verdict.render().contains("c[m=0, n=3, l=0]"));
+    }
+
+    #[test]
+    fn negative_zero_equals_zero() {
+        let shape = OutputShape { m: 1, n: 1, l: 1 };
+        let verdict = judge(shape, &[f16::NEG_ZERO], &[h(0.0)], &[h(0.0)], &[h(0.0)]);
+        assert!(verdict.pass);
+    }
+
+    #[test]
+    fn ranges_are_compact() {
+        assert_eq!(ranges(&[1, 1, 0, 1, 0, 0, 2, 2, 2]), "0-1, 3, 6-8");
+    }
+}
