@@ -8,6 +8,8 @@
 
 use crate::error::{Error, Result};
 use crate::layout::BlockedScaleLayout;
+use crate::model::bounds::KOrder;
+use crate::model::{Reference, MODEL_VERSION};
 use crate::problem::{BlockScaledMatrix, DualGemmInputs, Shape};
 use safetensors::tensor::{Dtype, TensorView};
 use safetensors::SafeTensors;
@@ -96,6 +98,20 @@ impl CaseWriter {
             .meta("n", shape.n)
             .meta("k", shape.k)
             .meta("l", shape.l)
+    }
+
+    /// Adds a reference's `expected`, `lo` and `hi` as fp16 `[M, N, L]` tensors.
+    pub fn reference(&mut self, shape: Shape, reference: &Reference, order: KOrder) -> &mut Self {
+        let dims = vec![shape.m, shape.n, shape.l];
+        for (name, values) in [
+            ("expected", &reference.expected),
+            ("lo", &reference.lo),
+            ("hi", &reference.hi),
+        ] {
+            self.tensor(name, Dtype::F16, dims.clone(), fp16_bytes(values));
+        }
+        self.meta("model_version", MODEL_VERSION)
+            .meta("k_order", order.name())
     }
 
     pub fn write(&mut self, path: &Path) -> Result<()> {
@@ -243,4 +259,19 @@ impl CaseReader {
             self.operand("b2", shape.n, shape)?,
         )
     }
+}
+
+/// fp16 values as little-endian bytes, the safetensors F16 encoding.
+pub fn fp16_bytes(values: &[half::f16]) -> Vec<u8> {
+    values
+        .iter()
+        .flat_map(|x| x.to_bits().to_le_bytes())
+        .collect()
+}
+
+pub fn fp16_from_bytes(bytes: &[u8]) -> Vec<half::f16> {
+    bytes
+        .chunks_exact(2)
+        .map(|b| half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])))
+        .collect()
 }

@@ -9,6 +9,7 @@
 //! - [`cli`]: the `nvfp4-oracle` subcommands.
 
 pub mod case_file;
+pub mod certify;
 pub mod cli;
 pub mod compare;
 pub mod error;

@@ -1,7 +1,7 @@
 //! `nvfp4-oracle check`: judge a kernel's output against a reference case.
 
-use super::reference::fp16_from_bytes;
 use super::EXIT_FAIL;
+use crate::case_file::fp16_from_bytes;
 use crate::case_file::CaseReader;
 use crate::compare::{judge, OutputShape};
 use crate::error::{Error, Result};

@@ -3,9 +3,11 @@
 //! Exit codes are stable for CI: 0 success (or pass), 1 a verdict of failure, 2 bad usage or bad
 //! input (unreadable file, wrong shape, unknown name). clap's own usage errors also exit 2.
 
+mod certify;
 mod check;
 mod generate;
 mod reference;
+mod variants;
 
 use crate::error::Result;
 use clap::{Parser, Subcommand};
@@ -36,6 +38,11 @@ pub enum Command {
     Reference(reference::ReferenceArgs),
     /// Judge a kernel's output (tensor `c`) against a reference case. Exit 0 pass, 1 fail, 2 bad input.
     Check(check::CheckArgs),
+    /// Fuzz kernels against the model, shrink and diagnose the first failure, write certificates.
+    /// Exit 0 if every selected kernel is certified, 1 if any failed, 2 on error.
+    Certify(certify::CertifyArgs),
+    /// List every kernel under test, what it solves and whether it can run on this machine.
+    Variants,
 }
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
@@ -43,5 +50,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Generate(args) => generate::run(args),
         Command::Reference(args) => reference::run(args),
         Command::Check(args) => check::run(args),
+        Command::Certify(args) => certify::run(args),
+        Command::Variants => variants::run(),
     }
 }

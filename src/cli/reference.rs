@@ -1,14 +1,12 @@
 //! `nvfp4-oracle reference`: inputs plus the model's answer and acceptance interval.
 
 use super::generate::inputs_writer;
-use crate::case_file::CaseWriter;
 use crate::error::Result;
 use crate::model::bounds::KOrder;
 use crate::model::{dual_gemm_reference, gemm_reference, Reference, MODEL_VERSION};
 use crate::problem::generate::{generate_dual_gemm, generate_gemm};
 use crate::problem::{Distribution, ProblemKind, Shape};
 use clap::Args;
-use safetensors::Dtype;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -42,7 +40,7 @@ pub fn run(args: ReferenceArgs) -> Result<ExitCode> {
     let mut writer = inputs_writer(args.problem, args.shape, args.dist, args.seed)?;
     let reference =
         compute_reference(args.problem, args.shape, args.dist, args.seed, args.k_order)?;
-    add_reference(&mut writer, args.shape, &reference, args.k_order);
+    writer.reference(args.shape, &reference, args.k_order);
     writer.write(&args.out)?;
     println!(
         "wrote {} {} {} seed {} with its reference (model version {MODEL_VERSION}) to {} in {:.2} s",
@@ -74,33 +72,4 @@ pub fn compute_reference(
             "reference takes one shape; group-gemm cases come from the golden set".into(),
         )),
     }
-}
-
-/// Adds `expected`, `lo` and `hi` as fp16 `[M, N, L]` tensors.
-pub fn add_reference(writer: &mut CaseWriter, shape: Shape, reference: &Reference, order: KOrder) {
-    let dims = vec![shape.m, shape.n, shape.l];
-    for (name, values) in [
-        ("expected", &reference.expected),
-        ("lo", &reference.lo),
-        ("hi", &reference.hi),
-    ] {
-        writer.tensor(name, Dtype::F16, dims.clone(), fp16_bytes(values));
-    }
-    writer
-        .meta("model_version", MODEL_VERSION)
-        .meta("k_order", order.name());
-}
-
-pub fn fp16_bytes(values: &[half::f16]) -> Vec<u8> {
-    values
-        .iter()
-        .flat_map(|x| x.to_bits().to_le_bytes())
-        .collect()
-}
-
-pub fn fp16_from_bytes(bytes: &[u8]) -> Vec<half::f16> {
-    bytes
-        .chunks_exact(2)
-        .map(|b| half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])))
-        .collect()
 }

@@ -1,6 +1,8 @@
 //! Verdicts: does a kernel's output lie inside the model's acceptance intervals, and if not,
 //! where and by how much.
 
+pub mod diagnosis;
+
 use crate::model::bounds::fp16_ordinal;
 use half::f16;
 use serde::Serialize;

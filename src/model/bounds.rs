@@ -74,15 +74,57 @@ impl std::str::FromStr for KOrder {
 /// Most split-K partials a [`KOrder::Contiguous`] kernel may combine.
 pub const MAX_SPLITS: usize = 16;
 
-/// A closed real interval, or "must be NaN".
+/// The precision of the accumulator a kernel (or a bug class) adds in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Accumulator {
+    /// f32: the contract of every correct kernel.
+    F32,
+    /// fp16: a bug class; the model bounds it to diagnose it, never to accept it.
+    Fp16,
+}
+
+impl Accumulator {
+    /// One ulp relative (truncation allowed) and the largest finite value.
+    fn unit_and_max(self) -> (f64, f64) {
+        match self {
+            Accumulator::F32 => (F32_ULP, f64::from(f32::MAX)),
+            Accumulator::Fp16 => (1.0 / 1024.0, 65504.0),
+        }
+    }
+}
+
+/// A closed real interval, "must be NaN", or (for bug-class models only) no bound at all.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Range {
-    Real { lo: f64, hi: f64 },
+    Real {
+        lo: f64,
+        hi: f64,
+    },
     NaN,
+    /// The model cannot bound the value (an fp16 accumulator that may overflow). Never produced
+    /// for the f32 contract.
+    Unbounded,
 }
 
 /// The values a contract-abiding kernel's f32 accumulator can hold for this dot product.
 pub fn accumulator_range(dot: &ExactDot, blocks: usize, order: KOrder) -> Range {
+    let range = accumulator_range_in(dot, blocks, order, Accumulator::F32);
+    assert!(
+        range != Range::Unbounded,
+        "K = {} is above the shape limit that keeps the error bound valid",
+        blocks * 16
+    );
+    range
+}
+
+/// The same bound for an accumulator of the given precision: the step error and the combining
+/// adds scale with its unit roundoff.
+pub fn accumulator_range_in(
+    dot: &ExactDot,
+    blocks: usize,
+    order: KOrder,
+    accumulator: Accumulator,
+) -> Range {
     if dot.nan {
         return Range::NaN;
     }
@@ -101,16 +143,18 @@ pub fn accumulator_range(dot: &ExactDot, blocks: usize, order: KOrder) -> Range 
         }
         KOrder::Any => (subset, steps, subset),
     };
-    // E <= STEP_ERROR (steps (A + E) + T) + F32_ULP (p - 1)(C + p E), solved for E.
-    let numerator =
-        STEP_ERROR * (steps * partial + abs_terms) + F32_ULP * (splits - 1.0) * combined;
-    let denominator = 1.0 - STEP_ERROR * steps - F32_ULP * (splits - 1.0) * splits;
-    assert!(
-        denominator > 0.5,
-        "K = {} is above the shape limit that keeps the error bound valid",
-        blocks * 16
-    );
+    // E <= c (steps (A + E) + T) + u (p - 1)(C + p E), solved for E; c = STEP_ERROR_ULPS u.
+    let (unit, max) = accumulator.unit_and_max();
+    let step_error = STEP_ERROR_ULPS * unit;
+    let numerator = step_error * (steps * partial + abs_terms) + unit * (splits - 1.0) * combined;
+    let denominator = 1.0 - step_error * steps - unit * (splits - 1.0) * splits;
+    if denominator <= 0.5 {
+        return Range::Unbounded;
+    }
     let error = numerator / denominator * (1.0 + RELATIVE_SLACK) + exact.abs() * RELATIVE_SLACK;
+    if partial.max(subset) + error >= max {
+        return Range::Unbounded;
+    }
     Range::Real {
         lo: exact - error,
         hi: exact + error,
@@ -147,14 +191,56 @@ fn outward_up(x: f64) -> f64 {
 
 /// The real range of silu(x1) * x2 over the two accumulator ranges, with the epilogue budget.
 pub fn silu_mul_range(x1: Range, x2: Range) -> Range {
-    let (Range::Real { lo: lo1, hi: hi1 }, Range::Real { lo: lo2, hi: hi2 }) = (x1, x2) else {
-        return Range::NaN;
+    epilogue_range(Epilogue::SiluMul, x1, x2)
+}
+
+/// What an epilogue computes from its two accumulators. Only [`Epilogue::SiluMul`] is the
+/// problem; the others are bug classes the diagnosis models.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Epilogue {
+    /// silu(x1) * x2.
+    SiluMul,
+    /// x1 * x2 (silu forgotten).
+    Mul,
+    /// x1 / (1 + e^x1) * x2 (the sign of the exponent flipped), which is -silu(-x1) * x2.
+    SignFlippedSiluMul,
+    /// x1 alone (a plain GEMM).
+    First,
+}
+
+/// The real range of an epilogue over two accumulator ranges, with the epilogue budget.
+pub fn epilogue_range(epilogue: Epilogue, x1: Range, x2: Range) -> Range {
+    let (lo1, hi1, lo2, hi2) = match (x1, x2, epilogue) {
+        (Range::NaN, _, _)
+        | (_, Range::NaN, Epilogue::SiluMul | Epilogue::Mul | Epilogue::SignFlippedSiluMul) => {
+            return Range::NaN
+        }
+        (Range::Unbounded, _, _)
+        | (_, Range::Unbounded, Epilogue::SiluMul | Epilogue::Mul | Epilogue::SignFlippedSiluMul) => {
+            return Range::Unbounded
+        }
+        (Range::Real { lo, hi }, _, Epilogue::First) => return Range::Real { lo, hi },
+        (Range::Real { lo: lo1, hi: hi1 }, Range::Real { lo: lo2, hi: hi2 }, _) => {
+            (lo1, hi1, lo2, hi2)
+        }
     };
-    let (s_lo, s_hi) = silu_range(lo1, hi1);
+    // The budget follows the most negative argument the exponential sees.
+    let (s_lo, s_hi, exp_argument_lo) = match epilogue {
+        Epilogue::SiluMul => {
+            let (lo, hi) = silu_range(lo1, hi1);
+            (lo, hi, lo1)
+        }
+        Epilogue::Mul => (lo1, hi1, 0.0),
+        Epilogue::SignFlippedSiluMul => {
+            let (lo, hi) = silu_range(-hi1, -lo1);
+            (-hi, -lo, -hi1)
+        }
+        Epilogue::First => unreachable!("returned above"),
+    };
     let corners = [s_lo * lo2, s_lo * hi2, s_hi * lo2, s_hi * hi2];
     let lo = corners.iter().copied().fold(f64::INFINITY, f64::min);
     let hi = corners.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let budget = epilogue_budget(lo1) * lo.abs().max(hi.abs());
+    let budget = epilogue_budget(exp_argument_lo) * lo.abs().max(hi.abs());
     Range::Real {
         lo: outward_down(lo - budget),
         hi: outward_up(hi + budget),
@@ -162,10 +248,29 @@ pub fn silu_mul_range(x1: Range, x2: Range) -> Range {
 }
 
 /// The fp16 outputs that round-to-nearest-even conversion of any value in `range` can give.
+/// An unbounded range gives (-inf, +inf).
 pub fn fp16_interval(range: Range) -> (f16, f16) {
     match range {
         Range::NaN => (f16::NAN, f16::NAN),
         Range::Real { lo, hi } => (fp16_from_f64_rne(lo), fp16_from_f64_rne(hi)),
+        Range::Unbounded => (f16::NEG_INFINITY, f16::INFINITY),
+    }
+}
+
+/// The same for a conversion that truncates toward zero (a bug class): still monotone, so the
+/// ends map to the ends.
+pub fn fp16_interval_toward_zero(range: Range) -> (f16, f16) {
+    let toward_zero = |x: f64| {
+        let nearest = fp16_from_f64_rne(x);
+        if nearest.to_f64().abs() > x.abs() {
+            f16::from_bits(nearest.to_bits() - 1)
+        } else {
+            nearest
+        }
+    };
+    match range {
+        Range::Real { lo, hi } => (toward_zero(lo), toward_zero(hi)),
+        other => fp16_interval(other),
     }
 }
 

@@ -1,0 +1,278 @@
+// SUPPORTS: M>=1 N>=1 K%64==0 L>=1
+// ACCUMULATION: each output's f32 accumulator receives K in increasing order, one m16n8k16 MMA
+// per 16-element scale block, starting from 0.
+//
+// NVFP4 dual GEMM with SiLU, Hopper baseline (sm_90a):
+//     C[m, n, l] = fp16( silu(A @ B1^T) * (A @ B2^T) )
+// with e2m1 operands and one e4m3 scale per 16 consecutive k (see shared/SPEC.md).
+//
+// The classic, simple design, correct first:
+//   - one CTA per 128x128 output tile, grid = (ceil(N/128), ceil(M/128), L);
+//   - one shared-memory stage; warp 0 alone issues the global->shared copies (cp.async, 16 B);
+//   - 8 warps as 2 (M) x 4 (N), each owning a 64x32 sub-tile of BOTH GEMMs (2 x 64 f32 accs);
+//   - FP4 and scales are decoded straight into mma.sync fragments as fp16: e2m1 * e4m3 has at most
+//     6 significant bits and lies in [2^-10, 2688], so a*sa is exact in fp16, and each MMA
+//     (k = 16 = one scale block) sums exact products (a*sa)*(b*sb);
+//   - epilogue silu(x1) * x2 in f32, one cvt.rn.f16.f32, guarded scalar stores.
+//
+// Scale layout (permuted / blocked): for row i, scale column j, batch l the byte is at
+//   ((l*rest_mn + i/128)*rest_k + j/4)*512 + (i%32)*16 + ((i%128)/32)*4 + j%4.
+// With a 128-row tile and BK = 64 (four scale columns), one k-tile's scales for one operand are
+// exactly one contiguous 512-byte atom.
+//
+// Padding (rows >= M or N) may hold garbage or NaN: its data is zero-filled by cp.async and its
+// scale is forced to 0 at decode, so it never reaches an output (and those rows are not stored).
+// The scale's sign bit is ignored (UE4M3); a NaN scale (s & 0x7F == 0x7F) makes its outputs NaN
+// (NaN * x = NaN in the fp16 multiply, NaN propagates through the MMA and the epilogue).
+//
+// Compiles with NVRTC and no include paths: no #include, fp16 as unsigned short bits, PTX inline.
+
+// ---------------------------------------------------------------------------------------------
+// Tile configuration.
+// ---------------------------------------------------------------------------------------------
+constexpr int kBM = 128;          // output rows per CTA (= one scale-atom row block)
+constexpr int kBN = 128;          // output columns per CTA
+constexpr int kBK = 64;           // k per stage (= 4 scale columns = one scale-atom column)
+constexpr int kStages = 1;        // shared-memory pipeline depth
+constexpr int kWarpsM = 2;
+constexpr int kWarpsN = 4;
+constexpr int kThreads = 32 * kWarpsM * kWarpsN;
+
+constexpr int kMmaM = 16, kMmaN = 8, kMmaK = 16;  // mma.sync.m16n8k16
+constexpr int kSfBlock = 16;                       // k per scale
+constexpr int kWarpM = kBM / kWarpsM;              // 64 rows per warp
+constexpr int kWarpN = kBN / kWarpsN;              // 32 columns per warp
+constexpr int kTilesM = kWarpM / kMmaM;            // 4 MMA tiles along M per warp
+constexpr int kTilesN = kWarpN / kMmaN;            // 4 MMA tiles along N per warp
+constexpr int kBlocksPerTile = kBK / kSfBlock;     // 4 scale blocks per stage
+constexpr int kRowBytes = kBK / 2;                 // 32 packed FP4 bytes per row per stage
+constexpr int kAtomBytes = 512;                    // one 128 x 4 scale atom
+
+static_assert(kMmaK == kSfBlock, "one MMA step must be exactly one scale block");
+static_assert(kBM == 128 && kBK == 64, "a stage's scales must be exactly one 512-byte atom");
+static_assert(kBN % 128 == 0 || kBN == 128, "B scales are read one 128-row atom per tile");
+static_assert(kStages >= 1, "at least one stage");
+
+struct Stage {
+  alignas(16) unsigned char a[kBM * kRowBytes];    // [row][32 B], low nibble = even k
+  alignas(16) unsigned char b1[kBN * kRowBytes];
+  alignas(16) unsigned char b2[kBN * kRowBytes];
+  alignas(16) unsigned char sfa[kAtomBytes];       // raw scale atoms, layout as in global memory
+  alignas(16) unsigned char sfb1[kAtomBytes];
+  alignas(16) unsigned char sfb2[kAtomBytes];
+};
+
+// ---------------------------------------------------------------------------------------------
+// PTX helpers.
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  unsigned r;
+  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
+  return r;
+}
+
+// 16-byte async copy; src_bytes = 0 zero-fills the destination without reading src.
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
+               :: "r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
+}
+
+// e2m1 magnitude code (0..7) -> high byte of its fp16 bits (low byte is always 0):
+// 0, 0.5, 1, 1.5 | 2, 3, 4, 6  ->  0x00 0x38 0x3C 0x3E | 0x40 0x42 0x44 0x46.
+constexpr unsigned kE2m1HiLo = 0x3E3C3800u;
+constexpr unsigned kE2m1HiHi = 0x46444240u;
+
+// One packed byte (two e2m1, low nibble = even k) times its block scale {s, s} -> two fp16 in
+// one register, even k in the low half (the MMA fragment order). Exact: see the header.
+__device__ __forceinline__ unsigned decode_fp4x2(unsigned byte, unsigned scale2) {
+  // prmt picks byte 0 (0x00) for the low bytes and the LUT bytes for the high bytes.
+  const unsigned sel = ((byte & 0x7u) << 4) | ((byte & 0x70u) << 8);
+  unsigned h2;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(h2) : "r"(kE2m1HiLo), "r"(kE2m1HiHi), "r"(sel));
+  h2 |= ((byte & 0x8u) << 12) | ((byte & 0x80u) << 24);  // the two sign bits
+  unsigned out;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(out) : "r"(h2), "r"(scale2));
+  return out;
+}
+
+// UE4M3 scale byte -> {s, s} as fp16x2. The sign bit is dropped; 0x7F stays NaN.
+__device__ __forceinline__ unsigned scale_to_f16x2(unsigned s) {
+  const unsigned short two = (unsigned short)((s | (s << 8)) & 0x7F7Fu);
+  unsigned out;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(out) : "h"(two));
+  return out;
+}
+
+// Byte offset of row r (0..127), scale column kb (0..3) inside a 512-byte atom.
+__device__ __forceinline__ int atom_offset(int r, int kb) {
+  return (r % 32) * 16 + (r / 32) * 4 + kb;
+}
+
+// D += A * B, m16n8k16, fp16 inputs, f32 accumulators.
+__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
+                                          const unsigned (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+__device__ __forceinline__ unsigned short f32_to_f16_rn(float x) {
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
+  return h;
+}
+
+__device__ __forceinline__ float silu(float x) {
+  float e;  // exp(-x) = 2^(-x * log2(e)); the same approximation as __expf
+  asm("ex2.approx.f32 %0, %1;" : "=f"(e) : "f"(-x * 1.4426950408889634f));
+  return x / (1.0f + e);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Global -> shared: one k-tile (packed rows of A, B1, B2 and their three scale atoms).
+// Issued by a single warp.
+// ---------------------------------------------------------------------------------------------
+__device__ __forceinline__ void load_rows(unsigned char* dst, const unsigned char* src,
+                                          long long row_stride, int rows_valid, int kt,
+                                          int lane) {
+  constexpr int kChunksPerRow = kRowBytes / 16;
+  for (int c = lane; c < kBM * kChunksPerRow; c += 32) {
+    const int r = c / kChunksPerRow, h = c % kChunksPerRow;
+    const bool valid = r < rows_valid;
+    // Out-of-range rows are zero-filled; src must still be a valid address, so use the base.
+    const unsigned char* s = valid ? src + r * row_stride + kt * kRowBytes + h * 16 : src;
+    cp_async16(dst + r * kRowBytes + h * 16, s, valid);
+  }
+}
+
+__device__ __forceinline__ void load_atom(unsigned char* dst, const unsigned char* atom, int lane) {
+  for (int c = lane; c < kAtomBytes / 16; c += 32) cp_async16(dst + c * 16, atom + c * 16, true);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The kernel.
+// ---------------------------------------------------------------------------------------------
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+nvfp4_dual_gemm(const unsigned char* a, const unsigned char* b1, const unsigned char* b2,
+                const unsigned char* sfa, const unsigned char* sfb1, const unsigned char* sfb2,
+                unsigned short* c, int M, int N, int K, int L) {
+  __shared__ Stage smem[kStages];
+
+  const int tile_n = blockIdx.x, tile_m = blockIdx.y, l = blockIdx.z;
+  const int m0 = tile_m * kBM, n0 = tile_n * kBN;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int warp_m = warp / kWarpsN, warp_n = warp % kWarpsN;
+  const int g = lane / 4;              // MMA "group": fragment row (A) / column (B)
+  const int byte_shift = (lane % 4) * 8;  // which byte of a 4-byte word this lane decodes
+
+  const long long row_bytes = K / 2;
+  const int k_tiles = K / kBK;         // = rest_k: K % 64 == 0, so no k padding
+  const int rest_m = (M + 127) / 128, rest_n = (N + 127) / 128;
+  const int rows_a = M - m0, rows_b = N - n0;  // valid rows in this tile (may exceed 128)
+
+  const unsigned char* a_tile = a + ((long long)l * M + m0) * row_bytes;
+  const unsigned char* b1_tile = b1 + ((long long)l * N + n0) * row_bytes;
+  const unsigned char* b2_tile = b2 + ((long long)l * N + n0) * row_bytes;
+  const unsigned char* sfa_tile = sfa + ((long long)l * rest_m + tile_m) * k_tiles * kAtomBytes;
+  const unsigned char* sfb1_tile = sfb1 + ((long long)l * rest_n + tile_n) * k_tiles * kAtomBytes;
+  const unsigned char* sfb2_tile = sfb2 + ((long long)l * rest_n + tile_n) * k_tiles * kAtomBytes;
+
+  float acc1[kTilesM][kTilesN][4], acc2[kTilesM][kTilesN][4];
+#pragma unroll
+  for (int i = 0; i < kTilesM; ++i)
+#pragma unroll
+    for (int j = 0; j < kTilesN; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) acc1[i][j][e] = acc2[i][j][e] = 0.0f;
+
+  auto issue_load = [&](int kt) {
+    Stage& s = smem[kt % kStages];
+    if (kt < k_tiles) {
+      load_rows(s.a, a_tile, row_bytes, rows_a, kt, lane);
+      load_rows(s.b1, b1_tile, row_bytes, rows_b, kt, lane);
+      load_rows(s.b2, b2_tile, row_bytes, rows_b, kt, lane);
+      load_atom(s.sfa, sfa_tile + kt * kAtomBytes, lane);
+      load_atom(s.sfb1, sfb1_tile + kt * kAtomBytes, lane);
+      load_atom(s.sfb2, sfb2_tile + kt * kAtomBytes, lane);
+    }
+    cp_async_commit();  // always commit, so the group count stays uniform
+  };
+
+  // Prologue: tiles 0 .. kStages-2 in flight (nothing when kStages == 1).
+  if (warp == 0)
+    for (int kt = 0; kt < kStages - 1; ++kt) issue_load(kt);
+
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    // Refill the slot freed at the end of the previous iteration, then wait for tile kt.
+    if (warp == 0) {
+      issue_load(kt + kStages - 1);
+      cp_async_wait<kStages - 1>();
+    }
+    __syncthreads();  // tile kt visible to every warp
+
+    const Stage& s = smem[kt % kStages];
+#pragma unroll
+    for (int kb = 0; kb < kBlocksPerTile; ++kb) {  // one scale block = one MMA k-step
+      // A fragments (row-major 16x16): regs {row g, k 0-7}, {row g+8, k 0-7},
+      // {row g, k 8-15}, {row g+8, k 8-15}; each reg = one packed byte = two k.
+      unsigned af[kTilesM][4];
+#pragma unroll
+      for (int mt = 0; mt < kTilesM; ++mt) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {  // h = 0: row g, h = 1: row g + 8
+          const int r = warp_m * kWarpM + mt * kMmaM + g + 8 * h;
+          const unsigned sc = r < rows_a ? scale_to_f16x2(s.sfa[atom_offset(r, kb)]) : 0u;
+          const unsigned long long w =
+              *reinterpret_cast<const unsigned long long*>(s.a + r * kRowBytes + kb * 8);
+          af[mt][h] = decode_fp4x2((unsigned)w >> byte_shift, sc);
+          af[mt][h + 2] = decode_fp4x2((unsigned)(w >> 32) >> byte_shift, sc);
+        }
+      }
+#pragma unroll
+      for (int nt = 0; nt < kTilesN; ++nt) {
+        // B fragments (col-major 16x8): {col g, k 0-7}, {col g, k 8-15}; B is stored [n][k].
+        const int r = warp_n * kWarpN + nt * kMmaN + g;
+        const bool valid = r < rows_b;
+        const unsigned sc1 = valid ? scale_to_f16x2(s.sfb1[atom_offset(r, kb)]) : 0u;
+        const unsigned sc2 = valid ? scale_to_f16x2(s.sfb2[atom_offset(r, kb)]) : 0u;
+        const unsigned long long w1 =
+            *reinterpret_cast<const unsigned long long*>(s.b1 + r * kRowBytes + kb * 8);
+        const unsigned long long w2 =
+            *reinterpret_cast<const unsigned long long*>(s.b2 + r * kRowBytes + kb * 8);
+        const unsigned bf1[2] = {decode_fp4x2((unsigned)w1 >> byte_shift, sc1),
+                                 decode_fp4x2((unsigned)(w1 >> 32) >> byte_shift, sc1)};
+        const unsigned bf2[2] = {decode_fp4x2((unsigned)w2 >> byte_shift, sc2),
+                                 decode_fp4x2((unsigned)(w2 >> 32) >> byte_shift, sc2)};
+#pragma unroll
+        for (int mt = 0; mt < kTilesM; ++mt) {
+          mma_16816(acc1[mt][nt], af[mt], bf1);
+          mma_16816(acc2[mt][nt], af[mt], bf2);
+        }
+      }
+    }
+    __syncthreads();  // every warp is done with this slot before it is refilled
+  }
+
+  // Epilogue: C/D fragment {row g: cols 2t, 2t+1}, {row g+8: cols 2t, 2t+1}; C is [M][N][L].
+#pragma unroll
+  for (int mt = 0; mt < kTilesM; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < kTilesN; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int row = m0 + warp_m * kWarpM + mt * kMmaM + g + 8 * (e / 2);
+        const int col = n0 + warp_n * kWarpN + nt * kMmaN + 2 * (lane % 4) + (e % 2);
+        if (row < M && col < N)
+          c[((long long)row * N + col) * L + l] =
+              f32_to_f16_rn(silu(acc1[mt][nt][e]) * acc2[mt][nt][e]);
+      }
+}

@@ -1,0 +1,410 @@
+//! The certification campaign for one kernel: fixed edge cases first, then random cases drawn by
+//! proptest strategies (shapes inside the kernel's declared support, biased to edges, all
+//! distributions), until a case count or a time budget; the first failure is shrunk by proptest to
+//! a minimal case, diagnosed, and saved so that `check` can replay it.
+
+use super::kernel::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
+use crate::compare::diagnosis::{diagnose, Diagnosis, Observation, POISON};
+use crate::compare::{judge, OutputShape, Verdict};
+use crate::model::bounds::{fp16_ordinal, KOrder};
+use crate::model::{dual_gemm_reference, Reference};
+use crate::problem::generate::generate_dual_gemm;
+use crate::problem::{Distribution, Shape};
+use half::f16;
+use proptest::strategy::{Strategy, ValueTree};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use std::time::{Duration, Instant};
+
+/// One generated case: everything needed to regenerate its inputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct CaseSpec {
+    pub shape: Shape,
+    pub dist: Distribution,
+    pub seed: u64,
+}
+
+/// Edge values the shape strategy prefers: the smallest, tile boundaries and one past them.
+const EDGE_MN: [usize; 9] = [1, 2, 31, 127, 128, 129, 200, 255, 256];
+const EDGE_K_BLOCKS: [usize; 8] = [1, 3, 4, 15, 16, 17, 20, 32];
+/// Random shapes stay below these so a CPU campaign of hundreds of cases takes seconds.
+const MAX_RANDOM_MN: usize = 320;
+const MAX_RANDOM_K_BLOCKS: usize = 48;
+
+fn round_up(value: usize, multiple: usize) -> usize {
+    value.div_ceil(multiple).max(1) * multiple
+}
+
+/// Shapes within `support`, half the time from the edge lists.
+pub fn shape_strategy(support: ShapeSupport) -> impl Strategy<Value = Shape> {
+    let mn = |multiple: usize| {
+        proptest::prop_oneof![
+            proptest::sample::select(EDGE_MN.to_vec()).prop_map(move |v| round_up(v, multiple)),
+            (1..=MAX_RANDOM_MN).prop_map(move |v| round_up(v, multiple)),
+        ]
+    };
+    let k_multiple_blocks = support.k_multiple.div_ceil(16);
+    let k = proptest::prop_oneof![
+        proptest::sample::select(EDGE_K_BLOCKS.to_vec())
+            .prop_map(move |b| round_up(b, k_multiple_blocks) * 16),
+        (1..=MAX_RANDOM_K_BLOCKS).prop_map(move |b| round_up(b, k_multiple_blocks) * 16),
+    ];
+    let max_l = support.max_l.min(3);
+    (
+        mn(support.m_multiple),
+        mn(support.n_multiple),
+        k,
+        proptest::prop_oneof![3 => proptest::strategy::Just(1usize), 1 => 1..=max_l],
+    )
+        .prop_map(|(m, n, k, l)| Shape::new(m, n, k, l).expect("strategy shapes are valid"))
+}
+
+/// Cases over `dists`, listed in shrink order: proptest shrinks toward the first.
+pub fn case_strategy(
+    support: ShapeSupport,
+    dists: Vec<Distribution>,
+) -> impl Strategy<Value = CaseSpec> {
+    (
+        shape_strategy(support),
+        proptest::sample::select(dists),
+        proptest::num::u64::ANY,
+    )
+        .prop_map(|(shape, dist, seed)| CaseSpec { shape, dist, seed })
+}
+
+/// What one case's run produced.
+pub struct CaseOutcome {
+    pub spec: CaseSpec,
+    pub case: KernelCase,
+    pub reference: Reference,
+    pub output: Vec<f16>,
+    pub result: Result<Verdict, KernelFailure>,
+}
+
+impl CaseOutcome {
+    pub fn failed(&self) -> bool {
+        !matches!(&self.result, Ok(verdict) if verdict.pass)
+    }
+}
+
+/// Runs one case: fresh inputs, a poisoned output, the kernel, the verdict.
+pub fn run_case(kernel: &dyn KernelUnderTest, spec: CaseSpec, order: KOrder) -> CaseOutcome {
+    let inputs = generate_dual_gemm(spec.shape, spec.dist, spec.seed);
+    let reference = dual_gemm_reference(&inputs, order);
+    let case = KernelCase::new(inputs, spec.dist.blocked_padding_fill());
+    let s = spec.shape;
+    let mut output = vec![POISON; s.m * s.n * s.l];
+    let result = kernel.run(&case, &mut output).map(|()| {
+        judge(
+            OutputShape {
+                m: s.m,
+                n: s.n,
+                l: s.l,
+            },
+            &output,
+            &reference.expected,
+            &reference.lo,
+            &reference.hi,
+        )
+    });
+    CaseOutcome {
+        spec,
+        case,
+        reference,
+        output,
+        result,
+    }
+}
+
+/// The fixed cases every campaign starts with: the smallest shape, tile edges, a K tail, L > 1,
+/// each distribution.
+pub fn edge_cases(support: ShapeSupport) -> Vec<CaseSpec> {
+    let shapes = [
+        (1, 1, 16, 1),
+        (128, 128, 256, 1),
+        (129, 200, 272, 1),
+        (200, 130, 96, 2),
+        (256, 64, 512, 1),
+    ];
+    let mut cases = Vec::new();
+    for (i, &(m, n, k, l)) in shapes.iter().enumerate() {
+        let shape = Shape::new(
+            round_up(m, support.m_multiple),
+            round_up(n, support.n_multiple),
+            round_up(k, support.k_multiple),
+            l.min(support.max_l),
+        )
+        .expect("edge shapes are valid");
+        for (j, dist) in Distribution::ALL.into_iter().enumerate() {
+            cases.push(CaseSpec {
+                shape,
+                dist,
+                seed: (i * 16 + j) as u64,
+            });
+        }
+    }
+    cases
+}
+
+/// A failure, shrunk and diagnosed.
+pub struct Failure {
+    pub first: CaseSpec,
+    pub minimal: CaseOutcome,
+    pub diagnosis: Option<Diagnosis>,
+    pub shrink_steps: usize,
+}
+
+/// Tallies of what a campaign covered.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Coverage {
+    pub cases: usize,
+    pub by_distribution: std::collections::BTreeMap<String, usize>,
+    pub by_shape_class: std::collections::BTreeMap<String, usize>,
+    /// Which of the 16 FP4 codes and of the 16 e4m3 exponent fields (NaN counted apart) occurred.
+    pub fp4_codes_seen: Vec<u8>,
+    pub scale_exponents_seen: Vec<u8>,
+    pub nan_scales_seen: bool,
+    /// Largest distance, in fp16 ulps, between an accepted output and the model's answer.
+    pub worst_ulps_from_expected: u32,
+}
+
+impl Coverage {
+    fn record(&mut self, outcome: &CaseOutcome) {
+        self.cases += 1;
+        *self
+            .by_distribution
+            .entry(outcome.spec.dist.name().to_string())
+            .or_default() += 1;
+        *self
+            .by_shape_class
+            .entry(shape_class(outcome.spec.shape).to_string())
+            .or_default() += 1;
+        let inputs = &outcome.case.inputs;
+        let mut codes = [false; 16];
+        let mut exponents = [false; 16];
+        for operand in [&inputs.a, &inputs.b1, &inputs.b2] {
+            for &byte in operand.data() {
+                codes[usize::from(byte & 0xF)] = true;
+                codes[usize::from(byte >> 4)] = true;
+            }
+            for &scale in operand.scales() {
+                if scale & 0x7F == 0x7F {
+                    self.nan_scales_seen = true;
+                } else {
+                    exponents[usize::from((scale >> 3) & 0xF)] = true;
+                }
+            }
+        }
+        merge(&mut self.fp4_codes_seen, &codes);
+        merge(&mut self.scale_exponents_seen, &exponents);
+        if matches!(&outcome.result, Ok(verdict) if verdict.pass) {
+            let distance = |(&got, &expected): (&f16, &f16)| {
+                Some((fp16_ordinal(got)? - fp16_ordinal(expected)?).unsigned_abs())
+            };
+            let worst = outcome
+                .output
+                .iter()
+                .zip(&outcome.reference.expected)
+                .filter_map(distance)
+                .max()
+                .unwrap_or(0);
+            self.worst_ulps_from_expected = self.worst_ulps_from_expected.max(worst);
+        }
+    }
+}
+
+fn merge(seen: &mut Vec<u8>, flags: &[bool; 16]) {
+    for (value, &flag) in flags.iter().enumerate() {
+        if flag && !seen.contains(&(value as u8)) {
+            seen.push(value as u8);
+            seen.sort_unstable();
+        }
+    }
+}
+
+/// "aligned" when every dimension is a multiple of the 128 x 128 x 256 competition tiles, else
+/// "edge"; "batched" when L > 1; "tiny" below one tile.
+pub fn shape_class(shape: Shape) -> &'static str {
+    if shape.l > 1 {
+        "batched"
+    } else if shape.m < 128 && shape.n < 128 {
+        "tiny"
+    } else if shape.m % 128 == 0 && shape.n % 128 == 0 && shape.k % 256 == 0 {
+        "aligned"
+    } else {
+        "edge"
+    }
+}
+
+/// Limits of one campaign.
+#[derive(Debug, Clone, Copy)]
+pub struct CampaignLimits {
+    pub cases: usize,
+    pub time_budget: Option<Duration>,
+    pub seed: u64,
+    pub order: KOrder,
+    /// Draw only the competition's distribution (to show what its weak check misses).
+    pub only_gpumode: bool,
+}
+
+impl CampaignLimits {
+    fn distributions(&self) -> Vec<Distribution> {
+        if self.only_gpumode {
+            vec![Distribution::Gpumode]
+        } else {
+            Distribution::ALL.to_vec()
+        }
+    }
+}
+
+/// The result of one kernel's campaign.
+pub struct CampaignResult {
+    pub coverage: Coverage,
+    pub failure: Option<Failure>,
+    pub elapsed: Duration,
+}
+
+/// Runs the campaign; `progress` is called after each case with (cases done, cases planned).
+pub fn certify_variant(
+    kernel: &dyn KernelUnderTest,
+    limits: CampaignLimits,
+    mut progress: impl FnMut(usize, usize),
+) -> CampaignResult {
+    let started = Instant::now();
+    let support = kernel.support();
+    let mut coverage = Coverage::default();
+    let dists = limits.distributions();
+    let fixed: Vec<CaseSpec> = edge_cases(support)
+        .into_iter()
+        .filter(|spec| dists.contains(&spec.dist))
+        .collect();
+    let planned = limits.cases.max(fixed.len());
+    let out_of_time = || {
+        limits
+            .time_budget
+            .is_some_and(|budget| started.elapsed() >= budget)
+    };
+    for spec in fixed.iter().copied() {
+        let outcome = run_case(kernel, spec, limits.order);
+        coverage.record(&outcome);
+        progress(coverage.cases, planned);
+        if outcome.failed() {
+            let failure = shrink(kernel, outcome, None, limits.order);
+            return CampaignResult {
+                coverage,
+                failure: Some(failure),
+                elapsed: started.elapsed(),
+            };
+        }
+    }
+    let mut seed_bytes = [0u8; 32];
+    seed_bytes[..8].copy_from_slice(&limits.seed.to_le_bytes());
+    let mut runner = TestRunner::new_with_rng(
+        Config::default(),
+        TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
+    );
+    let strategy = case_strategy(support, dists);
+    while coverage.cases < planned && !out_of_time() {
+        let mut tree = strategy
+            .new_tree(&mut runner)
+            .expect("the case strategy never rejects");
+        let outcome = run_case(kernel, tree.current(), limits.order);
+        coverage.record(&outcome);
+        progress(coverage.cases, planned);
+        if outcome.failed() {
+            let failure = shrink(kernel, outcome, Some(&mut tree), limits.order);
+            return CampaignResult {
+                coverage,
+                failure: Some(failure),
+                elapsed: started.elapsed(),
+            };
+        }
+    }
+    CampaignResult {
+        coverage,
+        failure: None,
+        elapsed: started.elapsed(),
+    }
+}
+
+/// Shrinks a failing case with its proptest value tree: simplify while the case still fails, step
+/// back when it passes. The fixed edge cases have no tree; they are small and kept as found.
+fn shrink(
+    kernel: &dyn KernelUnderTest,
+    failing: CaseOutcome,
+    tree: Option<&mut dyn ValueTree<Value = CaseSpec>>,
+    order: KOrder,
+) -> Failure {
+    const MAX_STEPS: usize = 400;
+    let first = failing.spec;
+    let mut minimal = failing;
+    let mut steps = 0;
+    if let Some(tree) = tree {
+        'simplify: while steps < MAX_STEPS && tree.simplify() {
+            loop {
+                steps += 1;
+                let outcome = run_case(kernel, tree.current(), order);
+                if outcome.failed() {
+                    minimal = outcome;
+                    continue 'simplify;
+                }
+                if steps >= MAX_STEPS || !tree.complicate() {
+                    break 'simplify;
+                }
+            }
+        }
+    }
+    let diagnosis = match &minimal.result {
+        Ok(_) => Some(diagnose_with_more_runs(kernel, &minimal, first, order)),
+        Err(_) => None,
+    };
+    Failure {
+        first,
+        minimal,
+        diagnosis,
+        shrink_steps: steps,
+    }
+}
+
+/// Diagnoses from the minimal case plus larger runs (the first failing case, and a 192x160x784
+/// case in the failing and in the gpumode distribution) that separate look-alike bug classes.
+fn diagnose_with_more_runs(
+    kernel: &dyn KernelUnderTest,
+    minimal: &CaseOutcome,
+    first: CaseSpec,
+    order: KOrder,
+) -> Diagnosis {
+    let support = kernel.support();
+    let larger = Shape::new(
+        round_up(192, support.m_multiple),
+        round_up(160, support.n_multiple),
+        round_up(784, support.k_multiple),
+        1,
+    )
+    .expect("valid shape");
+    let extra: Vec<CaseOutcome> = [
+        first,
+        CaseSpec {
+            shape: larger,
+            ..first
+        },
+        CaseSpec {
+            shape: larger,
+            dist: Distribution::Gpumode,
+            seed: first.seed,
+        },
+    ]
+    .into_iter()
+    .filter(|spec| *spec != minimal.spec)
+    .map(|spec| run_case(kernel, spec, order))
+    .filter(|outcome| outcome.result.is_ok())
+    .collect();
+    let observations: Vec<Observation> = std::iter::once(minimal)
+        .chain(&extra)
+        .map(|o| Observation {
+            inputs: &o.case.inputs,
+            fill: o.case.padding_fill,
+            output: &o.output,
+        })
+        .collect();
+    diagnose(&observations, order)
+}

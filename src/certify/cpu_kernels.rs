@@ -1,0 +1,258 @@
+//! Built-in CPU kernels, so the pipeline runs anywhere: `cpu-tiled`, a correct rayon kernel that
+//! accumulates in f32 in a tensor-core-like blocked order, and planted-bug mutants of it, each a
+//! real bug of a kind NVFP4 kernel authors make. Like a GPU kernel they read the *blocked* scales.
+
+use super::kernel::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
+use crate::formats::{e2m1_at, E4m3};
+use crate::layout::BlockedScaleLayout;
+use crate::problem::{ProblemKind, SCALE_BLOCK};
+use half::f16;
+use rayon::prelude::*;
+
+/// Output tile edge of the CPU kernels, like a GPU CTA's.
+const TILE: usize = 128;
+/// K tile of the main loop: four scale blocks, like one tcgen05 MMA.
+const K_TILE: usize = 64;
+
+/// A planted bug.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bug {
+    GemmOnly,
+    SiluWrongGemm,
+    ScalesIgnored,
+    ScaleRowsSwapped,
+    KTailDropped,
+    Fp16Accumulation,
+    TruncatedOutput,
+    Fp4HighExponent,
+    MEdgeOffByOne,
+    SiluSignError,
+}
+
+impl Bug {
+    pub const ALL: [Bug; 10] = [
+        Bug::GemmOnly,
+        Bug::SiluWrongGemm,
+        Bug::ScalesIgnored,
+        Bug::ScaleRowsSwapped,
+        Bug::KTailDropped,
+        Bug::Fp16Accumulation,
+        Bug::TruncatedOutput,
+        Bug::Fp4HighExponent,
+        Bug::MEdgeOffByOne,
+        Bug::SiluSignError,
+    ];
+
+    pub fn slug(self) -> &'static str {
+        match self {
+            Bug::GemmOnly => "gemm-only",
+            Bug::SiluWrongGemm => "silu-wrong-gemm",
+            Bug::ScalesIgnored => "scales-ignored",
+            Bug::ScaleRowsSwapped => "scale-rows-swapped",
+            Bug::KTailDropped => "k-tail-dropped",
+            Bug::Fp16Accumulation => "fp16-accumulation",
+            Bug::TruncatedOutput => "truncated-output",
+            Bug::Fp4HighExponent => "fp4-high-exponent",
+            Bug::MEdgeOffByOne => "m-edge-off-by-one",
+            Bug::SiluSignError => "silu-sign-error",
+        }
+    }
+
+    pub fn description(self) -> &'static str {
+        match self {
+            Bug::GemmOnly => "computes A@B1 only (the plain GEMM instead of the dual GEMM)",
+            Bug::SiluWrongGemm => "applies silu to A@B2 instead of A@B1",
+            Bug::ScalesIgnored => "ignores the scale factors",
+            Bug::ScaleRowsSwapped => "reads the permuted scales with mm32 and mm4 swapped",
+            Bug::KTailDropped => "drops the last K tile when K % 256 != 0",
+            Bug::Fp16Accumulation => "accumulates in fp16",
+            Bug::TruncatedOutput => "truncates instead of rounding the output to fp16",
+            Bug::Fp4HighExponent => "decodes FP4 codes with the high exponent bit wrong",
+            Bug::MEdgeOffByOne => {
+                "computes floor(M / 128) tiles: the partial M edge tile is never written"
+            }
+            Bug::SiluSignError => "sign error in silu: x / (1 + exp(x))",
+        }
+    }
+}
+
+/// `cpu-tiled` (no bug) or `cpu-mutant-<bug>`.
+pub struct CpuKernel {
+    name: String,
+    bug: Option<Bug>,
+}
+
+impl CpuKernel {
+    pub fn correct() -> Self {
+        CpuKernel {
+            name: "cpu-tiled".into(),
+            bug: None,
+        }
+    }
+
+    pub fn mutant(bug: Bug) -> Self {
+        CpuKernel {
+            name: format!("cpu-mutant-{}", bug.slug()),
+            bug: Some(bug),
+        }
+    }
+
+    pub fn bug(&self) -> Option<Bug> {
+        self.bug
+    }
+
+    fn has(&self, bug: Bug) -> bool {
+        self.bug == Some(bug)
+    }
+
+    /// e2m1 value, as this kernel decodes it.
+    fn fp4(&self, packed: &[u8], k: usize) -> f32 {
+        let code = e2m1_at(packed, k).to_bits();
+        let code = if self.has(Bug::Fp4HighExponent) {
+            code & 0b1011
+        } else {
+            code
+        };
+        crate::formats::E2m1::from_bits(code).to_f32()
+    }
+
+    /// The scale of (row, block) read from the blocked layout, as this kernel addresses it.
+    fn scale(
+        &self,
+        blocked: &[u8],
+        layout: &BlockedScaleLayout,
+        row: usize,
+        block: usize,
+        batch: usize,
+    ) -> f32 {
+        if self.has(Bug::ScalesIgnored) {
+            return 1.0;
+        }
+        let offset = if self.has(Bug::ScaleRowsSwapped) {
+            let base = layout.offset(row - row % 128, block - block % 4, batch);
+            base + ((row % 128) / 32) * 16 + (row % 32) * 4 + block % 4
+        } else {
+            layout.offset(row, block, batch)
+        };
+        E4m3::from_bits(blocked[offset]).to_f32_as_unsigned_scale()
+    }
+
+    /// One f32 dot product: K tiles in order, each scale block summed exactly then scaled and
+    /// added with one rounding.
+    #[allow(clippy::too_many_arguments)]
+    fn dot(&self, a_row: &[u8], b_row: &[u8], sa: &[f32], sb: &[f32], k: usize) -> f32 {
+        let k_end = if self.has(Bug::KTailDropped) && k % 256 != 0 {
+            k / 256 * 256
+        } else {
+            k
+        };
+        let mut acc = 0f32;
+        let mut acc16 = f16::ZERO;
+        for tile in (0..k_end).step_by(K_TILE) {
+            for block in (tile..(tile + K_TILE).min(k_end)).step_by(SCALE_BLOCK) {
+                let j = block / SCALE_BLOCK;
+                let sum: f32 = (block..block + SCALE_BLOCK)
+                    .map(|kk| self.fp4(a_row, kk) * self.fp4(b_row, kk))
+                    .sum();
+                let scaled = sum * (sa[j] * sb[j]);
+                if self.has(Bug::Fp16Accumulation) {
+                    acc16 = f16::from_f32(acc16.to_f32() + scaled);
+                } else {
+                    acc += scaled;
+                }
+            }
+        }
+        if self.has(Bug::Fp16Accumulation) {
+            acc16.to_f32()
+        } else {
+            acc
+        }
+    }
+
+    fn epilogue(&self, x1: f32, x2: f32) -> f16 {
+        let y = match self.bug {
+            Some(Bug::GemmOnly) => x1,
+            Some(Bug::SiluWrongGemm) => x2 / (1.0 + (-x2).exp()) * x1,
+            Some(Bug::SiluSignError) => x1 / (1.0 + x1.exp()) * x2,
+            _ => x1 / (1.0 + (-x1).exp()) * x2,
+        };
+        if self.has(Bug::TruncatedOutput) {
+            let nearest = f16::from_f32(y);
+            if nearest.to_f32().abs() > y.abs() && !nearest.is_nan() {
+                f16::from_bits(nearest.to_bits() - 1)
+            } else {
+                nearest
+            }
+        } else {
+            f16::from_f32(y)
+        }
+    }
+}
+
+impl KernelUnderTest for CpuKernel {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn problem(&self) -> ProblemKind {
+        ProblemKind::DualGemm
+    }
+
+    fn support(&self) -> ShapeSupport {
+        ShapeSupport::ANY
+    }
+
+    fn availability(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure> {
+        let inputs = &case.inputs;
+        let shape = inputs.shape;
+        let (layout_a, layout_b) = (
+            BlockedScaleLayout(inputs.a.scale_dims()),
+            BlockedScaleLayout(inputs.b1.scale_dims()),
+        );
+        let blocks = shape.scale_cols();
+        let m_tiles = if self.has(Bug::MEdgeOffByOne) {
+            shape.m / TILE
+        } else {
+            shape.m.div_ceil(TILE)
+        };
+        let rows_written = (m_tiles * TILE).min(shape.m);
+        for l in 0..shape.l {
+            let scales_of = |blocked: &[u8], layout: &BlockedScaleLayout, row: usize| -> Vec<f32> {
+                (0..blocks)
+                    .map(|j| self.scale(blocked, layout, row, j, l))
+                    .collect()
+            };
+            let sb1: Vec<Vec<f32>> = (0..shape.n)
+                .map(|n| scales_of(&case.sfb1_blocked, &layout_b, n))
+                .collect();
+            let sb2: Vec<Vec<f32>> = (0..shape.n)
+                .map(|n| scales_of(&case.sfb2_blocked, &layout_b, n))
+                .collect();
+            let row_len = shape.n * shape.l;
+            output[..rows_written * row_len]
+                .par_chunks_mut(row_len)
+                .enumerate()
+                .for_each(|(m, row)| {
+                    let sa = scales_of(&case.sfa_blocked, &layout_a, m);
+                    let a_row = inputs.a.row_data(m, l);
+                    for n in 0..shape.n {
+                        let x1 = self.dot(a_row, inputs.b1.row_data(n, l), &sa, &sb1[n], shape.k);
+                        let x2 = self.dot(a_row, inputs.b2.row_data(n, l), &sa, &sb2[n], shape.k);
+                        row[n * shape.l + l] = self.epilogue(x1, x2);
+                    }
+                });
+        }
+        Ok(())
+    }
+}
+
+/// `cpu-tiled` and every mutant.
+pub fn cpu_kernels() -> Vec<CpuKernel> {
+    std::iter::once(CpuKernel::correct())
+        .chain(Bug::ALL.into_iter().map(CpuKernel::mutant))
+        .collect()
+}

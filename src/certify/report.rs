@@ -1,0 +1,235 @@
+//! Certificates: one JSON and one Markdown file per kernel and run, plus the minimal repro of a
+//! failure as two safetensors files that `nvfp4-oracle check` replays.
+
+use super::campaign::{CampaignLimits, CampaignResult, CaseSpec, Coverage};
+use super::kernel::KernelUnderTest;
+use crate::case_file::{fp16_bytes, CaseWriter};
+use crate::compare::diagnosis::Evidence;
+use crate::error::{Error, Result};
+use crate::model::MODEL_VERSION;
+use safetensors::Dtype;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Status {
+    Certified,
+    Failed,
+    Unavailable,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FailureReport {
+    pub first_case: CaseSpec,
+    pub minimal_case: CaseSpec,
+    pub shrink_steps: usize,
+    /// "crashed", "hung", ... or the verdict's first line.
+    pub verdict: String,
+    pub failed_elements: usize,
+    pub worst_ulps_outside: Option<u32>,
+    pub failure_map: String,
+    pub diagnosis: String,
+    pub diagnosis_candidates: Vec<Evidence>,
+    pub repro_case: PathBuf,
+    pub repro_output: PathBuf,
+    pub replay: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Machine {
+    pub os: &'static str,
+    pub arch: &'static str,
+    pub cpus: usize,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Certificate {
+    pub tool: String,
+    pub model_version: &'static str,
+    pub kernel: String,
+    pub problem: &'static str,
+    pub supported_shapes: String,
+    pub status: Status,
+    pub unavailable_reason: Option<String>,
+    pub seed: u64,
+    pub cases_requested: usize,
+    pub k_order: &'static str,
+    pub only_gpumode: bool,
+    pub elapsed_seconds: f64,
+    pub coverage: Coverage,
+    pub failure: Option<FailureReport>,
+    pub machine: Machine,
+}
+
+impl Certificate {
+    fn base(kernel: &dyn KernelUnderTest, limits: &CampaignLimits) -> Self {
+        Certificate {
+            tool: concat!("nvfp4-oracle ", env!("CARGO_PKG_VERSION")).to_string(),
+            model_version: MODEL_VERSION,
+            kernel: kernel.name().to_string(),
+            problem: kernel.problem().name(),
+            supported_shapes: kernel.support().describe(),
+            status: Status::Unavailable,
+            unavailable_reason: None,
+            seed: limits.seed,
+            cases_requested: limits.cases,
+            k_order: limits.order.name(),
+            only_gpumode: limits.only_gpumode,
+            elapsed_seconds: 0.0,
+            coverage: Coverage::default(),
+            failure: None,
+            machine: Machine {
+                os: std::env::consts::OS,
+                arch: std::env::consts::ARCH,
+                cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            },
+        }
+    }
+
+    pub fn unavailable(
+        kernel: &dyn KernelUnderTest,
+        limits: &CampaignLimits,
+        reason: String,
+    ) -> Self {
+        Certificate {
+            unavailable_reason: Some(reason),
+            ..Certificate::base(kernel, limits)
+        }
+    }
+
+    /// Builds the certificate and writes the repro files of a failure into `dir`.
+    pub fn from_campaign(
+        kernel: &dyn KernelUnderTest,
+        limits: &CampaignLimits,
+        result: CampaignResult,
+        dir: &Path,
+    ) -> Result<Self> {
+        let mut certificate = Certificate::base(kernel, limits);
+        certificate.elapsed_seconds = result.elapsed.as_secs_f64();
+        certificate.coverage = result.coverage;
+        certificate.status = if result.failure.is_some() {
+            Status::Failed
+        } else {
+            Status::Certified
+        };
+        if let Some(failure) = result.failure {
+            let minimal = &failure.minimal;
+            let shape = minimal.spec.shape;
+            let repro_case = dir.join(format!("{}-repro-case.safetensors", kernel.name()));
+            let repro_output = dir.join(format!("{}-repro-output.safetensors", kernel.name()));
+            let mut writer = CaseWriter::default();
+            writer
+                .dual_gemm_inputs(&minimal.case.inputs, minimal.case.padding_fill)
+                .meta("distribution", minimal.spec.dist.name())
+                .meta("seed", minimal.spec.seed)
+                .meta(
+                    "blocked_padding_fill",
+                    format!("{:#04x}", minimal.case.padding_fill),
+                );
+            writer.reference(shape, &minimal.reference, limits.order);
+            writer.write(&repro_case)?;
+            CaseWriter::default()
+                .tensor(
+                    "c",
+                    Dtype::F16,
+                    vec![shape.m, shape.n, shape.l],
+                    fp16_bytes(&minimal.output),
+                )
+                .meta("kernel", kernel.name())
+                .write(&repro_output)?;
+            let (verdict, failed_elements, worst, map) = match &minimal.result {
+                Ok(v) => (
+                    v.render().lines().next().unwrap_or_default().to_string(),
+                    v.failed,
+                    v.worst.and_then(|w| w.ulps_outside),
+                    v.render(),
+                ),
+                Err(err) => (err.to_string(), 0, None, String::new()),
+            };
+            certificate.failure = Some(FailureReport {
+                first_case: failure.first,
+                minimal_case: minimal.spec,
+                shrink_steps: failure.shrink_steps,
+                verdict,
+                failed_elements,
+                worst_ulps_outside: worst,
+                failure_map: map,
+                diagnosis: failure.diagnosis.as_ref().map_or_else(
+                    || "not diagnosed (no output to compare)".to_string(),
+                    |d| d.summary(),
+                ),
+                diagnosis_candidates: failure
+                    .diagnosis
+                    .map(|d| d.candidates.into_iter().take(3).collect())
+                    .unwrap_or_default(),
+                replay: format!(
+                    "nvfp4-oracle check --case {} --output {}",
+                    repro_case.display(),
+                    repro_output.display()
+                ),
+                repro_case,
+                repro_output,
+            });
+        }
+        Ok(certificate)
+    }
+
+    pub fn markdown(&self) -> String {
+        let c = &self.coverage;
+        let mut md = format!(
+            "# Certificate: {}\n\n| | |\n|---|---|\n| status | **{:?}** |\n| problem | {} |\n| supported shapes | {} |\n| cases run | {} (requested {}) |\n| by distribution | {} |\n| by shape class | {} |\n| FP4 codes seen | {} of 16 |\n| scale exponent fields seen | {} of 16{} |\n| worst distance from the model's answer (passing cases) | {} ulps |\n| seed | {} |\n| K order accepted | {} |\n| model version | {} |\n| tool | {} |\n| machine | {} {} with {} CPUs |\n| time | {:.1} s |\n",
+            self.kernel,
+            self.status,
+            self.problem,
+            self.supported_shapes,
+            c.cases,
+            self.cases_requested,
+            c.by_distribution.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", "),
+            c.by_shape_class.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", "),
+            c.fp4_codes_seen.len(),
+            c.scale_exponents_seen.len(),
+            if c.nan_scales_seen { ", NaN scales too" } else { "" },
+            c.worst_ulps_from_expected,
+            self.seed,
+            self.k_order,
+            self.model_version,
+            self.tool,
+            self.machine.os,
+            self.machine.arch,
+            self.machine.cpus,
+            self.elapsed_seconds,
+        );
+        if let Some(reason) = &self.unavailable_reason {
+            md.push_str(&format!("\nNot run: {reason}\n"));
+        }
+        if let Some(f) = &self.failure {
+            md.push_str(&format!(
+                "\n## Failure\n\n- first failing case: {} {} seed {}\n- minimal case after {} shrink steps: **{} {} seed {}**\n- verdict: {}\n- diagnosis: **{}**\n- replay: `{}`\n\n```\n{}```\n",
+                f.first_case.shape,
+                f.first_case.dist.name(),
+                f.first_case.seed,
+                f.shrink_steps,
+                f.minimal_case.shape,
+                f.minimal_case.dist.name(),
+                f.minimal_case.seed,
+                f.verdict,
+                f.diagnosis,
+                f.replay,
+                f.failure_map
+            ));
+        }
+        md
+    }
+
+    /// Writes `<kernel>.json` and `<kernel>.md` into `dir`.
+    pub fn write(&self, dir: &Path) -> Result<()> {
+        let json = serde_json::to_string_pretty(self).map_err(|err| Error::file(dir, err))?;
+        for (extension, text) in [("json", json), ("md", self.markdown())] {
+            let path = dir.join(format!("{}.{extension}", self.kernel));
+            std::fs::write(&path, text)
+                .map_err(|err| Error::file(&path, format!("cannot write: {err}")))?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,174 @@
+//! `nvfp4-oracle certify`: fuzz kernels against the model, shrink and diagnose the first failure,
+//! write certificates.
+
+use super::EXIT_FAIL;
+use crate::certify::report::{Certificate, Status};
+use crate::certify::{certify_variant, registry, CampaignLimits, KernelUnderTest};
+use crate::error::{Error, Result};
+use crate::model::bounds::KOrder;
+use clap::Args;
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Args, Debug)]
+pub struct CertifyArgs {
+    /// Kernels to certify, by name or with `*` wildcards (e.g. 'cpu-mutant-*'); repeatable.
+    /// Default: every kernel that can run here, mutants excluded. See `nvfp4-oracle variants`.
+    #[arg(long = "kernel")]
+    pub kernels: Vec<String>,
+    /// Random cases per kernel (after the fixed edge cases).
+    #[arg(long, default_value_t = 200)]
+    pub cases: usize,
+    /// Stop each kernel's campaign after this many seconds, even before --cases.
+    #[arg(long, value_name = "SECONDS")]
+    pub time_budget: Option<u64>,
+    /// Seed of the case generator; printed, so any run can be repeated. Default: from the clock.
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// K orders the intervals accept (see `reference --help`).
+    #[arg(long, default_value = "contiguous")]
+    pub k_order: KOrder,
+    /// Draw only the competition's gpumode distribution (shows what its weak inputs miss).
+    #[arg(long)]
+    pub gpumode_only: bool,
+    /// Where certificates (JSON, Markdown) and minimal repros are written.
+    #[arg(long, default_value = "certify-report")]
+    pub report_dir: PathBuf,
+}
+
+fn matches(pattern: &str, name: &str) -> bool {
+    match pattern.split_once('*') {
+        None => pattern == name,
+        Some((prefix, rest)) => {
+            name.starts_with(prefix) && name[prefix.len()..].ends_with(rest.trim_start_matches('*'))
+        }
+    }
+}
+
+fn select(
+    all: Vec<Box<dyn KernelUnderTest>>,
+    patterns: &[String],
+) -> Result<Vec<Box<dyn KernelUnderTest>>> {
+    if patterns.is_empty() {
+        return Ok(all
+            .into_iter()
+            .filter(|k| !k.name().contains("mutant") && k.availability().is_ok())
+            .collect());
+    }
+    for pattern in patterns {
+        if !all.iter().any(|k| matches(pattern, k.name())) {
+            let names: Vec<&str> = all.iter().map(|k| k.name()).collect();
+            return Err(Error::UnknownName {
+                what: "kernel",
+                given: pattern.clone(),
+                expected: names.join(", "),
+            });
+        }
+    }
+    Ok(all
+        .into_iter()
+        .filter(|k| patterns.iter().any(|p| matches(p, k.name())))
+        .collect())
+}
+
+pub fn run(args: CertifyArgs) -> Result<ExitCode> {
+    let kernels = select(registry(), &args.kernels)?;
+    let seed = args.seed.unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    });
+    let limits = CampaignLimits {
+        cases: args.cases,
+        time_budget: args.time_budget.map(Duration::from_secs),
+        seed,
+        order: args.k_order,
+        only_gpumode: args.gpumode_only,
+    };
+    std::fs::create_dir_all(&args.report_dir)
+        .map_err(|err| Error::file(&args.report_dir, format!("cannot create: {err}")))?;
+    if crate::certify::registry()
+        .iter()
+        .all(|k| k.name().starts_with("cpu-"))
+    {
+        eprintln!("note: no GPU backend in this build; certifying CPU kernels only (a GPU run adds the hopper-* variants)");
+    }
+    eprintln!(
+        "certifying {} kernel(s), {} cases each, seed {seed} (repeat with --seed {seed}){}",
+        kernels.len(),
+        args.cases,
+        if args.gpumode_only {
+            ", gpumode distribution only"
+        } else {
+            ""
+        }
+    );
+    let mut any_failed = false;
+    println!("| kernel | status | cases | time (s) | minimal repro | diagnosis |");
+    println!("|---|---|---|---|---|---|");
+    for kernel in &kernels {
+        let certificate = match kernel.availability() {
+            Err(reason) => Certificate::unavailable(kernel.as_ref(), &limits, reason),
+            Ok(()) => {
+                let bar = ProgressBar::new(args.cases as u64);
+                bar.set_style(
+                    ProgressStyle::with_template(
+                        "{prefix:>28} [{bar:30}] {pos}/{len} cases {elapsed}",
+                    )
+                    .expect("valid template")
+                    .progress_chars("=> "),
+                );
+                bar.set_prefix(kernel.name().to_string());
+                let result = certify_variant(kernel.as_ref(), limits, |done, planned| {
+                    bar.set_length(planned as u64);
+                    bar.set_position(done as u64);
+                });
+                bar.finish_and_clear();
+                Certificate::from_campaign(kernel.as_ref(), &limits, result, &args.report_dir)?
+            }
+        };
+        certificate.write(&args.report_dir)?;
+        any_failed |= certificate.status == Status::Failed;
+        let (repro, diagnosis) = match &certificate.failure {
+            Some(f) => (
+                format!("{} {}", f.minimal_case.shape, f.minimal_case.dist.name()),
+                f.diagnosis.clone(),
+            ),
+            None => (
+                "-".to_string(),
+                certificate
+                    .unavailable_reason
+                    .clone()
+                    .unwrap_or_else(|| "-".to_string()),
+            ),
+        };
+        println!(
+            "| {} | {:?} | {} | {:.1} | {repro} | {diagnosis} |",
+            certificate.kernel,
+            certificate.status,
+            certificate.coverage.cases,
+            certificate.elapsed_seconds
+        );
+    }
+    eprintln!("certificates written to {}", args.report_dir.display());
+    Ok(if any_failed {
+        ExitCode::from(EXIT_FAIL)
+    } else {
+        ExitCode::SUCCESS
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::matches;
+
+    #[test]
+    fn wildcards() {
+        assert!(matches("cpu-mutant-*", "cpu-mutant-gemm-only"));
+        assert!(matches("*", "cpu-tiled"));
+        assert!(matches("cpu-tiled", "cpu-tiled"));
+        assert!(!matches("cpu-mutant-*", "cpu-tiled"));
+    }
+}

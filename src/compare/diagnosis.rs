@@ -1,0 +1,461 @@
+//! Diagnosis: when a kernel fails, which known bug explains its output?
+//!
+//! Each entry of the catalogue is a wrong problem the model can compute: the same inputs mutated
+//! the way a bug reads them (scales ignored, scale layout misread, K tail dropped, FP4 decoded
+//! wrong) and/or the wrong arithmetic (silu on the other GEMM, no silu, a plain GEMM, fp16
+//! accumulation, truncating output). The failing output is judged against every entry's own
+//! acceptance intervals; an entry that holds every element is a match, and among matches the one
+//! with the narrowest intervals (the most specific claim) wins. Before the catalogue, elements
+//! still holding the harness's poison fill are reported as never written.
+
+use crate::layout::{plain_to_blocked, BlockedScaleLayout, ATOM_BYTES, ATOM_COLS, ATOM_ROWS};
+use crate::model::bounds::{
+    accumulator_range_in, epilogue_range, fp16_interval, fp16_interval_toward_zero, fp16_ordinal,
+    Accumulator, Epilogue, KOrder, Range,
+};
+use crate::model::exact::{exact_dot, PreparedRow};
+use crate::problem::{BlockScaledMatrix, DualGemmInputs};
+use half::f16;
+use serde::Serialize;
+
+/// The NaN pattern harnesses fill outputs with before a launch: an element that still holds it
+/// was never written. (A kernel's own NaNs are 0x7E00 or 0x7FFF in practice.)
+pub const POISON: f16 = f16::from_bits(0x7D5A);
+
+/// The kind of bug, as the brief names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BugClass {
+    WrongProblem,
+    Layout,
+    Scale,
+    Numerics,
+    IncompleteOutput,
+    OutOfBounds,
+    Race,
+}
+
+/// Known wrong problems.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WrongProblem {
+    GemmWithB1,
+    GemmWithB2,
+    SiluOnSecondGemm,
+    NoSilu,
+    SiluSignFlipped,
+    ScalesIgnored,
+    ScaleAtomRowsSwapped,
+    ScaleAtomTransposed,
+    Fp16Accumulation,
+    TruncatedOutput,
+    KTailDropped,
+    Fp4HighExponentBitIgnored,
+}
+
+impl WrongProblem {
+    pub const ALL: [WrongProblem; 12] = [
+        WrongProblem::GemmWithB1,
+        WrongProblem::GemmWithB2,
+        WrongProblem::SiluOnSecondGemm,
+        WrongProblem::NoSilu,
+        WrongProblem::SiluSignFlipped,
+        WrongProblem::ScalesIgnored,
+        WrongProblem::ScaleAtomRowsSwapped,
+        WrongProblem::ScaleAtomTransposed,
+        WrongProblem::Fp16Accumulation,
+        WrongProblem::TruncatedOutput,
+        WrongProblem::KTailDropped,
+        WrongProblem::Fp4HighExponentBitIgnored,
+    ];
+
+    pub fn description(self) -> &'static str {
+        match self {
+            WrongProblem::GemmWithB1 => "computes the plain GEMM A@B1 (no B2, no silu)",
+            WrongProblem::GemmWithB2 => "computes the plain GEMM A@B2 (no B1, no silu)",
+            WrongProblem::SiluOnSecondGemm => "applies silu to A@B2 instead of A@B1",
+            WrongProblem::NoSilu => "multiplies A@B1 by A@B2 without silu",
+            WrongProblem::SiluSignFlipped => "computes silu as x / (1 + exp(+x)): sign error in the exponent",
+            WrongProblem::ScalesIgnored => "ignores the block scales (treats them as 1.0)",
+            WrongProblem::ScaleAtomRowsSwapped => "reads the permuted scales with mm32 and mm4 swapped",
+            WrongProblem::ScaleAtomTransposed => "reads the permuted scales with mm4 and kk4 swapped (atom transposed)",
+            WrongProblem::Fp16Accumulation => "accumulates in fp16 instead of f32",
+            WrongProblem::TruncatedOutput => "converts the output to fp16 by truncation instead of rounding to nearest",
+            WrongProblem::KTailDropped => "drops the last K tile when K is not a multiple of 256",
+            WrongProblem::Fp4HighExponentBitIgnored => "decodes FP4 codes with the high exponent bit wrong (2, 3, 4, 6 read as 0, 0.5, 1, 1.5)",
+        }
+    }
+
+    pub fn class(self) -> BugClass {
+        match self {
+            WrongProblem::GemmWithB1
+            | WrongProblem::GemmWithB2
+            | WrongProblem::SiluOnSecondGemm
+            | WrongProblem::NoSilu
+            | WrongProblem::SiluSignFlipped => BugClass::WrongProblem,
+            WrongProblem::ScalesIgnored | WrongProblem::Fp4HighExponentBitIgnored => {
+                BugClass::Scale
+            }
+            WrongProblem::ScaleAtomRowsSwapped
+            | WrongProblem::ScaleAtomTransposed
+            | WrongProblem::KTailDropped => BugClass::Layout,
+            WrongProblem::Fp16Accumulation | WrongProblem::TruncatedOutput => BugClass::Numerics,
+        }
+    }
+
+    pub fn name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+}
+
+/// Per-element acceptance of a wrong problem.
+struct Acceptance {
+    lo: Vec<f16>,
+    hi: Vec<f16>,
+    /// The model cannot bound these elements (fp16 accumulation that may overflow).
+    unbounded: Vec<bool>,
+}
+
+/// The scale bytes a kernel reading the blocked layout through `offset` sees for each (row, col).
+fn scales_read_through(
+    operand: &BlockScaledMatrix,
+    fill: u8,
+    offset: impl Fn(usize, usize, usize, &BlockedScaleLayout) -> usize,
+) -> Vec<u8> {
+    let dims = operand.scale_dims();
+    let blocked = plain_to_blocked(operand.scales(), dims, fill);
+    let layout = BlockedScaleLayout(dims);
+    let mut seen = Vec::with_capacity(operand.scales().len());
+    for l in 0..dims.batches {
+        for i in 0..dims.rows {
+            for j in 0..dims.cols {
+                seen.push(blocked[offset(i, j, l, &layout)]);
+            }
+        }
+    }
+    seen
+}
+
+fn atom_base(i: usize, j: usize, l: usize, layout: &BlockedScaleLayout) -> usize {
+    ((l * layout.row_atoms() + i / ATOM_ROWS) * layout.col_atoms() + j / ATOM_COLS) * ATOM_BYTES
+}
+
+fn with_scales(operand: &BlockScaledMatrix, scales: Vec<u8>) -> BlockScaledMatrix {
+    BlockScaledMatrix::new(
+        "x",
+        operand.rows(),
+        operand.k(),
+        operand.batches(),
+        operand.data().to_vec(),
+        scales,
+    )
+    .expect("same dimensions")
+}
+
+/// The inputs as the buggy kernel reads them, or `None` if the bug cannot show on this shape.
+fn mutated_inputs(
+    problem: WrongProblem,
+    inputs: &DualGemmInputs,
+    fill: u8,
+) -> Option<DualGemmInputs> {
+    let map = |f: &dyn Fn(&BlockScaledMatrix) -> BlockScaledMatrix| DualGemmInputs {
+        shape: inputs.shape,
+        a: f(&inputs.a),
+        b1: f(&inputs.b1),
+        b2: f(&inputs.b2),
+    };
+    match problem {
+        WrongProblem::ScalesIgnored => {
+            Some(map(&|op| with_scales(op, vec![0x38; op.scales().len()])))
+        }
+        WrongProblem::ScaleAtomRowsSwapped => Some(map(&|op| {
+            with_scales(
+                op,
+                scales_read_through(op, fill, |i, j, l, layout| {
+                    atom_base(i, j, l, layout) + ((i % 128) / 32) * 16 + (i % 32) * 4 + j % 4
+                }),
+            )
+        })),
+        WrongProblem::ScaleAtomTransposed => Some(map(&|op| {
+            with_scales(
+                op,
+                scales_read_through(op, fill, |i, j, l, layout| {
+                    atom_base(i, j, l, layout) + (i % 32) * 16 + (j % 4) * 4 + (i % 128) / 32
+                }),
+            )
+        })),
+        WrongProblem::KTailDropped => {
+            let kept = inputs.shape.k / 256 * 256;
+            (kept != inputs.shape.k).then(|| {
+                // A kernel that drops the tail sums fewer blocks: zero them rather than shrink K,
+                // so the bound keeps its block count.
+                let drop_tail = |op: &BlockScaledMatrix| {
+                    let mut data = op.data().to_vec();
+                    for row in data.chunks_exact_mut(op.k() / 2) {
+                        row[kept / 2..].fill(0);
+                    }
+                    BlockScaledMatrix::new(
+                        "x",
+                        op.rows(),
+                        op.k(),
+                        op.batches(),
+                        data,
+                        op.scales().to_vec(),
+                    )
+                    .expect("same dimensions")
+                };
+                map(&drop_tail)
+            })
+        }
+        WrongProblem::Fp4HighExponentBitIgnored => Some(map(&|op| {
+            let data = op.data().iter().map(|byte| byte & 0b1011_1011).collect();
+            BlockScaledMatrix::new(
+                "x",
+                op.rows(),
+                op.k(),
+                op.batches(),
+                data,
+                op.scales().to_vec(),
+            )
+            .expect("same dimensions")
+        })),
+        _ => Some(inputs.clone()),
+    }
+}
+
+fn acceptance(
+    problem: WrongProblem,
+    inputs: &DualGemmInputs,
+    fill: u8,
+    order: KOrder,
+) -> Option<Acceptance> {
+    let mutated = mutated_inputs(problem, inputs, fill)?;
+    let shape = inputs.shape;
+    let blocks = shape.scale_cols();
+    let accumulator = if problem == WrongProblem::Fp16Accumulation {
+        Accumulator::Fp16
+    } else {
+        Accumulator::F32
+    };
+    let (epilogue, swap) = match problem {
+        WrongProblem::GemmWithB1 => (Epilogue::First, false),
+        WrongProblem::GemmWithB2 => (Epilogue::First, true),
+        WrongProblem::SiluOnSecondGemm => (Epilogue::SiluMul, true),
+        WrongProblem::NoSilu => (Epilogue::Mul, false),
+        WrongProblem::SiluSignFlipped => (Epilogue::SignFlippedSiluMul, false),
+        _ => (Epilogue::SiluMul, false),
+    };
+    let len = shape.m * shape.n * shape.l;
+    let mut out = Acceptance {
+        lo: vec![f16::ZERO; len],
+        hi: vec![f16::ZERO; len],
+        unbounded: vec![false; len],
+    };
+    for l in 0..shape.l {
+        let (a, b1, b2) = (
+            PreparedRow::all_rows(&mutated.a, l),
+            PreparedRow::all_rows(&mutated.b1, l),
+            PreparedRow::all_rows(&mutated.b2, l),
+        );
+        for (m, a_row) in a.iter().enumerate() {
+            for n in 0..shape.n {
+                let x1 =
+                    accumulator_range_in(&exact_dot(a_row, &b1[n]), blocks, order, accumulator);
+                let x2 =
+                    accumulator_range_in(&exact_dot(a_row, &b2[n]), blocks, order, accumulator);
+                let (x1, x2) = if swap { (x2, x1) } else { (x1, x2) };
+                let range = epilogue_range(epilogue, x1, x2);
+                let index = (m * shape.n + n) * shape.l + l;
+                let (lo, hi) = if problem == WrongProblem::TruncatedOutput {
+                    fp16_interval_toward_zero(range)
+                } else {
+                    fp16_interval(range)
+                };
+                out.lo[index] = lo;
+                out.hi[index] = hi;
+                out.unbounded[index] = range == Range::Unbounded;
+            }
+        }
+    }
+    Some(out)
+}
+
+fn inside(got: f16, lo: f16, hi: f16) -> bool {
+    if lo.is_nan() || hi.is_nan() {
+        return got.is_nan();
+    }
+    match (fp16_ordinal(got), fp16_ordinal(lo), fp16_ordinal(hi)) {
+        (Some(g), Some(l), Some(h)) => l <= g && g <= h,
+        _ => false,
+    }
+}
+
+/// How well one wrong problem explains an output.
+#[derive(Debug, Clone, Serialize)]
+pub struct Evidence {
+    pub problem: WrongProblem,
+    pub class: BugClass,
+    pub description: &'static str,
+    /// Elements inside this wrong problem's intervals, of those it can bound.
+    pub matched: usize,
+    pub considered: usize,
+    /// Sum of interval widths in ulps over the considered elements: smaller is more specific.
+    pub total_width: u64,
+}
+
+/// The diagnosis of one failing output.
+#[derive(Debug, Clone, Serialize)]
+pub struct Diagnosis {
+    /// Elements still holding the poison fill.
+    pub unwritten: usize,
+    /// Rows m (min, max) of the unwritten elements, if any.
+    pub unwritten_rows: Option<(usize, usize)>,
+    /// The best explanation, if one matches every element it can bound.
+    pub best: Option<Evidence>,
+    /// Every entry's score, best first.
+    pub candidates: Vec<Evidence>,
+}
+
+impl Diagnosis {
+    /// One line for reports.
+    pub fn summary(&self) -> String {
+        if self.unwritten > 0 {
+            let (first, last) = self.unwritten_rows.unwrap_or((0, 0));
+            return format!(
+                "incomplete output: {} elements never written (rows {first}..={last})",
+                self.unwritten
+            );
+        }
+        match &self.best {
+            Some(e) => {
+                let others: Vec<String> = self.also_consistent().iter().map(|p| p.name()).collect();
+                let also = if others.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (also consistent: {})", others.join(", "))
+                };
+                format!(
+                    "{} ({:?}): {}; matches in {}/{} elements{also}",
+                    e.problem.name(),
+                    e.class,
+                    e.description,
+                    e.matched,
+                    e.considered
+                )
+            }
+            None => match self.candidates.first() {
+                Some(e) => format!(
+                    "no known bug class (closest: {} in {}/{} elements)",
+                    e.problem.name(),
+                    e.matched,
+                    e.considered
+                ),
+                None => "no known bug class".to_string(),
+            },
+        }
+    }
+
+    pub fn best_problem(&self) -> Option<WrongProblem> {
+        self.best.as_ref().map(|e| e.problem)
+    }
+
+    /// Other wrong problems that also hold every element (the evidence cannot separate them).
+    pub fn also_consistent(&self) -> Vec<WrongProblem> {
+        self.candidates
+            .iter()
+            .skip(1)
+            .filter(|e| e.matched == e.considered)
+            .map(|e| e.problem)
+            .collect()
+    }
+}
+
+/// One run of the kernel under diagnosis: its inputs (blocked scales padded with `fill`) and its
+/// `[M, N, L]` output.
+pub struct Observation<'a> {
+    pub inputs: &'a DualGemmInputs,
+    pub fill: u8,
+    pub output: &'a [f16],
+}
+
+/// Diagnoses a failing kernel from one or more of its runs, the minimal failing case first. More
+/// runs (larger shapes) separate bug classes that a tiny case cannot tell apart: a wrong problem
+/// explains the kernel only if it holds every element of every run it can bound.
+pub fn diagnose(observations: &[Observation], order: KOrder) -> Diagnosis {
+    let first = &observations[0];
+    let shape = first.inputs.shape;
+    let unwritten_rows: Vec<usize> = first
+        .output
+        .iter()
+        .enumerate()
+        .filter(|(_, x)| x.to_bits() == POISON.to_bits())
+        .map(|(i, _)| i / (shape.n * shape.l))
+        .collect();
+    let mut candidates: Vec<Evidence> = WrongProblem::ALL
+        .iter()
+        .filter_map(|&problem| {
+            let mut evidence = Evidence {
+                problem,
+                class: problem.class(),
+                description: problem.description(),
+                matched: 0,
+                considered: 0,
+                total_width: 0,
+            };
+            let mut applicable = 0;
+            for (index, observation) in observations.iter().enumerate() {
+                let Some(acceptance) =
+                    acceptance(problem, observation.inputs, observation.fill, order)
+                else {
+                    if index == 0 {
+                        return None; // the bug cannot show on the minimal failing case
+                    }
+                    continue;
+                };
+                applicable += observation.output.len();
+                for (i, &value) in observation.output.iter().enumerate() {
+                    if acceptance.unbounded[i] {
+                        continue;
+                    }
+                    evidence.considered += 1;
+                    evidence.matched +=
+                        usize::from(inside(value, acceptance.lo[i], acceptance.hi[i]));
+                    if let (Some(lo), Some(hi)) = (
+                        fp16_ordinal(acceptance.lo[i]),
+                        fp16_ordinal(acceptance.hi[i]),
+                    ) {
+                        evidence.total_width += (hi - lo) as u64;
+                    }
+                }
+            }
+            // A wrong problem that cannot bound most of the output is no evidence either way.
+            (evidence.considered > 0 && evidence.considered * 2 >= applicable).then_some(evidence)
+        })
+        .collect();
+    let score = |e: &Evidence| {
+        (
+            e.matched as f64 / e.considered.max(1) as f64,
+            std::cmp::Reverse(e.total_width),
+        )
+    };
+    candidates.sort_by(|x, y| {
+        score(y)
+            .partial_cmp(&score(x))
+            .unwrap_or(std::cmp::Ordering::Equal)
+    });
+    let best = candidates
+        .first()
+        .filter(|e| e.matched == e.considered)
+        .cloned();
+    Diagnosis {
+        unwritten: unwritten_rows.len(),
+        unwritten_rows: unwritten_rows
+            .first()
+            .map(|&first| (first, *unwritten_rows.last().unwrap_or(&first))),
+        best,
+        candidates,
+    }
+}

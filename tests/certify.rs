@@ -1,0 +1,172 @@
+//! The certification pipeline end to end on the CPU kernels: the correct kernel is certified,
+//! every planted-bug mutant is rejected and diagnosed, and the competition's gpumode inputs alone
+//! miss the FP4 decoding bug that the full campaign catches.
+
+use nvfp4_oracle::certify::cpu_kernels::{Bug, CpuKernel};
+use nvfp4_oracle::certify::report::{Certificate, Status};
+use nvfp4_oracle::certify::{certify_variant, CampaignLimits};
+use nvfp4_oracle::compare::diagnosis::WrongProblem;
+use nvfp4_oracle::model::bounds::KOrder;
+use std::process::Command;
+
+fn limits(cases: usize, only_gpumode: bool) -> CampaignLimits {
+    CampaignLimits {
+        cases,
+        time_budget: None,
+        seed: 7,
+        order: KOrder::Contiguous,
+        only_gpumode,
+    }
+}
+
+/// What the diagnosis should name for each planted bug (None: reported as incomplete output).
+fn expected_diagnosis(bug: Bug) -> Option<WrongProblem> {
+    match bug {
+        Bug::GemmOnly => Some(WrongProblem::GemmWithB1),
+        Bug::SiluWrongGemm => Some(WrongProblem::SiluOnSecondGemm),
+        Bug::ScalesIgnored => Some(WrongProblem::ScalesIgnored),
+        Bug::ScaleRowsSwapped => Some(WrongProblem::ScaleAtomRowsSwapped),
+        Bug::KTailDropped => Some(WrongProblem::KTailDropped),
+        Bug::Fp16Accumulation => Some(WrongProblem::Fp16Accumulation),
+        Bug::TruncatedOutput => Some(WrongProblem::TruncatedOutput),
+        Bug::Fp4HighExponent => Some(WrongProblem::Fp4HighExponentBitIgnored),
+        Bug::MEdgeOffByOne => None,
+        Bug::SiluSignError => Some(WrongProblem::SiluSignFlipped),
+    }
+}
+
+#[test]
+fn the_correct_cpu_kernel_is_certified() {
+    let result = certify_variant(&CpuKernel::correct(), limits(40, false), |_, _| {});
+    assert!(
+        result.failure.is_none(),
+        "cpu-tiled failed: {:?}",
+        result.failure.map(|f| f.minimal.spec)
+    );
+    assert!(result.coverage.cases >= 40);
+    assert_eq!(
+        result.coverage.fp4_codes_seen.len(),
+        16,
+        "all FP4 codes exercised"
+    );
+    assert!(result.coverage.nan_scales_seen);
+    assert_eq!(result.coverage.by_distribution.len(), 4);
+}
+
+#[test]
+fn every_mutant_is_rejected_and_diagnosed() {
+    let mut named = 0;
+    for bug in Bug::ALL {
+        let result = certify_variant(&CpuKernel::mutant(bug), limits(200, false), |_, _| {});
+        let failure = result
+            .failure
+            .unwrap_or_else(|| panic!("{} was certified", bug.slug()));
+        let diagnosis = failure
+            .diagnosis
+            .expect("a CPU mutant always produces output");
+        let right = match expected_diagnosis(bug) {
+            Some(problem) => diagnosis.best_problem() == Some(problem),
+            None => diagnosis.unwritten > 0,
+        };
+        eprintln!(
+            "{:<20} minimal {} -> {}",
+            bug.slug(),
+            failure.minimal.spec.shape,
+            diagnosis.summary()
+        );
+        named += usize::from(right);
+    }
+    assert!(named >= 8, "only {named} of 10 diagnoses named their bug");
+}
+
+#[test]
+fn gpumode_alone_misses_the_fp4_decoding_bug_that_the_campaign_catches() {
+    let mutant = CpuKernel::mutant(Bug::Fp4HighExponent);
+    let gpumode = certify_variant(&mutant, limits(40, true), |_, _| {});
+    assert!(
+        gpumode.failure.is_none(),
+        "gpumode inputs never set the FP4 high exponent bit"
+    );
+    let full = certify_variant(&mutant, limits(40, false), |_, _| {});
+    assert!(full.failure.is_some());
+}
+
+#[test]
+fn the_minimal_repro_replays_with_check() {
+    let dir = std::env::temp_dir().join(format!("nvfp4-oracle-certify-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mutant = CpuKernel::mutant(Bug::TruncatedOutput);
+    let result = certify_variant(&mutant, limits(50, false), |_, _| {});
+    let certificate =
+        Certificate::from_campaign(&mutant, &limits(50, false), result, &dir).unwrap();
+    certificate.write(&dir).unwrap();
+    assert_eq!(certificate.status, Status::Failed);
+    assert!(
+        dir.join("cpu-mutant-truncated-output.json").exists()
+            && dir.join("cpu-mutant-truncated-output.md").exists()
+    );
+    let failure = certificate.failure.unwrap();
+    let replay = Command::new(env!("CARGO_BIN_EXE_nvfp4-oracle"))
+        .args([
+            "check",
+            "--case",
+            failure.repro_case.to_str().unwrap(),
+            "--output",
+            failure.repro_output.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        replay.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&replay.stdout)
+    );
+}
+
+#[test]
+fn certify_command_exit_codes() {
+    let dir = std::env::temp_dir().join(format!("nvfp4-oracle-certify-cli-{}", std::process::id()));
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_nvfp4-oracle"))
+            .args(args)
+            .arg("--report-dir")
+            .arg(&dir)
+            .output()
+            .unwrap()
+    };
+    assert_eq!(
+        run(&[
+            "certify",
+            "--kernel",
+            "cpu-tiled",
+            "--cases",
+            "10",
+            "--seed",
+            "7"
+        ])
+        .status
+        .code(),
+        Some(0)
+    );
+    assert_eq!(
+        run(&[
+            "certify",
+            "--kernel",
+            "cpu-mutant-gemm-only",
+            "--cases",
+            "10",
+            "--seed",
+            "7"
+        ])
+        .status
+        .code(),
+        Some(1)
+    );
+    let unknown = run(&["certify", "--kernel", "no-such-kernel"]);
+    assert_eq!(unknown.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&unknown.stderr).contains("cpu-tiled"),
+        "lists the known kernels"
+    );
+}
