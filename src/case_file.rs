@@ -145,8 +145,13 @@ impl CaseReader {
     pub fn open(path: &Path) -> Result<Self> {
         let bytes =
             std::fs::read(path).map_err(|err| Error::file(path, format!("cannot read: {err}")))?;
+        Self::from_bytes(bytes, path)
+    }
+
+    /// A case file already in memory; `label` names it in error messages.
+    pub fn from_bytes(bytes: Vec<u8>, label: impl Into<std::path::PathBuf>) -> Result<Self> {
         let reader = CaseReader {
-            path: path.to_path_buf(),
+            path: label.into(),
             bytes,
         };
         reader.parsed()?;

@@ -14,6 +14,8 @@ pub mod cli;
 pub mod compare;
 pub mod error;
 pub mod formats;
+pub mod fuzzing;
+pub mod golden;
 pub mod layout;
 pub mod model;
 pub mod problem;

@@ -50,7 +50,7 @@ constexpr int kAtomBytes = 512;                    // one 128 x 4 scale atom
 
 static_assert(kMmaK == kSfBlock, "one MMA step must be exactly one scale block");
 static_assert(kBM == 128 && kBK == 64, "a stage's scales must be exactly one 512-byte atom");
-static_assert(kBN % 128 == 0 || kBN == 128, "B scales are read one 128-row atom per tile");
+static_assert(kBN == 128, "a stage's B scales must be exactly one 512-byte atom");
 static_assert(kStages >= 1, "at least one stage");
 
 struct Stage {

@@ -6,6 +6,7 @@
 mod certify;
 mod check;
 mod generate;
+mod golden;
 mod reference;
 mod variants;
 
@@ -43,6 +44,8 @@ pub enum Command {
     Certify(certify::CertifyArgs),
     /// List every kernel under test, what it solves and whether it can run on this machine.
     Variants,
+    /// Generate or verify the golden files (regression without a GPU).
+    Golden(golden::GoldenArgs),
 }
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
@@ -52,5 +55,6 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Check(args) => check::run(args),
         Command::Certify(args) => certify::run(args),
         Command::Variants => variants::run(),
+        Command::Golden(args) => golden::run(args),
     }
 }

@@ -51,10 +51,15 @@ pub enum WrongProblem {
     TruncatedOutput,
     KTailDropped,
     Fp4HighExponentBitIgnored,
+    NanScalesIgnored,
+    SubnormalScalesFlushed,
+    BatchIgnored,
+    ScalesOfAAndB1Swapped,
+    OverflowSaturated,
 }
 
 impl WrongProblem {
-    pub const ALL: [WrongProblem; 12] = [
+    pub const ALL: [WrongProblem; 17] = [
         WrongProblem::GemmWithB1,
         WrongProblem::GemmWithB2,
         WrongProblem::SiluOnSecondGemm,
@@ -67,6 +72,11 @@ impl WrongProblem {
         WrongProblem::TruncatedOutput,
         WrongProblem::KTailDropped,
         WrongProblem::Fp4HighExponentBitIgnored,
+        WrongProblem::NanScalesIgnored,
+        WrongProblem::SubnormalScalesFlushed,
+        WrongProblem::BatchIgnored,
+        WrongProblem::ScalesOfAAndB1Swapped,
+        WrongProblem::OverflowSaturated,
     ];
 
     pub fn description(self) -> &'static str {
@@ -83,6 +93,11 @@ impl WrongProblem {
             WrongProblem::TruncatedOutput => "converts the output to fp16 by truncation instead of rounding to nearest",
             WrongProblem::KTailDropped => "drops the last K tile when K is not a multiple of 256",
             WrongProblem::Fp4HighExponentBitIgnored => "decodes FP4 codes with the high exponent bit wrong (2, 3, 4, 6 read as 0, 0.5, 1, 1.5)",
+            WrongProblem::NanScalesIgnored => "treats NaN scales as 0 instead of propagating NaN",
+            WrongProblem::SubnormalScalesFlushed => "flushes subnormal e4m3 scales (below 2^-6) to zero",
+            WrongProblem::BatchIgnored => "reads batch 0 for every batch l",
+            WrongProblem::ScalesOfAAndB1Swapped => "passes A's scales for B1 and B1's for A",
+            WrongProblem::OverflowSaturated => "saturates outputs beyond the fp16 range to +-65504 instead of infinity",
         }
     }
 
@@ -93,13 +108,18 @@ impl WrongProblem {
             | WrongProblem::SiluOnSecondGemm
             | WrongProblem::NoSilu
             | WrongProblem::SiluSignFlipped => BugClass::WrongProblem,
-            WrongProblem::ScalesIgnored | WrongProblem::Fp4HighExponentBitIgnored => {
-                BugClass::Scale
-            }
+            WrongProblem::ScalesIgnored
+            | WrongProblem::Fp4HighExponentBitIgnored
+            | WrongProblem::NanScalesIgnored
+            | WrongProblem::SubnormalScalesFlushed
+            | WrongProblem::ScalesOfAAndB1Swapped => BugClass::Scale,
             WrongProblem::ScaleAtomRowsSwapped
             | WrongProblem::ScaleAtomTransposed
-            | WrongProblem::KTailDropped => BugClass::Layout,
-            WrongProblem::Fp16Accumulation | WrongProblem::TruncatedOutput => BugClass::Numerics,
+            | WrongProblem::KTailDropped
+            | WrongProblem::BatchIgnored => BugClass::Layout,
+            WrongProblem::Fp16Accumulation
+            | WrongProblem::TruncatedOutput
+            | WrongProblem::OverflowSaturated => BugClass::Numerics,
         }
     }
 
@@ -112,11 +132,36 @@ impl WrongProblem {
 }
 
 /// Per-element acceptance of a wrong problem.
-struct Acceptance {
-    lo: Vec<f16>,
-    hi: Vec<f16>,
+pub struct Acceptance {
+    pub lo: Vec<f16>,
+    pub hi: Vec<f16>,
     /// The model cannot bound these elements (fp16 accumulation that may overflow).
-    unbounded: Vec<bool>,
+    pub unbounded: Vec<bool>,
+}
+
+impl Acceptance {
+    /// One output the buggy kernel could produce: the middle of each element's interval (NaN where
+    /// NaN is required or nothing is bounded). Golden tests use it as the mutated output.
+    pub fn representative(&self) -> Vec<f16> {
+        self.lo
+            .iter()
+            .zip(&self.hi)
+            .zip(&self.unbounded)
+            .map(
+                |((&lo, &hi), &unbounded)| match (fp16_ordinal(lo), fp16_ordinal(hi)) {
+                    (Some(l), Some(h)) if !unbounded => {
+                        let middle = (l + h).div_euclid(2);
+                        f16::from_bits(if middle < 0 {
+                            0x8000 | (-middle) as u16
+                        } else {
+                            middle as u16
+                        })
+                    }
+                    _ => f16::NAN,
+                },
+            )
+            .collect()
+    }
 }
 
 /// The scale bytes a kernel reading the blocked layout through `offset` sees for each (row, col).
@@ -222,11 +267,64 @@ fn mutated_inputs(
             )
             .expect("same dimensions")
         })),
+        WrongProblem::NanScalesIgnored => {
+            let has_nan = [&inputs.a, &inputs.b1, &inputs.b2]
+                .iter()
+                .any(|op| op.scales().iter().any(|s| s & 0x7F == 0x7F));
+            has_nan.then(|| {
+                map(&|op| {
+                    with_scales(
+                        op,
+                        op.scales()
+                            .iter()
+                            .map(|&s| if s & 0x7F == 0x7F { 0 } else { s })
+                            .collect(),
+                    )
+                })
+            })
+        }
+        WrongProblem::SubnormalScalesFlushed => {
+            let has_subnormal = [&inputs.a, &inputs.b1, &inputs.b2]
+                .iter()
+                .any(|op| op.scales().iter().any(|s| s & 0x78 == 0 && s & 0x7 != 0));
+            has_subnormal.then(|| {
+                map(&|op| {
+                    with_scales(
+                        op,
+                        op.scales()
+                            .iter()
+                            .map(|&s| if s & 0x78 == 0 { 0 } else { s })
+                            .collect(),
+                    )
+                })
+            })
+        }
+        WrongProblem::BatchIgnored => (inputs.shape.l > 1).then(|| {
+            map(&|op| {
+                let (data_len, scales_len) = (
+                    op.data().len() / op.batches(),
+                    op.scales().len() / op.batches(),
+                );
+                let data = op.data()[..data_len].repeat(op.batches());
+                let scales = op.scales()[..scales_len].repeat(op.batches());
+                BlockScaledMatrix::new("x", op.rows(), op.k(), op.batches(), data, scales)
+                    .expect("same dimensions")
+            })
+        }),
+        WrongProblem::ScalesOfAAndB1Swapped => {
+            (inputs.shape.m == inputs.shape.n).then(|| DualGemmInputs {
+                shape: inputs.shape,
+                a: with_scales(&inputs.a, inputs.b1.scales().to_vec()),
+                b1: with_scales(&inputs.b1, inputs.a.scales().to_vec()),
+                b2: inputs.b2.clone(),
+            })
+        }
         _ => Some(inputs.clone()),
     }
 }
 
-fn acceptance(
+/// The acceptance intervals of a wrong problem, or `None` if the bug cannot show on these inputs.
+pub fn acceptance(
     problem: WrongProblem,
     inputs: &DualGemmInputs,
     fill: u8,
@@ -269,10 +367,13 @@ fn acceptance(
                 let (x1, x2) = if swap { (x2, x1) } else { (x1, x2) };
                 let range = epilogue_range(epilogue, x1, x2);
                 let index = (m * shape.n + n) * shape.l + l;
-                let (lo, hi) = if problem == WrongProblem::TruncatedOutput {
-                    fp16_interval_toward_zero(range)
-                } else {
-                    fp16_interval(range)
+                let (lo, hi) = match problem {
+                    WrongProblem::TruncatedOutput => fp16_interval_toward_zero(range),
+                    WrongProblem::OverflowSaturated => {
+                        let (lo, hi) = fp16_interval(range);
+                        (lo.clamp(f16::MIN, f16::MAX), hi.clamp(f16::MIN, f16::MAX))
+                    }
+                    _ => fp16_interval(range),
                 };
                 out.lo[index] = lo;
                 out.hi[index] = hi;

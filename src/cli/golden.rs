@@ -1,0 +1,125 @@
+//! `nvfp4-oracle golden generate|verify`: the golden set.
+
+use super::EXIT_FAIL;
+use crate::error::Result;
+use crate::golden::{cost, generate, read_manifest, verify_case, CaseStatus};
+use crate::model::bounds::KOrder;
+use clap::{Args, Subcommand};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+#[derive(Args, Debug)]
+pub struct GoldenArgs {
+    #[command(subcommand)]
+    pub action: GoldenAction,
+    /// The golden directory (holds manifest.json and cases/).
+    #[arg(long, default_value = "golden", global = true)]
+    pub dir: PathBuf,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum GoldenAction {
+    /// Rewrite the golden set from the model (several minutes: the large competition shapes).
+    Generate {
+        /// Replace golden files written by another model version.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Recompute every case and compare with the golden files; exit 1 naming any case that drifted.
+    Verify {
+        /// Only cases below this many multiply-adds (e.g. 1e9), for quick CI runs.
+        #[arg(long, value_name = "MACS")]
+        max_cost: Option<f64>,
+    },
+}
+
+fn bar(len: usize) -> ProgressBar {
+    let bar = ProgressBar::new(len as u64);
+    bar.set_style(
+        ProgressStyle::with_template("[{bar:30}] {pos}/{len} {msg}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar
+}
+
+pub fn run(args: GoldenArgs) -> Result<ExitCode> {
+    match args.action {
+        GoldenAction::Generate { force } => {
+            let started = Instant::now();
+            let progress = bar(0);
+            let manifest = generate(
+                &args.dir,
+                KOrder::Contiguous,
+                force,
+                &mut |name, i, total| {
+                    progress.set_length(total as u64);
+                    progress.set_position(i as u64);
+                    progress.set_message(name.to_string());
+                },
+            )?;
+            progress.finish_and_clear();
+            println!(
+                "wrote {} golden cases to {} in {:.0} s",
+                manifest.cases.len(),
+                args.dir.display(),
+                started.elapsed().as_secs_f64()
+            );
+            Ok(ExitCode::SUCCESS)
+        }
+        GoldenAction::Verify { max_cost } => {
+            let manifest = read_manifest(&args.dir)?;
+            let cases: Vec<_> = manifest
+                .cases
+                .iter()
+                .filter(|case| max_cost.is_none_or(|limit| cost(case) as f64 <= limit))
+                .collect();
+            let progress = bar(cases.len());
+            let mut drifted = Vec::new();
+            let mut rows = Vec::new();
+            for case in &cases {
+                progress.set_message(case.name.clone());
+                let started = Instant::now();
+                let status = verify_case(&args.dir, case, manifest.k_order)?;
+                let verdict = match &status {
+                    CaseStatus::Ok => "ok".to_string(),
+                    CaseStatus::Drift(reason) => {
+                        drifted.push(case.name.clone());
+                        format!("DRIFT: {reason}")
+                    }
+                };
+                let shapes: Vec<String> = case.shapes.iter().map(|s| s.to_string()).collect();
+                rows.push(format!(
+                    "| {} | {} | {} | {} | {verdict} | {:.2} |",
+                    case.name,
+                    case.problem.name(),
+                    shapes.join(" "),
+                    if case.file.is_some() {
+                        "whole"
+                    } else {
+                        "hashes + samples"
+                    },
+                    started.elapsed().as_secs_f64()
+                ));
+                progress.inc(1);
+            }
+            progress.finish_and_clear();
+            println!("| case | problem | shape | stored | verdict | time (s) |\n|---|---|---|---|---|---|");
+            rows.iter().for_each(|row| println!("{row}"));
+            println!(
+                "verified {} of {} cases (model version {})",
+                cases.len(),
+                manifest.cases.len(),
+                manifest.model_version
+            );
+            if drifted.is_empty() {
+                Ok(ExitCode::SUCCESS)
+            } else {
+                eprintln!("drift in: {}", drifted.join(", "));
+                Ok(ExitCode::from(EXIT_FAIL))
+            }
+        }
+    }
+}

@@ -1,0 +1,207 @@
+//! The golden set: it verifies against the model, every adversarial case exposes the bug it names,
+//! and any alteration of a golden file is caught and named.
+
+use half::f16;
+use nvfp4_oracle::case_file::{fp16_from_bytes, CaseReader};
+use nvfp4_oracle::compare::diagnosis::{acceptance, WrongProblem, POISON};
+use nvfp4_oracle::compare::{judge, OutputShape};
+use nvfp4_oracle::golden::{cost, read_manifest, verify_case, CaseStatus, ManifestCase};
+use nvfp4_oracle::model::bounds::KOrder;
+use safetensors::Dtype;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+fn golden_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("golden")
+}
+
+/// All whole cases, plus the cheapest large ones up to this many multiply-adds in total.
+const LARGE_SAMPLE_BUDGET: usize = 8_000_000_000;
+
+#[test]
+fn golden_set_verifies_small_cases_and_a_sample_of_large_ones() {
+    let dir = golden_dir();
+    let manifest = read_manifest(&dir).expect("golden/manifest.json is committed");
+    assert!(
+        manifest.cases.len() >= 50,
+        "the golden set has {} cases",
+        manifest.cases.len()
+    );
+    let started = Instant::now();
+    let mut large: Vec<&ManifestCase> =
+        manifest.cases.iter().filter(|c| c.file.is_none()).collect();
+    large.sort_by_key(|c| cost(c));
+    let mut budget = LARGE_SAMPLE_BUDGET;
+    let mut verified = 0;
+    for case in
+        manifest
+            .cases
+            .iter()
+            .filter(|c| c.file.is_some())
+            .chain(large.into_iter().take_while(|c| {
+                let fits = cost(c) <= budget;
+                budget = budget.saturating_sub(cost(c));
+                fits
+            }))
+    {
+        assert_eq!(
+            verify_case(&dir, case, manifest.k_order).unwrap(),
+            CaseStatus::Ok,
+            "{}",
+            case.name
+        );
+        verified += 1;
+    }
+    eprintln!(
+        "verified {verified} of {} golden cases in {:.1} s",
+        manifest.cases.len(),
+        started.elapsed().as_secs_f64()
+    );
+}
+
+fn read_f16(reader: &CaseReader, name: &str, dims: &[usize]) -> Vec<f16> {
+    fp16_from_bytes(&reader.tensor(name, Dtype::F16, dims).unwrap())
+}
+
+/// The output a kernel with `bug` would produce on this case.
+fn mutated_output(bug: &str, reader: &CaseReader, expected: &[f16]) -> Vec<f16> {
+    let inputs = reader.dual_gemm_inputs().unwrap();
+    let s = inputs.shape;
+    let fill = u8::from_str_radix(
+        reader
+            .meta("blocked_padding_fill")
+            .unwrap()
+            .trim_start_matches("0x"),
+        16,
+    )
+    .unwrap();
+    let mut out = expected.to_vec();
+    match bug {
+        "m-edge-tile-missing" => out[(s.m / 128 * 128) * s.n * s.l..].fill(POISON),
+        "n-edge-tile-missing" => {
+            for (i, value) in out.iter_mut().enumerate() {
+                if (i / s.l) % s.n >= s.n / 128 * 128 {
+                    *value = POISON;
+                }
+            }
+        }
+        "output-transposed" => {
+            for m in 0..s.m {
+                for n in 0..s.n {
+                    out[(n * s.m + m) * s.l] = expected[(m * s.n + n) * s.l];
+                }
+            }
+        }
+        name => {
+            let problem = WrongProblem::ALL
+                .into_iter()
+                .find(|p| p.name() == name)
+                .unwrap_or_else(|| panic!("unknown bug {name}"));
+            out = acceptance(problem, &inputs, fill, KOrder::Contiguous)
+                .unwrap_or_else(|| panic!("{name} cannot show on its own case"))
+                .representative();
+        }
+    }
+    out
+}
+
+#[test]
+fn every_adversarial_case_exposes_its_bug() {
+    let dir = golden_dir();
+    let manifest = read_manifest(&dir).unwrap();
+    let adversarial: Vec<&ManifestCase> = manifest
+        .cases
+        .iter()
+        .filter(|c| c.exposes.is_some())
+        .collect();
+    assert!(
+        adversarial.len() >= 20,
+        "only {} adversarial cases",
+        adversarial.len()
+    );
+    let mut bugs = std::collections::HashSet::new();
+    for case in adversarial {
+        let bug = case.exposes.as_deref().unwrap();
+        assert!(bugs.insert(bug.to_string()), "{bug} named twice");
+        let reader = CaseReader::open(
+            &dir.join(
+                case.file
+                    .as_ref()
+                    .expect("adversarial cases are stored whole"),
+            ),
+        )
+        .unwrap();
+        let s = case.shapes[0];
+        let dims = [s.m, s.n, s.l];
+        let (expected, lo, hi) = (
+            read_f16(&reader, "expected", &dims),
+            read_f16(&reader, "lo", &dims),
+            read_f16(&reader, "hi", &dims),
+        );
+        let shape = OutputShape {
+            m: s.m,
+            n: s.n,
+            l: s.l,
+        };
+        assert!(
+            judge(shape, &expected, &expected, &lo, &hi).pass,
+            "{}: the model's own answer must pass",
+            case.name
+        );
+        let mutated = mutated_output(bug, &reader, &expected);
+        let verdict = judge(shape, &mutated, &expected, &lo, &hi);
+        assert!(!verdict.pass, "{}: the {bug} output passed", case.name);
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to.join("cases")).unwrap();
+    std::fs::copy(from.join("manifest.json"), to.join("manifest.json")).unwrap();
+    for entry in std::fs::read_dir(from.join("cases")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join("cases").join(entry.file_name())).unwrap();
+    }
+}
+
+#[test]
+fn an_altered_golden_file_fails_verify_naming_the_case() {
+    let copy = std::env::temp_dir().join(format!("nvfp4-oracle-golden-{}", std::process::id()));
+    copy_dir(&golden_dir(), &copy);
+    let manifest = read_manifest(&copy).unwrap();
+    let victim = manifest
+        .cases
+        .iter()
+        .find(|c| c.name == "adversarial-truncated-output")
+        .unwrap();
+    let path = copy.join(victim.file.as_ref().unwrap());
+    // Flip one bit of the last byte of the file: the end of the last tensor's data.
+    let mut bytes = std::fs::read(&path).unwrap();
+    *bytes.last_mut().unwrap() ^= 1;
+    std::fs::write(&path, bytes).unwrap();
+    match verify_case(&copy, victim, manifest.k_order).unwrap() {
+        CaseStatus::Drift(reason) => assert!(reason.contains("differ"), "{reason}"),
+        CaseStatus::Ok => panic!("an altered file verified"),
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_nvfp4-oracle"))
+        .args(["golden", "verify", "--max-cost", "1e8", "--dir"])
+        .arg(&copy)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("adversarial-truncated-output"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // A tampered hash in the manifest is drift too.
+    let text = std::fs::read_to_string(copy.join("manifest.json")).unwrap();
+    let tampered = text.replacen(&manifest.cases[0].sha256_expected, &"0".repeat(64), 1);
+    std::fs::write(copy.join("manifest.json"), tampered).unwrap();
+    let manifest = read_manifest(&copy).unwrap();
+    assert!(matches!(
+        verify_case(&copy, &manifest.cases[0], manifest.k_order).unwrap(),
+        CaseStatus::Drift(_)
+    ));
+}
