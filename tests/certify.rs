@@ -37,7 +37,7 @@ fn expected_diagnosis(bug: Bug) -> Option<WrongProblem> {
 
 #[test]
 fn the_correct_cpu_kernel_is_certified() {
-    let result = certify_variant(&CpuKernel::correct(), limits(40, false), |_, _| {});
+    let result = certify_variant(&CpuKernel::correct(), limits(40, false), &[], |_, _| {});
     assert!(
         result.failure.is_none(),
         "cpu-tiled failed: {:?}",
@@ -57,7 +57,7 @@ fn the_correct_cpu_kernel_is_certified() {
 fn every_mutant_is_rejected_and_diagnosed() {
     let mut named = 0;
     for bug in Bug::ALL {
-        let result = certify_variant(&CpuKernel::mutant(bug), limits(200, false), |_, _| {});
+        let result = certify_variant(&CpuKernel::mutant(bug), limits(200, false), &[], |_, _| {});
         let failure = result
             .failure
             .unwrap_or_else(|| panic!("{} was certified", bug.slug()));
@@ -82,12 +82,12 @@ fn every_mutant_is_rejected_and_diagnosed() {
 #[test]
 fn gpumode_alone_misses_the_fp4_decoding_bug_that_the_campaign_catches() {
     let mutant = CpuKernel::mutant(Bug::Fp4HighExponent);
-    let gpumode = certify_variant(&mutant, limits(40, true), |_, _| {});
+    let gpumode = certify_variant(&mutant, limits(40, true), &[], |_, _| {});
     assert!(
         gpumode.failure.is_none(),
         "gpumode inputs never set the FP4 high exponent bit"
     );
-    let full = certify_variant(&mutant, limits(40, false), |_, _| {});
+    let full = certify_variant(&mutant, limits(40, false), &[], |_, _| {});
     assert!(full.failure.is_some());
 }
 
@@ -96,7 +96,7 @@ fn the_minimal_repro_replays_with_check() {
     let dir = std::env::temp_dir().join(format!("nvfp4-oracle-certify-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let mutant = CpuKernel::mutant(Bug::TruncatedOutput);
-    let result = certify_variant(&mutant, limits(50, false), |_, _| {});
+    let result = certify_variant(&mutant, limits(50, false), &[], |_, _| {});
     let certificate =
         Certificate::from_campaign(&mutant, &limits(50, false), result, &dir).unwrap();
     certificate.write(&dir).unwrap();

@@ -7,24 +7,27 @@ use proptest::prelude::*;
 
 /// A row of `blocks` scale blocks: packed data and finite, normal scales below 2^7 (so that
 /// doubling stays finite and exact).
-fn row(blocks: usize) -> impl Strategy<Value = (Vec<u8>, Vec<u8>)> {
+fn row(blocks: usize) -> impl Strategy<Value = Row> {
     (
         proptest::collection::vec(any::<u8>(), blocks * 8),
         proptest::collection::vec(0x08u8..0x70, blocks),
     )
 }
 
-fn pair() -> impl Strategy<Value = ((Vec<u8>, Vec<u8>), (Vec<u8>, Vec<u8>))> {
+/// (packed data, scales) of one row.
+type Row = (Vec<u8>, Vec<u8>);
+
+fn pair() -> impl Strategy<Value = (Row, Row)> {
     (1usize..24).prop_flat_map(|blocks| (row(blocks), row(blocks)))
 }
 
-fn dot(a: &(Vec<u8>, Vec<u8>), b: &(Vec<u8>, Vec<u8>)) -> i128 {
+fn dot(a: &Row, b: &Row) -> i128 {
     let d = exact_dot(&PreparedRow::new(&a.0, &a.1), &PreparedRow::new(&b.0, &b.1));
     assert!(!d.nan);
     d.sum
 }
 
-fn block(row: &(Vec<u8>, Vec<u8>), j: usize) -> (Vec<u8>, Vec<u8>) {
+fn block(row: &Row, j: usize) -> Row {
     (row.0[j * 8..(j + 1) * 8].to_vec(), vec![row.1[j]])
 }
 
@@ -60,7 +63,7 @@ proptest! {
             state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             order.swap(i, (state >> 33) as usize % (i + 1));
         }
-        let permute = |r: &(Vec<u8>, Vec<u8>)| {
+        let permute = |r: &Row| {
             let data = order.iter().flat_map(|&j| r.0[j * 8..(j + 1) * 8].to_vec()).collect();
             let scales = order.iter().map(|&j| r.1[j]).collect();
             (data, scales)

@@ -263,21 +263,26 @@ pub struct CampaignResult {
     pub elapsed: Duration,
 }
 
-/// Runs the campaign; `progress` is called after each case with (cases done, cases planned).
+/// Runs the campaign: the `golden` cases the kernel supports, the fixed edge cases, then random
+/// cases. `progress` is called after each case with (cases done, cases planned).
 pub fn certify_variant(
     kernel: &dyn KernelUnderTest,
     limits: CampaignLimits,
+    golden: &[CaseSpec],
     mut progress: impl FnMut(usize, usize),
 ) -> CampaignResult {
     let started = Instant::now();
     let support = kernel.support();
     let mut coverage = Coverage::default();
     let dists = limits.distributions();
-    let fixed: Vec<CaseSpec> = edge_cases(support)
-        .into_iter()
+    let fixed: Vec<CaseSpec> = golden
+        .iter()
+        .copied()
+        .filter(|spec| support.supports(spec.shape))
+        .chain(edge_cases(support))
         .filter(|spec| dists.contains(&spec.dist))
         .collect();
-    let planned = limits.cases.max(fixed.len());
+    let planned = fixed.len() + limits.cases;
     let out_of_time = || {
         limits
             .time_budget

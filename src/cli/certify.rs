@@ -18,7 +18,7 @@ pub struct CertifyArgs {
     /// Default: every kernel that can run here, mutants excluded. See `nvfp4-oracle variants`.
     #[arg(long = "kernel")]
     pub kernels: Vec<String>,
-    /// Random cases per kernel (after the fixed edge cases).
+    /// Random cases per kernel (after the golden and the fixed edge cases).
     #[arg(long, default_value_t = 200)]
     pub cases: usize,
     /// Stop each kernel's campaign after this many seconds, even before --cases.
@@ -33,6 +33,9 @@ pub struct CertifyArgs {
     /// Draw only the competition's gpumode distribution (shows what its weak inputs miss).
     #[arg(long)]
     pub gpumode_only: bool,
+    /// Golden directory whose small dual-GEMM cases every campaign runs first.
+    #[arg(long, default_value = "golden")]
+    pub golden: PathBuf,
     /// Where certificates (JSON, Markdown) and minimal repros are written.
     #[arg(long, default_value = "certify-report")]
     pub report_dir: PathBuf,
@@ -105,6 +108,13 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             ""
         }
     );
+    let golden = match crate::golden::read_manifest(&args.golden) {
+        Ok(manifest) => crate::golden::campaign_cases(&manifest),
+        Err(err) => {
+            eprintln!("note: running without golden cases ({err})");
+            Vec::new()
+        }
+    };
     let mut any_failed = false;
     println!("| kernel | status | cases | time (s) | minimal repro | diagnosis |");
     println!("|---|---|---|---|---|---|");
@@ -121,7 +131,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
                     .progress_chars("=> "),
                 );
                 bar.set_prefix(kernel.name().to_string());
-                let result = certify_variant(kernel.as_ref(), limits, |done, planned| {
+                let result = certify_variant(kernel.as_ref(), limits, &golden, |done, planned| {
                     bar.set_length(planned as u64);
                     bar.set_position(done as u64);
                 });

@@ -303,3 +303,17 @@ pub fn cost(case: &ManifestCase) -> usize {
             1
         }
 }
+
+/// The dual-GEMM cases stored whole, as campaign cases (certification runs them first).
+pub fn campaign_cases(manifest: &Manifest) -> Vec<crate::certify::campaign::CaseSpec> {
+    manifest
+        .cases
+        .iter()
+        .filter(|case| case.problem == ProblemKind::DualGemm && case.file.is_some())
+        .map(|case| crate::certify::campaign::CaseSpec {
+            shape: case.shapes[0],
+            dist: case.distribution,
+            seed: case.seed,
+        })
+        .collect()
+}

@@ -126,8 +126,11 @@ pub fn golden_set() -> Vec<CaseDefinition> {
     cases
 }
 
+/// (M, N, K, L).
+type Dims = (usize, usize, usize, usize);
+
 /// One small case per bug, with the shape and distribution that make it show.
-fn adversarial_cases() -> Vec<(GoldenBug, (usize, usize, usize, usize), Distribution)> {
+fn adversarial_cases() -> Vec<(GoldenBug, Dims, Distribution)> {
     use Distribution::*;
     use GoldenBug::*;
     use WrongProblem::*;
