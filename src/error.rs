@@ -40,6 +40,9 @@ pub enum Error {
 
     #[error("{0}")]
     Usage(String),
+
+    #[error("GPU: {0}")]
+    Gpu(String),
 }
 
 impl Error {

@@ -16,6 +16,7 @@ pub mod error;
 pub mod formats;
 pub mod fuzzing;
 pub mod golden;
+pub mod gpu;
 pub mod layout;
 pub mod model;
 pub mod problem;

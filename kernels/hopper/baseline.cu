@@ -161,10 +161,12 @@ __device__ __forceinline__ void load_atom(unsigned char* dst, const unsigned cha
 // ---------------------------------------------------------------------------------------------
 // The kernel.
 // ---------------------------------------------------------------------------------------------
-extern "C" __global__ void __launch_bounds__(kThreads, 1)
-nvfp4_dual_gemm(const unsigned char* a, const unsigned char* b1, const unsigned char* b2,
-                const unsigned char* sfa, const unsigned char* sfb1, const unsigned char* sfb2,
-                unsigned short* c, int M, int N, int K, int L) {
+// The tile computation, a device function so that the deliberately broken test kernels under
+// kernels/test/ can wrap it with their own entry points.
+__device__ __forceinline__ void dual_gemm_tile(
+    const unsigned char* a, const unsigned char* b1, const unsigned char* b2,
+    const unsigned char* sfa, const unsigned char* sfb1, const unsigned char* sfb2,
+    unsigned short* c, int M, int N, int K, int L) {
   __shared__ Stage smem[kStages];
 
   const int tile_n = blockIdx.x, tile_m = blockIdx.y, l = blockIdx.z;
@@ -275,4 +277,11 @@ nvfp4_dual_gemm(const unsigned char* a, const unsigned char* b1, const unsigned 
           c[((long long)row * N + col) * L + l] =
               f32_to_f16_rn(silu(acc1[mt][nt][e]) * acc2[mt][nt][e]);
       }
+}
+
+extern "C" __global__ void __launch_bounds__(kThreads, 1)
+nvfp4_dual_gemm(const unsigned char* a, const unsigned char* b1, const unsigned char* b2,
+                const unsigned char* sfa, const unsigned char* sfb1, const unsigned char* sfb2,
+                unsigned short* c, int M, int N, int K, int L) {
+  dual_gemm_tile(a, b1, b2, sfa, sfb1, sfb2, c, M, N, K, L);
 }

@@ -153,6 +153,9 @@ pub struct Failure {
     pub shrink_steps: usize,
 }
 
+/// Interval width (ulps) below which an element counts as tight for the worst-error figure.
+pub const TIGHT_ULPS: u32 = 2;
+
 /// Tallies of what a campaign covered.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Coverage {
@@ -163,7 +166,9 @@ pub struct Coverage {
     pub fp4_codes_seen: Vec<u8>,
     pub scale_exponents_seen: Vec<u8>,
     pub nan_scales_seen: bool,
-    /// Largest distance, in fp16 ulps, between an accepted output and the model's answer.
+    /// Largest distance, in fp16 ulps, between an accepted output and the model's answer, over
+    /// elements whose interval is at most [`TIGHT_ULPS`] wide (elsewhere cancellation, not the
+    /// kernel, sets the distance).
     pub worst_ulps_from_expected: u32,
 }
 
@@ -197,14 +202,18 @@ impl Coverage {
         merge(&mut self.fp4_codes_seen, &codes);
         merge(&mut self.scale_exponents_seen, &exponents);
         if matches!(&outcome.result, Ok(verdict) if verdict.pass) {
-            let distance = |(&got, &expected): (&f16, &f16)| {
-                Some((fp16_ordinal(got)? - fp16_ordinal(expected)?).unsigned_abs())
-            };
-            let worst = outcome
-                .output
-                .iter()
-                .zip(&outcome.reference.expected)
-                .filter_map(distance)
+            let reference = &outcome.reference;
+            let worst = (0..outcome.output.len())
+                .filter(|&i| {
+                    crate::model::bounds::width_ulps(reference.lo[i], reference.hi[i])
+                        .is_some_and(|w| w <= TIGHT_ULPS)
+                })
+                .filter_map(|i| {
+                    Some(
+                        (fp16_ordinal(outcome.output[i])? - fp16_ordinal(reference.expected[i])?)
+                            .unsigned_abs(),
+                    )
+                })
                 .max()
                 .unwrap_or(0);
             self.worst_ulps_from_expected = self.worst_ulps_from_expected.max(worst);

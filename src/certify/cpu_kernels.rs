@@ -194,6 +194,19 @@ impl KernelUnderTest for CpuKernel {
         &self.name
     }
 
+    fn description(&self) -> String {
+        self.bug
+            .map_or(
+                "correct CPU kernel: f32 accumulation in a blocked K order",
+                Bug::description,
+            )
+            .to_string()
+    }
+
+    fn is_deliberately_broken(&self) -> bool {
+        self.bug.is_some()
+    }
+
     fn problem(&self) -> ProblemKind {
         ProblemKind::DualGemm
     }

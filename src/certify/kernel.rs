@@ -74,7 +74,7 @@ impl KernelCase {
 }
 
 /// How a run went wrong before any output could be judged.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum KernelFailure {
     #[error("the kernel refused the shape: {0}")]
     Refused(String),
@@ -92,6 +92,14 @@ pub enum KernelFailure {
 /// with the poison NaN ([`crate::compare::diagnosis::POISON`]).
 pub trait KernelUnderTest: Sync {
     fn name(&self) -> &str;
+    /// One line for `variants`: what the kernel is (for a mutant, its bug).
+    fn description(&self) -> String;
+    /// Deliberately broken kernels (mutants, harness tests) are never selected by default.
+    fn is_deliberately_broken(&self) -> bool;
+    /// Hash of the kernel's source, for kernels built from source at run time.
+    fn source_hash(&self) -> Option<String> {
+        None
+    }
     fn problem(&self) -> ProblemKind;
     fn support(&self) -> ShapeSupport;
     /// `Err(reason)` when it cannot run on this machine (no GPU, wrong architecture).

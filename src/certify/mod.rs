@@ -9,10 +9,13 @@ pub mod report;
 pub use campaign::{certify_variant, CampaignLimits, CampaignResult};
 pub use kernel::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
 
-/// Every kernel this build knows, in listing order.
+/// Every kernel this build knows, in listing order: the CPU kernels, then the GPU variants.
 pub fn registry() -> Vec<Box<dyn KernelUnderTest>> {
-    cpu_kernels::cpu_kernels()
+    let cpu = cpu_kernels::cpu_kernels()
         .into_iter()
-        .map(|k| Box::new(k) as Box<dyn KernelUnderTest>)
-        .collect()
+        .map(|k| Box::new(k) as Box<dyn KernelUnderTest>);
+    let gpu = crate::gpu::worker::gpu_kernels()
+        .into_iter()
+        .map(|k| Box::new(k) as Box<dyn KernelUnderTest>);
+    cpu.chain(gpu).collect()
 }

@@ -2,14 +2,24 @@
 //! failure as two safetensors files that `nvfp4-oracle check` replays.
 
 use super::campaign::{CampaignLimits, CampaignResult, CaseSpec, Coverage};
+use super::kernel::KernelFailure;
 use super::kernel::KernelUnderTest;
 use crate::case_file::{fp16_bytes, CaseWriter};
-use crate::compare::diagnosis::Evidence;
+use crate::compare::diagnosis::{BugClass, Evidence};
 use crate::error::{Error, Result};
 use crate::model::MODEL_VERSION;
 use safetensors::Dtype;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
+
+/// The bug class of a failure that left no output to diagnose.
+fn failure_class(failure: &KernelFailure) -> BugClass {
+    match failure {
+        KernelFailure::OutOfBounds(_) | KernelFailure::ModifiedInputs(_) => BugClass::OutOfBounds,
+        KernelFailure::Hung(_) => BugClass::Race,
+        KernelFailure::Crashed(_) | KernelFailure::Refused(_) => BugClass::OutOfBounds,
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -48,6 +58,8 @@ pub struct Certificate {
     pub tool: String,
     pub model_version: &'static str,
     pub kernel: String,
+    /// SHA-256 of the kernel's source (GPU variants): `bench` trusts certificates of the same hash.
+    pub source_hash: Option<String>,
     pub problem: &'static str,
     pub supported_shapes: String,
     pub status: Status,
@@ -68,6 +80,7 @@ impl Certificate {
             tool: concat!("nvfp4-oracle ", env!("CARGO_PKG_VERSION")).to_string(),
             model_version: MODEL_VERSION,
             kernel: kernel.name().to_string(),
+            source_hash: kernel.source_hash(),
             problem: kernel.problem().name(),
             supported_shapes: kernel.support().describe(),
             status: Status::Unavailable,
@@ -156,7 +169,10 @@ impl Certificate {
                 worst_ulps_outside: worst,
                 failure_map: map,
                 diagnosis: failure.diagnosis.as_ref().map_or_else(
-                    || "not diagnosed (no output to compare)".to_string(),
+                    || match &minimal.result {
+                        Err(err) => format!("{err} ({:?})", failure_class(err)),
+                        Ok(_) => "not diagnosed".to_string(),
+                    },
                     |d| d.summary(),
                 ),
                 diagnosis_candidates: failure
@@ -178,7 +194,7 @@ impl Certificate {
     pub fn markdown(&self) -> String {
         let c = &self.coverage;
         let mut md = format!(
-            "# Certificate: {}\n\n| | |\n|---|---|\n| status | **{:?}** |\n| problem | {} |\n| supported shapes | {} |\n| cases run | {} (requested {}) |\n| by distribution | {} |\n| by shape class | {} |\n| FP4 codes seen | {} of 16 |\n| scale exponent fields seen | {} of 16{} |\n| worst distance from the model's answer (passing cases) | {} ulps |\n| seed | {} |\n| K order accepted | {} |\n| model version | {} |\n| tool | {} |\n| machine | {} {} with {} CPUs |\n| time | {:.1} s |\n",
+            "# Certificate: {}\n\n| | |\n|---|---|\n| status | **{:?}** |\n| problem | {} |\n| supported shapes | {} |\n| cases run | {} (requested {}) |\n| by distribution | {} |\n| by shape class | {} |\n| FP4 codes seen | {} of 16 |\n| scale exponent fields seen | {} of 16{} |\n| worst distance from the model's answer (passing cases, elements with intervals <= 2 ulps) | {} ulps |\n| seed | {} |\n| K order accepted | {} |\n| model version | {} |\n| tool | {} |\n| machine | {} {} with {} CPUs |\n| time | {:.1} s |\n",
             self.kernel,
             self.status,
             self.problem,

@@ -15,7 +15,8 @@ use std::time::Duration;
 #[derive(Args, Debug)]
 pub struct CertifyArgs {
     /// Kernels to certify, by name or with `*` wildcards (e.g. 'cpu-mutant-*'); repeatable.
-    /// Default: every kernel that can run here, mutants excluded. See `nvfp4-oracle variants`.
+    /// Default: every kernel that can run here, deliberately broken ones (mutants, test kernels)
+    /// excluded. See `nvfp4-oracle variants`.
     #[arg(long = "kernel")]
     pub kernels: Vec<String>,
     /// Random cases per kernel (after the golden and the fixed edge cases).

@@ -3,6 +3,7 @@
 //! Exit codes are stable for CI: 0 success (or pass), 1 a verdict of failure, 2 bad usage or bad
 //! input (unreadable file, wrong shape, unknown name). clap's own usage errors also exit 2.
 
+mod bench;
 mod certify;
 mod check;
 mod generate;
@@ -44,8 +45,16 @@ pub enum Command {
     Certify(certify::CertifyArgs),
     /// List every kernel under test, what it solves and whether it can run on this machine.
     Variants,
+    /// Time certified GPU variants (CUDA events, L2 flushed, rotating inputs) against torch.
+    Bench(bench::BenchArgs),
     /// Generate or verify the golden files (regression without a GPU).
     Golden(golden::GoldenArgs),
+    /// Internal: serve one GPU variant's launches for `certify` (one process per variant).
+    #[command(hide = true)]
+    GpuWorker {
+        #[arg(long)]
+        variant: String,
+    },
 }
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
@@ -55,6 +64,10 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Check(args) => check::run(args),
         Command::Certify(args) => certify::run(args),
         Command::Variants => variants::run(),
+        Command::Bench(args) => bench::run(args),
         Command::Golden(args) => golden::run(args),
+        Command::GpuWorker { variant } => {
+            crate::gpu::worker::serve(&variant).map(|()| ExitCode::SUCCESS)
+        }
     }
 }

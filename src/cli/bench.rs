@@ -1,0 +1,215 @@
+//! `nvfp4-oracle bench`: time GPU variants that passed certification, against torch in one run.
+
+use crate::error::{Error, Result};
+use crate::golden::set::DUAL_GEMM_BENCHMARKS;
+use crate::gpu::bench::{bench_variant, Timing};
+use crate::gpu::variants::gpu_variants;
+use crate::problem::Shape;
+use clap::Args;
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Variants to time (default: every non-test GPU variant).
+    #[arg(long = "kernel")]
+    pub kernels: Vec<String>,
+    /// Shapes MxNxK, comma separated (default: the four dual-GEMM benchmark shapes).
+    #[arg(long, value_delimiter = ',')]
+    pub shapes: Vec<Shape>,
+    /// Timed repetitions per shape (after 3 warm-ups).
+    #[arg(long, default_value_t = 50)]
+    pub reps: usize,
+    /// Where certificates are read from and bench.json / bench.md written to.
+    #[arg(long, default_value = "certify-report")]
+    pub report_dir: PathBuf,
+    /// Time variants without a certificate of the same source hash; the report says so.
+    #[arg(long)]
+    pub force_untrusted: bool,
+    /// Skip the torch comparison even if python3 with torch is present.
+    #[arg(long)]
+    pub no_torch: bool,
+}
+
+#[derive(Serialize)]
+struct BenchReport {
+    device: String,
+    command: String,
+    timings: Vec<(Timing, bool)>,
+    torch: Option<serde_json::Value>,
+}
+
+/// A certificate of this source hash that says certified.
+fn trusted(dir: &Path, name: &str, hash: &str) -> bool {
+    let Ok(text) = std::fs::read_to_string(dir.join(format!("{name}.json"))) else {
+        return false;
+    };
+    let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
+        return false;
+    };
+    value["status"] == serde_json::json!("certified")
+        && value["source_hash"] == serde_json::json!(hash)
+}
+
+fn torch_baseline(shapes: &[Shape], reps: usize) -> Option<serde_json::Value> {
+    let script = std::env::temp_dir().join("nvfp4-oracle-torch-bench.py");
+    std::fs::write(
+        &script,
+        include_str!("../../scripts/torch_dual_gemm_bench.py"),
+    )
+    .ok()?;
+    let list: Vec<String> = shapes
+        .iter()
+        .map(|s| format!("{}x{}x{}", s.m, s.n, s.k))
+        .collect();
+    let out = std::process::Command::new("python3")
+        .arg(&script)
+        .args(["--shapes", &list.join(","), "--reps", &reps.to_string()])
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        eprintln!(
+            "note: torch comparison skipped: {}",
+            String::from_utf8_lossy(&out.stderr)
+                .lines()
+                .last()
+                .unwrap_or("python3 failed")
+        );
+        return None;
+    }
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    let shapes: Vec<Shape> = if args.shapes.is_empty() {
+        DUAL_GEMM_BENCHMARKS
+            .iter()
+            .map(|&(m, n, k)| Shape::new(m, n, k, 1).expect("valid"))
+            .collect()
+    } else {
+        args.shapes.clone()
+    };
+    let variants: Vec<_> = gpu_variants()
+        .into_iter()
+        .filter(|v| {
+            if args.kernels.is_empty() {
+                !v.test_kernel
+            } else {
+                args.kernels.iter().any(|k| k == v.name)
+            }
+        })
+        .collect();
+    if variants.is_empty() {
+        return Err(Error::Usage(
+            "no GPU variant selected; see `nvfp4-oracle variants`".into(),
+        ));
+    }
+    let mut report = BenchReport {
+        device: String::new(),
+        command: std::env::args().collect::<Vec<_>>().join(" "),
+        timings: Vec::new(),
+        torch: None,
+    };
+    for variant in &variants {
+        let is_trusted = trusted(&args.report_dir, variant.name, &variant.source_hash());
+        if !is_trusted && !args.force_untrusted {
+            eprintln!(
+                "skipping {}: no certificate of this source in {} (run `nvfp4-oracle certify --kernel {}` first, or --force-untrusted)",
+                variant.name,
+                args.report_dir.display(),
+                variant.name
+            );
+            continue;
+        }
+        let unsupported: Vec<String> = shapes
+            .iter()
+            .filter(|s| !variant.support.supports(**s))
+            .map(|s| s.to_string())
+            .collect();
+        if !unsupported.is_empty() {
+            eprintln!(
+                "skipping {} on {}: outside its declared support",
+                variant.name,
+                unsupported.join(", ")
+            );
+        }
+        let supported: Vec<Shape> = shapes
+            .iter()
+            .copied()
+            .filter(|s| variant.support.supports(*s))
+            .collect();
+        let (info, timings) = bench_variant(variant, &supported, args.reps)?;
+        report.device = info.describe();
+        report
+            .timings
+            .extend(timings.into_iter().map(|t| (t, is_trusted)));
+    }
+    if !args.no_torch {
+        report.torch = torch_baseline(&shapes, args.reps);
+    }
+    let markdown = render(&report);
+    print!("{markdown}");
+    std::fs::create_dir_all(&args.report_dir).map_err(|err| Error::file(&args.report_dir, err))?;
+    let json = serde_json::to_string_pretty(&report).expect("reports serialize");
+    for (name, text) in [("bench.json", json), ("bench.md", markdown)] {
+        let path = args.report_dir.join(name);
+        std::fs::write(&path, text)
+            .map_err(|err| Error::file(&path, format!("cannot write: {err}")))?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn render(report: &BenchReport) -> String {
+    let torch = report.torch.as_ref();
+    let ceiling = torch.and_then(|t| t["ceiling_tflops"].as_f64());
+    let mut md = format!(
+        "Device: {}\n\nCommand: `{}`\n\n",
+        report.device, report.command
+    );
+    if let Some(c) = ceiling {
+        md.push_str(&format!(
+            "Measured fp16 tensor-core ceiling (torch 8192^3 matmul, same run): {c:.0} TFLOP/s\n\n"
+        ));
+    }
+    md.push_str("| variant | shape | median us | min | max | spread | TFLOP/s | of ceiling | vs torch dequant+cuBLAS | vs cuBLAS fp16 pre-dequantized | certified |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (t, trusted) in &report.timings {
+        let key = format!("{}x{}x{}", t.shape.m, t.shape.n, t.shape.k);
+        let ratio = |field: &str| {
+            torch
+                .and_then(|v| v["shapes"][&key][field].as_f64())
+                .map_or("-".to_string(), |us| format!("{:.2}x", us / t.median_us))
+        };
+        md.push_str(&format!(
+            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1}% | {:.0} | {} | {} | {} | {} |\n",
+            t.variant,
+            t.shape,
+            t.median_us,
+            t.min_us,
+            t.max_us,
+            100.0 * t.spread,
+            t.tflops,
+            ceiling.map_or("-".to_string(), |c| format!("{:.0}%", 100.0 * t.tflops / c)),
+            ratio("torch_dequant_us"),
+            ratio("fp16_predequant_us"),
+            if *trusted {
+                "yes"
+            } else {
+                "NO (--force-untrusted)"
+            }
+        ));
+    }
+    if let Some(t) = torch {
+        md.push_str("\nTorch paths (same run):\n\n| shape | torch dequant + cuBLAS us | cuBLAS fp16 pre-dequantized us |\n|---|---|---|\n");
+        if let Some(shapes) = t["shapes"].as_object() {
+            for (shape, v) in shapes {
+                md.push_str(&format!(
+                    "| {shape} | {:.1} | {:.1} |\n",
+                    v["torch_dequant_us"].as_f64().unwrap_or(f64::NAN),
+                    v["fp16_predequant_us"].as_f64().unwrap_or(f64::NAN)
+                ));
+            }
+        }
+    }
+    md
+}

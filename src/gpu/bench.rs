@@ -1,0 +1,143 @@
+//! Timing of GPU variants, in process (only certified variants are timed, so no isolation is
+//! needed): CUDA events around each launch, warm-up, L2 flushed between iterations, inputs rotated
+//! among enough sets to exceed L2, median and spread over the repetitions.
+
+use super::compile::compile_variant;
+use super::device::{open_device, DeviceInfo};
+use super::variants::GpuVariant;
+use crate::certify::KernelCase;
+use crate::error::{Error, Result};
+use crate::problem::generate::generate_dual_gemm;
+use crate::problem::{Distribution, Shape};
+use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
+use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use serde::Serialize;
+
+const WARM_UP: usize = 3;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Timing {
+    pub variant: String,
+    pub shape: Shape,
+    pub median_us: f64,
+    pub min_us: f64,
+    pub max_us: f64,
+    /// (p90 - p10) / median.
+    pub spread: f64,
+    pub reps: usize,
+    pub input_sets: usize,
+    /// Both GEMMs: 4 M N K / time.
+    pub tflops: f64,
+}
+
+fn gpu(err: impl std::fmt::Display) -> Error {
+    Error::Gpu(err.to_string())
+}
+
+/// Times `variant` on each shape (gpumode inputs).
+pub fn bench_variant(
+    variant: &GpuVariant,
+    shapes: &[Shape],
+    reps: usize,
+) -> Result<(DeviceInfo, Vec<Timing>)> {
+    let (ctx, info) = open_device().map_err(Error::Gpu)?;
+    if let Some(reason) = info.cannot_run(variant.arch) {
+        return Err(Error::Gpu(format!("{}: {reason}", variant.name)));
+    }
+    let module = ctx.load_module(compile_variant(variant)?).map_err(gpu)?;
+    let function = module.load_function(variant.entry).map_err(gpu)?;
+    let stream = ctx.default_stream();
+    let l2_bytes = ctx
+        .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+        .map_err(gpu)? as usize;
+    let mut flush: CudaSlice<u8> = stream.alloc_zeros(4 * l2_bytes).map_err(gpu)?;
+    let mut timings = Vec::new();
+    for &shape in shapes {
+        let first = KernelCase::new(generate_dual_gemm(shape, Distribution::Gpumode, 1111), 0);
+        let set_bytes = first.inputs.a.data().len()
+            + 2 * first.inputs.b1.data().len()
+            + first.sfa_blocked.len()
+            + 2 * first.sfb1_blocked.len();
+        let sets = (2 * l2_bytes).div_ceil(set_bytes).max(2);
+        let mut uploaded = Vec::new();
+        for set in 0..sets {
+            let case = if set == 0 {
+                KernelCase::new(first.inputs.clone(), 0)
+            } else {
+                KernelCase::new(
+                    generate_dual_gemm(shape, Distribution::Gpumode, 1111 + set as u64),
+                    0,
+                )
+            };
+            let buffers: Vec<CudaSlice<u8>> = [
+                case.inputs.a.data(),
+                case.inputs.b1.data(),
+                case.inputs.b2.data(),
+                &case.sfa_blocked,
+                &case.sfb1_blocked,
+                &case.sfb2_blocked,
+            ]
+            .iter()
+            .map(|bytes| stream.clone_htod(*bytes))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(gpu)?;
+            uploaded.push(buffers);
+        }
+        let mut output: CudaSlice<u16> = stream
+            .alloc_zeros(shape.m * shape.n * shape.l)
+            .map_err(gpu)?;
+        let (grid_dim, block_dim) = variant.launch_dims(shape);
+        let (m, n, k, l) = (
+            shape.m as i32,
+            shape.n as i32,
+            shape.k as i32,
+            shape.l as i32,
+        );
+        let mut samples = Vec::with_capacity(reps);
+        for rep in 0..WARM_UP + reps {
+            stream.memset_zeros(&mut flush).map_err(gpu)?;
+            let buffers = &uploaded[rep % sets];
+            let start = ctx
+                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(gpu)?;
+            let end = ctx
+                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(gpu)?;
+            let mut launch = stream.launch_builder(&function);
+            for buffer in buffers {
+                launch.arg(buffer);
+            }
+            launch.arg(&mut output).arg(&m).arg(&n).arg(&k).arg(&l);
+            start.record(&stream).map_err(gpu)?;
+            // SAFETY: the variants' shared argument list; buffers sized for this shape.
+            unsafe {
+                launch.launch(LaunchConfig {
+                    grid_dim,
+                    block_dim,
+                    shared_mem_bytes: 0,
+                })
+            }
+            .map_err(gpu)?;
+            end.record(&stream).map_err(gpu)?;
+            end.synchronize().map_err(gpu)?;
+            if rep >= WARM_UP {
+                samples.push(f64::from(start.elapsed_ms(&end).map_err(gpu)?) * 1000.0);
+            }
+        }
+        samples.sort_by(f64::total_cmp);
+        let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+        let median = at(0.5);
+        timings.push(Timing {
+            variant: variant.name.to_string(),
+            shape,
+            median_us: median,
+            min_us: samples[0],
+            max_us: samples[samples.len() - 1],
+            spread: (at(0.9) - at(0.1)) / median,
+            reps,
+            input_sets: sets,
+            tflops: 4.0 * (shape.m * shape.n * shape.k * shape.l) as f64 / median / 1e6,
+        });
+    }
+    Ok((info, timings))
+}

@@ -1,0 +1,59 @@
+//! NVRTC compilation for the present GPU, cached per (source hash, arch) so repeated runs skip it.
+
+use super::variants::GpuVariant;
+use crate::error::{Error, Result};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions, Ptx};
+use std::path::PathBuf;
+
+fn cache_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("NVFP4_ORACLE_CACHE") {
+        return PathBuf::from(dir);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")));
+    base.unwrap_or_else(std::env::temp_dir).join("nvfp4-oracle")
+}
+
+/// Whether NVRTC can be loaded on this machine.
+pub fn nvrtc_present() -> bool {
+    // SAFETY: only probes whether the shared library can be loaded.
+    unsafe { cudarc::nvrtc::sys::is_culib_present() }
+}
+
+/// Compiles a variant to PTX for its architecture; compile errors carry NVRTC's log, whose lines
+/// name the kernel file and line.
+pub fn compile_variant(variant: &GpuVariant) -> Result<Ptx> {
+    if !nvrtc_present() {
+        return Err(Error::Gpu(
+            "NVRTC not found (libnvrtc.so): add the CUDA toolkit's lib64 to LD_LIBRARY_PATH".into(),
+        ));
+    }
+    let cached = cache_dir().join(format!(
+        "{}-{}.ptx",
+        variant.source_hash(),
+        variant.arch.target
+    ));
+    if let Ok(text) = std::fs::read_to_string(&cached) {
+        return Ok(Ptx::from_src(text));
+    }
+    let options = CompileOptions {
+        arch: Some(variant.arch.target),
+        name: Some(format!("{}.cu", variant.name)),
+        ..Default::default()
+    };
+    let ptx = compile_ptx_with_opts(variant.source(), options).map_err(|err| match err {
+        CompileError::CompileError { log, .. } => Error::Gpu(format!(
+            "{} does not compile for {}:\n{}",
+            variant.name,
+            variant.arch.target,
+            log.to_string_lossy()
+        )),
+        other => Error::Gpu(format!("{}: NVRTC failed: {other:?}", variant.name)),
+    })?;
+    if std::fs::create_dir_all(cached.parent().expect("cache file has a parent")).is_ok() {
+        // A failed cache write only costs a recompilation next time.
+        let _ = std::fs::write(&cached, ptx.to_src());
+    }
+    Ok(ptx)
+}

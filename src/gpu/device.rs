@@ -1,0 +1,59 @@
+//! Finding the GPU: the CUDA driver is loaded at run time, so a machine without one gets a reason,
+//! not a crash.
+
+use super::variants::Arch;
+use cudarc::driver::sys::CUdevice_attribute;
+use cudarc::driver::CudaContext;
+use std::sync::{Arc, OnceLock};
+
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct DeviceInfo {
+    pub name: String,
+    pub compute_capability: (i32, i32),
+    pub sm_count: i32,
+    pub memory_bytes: usize,
+}
+
+impl DeviceInfo {
+    pub fn describe(&self) -> String {
+        format!(
+            "{} (sm_{}{}, {} SMs, {:.0} GiB)",
+            self.name,
+            self.compute_capability.0,
+            self.compute_capability.1,
+            self.sm_count,
+            self.memory_bytes as f64 / (1u64 << 30) as f64
+        )
+    }
+
+    /// Why `arch` cannot run here, if it cannot.
+    pub fn cannot_run(&self, arch: Arch) -> Option<String> {
+        let (major, minor) = self.compute_capability;
+        ((major, minor) != (arch.major, arch.minor))
+            .then(|| format!("needs {}; this GPU is sm_{major}{minor}", arch.target))
+    }
+}
+
+/// Opens device 0. Errors are sentences for the user.
+pub fn open_device() -> Result<(Arc<CudaContext>, DeviceInfo), String> {
+    // SAFETY: only probes whether the shared library can be loaded.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err("no CUDA driver found (libcuda.so could not be loaded)".to_string());
+    }
+    let ctx = CudaContext::new(0).map_err(|err| format!("no usable GPU: {err}"))?;
+    let info = DeviceInfo {
+        name: ctx.name().map_err(|err| err.to_string())?,
+        compute_capability: ctx.compute_capability().map_err(|err| err.to_string())?,
+        sm_count: ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(|err| err.to_string())?,
+        memory_bytes: ctx.total_mem().map_err(|err| err.to_string())?,
+    };
+    Ok((ctx, info))
+}
+
+/// The device, probed once per process (the parent uses it to say which variants can run).
+pub fn device_info() -> &'static Result<DeviceInfo, String> {
+    static INFO: OnceLock<Result<DeviceInfo, String>> = OnceLock::new();
+    INFO.get_or_init(|| open_device().map(|(_, info)| info))
+}
