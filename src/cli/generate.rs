@@ -8,8 +8,9 @@ use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// What to generate: shared by `generate` and `reference`.
 #[derive(Args, Debug)]
-pub struct GenerateArgs {
+pub struct CaseArgs {
     /// Problem: dual-gemm or gemm (group-gemm cases come from the golden set).
     #[arg(long, default_value = "dual-gemm")]
     pub problem: ProblemKind,
@@ -22,20 +23,32 @@ pub struct GenerateArgs {
     /// Seed of the portable generator: the same seed gives the same bytes on every machine.
     #[arg(long, default_value_t = 1111)]
     pub seed: u64,
+}
+
+#[derive(Args, Debug)]
+pub struct GenerateArgs {
+    #[command(flatten)]
+    pub case: CaseArgs,
     /// Output safetensors file.
     #[arg(long)]
     pub out: PathBuf,
 }
 
 pub fn run(args: GenerateArgs) -> Result<ExitCode> {
-    let mut writer = inputs_writer(args.problem, args.shape, args.dist, args.seed)?;
+    let CaseArgs {
+        problem,
+        shape,
+        dist,
+        seed,
+    } = args.case;
+    let mut writer = inputs_writer(problem, shape, dist, seed)?;
     writer.write(&args.out)?;
     println!(
         "wrote {} {} {} seed {} to {}",
-        args.problem.name(),
-        args.shape,
-        args.dist.name(),
-        args.seed,
+        problem.name(),
+        shape,
+        dist.name(),
+        seed,
         args.out.display()
     );
     Ok(ExitCode::SUCCESS)

@@ -1,6 +1,6 @@
 //! `nvfp4-oracle reference`: inputs plus the model's answer and acceptance interval.
 
-use super::generate::inputs_writer;
+use super::generate::{inputs_writer, CaseArgs};
 use crate::error::Result;
 use crate::model::bounds::KOrder;
 use crate::model::{dual_gemm_reference, gemm_reference, Reference, MODEL_VERSION};
@@ -13,18 +13,8 @@ use std::time::Instant;
 
 #[derive(Args, Debug)]
 pub struct ReferenceArgs {
-    /// Problem: dual-gemm or gemm.
-    #[arg(long, default_value = "dual-gemm")]
-    pub problem: ProblemKind,
-    /// Shape as MxNxK or MxNxKxL. K must be a multiple of 16.
-    #[arg(long)]
-    pub shape: Shape,
-    /// Input distribution: gpumode, full, adversarial, adversarial-nan.
-    #[arg(long, default_value = "gpumode")]
-    pub dist: Distribution,
-    /// Seed of the portable generator.
-    #[arg(long, default_value_t = 1111)]
-    pub seed: u64,
+    #[command(flatten)]
+    pub case: CaseArgs,
     /// K orders the interval must accept: `contiguous` (each accumulator sums one contiguous run of
     /// K, at most 16 split-K partials: every main loop, split-K and stream-K kernel) or `any`
     /// (blocks in any order; wider intervals).
@@ -37,17 +27,22 @@ pub struct ReferenceArgs {
 
 pub fn run(args: ReferenceArgs) -> Result<ExitCode> {
     let started = Instant::now();
-    let mut writer = inputs_writer(args.problem, args.shape, args.dist, args.seed)?;
-    let reference =
-        compute_reference(args.problem, args.shape, args.dist, args.seed, args.k_order)?;
-    writer.reference(args.shape, &reference, args.k_order);
+    let CaseArgs {
+        problem,
+        shape,
+        dist,
+        seed,
+    } = args.case;
+    let mut writer = inputs_writer(problem, shape, dist, seed)?;
+    let reference = compute_reference(problem, shape, dist, seed, args.k_order)?;
+    writer.reference(shape, &reference, args.k_order);
     writer.write(&args.out)?;
     println!(
         "wrote {} {} {} seed {} with its reference (model version {MODEL_VERSION}) to {} in {:.2} s",
-        args.problem.name(),
-        args.shape,
-        args.dist.name(),
-        args.seed,
+        problem.name(),
+        shape,
+        dist.name(),
+        seed,
         args.out.display(),
         started.elapsed().as_secs_f64()
     );

@@ -189,12 +189,20 @@ fn atom_base(i: usize, j: usize, l: usize, layout: &BlockedScaleLayout) -> usize
 }
 
 fn with_scales(operand: &BlockScaledMatrix, scales: Vec<u8>) -> BlockScaledMatrix {
+    with_parts(operand, operand.data().to_vec(), scales)
+}
+
+fn with_data(operand: &BlockScaledMatrix, data: Vec<u8>) -> BlockScaledMatrix {
+    with_parts(operand, data, operand.scales().to_vec())
+}
+
+fn with_parts(operand: &BlockScaledMatrix, data: Vec<u8>, scales: Vec<u8>) -> BlockScaledMatrix {
     BlockScaledMatrix::new(
         "x",
         operand.rows(),
         operand.k(),
         operand.batches(),
-        operand.data().to_vec(),
+        data,
         scales,
     )
     .expect("same dimensions")
@@ -242,30 +250,16 @@ fn mutated_inputs(
                     for row in data.chunks_exact_mut(op.k() / 2) {
                         row[kept / 2..].fill(0);
                     }
-                    BlockScaledMatrix::new(
-                        "x",
-                        op.rows(),
-                        op.k(),
-                        op.batches(),
-                        data,
-                        op.scales().to_vec(),
-                    )
-                    .expect("same dimensions")
+                    with_data(op, data)
                 };
                 map(&drop_tail)
             })
         }
         WrongProblem::Fp4HighExponentBitIgnored => Some(map(&|op| {
-            let data = op.data().iter().map(|byte| byte & 0b1011_1011).collect();
-            BlockScaledMatrix::new(
-                "x",
-                op.rows(),
-                op.k(),
-                op.batches(),
-                data,
-                op.scales().to_vec(),
+            with_data(
+                op,
+                op.data().iter().map(|byte| byte & 0b1011_1011).collect(),
             )
-            .expect("same dimensions")
         })),
         WrongProblem::NanScalesIgnored => {
             let has_nan = [&inputs.a, &inputs.b1, &inputs.b2]
@@ -306,9 +300,7 @@ fn mutated_inputs(
                     op.scales().len() / op.batches(),
                 );
                 let data = op.data()[..data_len].repeat(op.batches());
-                let scales = op.scales()[..scales_len].repeat(op.batches());
-                BlockScaledMatrix::new("x", op.rows(), op.k(), op.batches(), data, scales)
-                    .expect("same dimensions")
+                with_parts(op, data, op.scales()[..scales_len].repeat(op.batches()))
             })
         }),
         WrongProblem::ScalesOfAAndB1Swapped => {
