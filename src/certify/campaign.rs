@@ -166,6 +166,9 @@ pub struct Coverage {
     pub fp4_codes_seen: Vec<u8>,
     pub scale_exponents_seen: Vec<u8>,
     pub nan_scales_seen: bool,
+    /// For kernels with a restricted shape support: whether a shape outside it was refused
+    /// cleanly (`None` when the kernel supports every shape).
+    pub refuses_unsupported_shape: Option<bool>,
     /// Largest distance, in fp16 ulps, between an accepted output and the model's answer, over
     /// elements whose interval is at most [`TIGHT_ULPS`] wide (elsewhere cancellation, not the
     /// kernel, sets the distance).
@@ -333,11 +336,34 @@ pub fn certify_variant(
             };
         }
     }
+    coverage.refuses_unsupported_shape = refuses_unsupported_shape(kernel);
     CampaignResult {
         coverage,
         failure: None,
         elapsed: started.elapsed(),
     }
+}
+
+/// Offers the kernel one shape just outside its declared support (K one scale block past a
+/// supported multiple): a clean refusal is the expected answer; any output is not judged.
+fn refuses_unsupported_shape(kernel: &dyn KernelUnderTest) -> Option<bool> {
+    let support = kernel.support();
+    if support.k_multiple <= 16 {
+        return None;
+    }
+    let shape = Shape::new(
+        round_up(64, support.m_multiple),
+        round_up(64, support.n_multiple),
+        support.k_multiple + 16,
+        1,
+    )
+    .expect("valid shape");
+    let case = KernelCase::new(generate_dual_gemm(shape, Distribution::Gpumode, 0), 0);
+    let mut output = vec![POISON; shape.m * shape.n];
+    Some(matches!(
+        kernel.run(&case, &mut output),
+        Err(KernelFailure::Refused(_))
+    ))
 }
 
 /// Shrinks a failing case with its proptest value tree: simplify while the case still fails, step

@@ -216,6 +216,16 @@ impl Certificate {
             self.machine.cpus,
             self.elapsed_seconds,
         );
+        if let Some(refused) = c.refuses_unsupported_shape {
+            md.push_str(&format!(
+                "\nA shape outside the declared support was {}.\n",
+                if refused {
+                    "refused cleanly"
+                } else {
+                    "NOT refused (its output was not judged)"
+                }
+            ));
+        }
         if let Some(reason) = &self.unavailable_reason {
             md.push_str(&format!("\nNot run: {reason}\n"));
         }

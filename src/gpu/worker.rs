@@ -245,6 +245,14 @@ impl KernelUnderTest for GpuKernel {
     }
 
     fn run(&self, case: &KernelCase, output: &mut [f16]) -> std::result::Result<(), KernelFailure> {
+        let shape = case.inputs.shape;
+        if !self.variant.support.supports(shape) {
+            return Err(KernelFailure::Refused(format!(
+                "{shape}: {} supports {}",
+                self.variant.name,
+                self.variant.support.describe()
+            )));
+        }
         let mut slot = self
             .worker
             .lock()

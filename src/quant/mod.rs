@@ -118,10 +118,20 @@ pub fn quantize_nvfp4(
                 (scale, (1.0 / tensor_scale) / scale.to_f32())
             }
         };
+        // A subnormal per-tensor scale (found by fuzzing) makes the reciprocal infinite, and then
+        // 0 * inf would be NaN: refuse rather than emit garbage.
+        if !(reciprocal.is_finite() && reciprocal > 0.0) {
+            return Err(Error::Quantize {
+                reason: format!("the scale of block {} has no finite nonzero reciprocal (per-tensor scale out of range?)", scales.len()),
+            });
+        }
         scales.push(scale.to_bits());
         for &x in block {
             let scaled = (x * reciprocal).clamp(-E2M1_MAX, E2M1_MAX);
-            codes.push(E2m1::from_f32_rne_saturating(scaled).expect("NaN was rejected above"));
+            codes.push(
+                E2m1::from_f32_rne_saturating(scaled)
+                    .expect("no NaN: inputs checked, reciprocal finite and nonzero"),
+            );
         }
     }
     Ok(Quantized {
@@ -208,5 +218,16 @@ mod tests {
         );
         assert!(zero_scale.is_err());
         assert!(per_tensor_scale(&[1.0, f32::INFINITY], TorchDevice::Cpu).is_err());
+        // Found by cargo fuzz: a subnormal per-tensor scale has an infinite reciprocal.
+        let tiny = quantize_nvfp4(
+            &[0.0; 16],
+            1,
+            16,
+            QuantRecipe::TwoLevel {
+                tensor_scale: 1e-40,
+            },
+            TorchDevice::Cuda,
+        );
+        assert!(tiny.unwrap_err().to_string().contains("reciprocal"));
     }
 }
