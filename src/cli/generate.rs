@@ -34,23 +34,23 @@ pub struct GenerateArgs {
     pub out: PathBuf,
 }
 
+impl CaseArgs {
+    /// "dual-gemm 256x512x256 gpumode seed 1111", for messages.
+    pub fn describe(&self) -> String {
+        format!(
+            "{} {} {} seed {}",
+            self.problem.name(),
+            self.shape,
+            self.dist.name(),
+            self.seed
+        )
+    }
+}
+
 pub fn run(args: GenerateArgs) -> Result<ExitCode> {
-    let CaseArgs {
-        problem,
-        shape,
-        dist,
-        seed,
-    } = args.case;
-    let mut writer = inputs_writer(problem, shape, dist, seed)?;
-    writer.write(&args.out)?;
-    println!(
-        "wrote {} {} {} seed {} to {}",
-        problem.name(),
-        shape,
-        dist.name(),
-        seed,
-        args.out.display()
-    );
+    let case = &args.case;
+    inputs_writer(case.problem, case.shape, case.dist, case.seed)?.write(&args.out)?;
+    println!("wrote {} to {}", case.describe(), args.out.display());
     Ok(ExitCode::SUCCESS)
 }
 

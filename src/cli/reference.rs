@@ -27,22 +27,16 @@ pub struct ReferenceArgs {
 
 pub fn run(args: ReferenceArgs) -> Result<ExitCode> {
     let started = Instant::now();
-    let CaseArgs {
-        problem,
-        shape,
-        dist,
-        seed,
-    } = args.case;
-    let mut writer = inputs_writer(problem, shape, dist, seed)?;
-    let reference = compute_reference(problem, shape, dist, seed, args.k_order)?;
-    writer.reference(shape, &reference, args.k_order);
-    writer.write(&args.out)?;
+    let case = &args.case;
+    let mut writer = inputs_writer(case.problem, case.shape, case.dist, case.seed)?;
+    let reference =
+        compute_reference(case.problem, case.shape, case.dist, case.seed, args.k_order)?;
+    writer
+        .reference(case.shape, &reference, args.k_order)
+        .write(&args.out)?;
     println!(
-        "wrote {} {} {} seed {} with its reference (model version {MODEL_VERSION}) to {} in {:.2} s",
-        problem.name(),
-        shape,
-        dist.name(),
-        seed,
+        "wrote {} with its reference (model version {MODEL_VERSION}) to {} in {:.2} s",
+        case.describe(),
         args.out.display(),
         started.elapsed().as_secs_f64()
     );
