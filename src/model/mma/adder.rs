@@ -1,0 +1,160 @@
+//! The arithmetic of a fused multi-term adder, kept apart from any instruction's shape and types
+//! (as MMA-Sim does): operands arrive as exact dyadic rationals; the adder aligns them to the
+//! largest exponent, cuts each to a number of fractional bits, sums exactly, and rounds once.
+
+/// An exact value `mantissa * 2^exponent`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Dyadic {
+    pub mantissa: i128,
+    pub exponent: i32,
+}
+
+impl Dyadic {
+    pub const ZERO: Dyadic = Dyadic {
+        mantissa: 0,
+        exponent: 0,
+    };
+
+    /// A finite f32, exactly.
+    pub fn from_f32(x: f32) -> Option<Self> {
+        if !x.is_finite() {
+            return None;
+        }
+        let bits = x.to_bits();
+        let biased = ((bits >> 23) & 0xFF) as i32;
+        let fraction = i128::from(bits & 0x7F_FFFF);
+        let (mantissa, exponent) = if biased == 0 {
+            (fraction, -149)
+        } else {
+            (fraction | 0x80_0000, biased - 150)
+        };
+        Some(Dyadic {
+            mantissa: if x.is_sign_negative() {
+                -mantissa
+            } else {
+                mantissa
+            },
+            exponent,
+        })
+    }
+
+    pub fn product(self, other: Dyadic) -> Dyadic {
+        Dyadic {
+            mantissa: self.mantissa * other.mantissa,
+            exponent: self.exponent + other.exponent,
+        }
+    }
+
+    /// floor(log2 |x|), or `None` for zero.
+    fn magnitude_exponent(self) -> Option<i32> {
+        (self.mantissa != 0)
+            .then(|| 127 - self.mantissa.unsigned_abs().leading_zeros() as i32 + self.exponent)
+    }
+
+    pub fn to_f64(self) -> f64 {
+        self.mantissa as f64 * 2f64.powi(self.exponent)
+    }
+}
+
+/// How an aligned operand is cut to the adder's width.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// Truncate the magnitude (sign-magnitude datapath).
+    TowardZero,
+    /// Two's-complement truncation: toward minus infinity.
+    Floor,
+}
+
+/// The final rounding to f32.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rounding {
+    TowardZero,
+    NearestEven,
+}
+
+/// A fused adder: `fraction_bits` below the largest operand's leading bit are kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FusedAdder {
+    pub fraction_bits: i32,
+    pub cut: Cut,
+    pub rounding: Rounding,
+}
+
+impl FusedAdder {
+    /// `operands` summed as this adder does, rounded to f32. `None` operands are NaN.
+    pub fn sum(&self, operands: &[Option<Dyadic>]) -> f32 {
+        let Some(operands): Option<Vec<Dyadic>> = operands.iter().copied().collect() else {
+            return f32::NAN;
+        };
+        let Some(emax) = operands.iter().filter_map(|d| d.magnitude_exponent()).max() else {
+            return 0.0;
+        };
+        let quantum = emax - self.fraction_bits;
+        let quanta: i128 = operands.iter().map(|d| self.cut_to(*d, quantum)).sum();
+        round_to_f32(quanta, quantum, self.rounding)
+    }
+
+    /// `d` as a whole number of `2^quantum`, cut per [`Cut`].
+    fn cut_to(&self, d: Dyadic, quantum: i32) -> i128 {
+        let shift = d.exponent - quantum;
+        if shift >= 0 {
+            return d.mantissa << shift;
+        }
+        let shift = (-shift).min(127) as u32;
+        match self.cut {
+            Cut::Floor => d.mantissa >> shift,
+            Cut::TowardZero => {
+                let magnitude = (d.mantissa.unsigned_abs() >> shift) as i128;
+                if d.mantissa < 0 {
+                    -magnitude
+                } else {
+                    magnitude
+                }
+            }
+        }
+    }
+}
+
+/// `n * 2^exponent` to f32 with the given rounding (overflow: infinity, or f32::MAX toward zero).
+pub fn round_to_f32(n: i128, exponent: i32, rounding: Rounding) -> f32 {
+    match rounding {
+        Rounding::NearestEven => super::super::exact::fixed_to_f32_rne(n, exponent),
+        Rounding::TowardZero => {
+            let nearest = super::super::exact::fixed_to_f32_rne(n, exponent);
+            let exact = Dyadic {
+                mantissa: n,
+                exponent,
+            };
+            let overshoots = match Dyadic::from_f32(nearest) {
+                None => true, // rounded to infinity
+                Some(r) => compare_magnitude(r, exact) == std::cmp::Ordering::Greater,
+            };
+            if overshoots && nearest != 0.0 {
+                f32::from_bits(nearest.to_bits() - 1)
+            } else {
+                nearest
+            }
+        }
+    }
+}
+
+fn compare_magnitude(a: Dyadic, b: Dyadic) -> std::cmp::Ordering {
+    match (a.magnitude_exponent(), b.magnitude_exponent()) {
+        (None, None) => std::cmp::Ordering::Equal,
+        (None, Some(_)) => std::cmp::Ordering::Less,
+        (Some(_), None) => std::cmp::Ordering::Greater,
+        (Some(x), Some(y)) if x != y => x.cmp(&y),
+        // Same leading bit: the one with the larger exponent has the shorter mantissa, so
+        // shifting it left by the difference cannot overflow.
+        _ => {
+            let e = a.exponent.min(b.exponent);
+            let scale = |d: Dyadic| d.mantissa.unsigned_abs() << (d.exponent - e) as u32;
+            scale(a).cmp(&scale(b))
+        }
+    }
+}
+
+/// fp16 inputs as dyadics (Hopper's f16 MMA operands).
+pub fn dyadic_from_f16(x: half::f16) -> Option<Dyadic> {
+    Dyadic::from_f32(x.to_f32())
+}

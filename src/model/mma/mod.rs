@@ -1,0 +1,204 @@
+//! Bit-accurate models of how tensor cores accumulate, one named instance per instruction: the
+//! instruction's shape and operand types live here, the adder arithmetic in [`adder`]. (The
+//! reference's own semantics, exact then one round-to-nearest-even, is `model::exact`.)
+//!
+//! This is the first part of the replay-mode work: the Blackwell instance is pinned by unit
+//! tests; the Hopper instance is the published one, not yet the measured one.
+//!
+//! - `blackwell-mxf4nvf4-block16-ue4m3`: `tcgen05.mma kind::mxf4nvf4` with block16 UE4M3 scales,
+//!   K = 64 per instruction, as the published model states it (SPEC.md section 4): each block's 16
+//!   products summed exactly and multiplied by its two scales; C and the 4 block terms aligned to
+//!   the largest exponent, each truncated to 35 fractional bits, summed, truncated to f32; a NaN
+//!   scale or C gives NaN;
+//! - `hopper-hmma-f16-f32-published`: `mma.sync m16n8k16` / `wgmma` f16 -> f32 as published
+//!   (25 fractional bits, truncation). SPEC.md records that it matches only 81.6% of H100 results;
+//!   the measured Hopper model is work in progress (docs/tensor-core-models-hopper-findings.md).
+
+pub mod adder;
+
+use crate::formats::{E2m1, E4m3};
+use adder::{Cut, Dyadic, FusedAdder, Rounding};
+use half::f16;
+
+/// Elements of K per Blackwell mxf4nvf4 instruction, and per scale block.
+pub const BLACKWELL_K: usize = 64;
+const BLOCK: usize = 16;
+
+pub const BLACKWELL_ADDER: FusedAdder = FusedAdder {
+    fraction_bits: 35,
+    cut: Cut::TowardZero,
+    rounding: Rounding::TowardZero,
+};
+pub const HOPPER_PUBLISHED_ADDER: FusedAdder = FusedAdder {
+    fraction_bits: 25,
+    cut: Cut::TowardZero,
+    rounding: Rounding::TowardZero,
+};
+
+fn scale_value(scale: E4m3) -> Option<Dyadic> {
+    let (significand, exponent) = scale.unsigned_scale_parts()?;
+    Some(Dyadic {
+        mantissa: i128::from(significand),
+        exponent,
+    })
+}
+
+/// One Blackwell mxf4nvf4 step for one output: `c` plus 64 products in 4 scale blocks.
+pub fn blackwell_mxf4nvf4_step(
+    c: f32,
+    a: &[E2m1; BLACKWELL_K],
+    sfa: [E4m3; 4],
+    b: &[E2m1; BLACKWELL_K],
+    sfb: [E4m3; 4],
+) -> f32 {
+    let mut operands = vec![if c.is_nan() {
+        None
+    } else {
+        Dyadic::from_f32(c)
+    }];
+    for j in 0..BLACKWELL_K / BLOCK {
+        // Half units times half units: quarter units, exact in an integer.
+        let block: i128 = (j * BLOCK..(j + 1) * BLOCK)
+            .map(|k| i128::from(a[k].to_half_units() * b[k].to_half_units()))
+            .sum();
+        let term = match (scale_value(sfa[j]), scale_value(sfb[j])) {
+            (Some(x), Some(y)) => Some(
+                Dyadic {
+                    mantissa: block,
+                    exponent: -2,
+                }
+                .product(x)
+                .product(y),
+            ),
+            _ => None,
+        };
+        operands.push(term);
+    }
+    BLACKWELL_ADDER.sum(&operands)
+}
+
+/// One Hopper f16 MMA step as published: `c` plus 16 exact fp16 products.
+pub fn hopper_published_step(c: f32, a: &[f16; BLOCK], b: &[f16; BLOCK]) -> f32 {
+    let mut operands = vec![if c.is_nan() {
+        None
+    } else {
+        Dyadic::from_f32(c)
+    }];
+    operands.extend(
+        a.iter()
+            .zip(b)
+            .map(|(&x, &y)| Some(adder::dyadic_from_f16(x)?.product(adder::dyadic_from_f16(y)?))),
+    );
+    HOPPER_PUBLISHED_ADDER.sum(&operands)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn codes(values: &[(usize, u8)]) -> [E2m1; BLACKWELL_K] {
+        let mut out = [E2m1::from_bits(0); BLACKWELL_K];
+        for &(k, code) in values {
+            out[k] = E2m1::from_bits(code);
+        }
+        out
+    }
+
+    const ONE: E4m3 = E4m3::from_bits(0x38);
+
+    const TINY: E4m3 = E4m3::from_bits(0x01); // 2^-9
+
+    #[test]
+    fn blackwell_sums_exact_scaled_blocks() {
+        // Blocks: 1 * 1 = 1; 1 * -1 = -1; 1.5 * 0.5 * 2^-9 * 2^-9 = 3 * 2^-20. With C = 2^-7 the
+        // largest exponent is 0, the quantum 2^-35, and everything is kept exactly.
+        let a = codes(&[(0, 0x2), (16, 0x2), (32, 0x3)]);
+        let b = codes(&[(0, 0x2), (16, 0xA), (32, 0x1)]);
+        let got = blackwell_mxf4nvf4_step(
+            2f32.powi(-7),
+            &a,
+            [ONE, ONE, TINY, ONE],
+            &b,
+            [ONE, ONE, TINY, ONE],
+        );
+        assert_eq!(got, 2f32.powi(-7) + 3.0 * 2f32.powi(-20));
+    }
+
+    #[test]
+    fn blackwell_truncation_at_35_bits_is_visible_after_cancellation() {
+        // Block 0: 16 * (-1 * 1) * 256 * 32 = -2^17 cancels C = 2^17 exactly. Block 1:
+        // 1.5 * 0.5 * 2^-18 = 0.75 * 2^-18 lies below the quantum 2^(17-35) = 2^-18 and is cut to
+        // zero before the sum, so the result is 0 where the exact answer is 0.75 * 2^-18.
+        let mut a = codes(&[(16, 0x3)]);
+        let mut b = codes(&[(16, 0x1)]);
+        for k in 0..16 {
+            a[k] = E2m1::from_bits(0xA);
+            b[k] = E2m1::from_bits(0x2);
+        }
+        let (s256, s32) = (E4m3::from_bits(0x78), E4m3::from_bits(0x60));
+        let got = blackwell_mxf4nvf4_step(
+            131072.0,
+            &a,
+            [s256, TINY, ONE, ONE],
+            &b,
+            [s32, TINY, ONE, ONE],
+        );
+        assert_eq!(got, 0.0);
+        // With C = 0 the largest exponent is 17 still, from block 0, and the same cut applies:
+        // -2^17 + 0 exactly.
+        let got =
+            blackwell_mxf4nvf4_step(0.0, &a, [s256, TINY, ONE, ONE], &b, [s32, TINY, ONE, ONE]);
+        assert_eq!(got, -131072.0);
+    }
+
+    #[test]
+    fn blackwell_rounds_the_result_toward_zero() {
+        // Blocks 1 and 1.5 * 2^-18. With C = 32, the sum 33 + 1.5 * 2^-18 lies between the f32
+        // neighbours 33 + 2^-18 and 33 + 2^-17 (ulp(33) = 2^-18): truncation gives the lower one,
+        // where round-to-nearest would give the upper one.
+        let a = codes(&[(0, 0x2), (16, 0x3)]);
+        let b = codes(&[(0, 0x2), (16, 0x2)]);
+        let got =
+            blackwell_mxf4nvf4_step(0.0, &a, [ONE, TINY, ONE, ONE], &b, [ONE, TINY, ONE, ONE]);
+        assert_eq!(got, 1.0 + 1.5 * 2f32.powi(-18));
+        let got =
+            blackwell_mxf4nvf4_step(32.0, &a, [ONE, TINY, ONE, ONE], &b, [ONE, TINY, ONE, ONE]);
+        assert_eq!(got, 33.0 + 2f32.powi(-18));
+    }
+
+    #[test]
+    fn blackwell_nan_scale_or_c_gives_nan() {
+        let zero = codes(&[]);
+        let nan = E4m3::from_bits(0x7F);
+        assert!(
+            blackwell_mxf4nvf4_step(0.0, &zero, [nan, ONE, ONE, ONE], &zero, [ONE; 4]).is_nan()
+        );
+        assert!(blackwell_mxf4nvf4_step(f32::NAN, &zero, [ONE; 4], &zero, [ONE; 4]).is_nan());
+        // The sign bit of a scale is ignored (UE4M3): 0xB8 reads as 1.
+        let a = codes(&[(0, 0x2)]);
+        assert_eq!(
+            blackwell_mxf4nvf4_step(
+                0.0,
+                &a,
+                [E4m3::from_bits(0xB8), ONE, ONE, ONE],
+                &a,
+                [ONE; 4]
+            ),
+            1.0
+        );
+    }
+
+    #[test]
+    fn hopper_published_model_truncates_small_products_against_a_large_c() {
+        let one = f16::ONE;
+        let tiny = f16::from_f32(2f32.powi(-14));
+        let mut a = [f16::ZERO; 16];
+        let mut b = [f16::ZERO; 16];
+        a[0] = tiny;
+        b[0] = tiny; // product 2^-28, below the 2^-25 quantum of C = 1
+        assert_eq!(hopper_published_step(1.0, &a, &b), 1.0);
+        a[1] = one;
+        b[1] = f16::from_f32(-1.0); // cancels C: the 2^-28 product was already cut
+        assert_eq!(hopper_published_step(1.0, &a, &b), 0.0);
+    }
+}
