@@ -287,11 +287,15 @@ pub fn certify_variant(
     let support = kernel.support();
     let mut coverage = Coverage::default();
     let dists = limits.distributions();
-    let fixed: Vec<CaseSpec> = golden
-        .iter()
-        .copied()
-        .filter(|spec| support.supports(spec.shape))
-        .chain(edge_cases(support))
+    // Edge cases first: they start at the smallest shape, so most bugs are caught small.
+    let fixed: Vec<CaseSpec> = edge_cases(support)
+        .into_iter()
+        .chain(
+            golden
+                .iter()
+                .copied()
+                .filter(|spec| support.supports(spec.shape)),
+        )
         .filter(|spec| dists.contains(&spec.dist))
         .collect();
     let planned = fixed.len() + limits.cases;
@@ -393,6 +397,22 @@ fn shrink(
             }
         }
     }
+    // Then (and for fixed cases, which have no tree) greedy steps: halve or decrement each
+    // dimension, drop batches, switch to gpumode, while the case still fails.
+    'greedy: while steps < MAX_STEPS {
+        for candidate in smaller_specs(minimal.spec, kernel.support()) {
+            steps += 1;
+            let outcome = run_case(kernel, candidate, order);
+            if outcome.failed() {
+                minimal = outcome;
+                continue 'greedy;
+            }
+            if steps >= MAX_STEPS {
+                break 'greedy;
+            }
+        }
+        break;
+    }
     let diagnosis = match &minimal.result {
         Ok(_) => Some(diagnose_with_more_runs(kernel, &minimal, first, order)),
         Err(_) => None,
@@ -403,6 +423,33 @@ fn shrink(
         diagnosis,
         shrink_steps: steps,
     }
+}
+
+/// Simpler neighbours of a case, simplest first, all inside `support`.
+fn smaller_specs(spec: CaseSpec, support: ShapeSupport) -> Vec<CaseSpec> {
+    let s = spec.shape;
+    let shapes = [
+        (s.m, s.n, s.k, 1),
+        (s.m / 2, s.n, s.k, s.l),
+        (s.m, s.n / 2, s.k, s.l),
+        (s.m, s.n, s.k / 2, s.l),
+        (s.m - 1, s.n, s.k, s.l),
+        (s.m, s.n - 1, s.k, s.l),
+        (s.m, s.n, s.k - support.k_multiple.max(16), s.l),
+    ];
+    let mut out: Vec<CaseSpec> = shapes
+        .iter()
+        .filter_map(|&(m, n, k, l)| Shape::new(m, n, k, l).ok())
+        .filter(|shape| support.supports(*shape) && *shape != s)
+        .map(|shape| CaseSpec { shape, ..spec })
+        .collect();
+    if spec.dist != Distribution::Gpumode {
+        out.push(CaseSpec {
+            dist: Distribution::Gpumode,
+            ..spec
+        });
+    }
+    out
 }
 
 /// Diagnoses from the minimal case plus larger runs (the first failing case, and a 192x160x784
