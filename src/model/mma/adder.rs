@@ -80,17 +80,49 @@ pub struct FusedAdder {
     pub rounding: Rounding,
 }
 
+/// One adder operand: its exact value and the exponent the adder aligns it by. For most adders
+/// that is the exponent of its leading bit; Hopper's aligns a product by the sum of its factors'
+/// exponents, which can be one less (1.5 * 1.5 = 2.25 is aligned as 2^0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Operand {
+    pub value: Dyadic,
+    pub alignment: i32,
+}
+
+impl Operand {
+    /// Aligned by its leading bit.
+    pub fn natural(value: Dyadic) -> Self {
+        Operand {
+            value,
+            alignment: value.magnitude_exponent().unwrap_or(i32::MIN),
+        }
+    }
+}
+
 impl FusedAdder {
-    /// `operands` summed as this adder does, rounded to f32. `None` operands are NaN.
+    /// `operands` summed as this adder does, each aligned by its leading bit, rounded to f32.
+    /// `None` operands are NaN.
     pub fn sum(&self, operands: &[Option<Dyadic>]) -> f32 {
-        let Some(operands): Option<Vec<Dyadic>> = operands.iter().copied().collect() else {
+        let Some(operands): Option<Vec<Operand>> =
+            operands.iter().map(|d| d.map(Operand::natural)).collect()
+        else {
             return f32::NAN;
         };
-        let Some(emax) = operands.iter().filter_map(|d| d.magnitude_exponent()).max() else {
+        self.sum_aligned(&operands)
+    }
+
+    /// The same with explicit alignment exponents. Zero operands never raise the maximum.
+    pub fn sum_aligned(&self, operands: &[Operand]) -> f32 {
+        let Some(emax) = operands
+            .iter()
+            .filter(|o| o.value.mantissa != 0)
+            .map(|o| o.alignment)
+            .max()
+        else {
             return 0.0;
         };
         let quantum = emax - self.fraction_bits;
-        let quanta: i128 = operands.iter().map(|d| self.cut_to(*d, quantum)).sum();
+        let quanta: i128 = operands.iter().map(|o| self.cut_to(o.value, quantum)).sum();
         round_to_f32(quanta, quantum, self.rounding)
     }
 
@@ -157,4 +189,17 @@ fn compare_magnitude(a: Dyadic, b: Dyadic) -> std::cmp::Ordering {
 /// fp16 inputs as dyadics (Hopper's f16 MMA operands).
 pub fn dyadic_from_f16(x: half::f16) -> Option<Dyadic> {
     Dyadic::from_f32(x.to_f32())
+}
+
+/// The exponent an fp16 contributes to a product's alignment: its unbiased exponent, with zeros
+/// and subnormals at -14 (not renormalised).
+pub fn fp16_alignment_exponent(x: half::f16) -> i32 {
+    let field = i32::from((x.to_bits() >> 10) & 0x1F);
+    field.max(1) - 15
+}
+
+/// The same for an f32 accumulator: -126 for zeros and subnormals.
+pub fn f32_alignment_exponent(x: f32) -> i32 {
+    let field = ((x.to_bits() >> 23) & 0xFF) as i32;
+    field.max(1) - 127
 }

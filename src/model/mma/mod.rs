@@ -3,16 +3,21 @@
 //! reference's own semantics, exact then one round-to-nearest-even, is `model::exact`.)
 //!
 //! This is the first part of the replay-mode work: the Blackwell instance is pinned by unit
-//! tests; the Hopper instance is the published one, not yet the measured one.
+//! tests, the Hopper mma.sync instance by the H100 experiment; wgmma, the schedule declaration
+//! and `certify --exact` are not done yet.
 //!
 //! - `blackwell-mxf4nvf4-block16-ue4m3`: `tcgen05.mma kind::mxf4nvf4` with block16 UE4M3 scales,
 //!   K = 64 per instruction, as the published model states it (SPEC.md section 4): each block's 16
 //!   products summed exactly and multiplied by its two scales; C and the 4 block terms aligned to
 //!   the largest exponent, each truncated to 35 fractional bits, summed, truncated to f32; a NaN
 //!   scale or C gives NaN;
-//! - `hopper-hmma-f16-f32-published`: `mma.sync m16n8k16` / `wgmma` f16 -> f32 as published
-//!   (25 fractional bits, truncation). SPEC.md records that it matches only 81.6% of H100 results;
-//!   the measured Hopper model is work in progress (docs/tensor-core-models-hopper-findings.md).
+//! - `hopper-hmma-f16-f32`: `mma.sync m16n8k16` f16 -> f32 as measured on the H100
+//!   (docs/tensor-core-models-hopper-findings.md: 100% of 3,883,008 finite dot products): C and
+//!   the 16 exact products in one fused step, each product aligned by the SUM of its factors'
+//!   exponents (subnormals at -14), zero terms ignored for the maximum, 25 fractional bits cut
+//!   toward zero, the sum truncated to f32; NaN results are 0x7FFFFFFF;
+//! - `hopper-hmma-f16-f32-published`: the published variant that aligns each product by its
+//!   leading bit (SPEC.md: 81.6% on the H100), kept for comparison.
 
 pub mod adder;
 
@@ -75,6 +80,46 @@ pub fn blackwell_mxf4nvf4_step(
         operands.push(term);
     }
     BLACKWELL_ADDER.sum(&operands)
+}
+
+/// One Hopper `mma.sync m16n8k16` f16 -> f32 step for one output, as measured on the H100.
+pub fn hopper_hmma_step(c: f32, a: &[f16; BLOCK], b: &[f16; BLOCK]) -> f32 {
+    if !c.is_finite() || a.iter().chain(b).any(|x| !x.is_finite()) {
+        // Inf and NaN follow IEEE; every NaN comes out as one pattern.
+        let ieee = a
+            .iter()
+            .zip(b)
+            .fold(f64::from(c), |acc, (x, y)| acc + x.to_f64() * y.to_f64());
+        return if ieee.is_nan() {
+            f32::from_bits(0x7FFF_FFFF)
+        } else {
+            ieee as f32
+        };
+    }
+    let mut operands = vec![adder::Operand {
+        value: Dyadic::from_f32(c).expect("finite"),
+        alignment: adder::f32_alignment_exponent(c),
+    }];
+    for (&x, &y) in a.iter().zip(b) {
+        let value = adder::dyadic_from_f16(x)
+            .expect("finite")
+            .product(adder::dyadic_from_f16(y).expect("finite"));
+        operands.push(adder::Operand {
+            value,
+            alignment: adder::fp16_alignment_exponent(x) + adder::fp16_alignment_exponent(y),
+        });
+    }
+    let sum = HOPPER_PUBLISHED_ADDER.sum_aligned(&operands);
+    // A zero result is +0, except C = -0 with every product a negative zero.
+    let all_negative_zero = c.to_bits() == 0x8000_0000
+        && a.iter().zip(b).all(|(x, y)| {
+            x.is_sign_negative() != y.is_sign_negative() && x.to_f32() * y.to_f32() == 0.0
+        });
+    if sum == 0.0 && all_negative_zero {
+        -0.0
+    } else {
+        sum
+    }
 }
 
 /// One Hopper f16 MMA step as published: `c` plus 16 exact fp16 products.
@@ -186,6 +231,59 @@ mod tests {
             ),
             1.0
         );
+    }
+
+    fn f16s(values: &[f32]) -> [f16; 16] {
+        let mut out = [f16::ZERO; 16];
+        for (o, &v) in out.iter_mut().zip(values) {
+            *o = f16::from_f32(v);
+        }
+        out
+    }
+
+    #[test]
+    fn hopper_aligns_a_product_by_the_sum_of_its_exponents() {
+        // 1.5 * 1.5 = 2.25 is aligned as 2^0 (not 2^1), so the quantum is 2^-25 and the product
+        // 2^-12 * 2^-13 = 2^-25 survives; then 2.25 cancels. The published model's quantum is
+        // 2^-24 and loses it.
+        let a = f16s(&[1.5, 2f32.powi(-12), 1.5]);
+        let b = f16s(&[1.5, 2f32.powi(-13), -1.5]);
+        assert_eq!(hopper_hmma_step(0.0, &a, &b), 2f32.powi(-25));
+        assert_eq!(hopper_published_step(0.0, &a, &b), 0.0);
+    }
+
+    #[test]
+    fn hopper_keeps_subnormal_fp16_at_exponent_minus_14() {
+        // 2^-24 (subnormal) * 1 is aligned at -14, so the quantum is 2^-39 and the product of two
+        // subnormals, 2^-48, is cut away before the first product cancels.
+        let t = 2f32.powi(-24);
+        let a = f16s(&[t, t, t]);
+        let b = f16s(&[1.0, t, -1.0]);
+        assert_eq!(hopper_hmma_step(0.0, &a, &b), 0.0);
+        assert_eq!(hopper_published_step(0.0, &a, &b), 2f32.powi(-48));
+    }
+
+    #[test]
+    fn hopper_zero_signs_and_nan() {
+        let zeros = f16s(&[]);
+        let negative_zeros = [f16::NEG_ZERO; 16];
+        assert_eq!(
+            hopper_hmma_step(-0.0, &zeros, &zeros).to_bits(),
+            0x0000_0000,
+            "+0 products make +0"
+        );
+        assert_eq!(
+            hopper_hmma_step(-0.0, &negative_zeros, &zeros).to_bits(),
+            0x8000_0000,
+            "all -0: -0"
+        );
+        let inf = f16s(&[f32::INFINITY]);
+        assert_eq!(
+            hopper_hmma_step(0.0, &inf, &zeros).to_bits(),
+            0x7FFF_FFFF,
+            "inf * 0 is NaN"
+        );
+        assert_eq!(hopper_hmma_step(0.0, &inf, &f16s(&[1.0])), f32::INFINITY);
     }
 
     #[test]
