@@ -643,6 +643,40 @@ def analyse(args):
                 print("    b=" + ",".join(f"{x:g}" for x in bv))
 
 
+def export(args):
+    """Writes every dot product of the runs as flat little-endian records for the Rust model:
+    c (u32 f32 bits), a[16] (u16 fp16 bits), b[16] (u16), d (u32, the hardware's output); and an
+    index (family name, record count) as JSON. Scored by examples/score_hopper_model.rs."""
+    index = []
+    with open(args.out, "wb") as out:
+        for dr in args.dir:
+            man = json.load(open(os.path.join(dr, "manifest.json")))
+            D = np.fromfile(os.path.join(dr, "D_all.bin"), dtype=np.uint32)
+            off = 0
+            for f in man["families"]:
+                name, a, b, c, h = family_inputs(FAMILY_INDEX[f["name"]])
+                assert h == f["hash"], f"input mismatch for {name}"
+                n = a.shape[0]
+                d = D[off:off + n * 128].reshape(n, 16, 8)
+                off += n * 128
+                # One record per output element (p, i, j): row i of A, column j of B.
+                rows = np.broadcast_to(a[:, :, None, :], (n, 16, 8, 16)).astype(np.uint16)
+                cols = np.broadcast_to(np.transpose(b, (0, 2, 1))[:, None, :, :], (n, 16, 8, 16)).astype(np.uint16)
+                rec = np.zeros((n, 16, 8, 36), dtype=np.uint16)
+                rec[..., 0:2] = c.astype(np.uint32)[..., None].view(np.uint16).reshape(n, 16, 8, 2)
+                rec[..., 2:18] = rows
+                rec[..., 18:34] = cols
+                rec[..., 34:36] = d.astype(np.uint32)[..., None].view(np.uint16).reshape(n, 16, 8, 2)
+                rec = rec.reshape(-1, 36)
+                if args.per_family:
+                    # An even spread over the family (the outputs of one problem are correlated).
+                    rec = rec[np.linspace(0, rec.shape[0] - 1, args.per_family).astype(np.int64)]
+                rec.tofile(out)
+                index.append([name, int(rec.shape[0])])
+    json.dump(index, open(args.out + ".json", "w"))
+    print(f"wrote {sum(c for _, c in index)} records to {args.out}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -657,8 +691,12 @@ def main():
     an.add_argument("--limit", type=int, default=0)
     an.add_argument("--show")
     an.add_argument("--nshow", type=int, default=5)
+    ex = sub.add_parser("export")
+    ex.add_argument("--dir", required=True, nargs="+")
+    ex.add_argument("--out", required=True)
+    ex.add_argument("--per-family", type=int, default=0, help="keep this many records per family")
     args = ap.parse_args()
-    device(args) if args.cmd == "device" else analyse(args)
+    {"device": device, "analyse": analyse, "export": export}[args.cmd](args)
 
 
 if __name__ == "__main__":
