@@ -569,9 +569,10 @@ def special_report(a, b, c, d):
           f"{int((~np.isfinite(hw) & ~special).sum())}")
 
 
-def analyse(args):
-    data = []
-    for dr in args.dir:
+def runs(dirs):
+    """Every family of the device runs in `dirs`: (name, a, b, c, hardware d), inputs regenerated
+    and checked against the run's manifest hashes."""
+    for dr in dirs:
         man = json.load(open(os.path.join(dr, "manifest.json")))
         D = np.fromfile(os.path.join(dr, "D_all.bin"), dtype=np.uint32)
         off = 0
@@ -579,15 +580,20 @@ def analyse(args):
             name, a, b, c, h = family_inputs(FAMILY_INDEX[f["name"]])
             assert h == f["hash"], f"input mismatch for {name}"
             n = a.shape[0]
-            d = D[off:off + n * 128].reshape(n, 16, 8)
+            yield name, a, b, c, D[off:off + n * 128].reshape(n, 16, 8)
             off += n * 128
-            if name == "special":
-                special_report(a, b, c, d)
-                continue
-            if args.limit:
-                a, b, c, d = a[:args.limit], b[:args.limit], c[:args.limit], d[:args.limit]
-            data.append((name, a, b, c, d))
         assert off == D.size
+
+
+def analyse(args):
+    data = []
+    for name, a, b, c, d in runs(args.dir):
+        if name == "special":
+            special_report(a, b, c, d)
+            continue
+        if args.limit:
+            a, b, c, d = a[:args.limit], b[:args.limit], c[:args.limit], d[:args.limit]
+        data.append((name, a, b, c, d))
     print("dot products scored:", sum(x[4].size for x in data))
     hyps = dict(HYP)
     if args.sweep:
@@ -649,30 +655,22 @@ def export(args):
     index (family name, record count) as JSON. Scored by examples/score_hopper_model.rs."""
     index = []
     with open(args.out, "wb") as out:
-        for dr in args.dir:
-            man = json.load(open(os.path.join(dr, "manifest.json")))
-            D = np.fromfile(os.path.join(dr, "D_all.bin"), dtype=np.uint32)
-            off = 0
-            for f in man["families"]:
-                name, a, b, c, h = family_inputs(FAMILY_INDEX[f["name"]])
-                assert h == f["hash"], f"input mismatch for {name}"
-                n = a.shape[0]
-                d = D[off:off + n * 128].reshape(n, 16, 8)
-                off += n * 128
-                # One record per output element (p, i, j): row i of A, column j of B.
-                rows = np.broadcast_to(a[:, :, None, :], (n, 16, 8, 16)).astype(np.uint16)
-                cols = np.broadcast_to(np.transpose(b, (0, 2, 1))[:, None, :, :], (n, 16, 8, 16)).astype(np.uint16)
-                rec = np.zeros((n, 16, 8, 36), dtype=np.uint16)
-                rec[..., 0:2] = c.astype(np.uint32)[..., None].view(np.uint16).reshape(n, 16, 8, 2)
-                rec[..., 2:18] = rows
-                rec[..., 18:34] = cols
-                rec[..., 34:36] = d.astype(np.uint32)[..., None].view(np.uint16).reshape(n, 16, 8, 2)
-                rec = rec.reshape(-1, 36)
-                if args.per_family:
-                    # An even spread over the family (the outputs of one problem are correlated).
-                    rec = rec[np.linspace(0, rec.shape[0] - 1, args.per_family).astype(np.int64)]
-                rec.tofile(out)
-                index.append([name, int(rec.shape[0])])
+        for name, a, b, c, d in runs(args.dir):
+            n = a.shape[0]
+            # One record per output element (p, i, j): row i of A, column j of B.
+            rows = np.broadcast_to(a[:, :, None, :], (n, 16, 8, 16)).astype(np.uint16)
+            cols = np.broadcast_to(np.transpose(b, (0, 2, 1))[:, None, :, :], (n, 16, 8, 16)).astype(np.uint16)
+            rec = np.zeros((n, 16, 8, 36), dtype=np.uint16)
+            rec[..., 0:2] = c.astype(np.uint32)[..., None].view(np.uint16).reshape(n, 16, 8, 2)
+            rec[..., 2:18] = rows
+            rec[..., 18:34] = cols
+            rec[..., 34:36] = d.astype(np.uint32)[..., None].view(np.uint16).reshape(n, 16, 8, 2)
+            rec = rec.reshape(-1, 36)
+            if args.per_family:
+                # An even spread over the family (the outputs of one problem are correlated).
+                rec = rec[np.linspace(0, rec.shape[0] - 1, args.per_family).astype(np.int64)]
+            rec.tofile(out)
+            index.append([name, int(rec.shape[0])])
     json.dump(index, open(args.out + ".json", "w"))
     print(f"wrote {sum(c for _, c in index)} records to {args.out}")
 
