@@ -91,35 +91,23 @@ enum GpumodeScales {
 
 pub fn generate_dual_gemm(shape: Shape, dist: Distribution, seed: u64) -> DualGemmInputs {
     let plan = KBlockPlan::new(shape.scale_cols(), dist, seed);
-    let a = generate_operand(
-        Role::A,
-        shape.m,
-        shape,
-        dist,
-        GpumodeScales::UniformUnit,
-        &plan,
-        seed,
-        0,
-    );
-    let b1 = generate_operand(
-        Role::B,
-        shape.n,
-        shape,
-        dist,
-        GpumodeScales::UniformUnit,
-        &plan,
-        seed,
-        1,
-    );
-    let b2 = generate_operand(
-        Role::B,
-        shape.n,
-        shape,
-        dist,
-        GpumodeScales::UniformUnit,
-        &plan,
-        seed,
-        2,
+    let operand = |role: Role, stream: u64| {
+        let rows = if role == Role::A { shape.m } else { shape.n };
+        generate_operand(
+            role,
+            rows,
+            shape,
+            dist,
+            GpumodeScales::UniformUnit,
+            &plan,
+            seed,
+            stream,
+        )
+    };
+    let (a, b1, b2) = (
+        operand(Role::A, 0),
+        operand(Role::B, 1),
+        operand(Role::B, 2),
     );
     DualGemmInputs::new(shape, a, b1, b2).expect("generated operands match their shape")
 }
