@@ -2,6 +2,7 @@
 //! whether it can run here, and how to run it on one case.
 
 use crate::problem::{DualGemmInputs, ProblemKind, Shape};
+use crate::model::mma::schedule::Schedule;
 use half::f16;
 
 /// The shapes a kernel declares it supports. Shapes outside are not fuzzed; the harness checks
@@ -105,4 +106,8 @@ pub trait KernelUnderTest: Sync {
     /// `Err(reason)` when it cannot run on this machine (no GPU, wrong architecture).
     fn availability(&self) -> Result<(), String>;
     fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure>;
+    /// The accumulation schedule the kernel declares, if any: `certify --exact` replays it.
+    fn schedule(&self) -> Option<Schedule> {
+        None
+    }
 }

@@ -22,6 +22,7 @@
 
 pub mod adder;
 pub mod probe;
+pub mod schedule;
 
 use crate::formats::{E2m1, E4m3};
 use adder::{Cut, Dyadic, FusedAdder, Rounding};
