@@ -13,19 +13,19 @@
 //   - FP4 and scales are decoded straight into mma.sync fragments as fp16: e2m1 * e4m3 has at most
 //     6 significant bits and lies in [2^-10, 2688], so a*sa is exact in fp16, and each MMA
 //     (k = 16 = one scale block) sums exact products (a*sa)*(b*sb);
-//   - epilogue silu(x1) * x2 in f32, one cvt.rn.f16.f32, guarded scalar stores.
+//   - epilogue silu(x1) * x2 in f64, one cvt.rn.f16.f64, guarded scalar stores: the f64
+//     evaluation is within 2^-48 of the real value, so the fp16 output is predictable bit for
+//     bit (schedule `SiluMulF64Rne`); it costs nothing next to the main loop.
 //
-// Scale layout (permuted / blocked): for row i, scale column j, batch l the byte is at
-//   ((l*rest_mn + i/128)*rest_k + j/4)*512 + (i%32)*16 + ((i%128)/32)*4 + j%4.
-// With a 128-row tile and BK = 64 (four scale columns), one k-tile's scales for one operand are
-// exactly one contiguous 512-byte atom.
+// Scale layout: see common.cuh. With a 128-row tile and BK = 64 (four scale columns), one
+// k-tile's scales for one operand are exactly one contiguous 512-byte atom.
 //
 // Padding (rows >= M or N) may hold garbage or NaN: its data is zero-filled by cp.async and its
 // scale is forced to 0 at decode, so it never reaches an output (and those rows are not stored).
 // The scale's sign bit is ignored (UE4M3); a NaN scale (s & 0x7F == 0x7F) makes its outputs NaN
 // (NaN * x = NaN in the fp16 multiply, NaN propagates through the MMA and the epilogue).
 //
-// Compiles with NVRTC and no include paths: no #include, fp16 as unsigned short bits, PTX inline.
+// Compiled after kernels/hopper/common.cuh (formats, FP4 decode, the f64 epilogue).
 
 // ---------------------------------------------------------------------------------------------
 // Tile configuration.
@@ -33,7 +33,7 @@
 constexpr int kBM = 128;          // output rows per CTA (= one scale-atom row block)
 constexpr int kBN = 128;          // output columns per CTA
 constexpr int kBK = 64;           // k per stage (= 4 scale columns = one scale-atom column)
-constexpr int kStages = 1;        // shared-memory pipeline depth
+constexpr int kBaselineStages = 1;  // shared-memory pipeline depth of the baseline
 constexpr int kWarpsM = 2;
 constexpr int kWarpsN = 4;
 constexpr int kThreads = 32 * kWarpsM * kWarpsN;
@@ -46,12 +46,10 @@ constexpr int kTilesM = kWarpM / kMmaM;            // 4 MMA tiles along M per wa
 constexpr int kTilesN = kWarpN / kMmaN;            // 4 MMA tiles along N per warp
 constexpr int kBlocksPerTile = kBK / kSfBlock;     // 4 scale blocks per stage
 constexpr int kRowBytes = kBK / 2;                 // 32 packed FP4 bytes per row per stage
-constexpr int kAtomBytes = 512;                    // one 128 x 4 scale atom
 
 static_assert(kMmaK == kSfBlock, "one MMA step must be exactly one scale block");
 static_assert(kBM == 128 && kBK == 64, "a stage's scales must be exactly one 512-byte atom");
 static_assert(kBN == 128, "a stage's B scales must be exactly one 512-byte atom");
-static_assert(kStages >= 1, "at least one stage");
 
 struct Stage {
   alignas(16) unsigned char a[kBM * kRowBytes];    // [row][32 B], low nibble = even k
@@ -61,81 +59,6 @@ struct Stage {
   alignas(16) unsigned char sfb1[kAtomBytes];
   alignas(16) unsigned char sfb2[kAtomBytes];
 };
-
-// ---------------------------------------------------------------------------------------------
-// PTX helpers.
-// ---------------------------------------------------------------------------------------------
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-  unsigned r;
-  asm("{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }" : "=r"(r) : "l"(p));
-  return r;
-}
-
-// 16-byte async copy; src_bytes = 0 zero-fills the destination without reading src.
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n"
-               :: "r"(smem_addr(dst)), "l"(src), "r"(valid ? 16 : 0) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" :: "n"(N) : "memory");
-}
-
-// e2m1 magnitude code (0..7) -> high byte of its fp16 bits (low byte is always 0):
-// 0, 0.5, 1, 1.5 | 2, 3, 4, 6  ->  0x00 0x38 0x3C 0x3E | 0x40 0x42 0x44 0x46.
-constexpr unsigned kE2m1HiLo = 0x3E3C3800u;
-constexpr unsigned kE2m1HiHi = 0x46444240u;
-
-// One packed byte (two e2m1, low nibble = even k) times its block scale {s, s} -> two fp16 in
-// one register, even k in the low half (the MMA fragment order). Exact: see the header.
-__device__ __forceinline__ unsigned decode_fp4x2(unsigned byte, unsigned scale2) {
-  // prmt picks byte 0 (0x00) for the low bytes and the LUT bytes for the high bytes.
-  const unsigned sel = ((byte & 0x7u) << 4) | ((byte & 0x70u) << 8);
-  unsigned h2;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(h2) : "r"(kE2m1HiLo), "r"(kE2m1HiHi), "r"(sel));
-  h2 |= ((byte & 0x8u) << 12) | ((byte & 0x80u) << 24);  // the two sign bits
-  unsigned out;
-  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(out) : "r"(h2), "r"(scale2));
-  return out;
-}
-
-// UE4M3 scale byte -> {s, s} as fp16x2. The sign bit is dropped; 0x7F stays NaN.
-__device__ __forceinline__ unsigned scale_to_f16x2(unsigned s) {
-  const unsigned short two = (unsigned short)((s | (s << 8)) & 0x7F7Fu);
-  unsigned out;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(out) : "h"(two));
-  return out;
-}
-
-// Byte offset of row r (0..127), scale column kb (0..3) inside a 512-byte atom.
-__device__ __forceinline__ int atom_offset(int r, int kb) {
-  return (r % 32) * 16 + (r / 32) * 4 + kb;
-}
-
-// D += A * B, m16n8k16, fp16 inputs, f32 accumulators.
-__device__ __forceinline__ void mma_16816(float (&d)[4], const unsigned (&a)[4],
-                                          const unsigned (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-__device__ __forceinline__ unsigned short f32_to_f16_rn(float x) {
-  unsigned short h;
-  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(x));
-  return h;
-}
-
-__device__ __forceinline__ float silu(float x) {
-  float e;  // exp(-x) = 2^(-x * log2(e)); the same approximation as __expf
-  asm("ex2.approx.f32 %0, %1;" : "=f"(e) : "f"(-x * 1.4426950408889634f));
-  return x / (1.0f + e);
-}
 
 // ---------------------------------------------------------------------------------------------
 // Global -> shared: one k-tile (packed rows of A, B1, B2 and their three scale atoms).
@@ -161,15 +84,18 @@ __device__ __forceinline__ void load_atom(unsigned char* dst, const unsigned cha
 // ---------------------------------------------------------------------------------------------
 // The kernel.
 // ---------------------------------------------------------------------------------------------
-// The tile computation, a device function so that the deliberately broken test kernels under
-// kernels/test/ can wrap it with their own entry points.
+// One output tile, a device function so that the persistent kernel and the deliberately broken
+// test kernels under kernels/test/ can wrap it with their own entry points and tile schedules.
+// kStages: shared-memory pipeline depth. kReverseK exists for one test kernel only: it visits
+// the k-tiles and scale blocks last to first, a correct result in a different accumulation order.
+template <int kStages, bool kReverseK = false>
 __device__ __forceinline__ void dual_gemm_tile(
     const unsigned char* a, const unsigned char* b1, const unsigned char* b2,
     const unsigned char* sfa, const unsigned char* sfb1, const unsigned char* sfb2,
-    unsigned short* c, int M, int N, int K, int L) {
+    unsigned short* c, int M, int N, int K, int L, int tile_m, int tile_n, int l) {
+  static_assert(kStages >= 1, "at least one stage");
   __shared__ Stage smem[kStages];
 
-  const int tile_n = blockIdx.x, tile_m = blockIdx.y, l = blockIdx.z;
   const int m0 = tile_m * kBM, n0 = tile_n * kBN;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int warp_m = warp / kWarpsN, warp_n = warp % kWarpsN;
@@ -196,9 +122,10 @@ __device__ __forceinline__ void dual_gemm_tile(
 #pragma unroll
       for (int e = 0; e < 4; ++e) acc1[i][j][e] = acc2[i][j][e] = 0.0f;
 
-  auto issue_load = [&](int kt) {
-    Stage& s = smem[kt % kStages];
-    if (kt < k_tiles) {
+  auto issue_load = [&](int step) {
+    Stage& s = smem[step % kStages];
+    if (step < k_tiles) {
+      const int kt = kReverseK ? k_tiles - 1 - step : step;
       load_rows(s.a, a_tile, row_bytes, rows_a, kt, lane);
       load_rows(s.b1, b1_tile, row_bytes, rows_b, kt, lane);
       load_rows(s.b2, b2_tile, row_bytes, rows_b, kt, lane);
@@ -223,7 +150,8 @@ __device__ __forceinline__ void dual_gemm_tile(
 
     const Stage& s = smem[kt % kStages];
 #pragma unroll
-    for (int kb = 0; kb < kBlocksPerTile; ++kb) {  // one scale block = one MMA k-step
+    for (int kb_step = 0; kb_step < kBlocksPerTile; ++kb_step) {  // one scale block = one MMA
+      const int kb = kReverseK ? kBlocksPerTile - 1 - kb_step : kb_step;
       // A fragments (row-major 16x16): regs {row g, k 0-7}, {row g+8, k 0-7},
       // {row g, k 8-15}, {row g+8, k 8-15}; each reg = one packed byte = two k.
       unsigned af[kTilesM][4];
@@ -275,7 +203,7 @@ __device__ __forceinline__ void dual_gemm_tile(
         const int col = n0 + warp_n * kWarpN + nt * kMmaN + 2 * (lane % 4) + (e % 2);
         if (row < M && col < N)
           c[((long long)row * N + col) * L + l] =
-              f32_to_f16_rn(silu(acc1[mt][nt][e]) * acc2[mt][nt][e]);
+              silu_mul_f16(acc1[mt][nt][e], acc2[mt][nt][e]);
       }
 }
 
@@ -283,5 +211,6 @@ extern "C" __global__ void __launch_bounds__(kThreads, 1)
 nvfp4_dual_gemm(const unsigned char* a, const unsigned char* b1, const unsigned char* b2,
                 const unsigned char* sfa, const unsigned char* sfb1, const unsigned char* sfb2,
                 unsigned short* c, int M, int N, int K, int L) {
-  dual_gemm_tile(a, b1, b2, sfa, sfb1, sfb2, c, M, N, K, L);
+  dual_gemm_tile<kBaselineStages>(a, b1, b2, sfa, sfb1, sfb2, c, M, N, K, L, blockIdx.y,
+                                  blockIdx.x, blockIdx.z);
 }

@@ -343,7 +343,9 @@ def device(args):
     print("device:", torch.cuda.get_device_name(), "torch", torch.__version__)
     mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
     check(lib.cuModuleLoadData(ctypes.byref(mod), open(args.cubin, "rb").read()), "load")
-    check(lib.cuModuleGetFunction(ctypes.byref(fn), mod, b"mma_f16_f32"), "getfn")
+    check(lib.cuModuleGetFunction(ctypes.byref(fn), mod, args.kernel.encode()), "getfn")
+    # mma_f16_f32: one problem per warp, 4 per CTA; wgmma_f16_f32: one problem per CTA.
+    per_cta = 4 if args.kernel == "mma_f16_f32" else 1
     manifest, outs = [], []
     idxs = [FAMILY_INDEX[f] for f in args.families] if args.families else range(len(FAMILIES))
     for idx in idxs:
@@ -358,7 +360,8 @@ def device(args):
             td = torch.full((n, 128), -1, dtype=torch.int32, device="cuda")  # NaN poison
             vals = [ctypes.c_void_p(t.data_ptr()) for t in (ta, tbt, tc, td)] + [ctypes.c_int(n)]
             params = (ctypes.c_void_p * 5)(*[ctypes.addressof(v) for v in vals])
-            check(lib.cuLaunchKernel(fn, (n + 3) // 4, 1, 1, 128, 1, 1, 0, None, params, None),
+            check(lib.cuLaunchKernel(fn, (n + per_cta - 1) // per_cta, 1, 1, 128, 1, 1, 0, None,
+                                     params, None),
                   "launch")
             torch.cuda.synchronize()
             res.append(td.cpu().numpy().view(np.uint32).reshape(n, 16, 8))
@@ -681,6 +684,8 @@ def main():
     d = sub.add_parser("device")
     d.add_argument("--cubin", required=True)
     d.add_argument("--out", required=True)
+    d.add_argument("--kernel", default="mma_f16_f32", choices=["mma_f16_f32", "wgmma_f16_f32"],
+                   help="the entry point in the cubin (mma_f16_f32.cu or wgmma_f16_f32.cu)")
     d.add_argument("--families", nargs="*")
     an = sub.add_parser("analyse")
     an.add_argument("--dir", required=True, nargs="+")

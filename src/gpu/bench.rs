@@ -10,7 +10,8 @@ use crate::error::{Error, Result};
 use crate::problem::generate::generate_dual_gemm;
 use crate::problem::{Distribution, Shape};
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
-use cudarc::driver::{CudaSlice, LaunchConfig, PushKernelArg};
+use super::launch::{launch_variant, LaunchBuffers};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 use serde::Serialize;
 
 const WARM_UP: usize = 3;
@@ -47,6 +48,7 @@ pub fn bench_variant(
     let module = ctx.load_module(compile_variant(variant)?).map_err(gpu)?;
     let function = module.load_function(variant.entry).map_err(gpu)?;
     let stream = ctx.default_stream();
+    let sm_count = info.sm_count as u32;
     let l2_bytes = ctx
         .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
         .map_err(gpu)? as usize;
@@ -86,39 +88,29 @@ pub fn bench_variant(
         let mut output: CudaSlice<u16> = stream
             .alloc_zeros(shape.m * shape.n * shape.l)
             .map_err(gpu)?;
-        let (grid_dim, block_dim) = variant.launch_dims(shape);
-        let (m, n, k, l) = (
-            shape.m as i32,
-            shape.n as i32,
-            shape.k as i32,
-            shape.l as i32,
-        );
         let mut samples = Vec::with_capacity(reps);
         for rep in 0..WARM_UP + reps {
             stream.memset_zeros(&mut flush).map_err(gpu)?;
-            let buffers = &uploaded[rep % sets];
+            let set = &uploaded[rep % sets];
             let start = ctx
                 .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(gpu)?;
             let end = ctx
                 .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
                 .map_err(gpu)?;
-            let mut launch = stream.launch_builder(&function);
-            for buffer in buffers {
-                launch.arg(buffer);
+            {
+                // The pointers (and their stream-ordering guards) live for the launch only.
+                let input_ptrs: Vec<_> = set.iter().map(|b| b.device_ptr(&stream)).collect();
+                let (output_ptr, _output_guard) = output.device_ptr_mut(&stream);
+                let buffers = LaunchBuffers {
+                    inputs: std::array::from_fn(|i| input_ptrs[i].0),
+                    output: output_ptr,
+                };
+                start.record(&stream).map_err(gpu)?;
+                launch_variant(&stream, variant, &function, &buffers, shape, sm_count)
+                    .map_err(Error::Gpu)?;
+                end.record(&stream).map_err(gpu)?;
             }
-            launch.arg(&mut output).arg(&m).arg(&n).arg(&k).arg(&l);
-            start.record(&stream).map_err(gpu)?;
-            // SAFETY: the variants' shared argument list; buffers sized for this shape.
-            unsafe {
-                launch.launch(LaunchConfig {
-                    grid_dim,
-                    block_dim,
-                    shared_mem_bytes: 0,
-                })
-            }
-            .map_err(gpu)?;
-            end.record(&stream).map_err(gpu)?;
             end.synchronize().map_err(gpu)?;
             if rep >= WARM_UP {
                 samples.push(f64::from(start.elapsed_ms(&end).map_err(gpu)?) * 1000.0);

@@ -5,7 +5,12 @@
 use super::variants::GpuVariant;
 use crate::certify::{KernelCase, KernelFailure};
 use crate::compare::diagnosis::POISON;
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use crate::problem::Shape;
+use cudarc::driver::sys::{self, CUdeviceptr};
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig,
+    PushKernelArg,
+};
 use std::sync::Arc;
 
 /// Guard bytes before and after every buffer.
@@ -46,6 +51,7 @@ pub fn hardened_launch(
     variant: &GpuVariant,
     function: &CudaFunction,
     case: &KernelCase,
+    sm_count: u32,
 ) -> Result<Vec<u16>, KernelFailure> {
     let inputs = &case.inputs;
     let shape = inputs.shape;
@@ -68,35 +74,20 @@ pub fn hardened_launch(
     let mut output = Guarded::upload(stream, &poison)?;
 
     let output_len = output.body_len();
-    let (m, n, k, l) = (
-        shape.m as i32,
-        shape.n as i32,
-        shape.k as i32,
-        shape.l as i32,
-    );
-    let (grid_dim, block_dim) = variant.launch_dims(shape);
     {
-        // The views borrow the buffers only for the launch.
+        // The pointers (and the stream-ordering guards) live only for the launch.
         let views: Vec<_> = guarded
             .iter()
             .map(|g| g.device.slice(CANARY..CANARY + g.body_len()))
             .collect();
         let mut output_view = output.device.slice_mut(CANARY..CANARY + output_len);
-        let mut launch = stream.launch_builder(function);
-        for view in &views {
-            launch.arg(view);
-        }
-        launch.arg(&mut output_view).arg(&m).arg(&n).arg(&k).arg(&l);
-        // SAFETY: the argument list matches the variants' shared signature; every pointer is a
-        // live device allocation of the size the shape implies, plus canaries.
-        unsafe {
-            launch.launch(LaunchConfig {
-                grid_dim,
-                block_dim,
-                shared_mem_bytes: 0,
-            })
-        }
-        .map_err(crashed)?;
+        let input_ptrs: Vec<_> = views.iter().map(|v| v.device_ptr(stream)).collect();
+        let (output_ptr, _output_guard) = output_view.device_ptr_mut(stream);
+        let buffers = LaunchBuffers {
+            inputs: std::array::from_fn(|i| input_ptrs[i].0),
+            output: output_ptr,
+        };
+        launch_variant(stream, variant, function, &buffers, shape, sm_count).map_err(crashed)?;
     }
     stream.synchronize().map_err(crashed)?;
 
@@ -142,4 +133,112 @@ pub fn hardened_launch(
         .chunks_exact(2)
         .map(|b| u16::from_le_bytes([b[0], b[1]]))
         .collect())
+}
+
+/// Device pointers of one launch's buffers, in the variants' argument order.
+pub struct LaunchBuffers {
+    /// a, b1, b2, sfa, sfb1, sfb2.
+    pub inputs: [CUdeviceptr; 6],
+    pub output: CUdeviceptr,
+}
+
+/// A CUtensorMap passed by value (`const __grid_constant__ TensorMap` in hopper_async.cuh).
+#[repr(C, align(64))]
+#[derive(Clone, Copy)]
+struct TensorMapArg([u64; 16]);
+// SAFETY: plain bytes, laid out as the kernel parameter expects.
+unsafe impl DeviceRepr for TensorMapArg {}
+
+/// A 3-D u8 tensor map over packed FP4 rows: (K/2 bytes, rows, L), box (k_bytes, box_rows, 1).
+fn fp4_tensor_map(
+    base: CUdeviceptr,
+    shape: Shape,
+    rows: usize,
+    k_bytes: u32,
+    box_rows: u32,
+) -> Result<TensorMapArg, String> {
+    let row_bytes = (shape.k / 2) as u64;
+    let dims = [row_bytes, rows as u64, shape.l as u64];
+    let strides = [row_bytes, row_bytes * rows as u64];
+    let boxes = [k_bytes, box_rows, 1];
+    let element_strides = [1u32; 3];
+    let mut map = std::mem::MaybeUninit::<sys::CUtensorMap>::zeroed();
+    // SAFETY: every array has the length the rank (3) implies; the address is a live allocation
+    // of at least the size the dimensions describe.
+    let result = unsafe {
+        sys::cuTensorMapEncodeTiled(
+            map.as_mut_ptr(),
+            sys::CUtensorMapDataType::CU_TENSOR_MAP_DATA_TYPE_UINT8,
+            3,
+            base as *mut std::ffi::c_void,
+            dims.as_ptr(),
+            strides.as_ptr(),
+            boxes.as_ptr(),
+            element_strides.as_ptr(),
+            sys::CUtensorMapInterleave::CU_TENSOR_MAP_INTERLEAVE_NONE,
+            sys::CUtensorMapSwizzle::CU_TENSOR_MAP_SWIZZLE_NONE,
+            sys::CUtensorMapL2promotion::CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            sys::CUtensorMapFloatOOBfill::CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE,
+        )
+    };
+    if result != sys::CUresult::CUDA_SUCCESS {
+        return Err(format!("cuTensorMapEncodeTiled failed: {result:?}"));
+    }
+    // SAFETY: initialised by the successful call.
+    let map = unsafe { map.assume_init() };
+    Ok(TensorMapArg(map.opaque))
+}
+
+/// Launches `variant` once on `buffers` (asynchronously on `stream`): its grid, block, dynamic
+/// shared memory and, where it uses TMA, the tensor maps made for these buffers.
+pub fn launch_variant(
+    stream: &Arc<CudaStream>,
+    variant: &GpuVariant,
+    function: &CudaFunction,
+    buffers: &LaunchBuffers,
+    shape: Shape,
+    sm_count: u32,
+) -> Result<(), String> {
+    let (grid_dim, block_dim) = variant.launch_dims(shape, sm_count);
+    if variant.dynamic_smem > 48 * 1024 {
+        function
+            .set_attribute(
+                sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                variant.dynamic_smem as i32,
+            )
+            .map_err(|err| format!("asking for {} B of shared memory: {err}", variant.dynamic_smem))?;
+    }
+    let maps = match variant.tensor_maps {
+        Some(boxes) => vec![
+            fp4_tensor_map(buffers.inputs[0], shape, shape.m, boxes.k_bytes, boxes.a_rows)?,
+            fp4_tensor_map(buffers.inputs[1], shape, shape.n, boxes.k_bytes, boxes.b_rows)?,
+            fp4_tensor_map(buffers.inputs[2], shape, shape.n, boxes.k_bytes, boxes.b_rows)?,
+        ],
+        None => Vec::new(),
+    };
+    let (m, n, k, l) = (
+        shape.m as i32,
+        shape.n as i32,
+        shape.k as i32,
+        shape.l as i32,
+    );
+    let mut launch = stream.launch_builder(function);
+    for pointer in &buffers.inputs {
+        launch.arg(pointer);
+    }
+    launch.arg(&buffers.output).arg(&m).arg(&n).arg(&k).arg(&l);
+    for map in &maps {
+        launch.arg(map);
+    }
+    // SAFETY: the argument list is the variants' shared signature (plus the tensor maps the
+    // variant declares); every pointer is a live device allocation of the size the shape implies.
+    unsafe {
+        launch.launch(LaunchConfig {
+            grid_dim,
+            block_dim,
+            shared_mem_bytes: variant.dynamic_smem,
+        })
+    }
+    .map(|_| ())
+    .map_err(|err| err.to_string())
 }

@@ -1,9 +1,11 @@
 //! The GPU kernel variants: each is CUDA source (one file, or the baseline plus a test kernel's
 //! file), an entry point, the architecture it needs, its declared shape support, and its launch
 //! configuration. One argument list for every dual-GEMM variant:
-//! `(a, b1, b2, sfa_permuted, sfb1_permuted, sfb2_permuted, c, M, N, K, L)`.
+//! `(a, b1, b2, sfa_permuted, sfb1_permuted, sfb2_permuted, c, M, N, K, L)`, followed by three
+//! TMA tensor maps (A, B1, B2) for the variants that declare `tensor_maps`.
 
 use crate::certify::ShapeSupport;
+use crate::model::mma::schedule::{Schedule, HOPPER_F16_INCREASING_K};
 use crate::problem::Shape;
 use sha2::{Digest, Sha256};
 
@@ -14,22 +16,25 @@ pub struct SourceFile {
     pub text: &'static str,
 }
 
-const BASELINE: SourceFile = SourceFile {
-    path: "kernels/hopper/baseline.cu",
-    text: include_str!("../../kernels/hopper/baseline.cu"),
-};
-const TEST_OOB_WRITE: SourceFile = SourceFile {
-    path: "kernels/test/oob_write.cu",
-    text: include_str!("../../kernels/test/oob_write.cu"),
-};
-const TEST_MISSING_TILE: SourceFile = SourceFile {
-    path: "kernels/test/missing_tile.cu",
-    text: include_str!("../../kernels/test/missing_tile.cu"),
-};
-const TEST_SPIN: SourceFile = SourceFile {
-    path: "kernels/test/spin.cu",
-    text: include_str!("../../kernels/test/spin.cu"),
-};
+macro_rules! kernel_file {
+    ($path:literal) => {
+        SourceFile {
+            path: $path,
+            text: include_str!(concat!("../../", $path)),
+        }
+    };
+}
+
+const COMMON: SourceFile = kernel_file!("kernels/hopper/common.cuh");
+const HOPPER_ASYNC: SourceFile = kernel_file!("kernels/hopper/hopper_async.cuh");
+const BASELINE: SourceFile = kernel_file!("kernels/hopper/baseline.cu");
+const PERSISTENT: SourceFile = kernel_file!("kernels/hopper/persistent.cu");
+const WARP_SPECIALIZED: SourceFile = kernel_file!("kernels/hopper/warp_specialized.cu");
+const CLUSTER_PAIR: SourceFile = kernel_file!("kernels/hopper/cluster_pair.cu");
+const TEST_OOB_WRITE: SourceFile = kernel_file!("kernels/test/oob_write.cu");
+const TEST_MISSING_TILE: SourceFile = kernel_file!("kernels/test/missing_tile.cu");
+const TEST_SPIN: SourceFile = kernel_file!("kernels/test/spin.cu");
+const TEST_REVERSED_K: SourceFile = kernel_file!("kernels/test/reversed_k.cu");
 
 /// The compute capability a variant needs, exactly (the `a` targets are not forward compatible).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,6 +51,28 @@ pub const SM90A: Arch = Arch {
     target: "sm_90a",
 };
 
+/// How many CTAs a launch has.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Grid {
+    /// One CTA per output tile of (rows, columns): grid = (ceil(N/cols), ceil(M/rows), L), with
+    /// grid.x rounded up to a multiple of `x_multiple` (the cluster size).
+    OutputTiles {
+        tile: (usize, usize),
+        x_multiple: usize,
+    },
+    /// One CTA per SM; the kernel schedules the tiles itself.
+    OneCtaPerSm,
+}
+
+/// TMA tensor maps the launcher makes for A, B1 and B2 and appends to the argument list: each a
+/// 3-D u8 map over (K/2 bytes, rows, L) with a box of (k_bytes, rows) and zero fill out of bounds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TensorMapBoxes {
+    pub k_bytes: u32,
+    pub a_rows: u32,
+    pub b_rows: u32,
+}
+
 #[derive(Debug, Clone)]
 pub struct GpuVariant {
     pub name: &'static str,
@@ -54,9 +81,13 @@ pub struct GpuVariant {
     pub entry: &'static str,
     pub arch: Arch,
     pub support: ShapeSupport,
-    /// Output tile (rows, columns) per CTA and threads per CTA: grid = (ceil(N/BN), ceil(M/BM), L).
-    pub tile: (usize, usize),
+    pub grid: Grid,
     pub threads: u32,
+    /// Dynamic shared memory per CTA, bytes.
+    pub dynamic_smem: u32,
+    pub tensor_maps: Option<TensorMapBoxes>,
+    /// The accumulation schedule it declares (`certify --exact` replays it).
+    pub schedule: Option<Schedule>,
     /// A deliberately broken kernel that exists to test the harness.
     pub test_kernel: bool,
 }
@@ -84,13 +115,16 @@ impl GpuVariant {
         )
     }
 
-    /// (grid, block) for a shape.
-    pub fn launch_dims(&self, shape: Shape) -> ((u32, u32, u32), (u32, u32, u32)) {
-        let grid = (
-            shape.n.div_ceil(self.tile.1) as u32,
-            shape.m.div_ceil(self.tile.0) as u32,
-            shape.l as u32,
-        );
+    /// (grid, block) for a shape on a GPU with `sm_count` SMs.
+    pub fn launch_dims(&self, shape: Shape, sm_count: u32) -> ((u32, u32, u32), (u32, u32, u32)) {
+        let grid = match self.grid {
+            Grid::OutputTiles { tile, x_multiple } => (
+                shape.n.div_ceil(tile.1).next_multiple_of(x_multiple) as u32,
+                shape.m.div_ceil(tile.0) as u32,
+                shape.l as u32,
+            ),
+            Grid::OneCtaPerSm => (sm_count.max(1), 1, 1),
+        };
         (grid, (self.threads, 1, 1))
     }
 }
@@ -101,7 +135,13 @@ const HOPPER_SUPPORT: ShapeSupport = ShapeSupport {
     k_multiple: 64,
     max_l: usize::MAX,
 };
+/// The wgmma kernels load 128 k per stage.
+const HOPPER_WGMMA_SUPPORT: ShapeSupport = ShapeSupport {
+    k_multiple: 128,
+    ..HOPPER_SUPPORT
+};
 
+/// The baseline's launch: 128x128 tiles, 256 threads, static shared memory.
 fn baseline_like(
     name: &'static str,
     description: &'static str,
@@ -111,17 +151,79 @@ fn baseline_like(
     GpuVariant {
         name,
         description,
-        sources: std::iter::once(BASELINE).chain(extra).collect(),
+        sources: [COMMON, BASELINE].into_iter().chain(extra).collect(),
         entry,
         arch: SM90A,
         support: HOPPER_SUPPORT,
-        tile: (128, 128),
+        grid: Grid::OutputTiles {
+            tile: (128, 128),
+            x_multiple: 1,
+        },
         threads: 256,
+        dynamic_smem: 0,
+        tensor_maps: None,
+        schedule: Some(HOPPER_F16_INCREASING_K),
         test_kernel: extra.is_some(),
     }
 }
 
+/// Shared memory of the wgmma kernels (`WsShared` in warp_specialized.cu): 4 stages of
+/// 3 x 8 KiB FP4 rows + 3 x 1 KiB scales, 2 decoded 32 KiB activation tiles, 8 mbarriers (padded
+/// to 128 B), plus
+/// 1 KiB so the kernel can align the block.
+const WS_SHARED_BYTES: u32 = 4 * (3 * 8192 + 3 * 1024) + 2 * 32768 + 128 + 1024;
+
+fn wgmma_kernel(
+    name: &'static str,
+    description: &'static str,
+    file: SourceFile,
+    entry: &'static str,
+    cluster: usize,
+) -> GpuVariant {
+    let sources = if cluster == 1 {
+        vec![COMMON, HOPPER_ASYNC, WARP_SPECIALIZED]
+    } else {
+        vec![COMMON, HOPPER_ASYNC, WARP_SPECIALIZED, file]
+    };
+    GpuVariant {
+        name,
+        description,
+        sources,
+        entry,
+        arch: SM90A,
+        support: HOPPER_WGMMA_SUPPORT,
+        grid: Grid::OutputTiles {
+            tile: (128, 128),
+            x_multiple: cluster,
+        },
+        threads: 384,
+        dynamic_smem: WS_SHARED_BYTES,
+        tensor_maps: Some(TensorMapBoxes {
+            k_bytes: 64,
+            a_rows: (128 / cluster) as u32,
+            b_rows: 128,
+        }),
+        schedule: Some(HOPPER_F16_INCREASING_K),
+        test_kernel: false,
+    }
+}
+
 pub fn gpu_variants() -> Vec<GpuVariant> {
+    let mut persistent = baseline_like(
+        "hopper-persistent",
+        "one CTA per SM looping over 128x128 tiles (round-robin, M tile fastest), 3-stage cp.async, mma.sync",
+        Some(PERSISTENT),
+        "nvfp4_dual_gemm_persistent",
+    );
+    persistent.grid = Grid::OneCtaPerSm;
+    persistent.test_kernel = false;
+    let mut reversed_k = baseline_like(
+        "hopper-test-reversed-k",
+        "TEST: baseline with its K loop reversed (correct, but not the declared schedule)",
+        Some(TEST_REVERSED_K),
+        "nvfp4_dual_gemm_reversed_k",
+    );
+    reversed_k.test_kernel = true;
     vec![
         baseline_like(
             "hopper-baseline",
@@ -129,8 +231,24 @@ pub fn gpu_variants() -> Vec<GpuVariant> {
             None,
             "nvfp4_dual_gemm",
         ),
+        persistent,
+        wgmma_kernel(
+            "hopper-warp-specialized",
+            "TMA producer warpgroup + 2 wgmma consumer warpgroups, 4-stage mbarrier ring, setmaxnreg, FP4 decoded in registers",
+            WARP_SPECIALIZED,
+            "nvfp4_dual_gemm_warp_specialized",
+            1,
+        ),
+        wgmma_kernel(
+            "hopper-cluster-pair",
+            "warp-specialized kernel in 2-CTA clusters sharing the activation tile by TMA multicast",
+            CLUSTER_PAIR,
+            "nvfp4_dual_gemm_cluster_pair",
+            2,
+        ),
         baseline_like("hopper-test-oob-write", "TEST: baseline that writes one element past the end of C", Some(TEST_OOB_WRITE), "nvfp4_dual_gemm_oob_write"),
         baseline_like("hopper-test-missing-tile", "TEST: baseline that never writes the last tile", Some(TEST_MISSING_TILE), "nvfp4_dual_gemm_missing_tile"),
         baseline_like("hopper-test-spin", "TEST: baseline that spins forever", Some(TEST_SPIN), "nvfp4_dual_gemm_spin"),
+        reversed_k,
     ]
 }

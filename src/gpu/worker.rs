@@ -10,6 +10,7 @@ use super::variants::{gpu_variants, GpuVariant};
 use crate::case_file::{CaseReader, CaseWriter};
 use crate::certify::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
 use crate::error::{Error, Result};
+use crate::model::mma::schedule::Schedule;
 use crate::problem::ProblemKind;
 use half::f16;
 use serde::{Deserialize, Serialize};
@@ -63,12 +64,12 @@ pub fn serve(variant_name: &str) -> Result<()> {
             .map_err(|err| format!("entry point {}: {err}", variant.entry))?;
         Ok((ctx.default_stream(), function, info))
     })();
-    let (stream, function) = match started {
+    let (stream, function, sm_count) = match started {
         Ok((stream, function, info)) => {
             reply(&Reply::Ready {
                 device: info.describe(),
             });
-            (stream, function)
+            (stream, function, info.sm_count as u32)
         }
         Err(reason) => {
             reply(&Reply::StartFailed(reason));
@@ -79,7 +80,7 @@ pub fn serve(variant_name: &str) -> Result<()> {
         let Ok(line) = line else { break };
         let request: Request = serde_json::from_str(&line)
             .map_err(|err| Error::Usage(format!("bad worker request: {err}")))?;
-        let result = run_request(&stream, &variant, &function, &request);
+        let result = run_request(&stream, &variant, &function, &request, sm_count);
         let fatal = matches!(result, Err(KernelFailure::Crashed(_)));
         reply(&Reply::Done(result));
         if fatal {
@@ -94,6 +95,7 @@ fn run_request(
     variant: &GpuVariant,
     function: &cudarc::driver::CudaFunction,
     request: &Request,
+    sm_count: u32,
 ) -> std::result::Result<(), KernelFailure> {
     let reader = CaseReader::open(&request.case)
         .map_err(|err| KernelFailure::Crashed(format!("worker could not read the case: {err}")))?;
@@ -105,7 +107,13 @@ fn run_request(
         .ok()
         .and_then(|text| u8::from_str_radix(text.trim_start_matches("0x"), 16).ok())
         .unwrap_or(0);
-    let output = hardened_launch(stream, variant, function, &KernelCase::new(inputs, fill))?;
+    let output = hardened_launch(
+        stream,
+        variant,
+        function,
+        &KernelCase::new(inputs, fill),
+        sm_count,
+    )?;
     let bytes: Vec<u8> = output.iter().flat_map(|bits| bits.to_le_bytes()).collect();
     std::fs::write(&request.output, bytes)
         .map_err(|err| KernelFailure::Crashed(format!("worker could not write the output: {err}")))
@@ -235,6 +243,10 @@ impl KernelUnderTest for GpuKernel {
 
     fn support(&self) -> ShapeSupport {
         self.variant.support
+    }
+
+    fn schedule(&self) -> Option<Schedule> {
+        self.variant.schedule
     }
 
     fn availability(&self) -> std::result::Result<(), String> {

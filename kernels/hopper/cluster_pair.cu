@@ -1,0 +1,98 @@
+// SUPPORTS: M>=1 N>=1 K%128==0 L>=1
+// ACCUMULATION: as warp_specialized.cu: K increasing from 0, one wgmma k16 per scale block.
+//
+// NVFP4 dual GEMM with SiLU, Hopper, cluster pair (sm_90a): the Hopper analogue of Blackwell's
+// "2SM" kernels. Compiled after common.cuh, hopper_async.cuh and warp_specialized.cu, whose
+// consumer warpgroups, stage layout and epilogue it reuses unchanged; what changes is loading:
+//   - a cluster of 2 CTAs (__cluster_dims__) computes one 256-wide tile: both CTAs take the same
+//     128 activation rows and 128 weight rows each (grid.x is rounded up to even; a CTA past N
+//     computes zeros and stores nothing);
+//   - the activation tile is shared: CTA rank r loads activation rows [64r, 64r + 64) with one
+//     TMA multicast that lands in BOTH CTAs' shared memory and signals both CTAs' "full"
+//     barriers, so each activation byte is read from memory once per pair, not twice;
+//   - because a CTA's stage slot is written by its peer too, a slot is free only when the
+//     consumers of both CTAs have released it: each consumer warp arrives on the "empty" barrier
+//     of both CTAs (distributed shared memory), and the empty barrier counts 16 arrivals;
+//   - cluster-wide barriers after the barrier initialisation (no multicast may signal a barrier
+//     that does not exist yet) and before exit (no CTA may leave while its peer still writes).
+// The prediction: on these shapes activation bytes are ~6% of the traffic (M <= 512 rows vs
+// 2N = 8192 weight rows), so halving them should change little; what the pair could buy on
+// Blackwell (one MMA spanning two SMs' tensor memory) has no Hopper equivalent.
+
+constexpr int kPairCtas = 2;
+constexpr int kPairActRows = kWsTileM / kPairCtas;  // activation rows each CTA loads
+constexpr int kPairEmptyArrivals = kPairCtas * kWsEmptyArrivals;
+
+extern "C" __global__ void __cluster_dims__(kPairCtas, 1, 1) __launch_bounds__(kWsThreads, 1)
+nvfp4_dual_gemm_cluster_pair(const unsigned char* a, const unsigned char* b1,
+                             const unsigned char* b2, const unsigned char* sfa,
+                             const unsigned char* sfb1, const unsigned char* sfb2,
+                             unsigned short* c, int M, int N, int K, int L,
+                             const __grid_constant__ TensorMap map_a,  // box: 64 rows
+                             const __grid_constant__ TensorMap map_b1,
+                             const __grid_constant__ TensorMap map_b2) {
+  WsShared& sh = ws_shared();
+  const int tile_n = blockIdx.x, tile_m = blockIdx.y, l = blockIdx.z;
+  const unsigned rank = cluster_cta_rank();
+  const int k_tiles = K / kWsBK, rest_k = K / kAtomK;
+  const int rest_m = (M + 127) / 128, rest_n = (N + 127) / 128;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kWsStages; ++s) {
+      mbar_init(&sh.full[s], 1);
+      mbar_init(&sh.empty[s], kPairEmptyArrivals);
+    }
+    fence_mbarrier_init();
+  }
+  cluster_sync();
+
+  if (threadIdx.x < 128) {  // producer warpgroup
+    setmaxnreg_dec<kWsProducerRegs>();
+    if (threadIdx.x == 0) {
+      prefetch_tensor_map(&map_a);
+      prefetch_tensor_map(&map_b1);
+      prefetch_tensor_map(&map_b2);
+      // A CTA past N has no scale atoms of its own: it reads the last real ones (valid memory,
+      // results never stored).
+      const int sf_tile_n = min(tile_n, rest_n - 1);
+      const unsigned char* sfa_t = sfa + ((long long)l * rest_m + tile_m) * rest_k * kAtomBytes;
+      const unsigned char* sfb1_t =
+          sfb1 + ((long long)l * rest_n + sf_tile_n) * rest_k * kAtomBytes;
+      const unsigned char* sfb2_t =
+          sfb2 + ((long long)l * rest_n + sf_tile_n) * rest_k * kAtomBytes;
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        const int s = kt % kWsStages;
+        mbar_wait(&sh.empty[s], ((kt / kWsStages) & 1) ^ 1);  // both CTAs released slot s
+        WsStage& st = sh.stage[s];
+        // The full barrier counts both halves of A: ours and the one our peer multicasts.
+        mbar_arrive_expect_tx(&sh.full[s], kWsStageTxBytes);
+        const int x = kt * kWsRowBytes;
+        tma_load_3d_multicast(st.a + rank * kPairActRows * kWsRowBytes, &map_a, x,
+                              tile_m * kWsTileM + rank * kPairActRows, l, &sh.full[s],
+                              (unsigned short)((1u << kPairCtas) - 1));
+        tma_load_3d(st.b1, &map_b1, x, tile_n * kWsTileN, l, &sh.full[s]);
+        tma_load_3d(st.b2, &map_b2, x, tile_n * kWsTileN, l, &sh.full[s]);
+        const long long sf = (long long)kt * kWsScaleBytes;
+        bulk_load(st.sfa, sfa_t + sf, kWsScaleBytes, &sh.full[s]);
+        bulk_load(st.sfb1, sfb1_t + sf, kWsScaleBytes, &sh.full[s]);
+        bulk_load(st.sfb2, sfb2_t + sf, kWsScaleBytes, &sh.full[s]);
+      }
+    }
+  } else {  // consumer warpgroups: as in the warp-specialized kernel
+    setmaxnreg_inc<kWsConsumerRegs>();
+    const int ctid = threadIdx.x - 128, consumer = ctid / 128;
+    float acc1[64], acc2[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc1[i] = acc2[i] = 0.0f;
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      const int s = kt % kWsStages;
+      mbar_wait(&sh.full[s], (kt / kWsStages) & 1);
+      consume_stage(sh.stage[s], sh.act[kt % kWsActBuffers], ctid, consumer, acc1, acc2);
+      __syncwarp();
+      if (ctid % 32 == 0)
+        for (unsigned cta = 0; cta < kPairCtas; ++cta) mbar_arrive_cluster(&sh.empty[s], cta);
+    }
+    store_tile(acc1, acc2, c, M, N, L, tile_m * kWsTileM, tile_n * kWsTileN, l, ctid, consumer);
+  }
+  cluster_sync();
+}

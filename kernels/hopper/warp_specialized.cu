@@ -1,0 +1,241 @@
+// SUPPORTS: M>=1 N>=1 K%128==0 L>=1
+// ACCUMULATION: K increasing from 0, one wgmma k16 per 16-element scale block (both GEMMs),
+// accumulators start at 0.
+//
+// NVFP4 dual GEMM with SiLU, Hopper, warp-specialized (sm_90a). Compiled after common.cuh and
+// hopper_async.cuh.
+//
+// The GEMMs are computed transposed, C^T = B @ A^T, so that the big operand (B1, B2: the weights,
+// N rows) is wgmma's A operand, which may come from registers, and the small one (A: the
+// activations, M rows) is wgmma's B operand, read from shared memory:
+//   - one CTA per output tile of 128 weight rows (n) x 128 activation rows (m), grid =
+//     (ceil(N/128), ceil(M/128), L); 3 warpgroups = 384 threads;
+//   - warpgroup 0, the producer: one thread issues TMA copies (tensor maps made on the host) of the
+//     packed FP4 rows of A, B1, B2 and bulk copies of their scale atoms into a kStages-deep
+//     shared-memory ring; each stage has a "full" mbarrier (TMA bytes arrive) and an "empty" one
+//     (every consumer warp has finished reading); setmaxnreg gives its registers away;
+//   - warpgroups 1 and 2, the consumers, each own 64 weight rows of both GEMMs (2 x 64 x 128 f32
+//     accumulators = 128 registers per thread, hence setmaxnreg 232):
+//       1. the 256 consumer threads decode the stage's activation tile (FP4 x scale, exact in
+//          fp16, see common.cuh) into a fp16 buffer laid out as wgmma core matrices, fence it to
+//          the async proxy and meet at a named barrier;
+//       2. per 16-k scale block, each warp decodes its weight rows straight into wgmma A
+//          fragments and issues one m64n128k16 per GEMM; the next block's fragments are decoded
+//          while the tensor cores run.
+//   - epilogue: fp16(silu(x1) * x2) evaluated in f64 (common.cuh), guarded scalar stores.
+// Padding rows (>= M or N) are zero-filled by TMA; their scales may be anything (even NaN) but
+// only reach outputs that are never stored: row n of B only meets output column n.
+
+constexpr int kWsTileN = 128;        // weight rows per CTA (wgmma M: 2 consumers x 64)
+constexpr int kWsTileM = 128;        // activation rows per CTA (wgmma N)
+constexpr int kWsBK = 128;           // k per stage
+constexpr int kWsStages = 4;         // shared-memory ring depth
+constexpr int kWsActBuffers = 2;     // decoded fp16 activation tiles (see consume_stage)
+constexpr int kWsThreads = 384;      // producer warpgroup + 2 consumer warpgroups
+constexpr int kWsConsumerThreads = 256;
+constexpr int kWsProducerRegs = 40;
+constexpr int kWsConsumerRegs = 232;
+constexpr int kWsRowBytes = kWsBK / 2;                  // packed FP4 bytes per row per stage
+constexpr int kWsScaleBytes = kWsBK / kAtomK * kAtomBytes;  // one operand's scales per stage
+constexpr int kWsSteps = kWsBK / 16;                    // wgmma k16 steps per stage
+constexpr int kWsEmptyArrivals = kWsConsumerThreads / 32;  // one per consumer warp
+constexpr int kActBarrier = 1;       // named barrier id of the consumers (0 is __syncthreads)
+
+static_assert(kWsTileN == 128 && kWsTileM == 128, "one scale atom row block per tile");
+static_assert(kWsBK % kAtomK == 0, "a stage holds whole scale atoms");
+
+struct WsStage {
+  alignas(128) unsigned char a[kWsTileM * kWsRowBytes];  // [row][64 B], as TMA writes it
+  alignas(128) unsigned char b1[kWsTileN * kWsRowBytes];
+  alignas(128) unsigned char b2[kWsTileN * kWsRowBytes];
+  alignas(128) unsigned char sfa[kWsScaleBytes];         // raw atoms, as in global memory
+  alignas(128) unsigned char sfb1[kWsScaleBytes];
+  alignas(128) unsigned char sfb2[kWsScaleBytes];
+};
+constexpr unsigned kWsStageTxBytes = 3 * kWsTileN * kWsRowBytes + 3 * kWsScaleBytes;
+
+// The decoded activation tile, wgmma's B operand: core matrix (8 rows x 8 k, 128 B) of row
+// group g and k chunk c at byte (g * 16 + c) * 128, row r%8 at 16 * (r%8) inside it.
+constexpr unsigned kActCoreK = 128;                        // k-adjacent core matrices
+constexpr unsigned kActCoreMn = (kWsBK / 8) * 128;         // row-group-adjacent core matrices
+struct ActTile {
+  alignas(128) unsigned short h[kWsTileM * kWsBK];
+};
+
+struct WsShared {
+  WsStage stage[kWsStages];
+  ActTile act[kWsActBuffers];
+  unsigned long long full[kWsStages];
+  unsigned long long empty[kWsStages];
+};
+
+// What the launcher allocates (WS_SHARED_BYTES in src/gpu/variants.rs): the ring, the
+// activation tiles and the barriers, plus 1 KiB of alignment slack (see ws_shared).
+static_assert(sizeof(WsShared) + 1024 <= 4 * (3 * 8192 + 3 * 1024) + 2 * 32768 + 128 + 1024,
+              "keep WS_SHARED_BYTES in src/gpu/variants.rs in step");
+
+// Scale byte of tile row r (0..127), stage scale column j (0..kWsBK/16-1).
+__device__ __forceinline__ int stage_scale_offset(int r, int j) {
+  return (j / 4) * kAtomBytes + atom_offset(r, j % 4);
+}
+
+// Consumer step 1: FP4 activation rows of one stage -> fp16 core matrices. Thread mapping: 8
+// consecutive threads take the 8 rows of one core matrix, so their 16-byte stores are one
+// contiguous 128-byte line.
+__device__ __forceinline__ void decode_activation_tile(const WsStage& st, ActTile& act, int ctid) {
+  constexpr int kChunks = kWsTileM * kWsBK / 8;  // 8 k per chunk
+#pragma unroll
+  for (int i = 0; i < kChunks / kWsConsumerThreads; ++i) {
+    const int c = ctid + i * kWsConsumerThreads;
+    const int r8 = c % 8, kc = (c / 8) % (kWsBK / 8), group = c / (8 * (kWsBK / 8));
+    const int r = group * 8 + r8;
+    const unsigned word = *reinterpret_cast<const unsigned*>(st.a + r * kWsRowBytes + kc * 4);
+    const unsigned sc = scale_to_f16x2(st.sfa[stage_scale_offset(r, kc / 2)]);
+    uint4 v;
+    v.x = decode_fp4x2(word, sc);
+    v.y = decode_fp4x2(word >> 8, sc);
+    v.z = decode_fp4x2(word >> 16, sc);
+    v.w = decode_fp4x2(word >> 24, sc);
+    *reinterpret_cast<uint4*>(&act.h[(group * (kWsBK / 8) + kc) * 64 + r8 * 8]) = v;
+  }
+}
+
+// Consumer step 2 helper: the wgmma A fragment (the m16n8k16 A layout, per warp 16 rows) of
+// weight rows r and r + 8 for scale block j: regs {row r, k 2t..2t+1}, {row r+8, k 2t..},
+// {row r, k 2t+8..}, {row r+8, k 2t+8..}.
+__device__ __forceinline__ void decode_weight_fragment(const unsigned char* rows,
+                                                       const unsigned char* scales, int r, int j,
+                                                       int byte_shift, unsigned (&frag)[4]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = r + 8 * h;
+    const unsigned sc = scale_to_f16x2(scales[stage_scale_offset(row, j)]);
+    const unsigned long long w =
+        *reinterpret_cast<const unsigned long long*>(rows + row * kWsRowBytes + j * 8);
+    frag[h] = decode_fp4x2((unsigned)w >> byte_shift, sc);
+    frag[h + 2] = decode_fp4x2((unsigned)(w >> 32) >> byte_shift, sc);
+  }
+}
+
+// One consumer warpgroup's work on one stage. Returns when the stage's shared memory is no
+// longer read (the caller releases it). Why kWsActBuffers = 2 is enough: a warpgroup rewrites
+// buffer (kt % 2) only after the named barrier of stage kt - 1, which the other warpgroup reaches
+// only after finishing stage kt - 2 (every wgmma is waited for inside its stage).
+__device__ __forceinline__ void consume_stage(const WsStage& st, ActTile& act, int ctid,
+                                              int consumer, float (&acc1)[64],
+                                              float (&acc2)[64]) {
+  decode_activation_tile(st, act, ctid);
+  fence_proxy_async_shared();
+  named_barrier_sync(kActBarrier, kWsConsumerThreads);
+
+  const int warp = (ctid / 32) % 4, lane = ctid % 32;
+  const int r = consumer * 64 + warp * 16 + lane / 4;  // this lane's first weight row
+  const int byte_shift = (lane % 4) * 8;
+  unsigned f1[2][4], f2[2][4];
+  decode_weight_fragment(st.b1, st.sfb1, r, 0, byte_shift, f1[0]);
+  decode_weight_fragment(st.b2, st.sfb2, r, 0, byte_shift, f2[0]);
+#pragma unroll
+  for (int j = 0; j < kWsSteps; ++j) {
+    const unsigned long long desc =
+        wgmma_desc_no_swizzle(&act.h[j * 2 * 64], kActCoreK, kActCoreMn);
+    wgmma_fence();
+    wgmma_m64n128k16_rs(acc1, f1[j % 2], desc);
+    wgmma_m64n128k16_rs(acc2, f2[j % 2], desc);
+    wgmma_commit();
+    if (j + 1 < kWsSteps) {  // decode the next block while the tensor cores work
+      decode_weight_fragment(st.b1, st.sfb1, r, j + 1, byte_shift, f1[(j + 1) % 2]);
+      decode_weight_fragment(st.b2, st.sfb2, r, j + 1, byte_shift, f2[(j + 1) % 2]);
+    }
+    wgmma_wait<0>();
+    keep_live(f1[j % 2]);
+    keep_live(f2[j % 2]);
+    keep_live(acc1);
+    keep_live(acc2);
+  }
+}
+
+// Epilogue of one consumer warpgroup. Accumulator fragment of m64n128: element i of lane
+// (g = lane/4, t = lane%4) in warp w is row 16w + g + 8*((i%4)/2), column 8*(i/4) + 2t + i%2.
+__device__ __forceinline__ void store_tile(const float (&acc1)[64], const float (&acc2)[64],
+                                           unsigned short* c, int M, int N, int L, int m0,
+                                           int n0, int l, int ctid, int consumer) {
+  const int warp = (ctid / 32) % 4, lane = ctid % 32;
+#pragma unroll
+  for (int i = 0; i < 64; ++i) {
+    const int n = n0 + consumer * 64 + warp * 16 + lane / 4 + 8 * ((i % 4) / 2);
+    const int m = m0 + 8 * (i / 4) + 2 * (lane % 4) + (i % 2);
+    if (m < M && n < N) c[((long long)m * N + n) * L + l] = silu_mul_f16(acc1[i], acc2[i]);
+  }
+}
+
+// The dynamic shared memory, aligned up to 1 KiB by hand (the launcher adds 1 KiB for it): TMA
+// destinations need 128-byte alignment, and the declared alignment of extern shared memory is
+// not a promise about its address.
+__device__ __forceinline__ WsShared& ws_shared() {
+  extern __shared__ __align__(16) unsigned char ws_smem_raw[];
+  const unsigned misalign = smem_addr(ws_smem_raw) % 1024;
+  return *reinterpret_cast<WsShared*>(ws_smem_raw + (misalign ? 1024 - misalign : 0));
+}
+
+extern "C" __global__ void __launch_bounds__(kWsThreads, 1)
+nvfp4_dual_gemm_warp_specialized(const unsigned char* a, const unsigned char* b1,
+                                 const unsigned char* b2, const unsigned char* sfa,
+                                 const unsigned char* sfb1, const unsigned char* sfb2,
+                                 unsigned short* c, int M, int N, int K, int L,
+                                 const __grid_constant__ TensorMap map_a,
+                                 const __grid_constant__ TensorMap map_b1,
+                                 const __grid_constant__ TensorMap map_b2) {
+  WsShared& sh = ws_shared();
+  const int tile_n = blockIdx.x, tile_m = blockIdx.y, l = blockIdx.z;
+  const int k_tiles = K / kWsBK, rest_k = K / kAtomK;
+  const int rest_m = (M + 127) / 128, rest_n = (N + 127) / 128;
+
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kWsStages; ++s) {
+      mbar_init(&sh.full[s], 1);
+      mbar_init(&sh.empty[s], kWsEmptyArrivals);
+    }
+    fence_mbarrier_init();
+  }
+  __syncthreads();
+
+  if (threadIdx.x < 128) {  // producer warpgroup
+    setmaxnreg_dec<kWsProducerRegs>();
+    if (threadIdx.x == 0) {
+      prefetch_tensor_map(&map_a);
+      prefetch_tensor_map(&map_b1);
+      prefetch_tensor_map(&map_b2);
+      const unsigned char* sfa_t = sfa + ((long long)l * rest_m + tile_m) * rest_k * kAtomBytes;
+      const unsigned char* sfb1_t = sfb1 + ((long long)l * rest_n + tile_n) * rest_k * kAtomBytes;
+      const unsigned char* sfb2_t = sfb2 + ((long long)l * rest_n + tile_n) * rest_k * kAtomBytes;
+      for (int kt = 0; kt < k_tiles; ++kt) {
+        const int s = kt % kWsStages;
+        mbar_wait(&sh.empty[s], ((kt / kWsStages) & 1) ^ 1);
+        WsStage& st = sh.stage[s];
+        mbar_arrive_expect_tx(&sh.full[s], kWsStageTxBytes);
+        const int x = kt * kWsRowBytes;
+        tma_load_3d(st.a, &map_a, x, tile_m * kWsTileM, l, &sh.full[s]);
+        tma_load_3d(st.b1, &map_b1, x, tile_n * kWsTileN, l, &sh.full[s]);
+        tma_load_3d(st.b2, &map_b2, x, tile_n * kWsTileN, l, &sh.full[s]);
+        const long long sf = (long long)kt * kWsScaleBytes;
+        bulk_load(st.sfa, sfa_t + sf, kWsScaleBytes, &sh.full[s]);
+        bulk_load(st.sfb1, sfb1_t + sf, kWsScaleBytes, &sh.full[s]);
+        bulk_load(st.sfb2, sfb2_t + sf, kWsScaleBytes, &sh.full[s]);
+      }
+    }
+  } else {  // consumer warpgroups
+    setmaxnreg_inc<kWsConsumerRegs>();
+    const int ctid = threadIdx.x - 128, consumer = ctid / 128;
+    float acc1[64], acc2[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc1[i] = acc2[i] = 0.0f;
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      const int s = kt % kWsStages;
+      mbar_wait(&sh.full[s], (kt / kWsStages) & 1);
+      consume_stage(sh.stage[s], sh.act[kt % kWsActBuffers], ctid, consumer, acc1, acc2);
+      __syncwarp();
+      if (ctid % 32 == 0) mbar_arrive(&sh.empty[s]);
+    }
+    store_tile(acc1, acc2, c, M, N, L, tile_m * kWsTileM, tile_n * kWsTileN, l, ctid, consumer);
+  }
+}
