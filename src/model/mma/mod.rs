@@ -2,9 +2,12 @@
 //! instruction's shape and operand types live here, the adder arithmetic in [`adder`]. (The
 //! reference's own semantics, exact then one round-to-nearest-even, is `model::exact`.)
 //!
-//! This is the first part of the replay-mode work: the Blackwell instance is pinned by unit
-//! tests, the Hopper mma.sync instance by the H100 experiment; wgmma, the schedule declaration
-//! and `certify --exact` are not done yet.
+//! The functions here are the models' definitions, written for clarity (operand lists, i128);
+//! [`fast`] has allocation-free versions with the same results, proven equal by
+//! `tests/mma_fast.rs`, which the replay (`model::replay`, `certify --exact`) runs at
+//! full-matrix scale. [`schedule`] declares which model, K order and epilogue a kernel uses.
+//! The Blackwell instance is pinned by unit tests, the Hopper mma.sync instance by the H100
+//! experiment; wgmma is not measured yet.
 //!
 //! - `blackwell-mxf4nvf4-block16-ue4m3`: `tcgen05.mma kind::mxf4nvf4` with block16 UE4M3 scales,
 //!   K = 64 per instruction, as the published model states it (SPEC.md section 4): each block's 16
@@ -21,6 +24,7 @@
 //!   leading bit (SPEC.md: 81.6% on the H100), kept for comparison.
 
 pub mod adder;
+pub mod fast;
 pub mod probe;
 pub mod schedule;
 
@@ -89,15 +93,7 @@ pub fn blackwell_mxf4nvf4_step(
 pub fn hopper_hmma_step(c: f32, a: &[f16; BLOCK], b: &[f16; BLOCK]) -> f32 {
     if !c.is_finite() || a.iter().chain(b).any(|x| !x.is_finite()) {
         // Inf and NaN follow IEEE; every NaN comes out as one pattern.
-        let ieee = a
-            .iter()
-            .zip(b)
-            .fold(f64::from(c), |acc, (x, y)| acc + x.to_f64() * y.to_f64());
-        return if ieee.is_nan() {
-            f32::from_bits(0x7FFF_FFFF)
-        } else {
-            ieee as f32
-        };
+        return fast::hopper_special(c, a, b);
     }
     let mut operands = vec![adder::Operand {
         value: Dyadic::from_f32(c).expect("finite"),
@@ -234,6 +230,68 @@ mod tests {
             ),
             1.0
         );
+    }
+
+    #[test]
+    fn blackwell_cuts_negative_terms_toward_zero() {
+        // C = 2^17: quantum 2^-18. A block term -0.75 * 2^-18 is cut to 0 (sign-magnitude), so
+        // the result is 2^17 itself; a two's-complement floor would make it -2^-18 and the sum
+        // would truncate to the f32 below 2^17.
+        let a = codes(&[(16, 0xB)]); // -1.5
+        let b = codes(&[(16, 0x1)]); // 0.5
+        let got = blackwell_mxf4nvf4_step(
+            131072.0,
+            &a,
+            [ONE, TINY, ONE, ONE],
+            &b,
+            [ONE, TINY, ONE, ONE],
+        );
+        assert_eq!(got, 131072.0);
+        // Without C the same term is the largest and kept exactly.
+        let got =
+            blackwell_mxf4nvf4_step(0.0, &a, [ONE, TINY, ONE, ONE], &b, [ONE, TINY, ONE, ONE]);
+        assert_eq!(got, -0.75 * 2f32.powi(-18));
+    }
+
+    #[test]
+    fn blackwell_padding_blocks_add_nothing() {
+        // The last step of a K % 64 != 0 problem is padded with zero e2m1 values and scale 0:
+        // zero terms take no part in the maximum and are cut to 0, so the step is the adder's sum
+        // of C and the real blocks alone.
+        let a = codes(&[(0, 0x7), (5, 0xC), (16, 0x3)]);
+        let b = codes(&[(0, 0x5), (5, 0x4), (16, 0xF)]);
+        let zero = E4m3::from_bits(0);
+        let scale = E4m3::from_bits(0x49); // 4.5 = 9 * 2^-1
+        for c in [0.0f32, -0.0, 1e-9, -3.75, 123456.7] {
+            let padded = blackwell_mxf4nvf4_step(
+                c,
+                &a,
+                [scale, ONE, zero, zero],
+                &b,
+                [ONE, scale, zero, zero],
+            );
+            let blocks = [
+                Dyadic {
+                    mantissa: 12 * 6 - 4 * 4,
+                    exponent: -2,
+                }
+                .product(Dyadic {
+                    mantissa: 9,
+                    exponent: -1,
+                }),
+                Dyadic {
+                    mantissa: 3 * -12,
+                    exponent: -2,
+                }
+                .product(Dyadic {
+                    mantissa: 9,
+                    exponent: -1,
+                }),
+            ];
+            let unpadded =
+                BLACKWELL_ADDER.sum(&[Dyadic::from_f32(c), Some(blocks[0]), Some(blocks[1])]);
+            assert_eq!(padded.to_bits(), unpadded.to_bits(), "C = {c}");
+        }
     }
 
     fn f16s(values: &[f32]) -> [f16; 16] {
