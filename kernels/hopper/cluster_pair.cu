@@ -84,14 +84,10 @@ nvfp4_dual_gemm_cluster_pair(const unsigned char* a, const unsigned char* b1,
     float acc1[64], acc2[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc1[i] = acc2[i] = 0.0f;
-    for (int kt = 0; kt < k_tiles; ++kt) {
-      const int s = kt % kWsStages;
-      mbar_wait(&sh.full[s], (kt / kWsStages) & 1);
-      consume_stage(sh.stage[s], sh.act[kt % kWsActBuffers], ctid, consumer, acc1, acc2);
-      __syncwarp();
+    consumer_main_loop(sh, k_tiles, ctid, consumer, acc1, acc2, [&](int s) {
       if (ctid % 32 == 0)
         for (unsigned cta = 0; cta < kPairCtas; ++cta) mbar_arrive_cluster(&sh.empty[s], cta);
-    }
+    });
     store_tile(acc1, acc2, c, M, N, L, tile_m * kWsTileM, tile_n * kWsTileN, l, ctid, consumer);
   }
   cluster_sync();

@@ -44,6 +44,24 @@ __device__ __forceinline__ unsigned decode_fp4x2(unsigned byte, unsigned scale2)
   return out;
 }
 
+// Two e2m1 codes, the nibbles at bits 4-7 and 12-15 of x (the other bits are ignored), times
+// their block scale {s, s} -> two fp16 (bits 4-7 in the low half). Five instructions where
+// decode_fp4x2 needs about ten: the magnitudes come from one prmt through the same table, and
+// the signs from a second prmt in sign-replicate mode (selector msb set: the byte becomes its
+// own msb repeated), because each nibble's sign is its byte's msb. The kernels that use it
+// choose which codes share a register so that this layout comes for free (a permutation of k
+// inside a 16-element block, the same for both operands, which no MMA step can see: each step
+// sums its 16 products as a set).
+__device__ __forceinline__ unsigned decode_fp4_pair_hi(unsigned x, unsigned scale2) {
+  unsigned mag, sgn;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(mag) : "r"(kE2m1HiLo), "r"(kE2m1HiHi), "r"(x & 0x7070u));
+  asm("prmt.b32 %0, %1, 0, 0x9080;" : "=r"(sgn) : "r"(x));
+  const unsigned h2 = mag | (sgn & 0x80008000u);
+  unsigned out;
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(out) : "r"(h2), "r"(scale2));
+  return out;
+}
+
 // UE4M3 scale byte -> {s, s} as fp16x2. The sign bit is dropped; 0x7F stays NaN.
 __device__ __forceinline__ unsigned scale_to_f16x2(unsigned s) {
   const unsigned short two = (unsigned short)((s | (s << 8)) & 0x7F7Fu);

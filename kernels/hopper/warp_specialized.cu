@@ -16,12 +16,12 @@
 //     (every consumer warp has finished reading); setmaxnreg gives its registers away;
 //   - warpgroups 1 and 2, the consumers, each own 64 weight rows of both GEMMs (2 x 64 x 128 f32
 //     accumulators = 128 registers per thread, hence setmaxnreg 232):
-//       1. the 256 consumer threads decode the stage's activation tile (FP4 x scale, exact in
-//          fp16, see common.cuh) into a fp16 buffer laid out as wgmma core matrices, fence it to
-//          the async proxy and meet at a named barrier;
-//       2. per 16-k scale block, each warp decodes its weight rows straight into wgmma A
-//          fragments and issues one m64n128k16 per GEMM; the next block's fragments are decoded
-//          while the tensor cores run.
+//       - per 16-k scale block, each warp decodes its weight rows straight into wgmma A
+//         fragments and issues one m64n128k16 per GEMM;
+//       - while those run, the 256 consumer threads decode a piece of the NEXT stage's
+//         activation tile (FP4 x scale, exact in fp16, see common.cuh) into a fp16 buffer laid
+//         out as wgmma core matrices, and the next block's weight fragments;
+//       - after each stage: fence to the async proxy, named barrier of the consumers, release.
 //   - epilogue: fp16(silu(x1) * x2) evaluated in f64 (common.cuh), guarded scalar stores.
 // Padding rows (>= M or N) are zero-filled by TMA; their scales may be anything (even NaN) but
 // only reach outputs that are never stored: row n of B only meets output column n.
@@ -55,7 +55,10 @@ struct WsStage {
 constexpr unsigned kWsStageTxBytes = 3 * kWsTileN * kWsRowBytes + 3 * kWsScaleBytes;
 
 // The decoded activation tile, wgmma's B operand: core matrix (8 rows x 8 k, 128 B) of row
-// group g and k chunk c at byte (g * 16 + c) * 128, row r%8 at 16 * (r%8) inside it.
+// group g and k chunk c at byte (g * 16 + c) * 128, row r%8 at 16 * (r%8) inside it. Inside each
+// 16-element scale block j the k are permuted: chunk 2j holds the block's even k (0, 2, .., 14),
+// chunk 2j + 1 its odd k, and the weight fragments follow the same permutation (see
+// decode_weight_fragment); that is what lets both use decode_fp4_pair_hi.
 constexpr unsigned kActCoreK = 128;                        // k-adjacent core matrices
 constexpr unsigned kActCoreMn = (kWsBK / 8) * 128;         // row-group-adjacent core matrices
 struct ActTile {
@@ -79,61 +82,76 @@ __device__ __forceinline__ int stage_scale_offset(int r, int j) {
   return (j / 4) * kAtomBytes + atom_offset(r, j % 4);
 }
 
-// Consumer step 1: FP4 activation rows of one stage -> fp16 core matrices. Thread mapping: 8
-// consecutive threads take the 8 rows of one core matrix, so their 16-byte stores are one
-// contiguous 128-byte line.
-__device__ __forceinline__ void decode_activation_tile(const WsStage& st, ActTile& act, int ctid) {
-  constexpr int kChunks = kWsTileM * kWsBK / 8;  // 8 k per chunk
-#pragma unroll
-  for (int i = 0; i < kChunks / kWsConsumerThreads; ++i) {
-    const int c = ctid + i * kWsConsumerThreads;
-    const int r8 = c % 8, kc = (c / 8) % (kWsBK / 8), group = c / (8 * (kWsBK / 8));
-    const int r = group * 8 + r8;
-    const unsigned word = *reinterpret_cast<const unsigned*>(st.a + r * kWsRowBytes + kc * 4);
-    const unsigned sc = scale_to_f16x2(st.sfa[stage_scale_offset(r, kc / 2)]);
-    uint4 v;
-    v.x = decode_fp4x2(word, sc);
-    v.y = decode_fp4x2(word >> 8, sc);
-    v.z = decode_fp4x2(word >> 16, sc);
-    v.w = decode_fp4x2(word >> 24, sc);
-    *reinterpret_cast<uint4*>(&act.h[(group * (kWsBK / 8) + kc) * 64 + r8 * 8]) = v;
-  }
+// FP4 activation rows of one stage -> fp16 core matrices, in kActChunksPerThread pieces so the
+// work can be spread over the MMA steps of the previous stage. A chunk is one row's 16-element
+// block: its even k go to core matrix 2j, its odd k to 2j + 1. Thread mapping: 8 consecutive
+// threads take the 8 rows of one core matrix, so their 16-byte stores are one 128-byte line.
+constexpr int kActChunks = kWsTileM * (kWsBK / 16);
+constexpr int kActChunksPerThread = kActChunks / kWsConsumerThreads;
+static_assert(kActChunksPerThread * 2 == kWsSteps, "one activation chunk every other MMA step");
+
+__device__ __forceinline__ void decode_activation_chunk(const WsStage& st, ActTile& act, int ctid,
+                                                        int i) {
+  const int c = ctid + i * kWsConsumerThreads;
+  const int r8 = c % 8, j = (c / 8) % kWsSteps, group = c / (8 * kWsSteps);
+  const int r = group * 8 + r8;
+  const uint2 w = *reinterpret_cast<const uint2*>(st.a + r * kWsRowBytes + j * 8);
+  const unsigned sc = scale_to_f16x2(st.sfa[stage_scale_offset(r, j)]);
+  uint4 even, odd;  // k 0,2 | 4,6 | 8,10 | 12,14  and  k 1,3 | 5,7 | 9,11 | 13,15
+  even.x = decode_fp4_pair_hi(w.x << 4, sc);
+  even.y = decode_fp4_pair_hi(w.x >> 12, sc);
+  even.z = decode_fp4_pair_hi(w.y << 4, sc);
+  even.w = decode_fp4_pair_hi(w.y >> 12, sc);
+  odd.x = decode_fp4_pair_hi(w.x, sc);
+  odd.y = decode_fp4_pair_hi(w.x >> 16, sc);
+  odd.z = decode_fp4_pair_hi(w.y, sc);
+  odd.w = decode_fp4_pair_hi(w.y >> 16, sc);
+  unsigned short* core = &act.h[(group * (kWsBK / 8) + 2 * j) * 64 + r8 * 8];
+  *reinterpret_cast<uint4*>(core) = even;
+  *reinterpret_cast<uint4*>(core + 64) = odd;
 }
 
-// Consumer step 2 helper: the wgmma A fragment (the m16n8k16 A layout, per warp 16 rows) of
-// weight rows r and r + 8 for scale block j: regs {row r, k 2t..2t+1}, {row r+8, k 2t..},
-// {row r, k 2t+8..}, {row r+8, k 2t+8..}.
+// Makes a fully decoded activation tile visible to both consumer warpgroups' wgmmas.
+__device__ __forceinline__ void publish_activation_tile() {
+  fence_proxy_async_shared();
+  named_barrier_sync(kActBarrier, kWsConsumerThreads);
+}
+
+// The wgmma A fragment (the m16n8k16 A layout, per warp 16 rows) of weight rows r and r + 8 for
+// scale block j. The fragment's k slots {2t, 2t+1} and {2t+8, 2t+9} of lane t hold, in the
+// activation tile's permutation, the block's k {4t, 4t+2} and {4t+1, 4t+3}: the four codes in
+// the lane's 16 bits at byte 2t of the block. Regs: {row r}, {row r+8}, {row r}, {row r+8}.
 __device__ __forceinline__ void decode_weight_fragment(const unsigned char* rows,
                                                        const unsigned char* scales, int r, int j,
-                                                       int byte_shift, unsigned (&frag)[4]) {
+                                                       int t, unsigned (&frag)[4]) {
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     const int row = r + 8 * h;
     const unsigned sc = scale_to_f16x2(scales[stage_scale_offset(row, j)]);
-    const unsigned long long w =
-        *reinterpret_cast<const unsigned long long*>(rows + row * kWsRowBytes + j * 8);
-    frag[h] = decode_fp4x2((unsigned)w >> byte_shift, sc);
-    frag[h + 2] = decode_fp4x2((unsigned)(w >> 32) >> byte_shift, sc);
+    const unsigned x =
+        *reinterpret_cast<const unsigned short*>(rows + row * kWsRowBytes + j * 8 + 2 * t);
+    frag[h] = decode_fp4_pair_hi(x << 4, sc);  // k 4t, 4t+2
+    frag[h + 2] = decode_fp4_pair_hi(x, sc);   // k 4t+1, 4t+3
   }
 }
 
-// One consumer warpgroup's work on one stage. Returns when the stage's shared memory is no
-// longer read (the caller releases it). Why kWsActBuffers = 2 is enough: a warpgroup rewrites
-// buffer (kt % 2) only after the named barrier of stage kt - 1, which the other warpgroup reaches
-// only after finishing stage kt - 2 (every wgmma is waited for inside its stage).
-__device__ __forceinline__ void consume_stage(const WsStage& st, ActTile& act, int ctid,
+// One consumer warpgroup's MMAs on one stage, whose activation tile `act` is already decoded;
+// meanwhile, if `next` is given, this thread's share of the next stage's activation tile is
+// decoded into `next_act`, one chunk per MMA step, so the tensor cores never wait for it.
+// Returns when this stage's shared memory is no longer read (the caller releases it).
+// Why two activation buffers are enough: both warpgroups meet at the named barrier after each
+// stage, after waiting for all of that stage's wgmmas, so when anyone writes a buffer again
+// (two stages later) nobody reads it any more.
+__device__ __forceinline__ void consume_stage(const WsStage& st, const ActTile& act,
+                                              const WsStage* next, ActTile& next_act, int ctid,
                                               int consumer, float (&acc1)[64],
                                               float (&acc2)[64]) {
-  decode_activation_tile(st, act, ctid);
-  fence_proxy_async_shared();
-  named_barrier_sync(kActBarrier, kWsConsumerThreads);
-
   const int warp = (ctid / 32) % 4, lane = ctid % 32;
   const int r = consumer * 64 + warp * 16 + lane / 4;  // this lane's first weight row
-  const int byte_shift = (lane % 4) * 8;
+  const int t = lane % 4;
   unsigned f1[2][4], f2[2][4];
-  decode_weight_fragment(st.b1, st.sfb1, r, 0, byte_shift, f1[0]);
-  decode_weight_fragment(st.b2, st.sfb2, r, 0, byte_shift, f2[0]);
+  decode_weight_fragment(st.b1, st.sfb1, r, 0, t, f1[0]);
+  decode_weight_fragment(st.b2, st.sfb2, r, 0, t, f2[0]);
 #pragma unroll
   for (int j = 0; j < kWsSteps; ++j) {
     const unsigned long long desc =
@@ -142,15 +160,41 @@ __device__ __forceinline__ void consume_stage(const WsStage& st, ActTile& act, i
     wgmma_m64n128k16_rs(acc1, f1[j % 2], desc);
     wgmma_m64n128k16_rs(acc2, f2[j % 2], desc);
     wgmma_commit();
-    if (j + 1 < kWsSteps) {  // decode the next block while the tensor cores work
-      decode_weight_fragment(st.b1, st.sfb1, r, j + 1, byte_shift, f1[(j + 1) % 2]);
-      decode_weight_fragment(st.b2, st.sfb2, r, j + 1, byte_shift, f2[(j + 1) % 2]);
+    // While the tensor cores work: a piece of the next activation tile, the next fragments.
+    if (next != nullptr && j % 2 == 0) decode_activation_chunk(*next, next_act, ctid, j / 2);
+    if (j + 1 < kWsSteps) {
+      decode_weight_fragment(st.b1, st.sfb1, r, j + 1, t, f1[(j + 1) % 2]);
+      decode_weight_fragment(st.b2, st.sfb2, r, j + 1, t, f2[(j + 1) % 2]);
     }
     wgmma_wait<0>();
     keep_live(f1[j % 2]);
     keep_live(f2[j % 2]);
     keep_live(acc1);
     keep_live(acc2);
+  }
+}
+
+// The consumers' main loop, shared by the warp-specialized and cluster-pair kernels; `release`
+// frees a stage slot once this warp no longer reads it.
+template <typename Release>
+__device__ __forceinline__ void consumer_main_loop(WsShared& sh, int k_tiles, int ctid,
+                                                   int consumer, float (&acc1)[64],
+                                                   float (&acc2)[64], Release release) {
+  mbar_wait(&sh.full[0], 0);
+#pragma unroll 1
+  for (int i = 0; i < kActChunksPerThread; ++i)
+    decode_activation_chunk(sh.stage[0], sh.act[0], ctid, i);
+  publish_activation_tile();
+#pragma unroll 1
+  for (int kt = 0; kt < k_tiles; ++kt) {
+    const int s = kt % kWsStages, next_s = (kt + 1) % kWsStages;
+    const bool has_next = kt + 1 < k_tiles;
+    if (has_next) mbar_wait(&sh.full[next_s], ((kt + 1) / kWsStages) & 1);
+    consume_stage(sh.stage[s], sh.act[kt % kWsActBuffers], has_next ? &sh.stage[next_s] : nullptr,
+                  sh.act[(kt + 1) % kWsActBuffers], ctid, consumer, acc1, acc2);
+    __syncwarp();
+    release(s);
+    if (has_next) publish_activation_tile();
   }
 }
 
@@ -229,13 +273,9 @@ nvfp4_dual_gemm_warp_specialized(const unsigned char* a, const unsigned char* b1
     float acc1[64], acc2[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc1[i] = acc2[i] = 0.0f;
-    for (int kt = 0; kt < k_tiles; ++kt) {
-      const int s = kt % kWsStages;
-      mbar_wait(&sh.full[s], (kt / kWsStages) & 1);
-      consume_stage(sh.stage[s], sh.act[kt % kWsActBuffers], ctid, consumer, acc1, acc2);
-      __syncwarp();
+    consumer_main_loop(sh, k_tiles, ctid, consumer, acc1, acc2, [&](int s) {
       if (ctid % 32 == 0) mbar_arrive(&sh.empty[s]);
-    }
+    });
     store_tile(acc1, acc2, c, M, N, L, tile_m * kWsTileM, tile_n * kWsTileN, l, ctid, consumer);
   }
 }
