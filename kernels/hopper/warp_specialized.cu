@@ -137,19 +137,23 @@ __device__ __forceinline__ void decode_weight_fragment(const unsigned char* rows
 
 // One consumer warpgroup's MMAs on one stage, whose activation tile `act` is already decoded;
 // meanwhile, if `next` is given, this thread's share of the next stage's activation tile is
-// decoded into `next_act`, one chunk per MMA step, so the tensor cores never wait for it.
-// Returns when this stage's shared memory is no longer read (the caller releases it).
-// Why two activation buffers are enough: both warpgroups meet at the named barrier after each
-// stage, after waiting for all of that stage's wgmmas, so when anyone writes a buffer again
-// (two stages later) nobody reads it any more.
+// decoded into `next_act`, a chunk every other MMA step, so the tensor cores never wait for it.
+// Two MMA steps are kept in flight (wgmma latency is longer than one step's issue time), so the
+// weight fragments rotate through three register sets: the step in flight, the step being
+// issued, the step being decoded.
+// Returns when this stage's shared memory is no longer read (the caller releases it) and all of
+// its wgmmas have completed. Why two activation buffers are enough: both warpgroups meet at the
+// named barrier after each stage, so when anyone writes a buffer again (two stages later) nobody
+// reads it any more.
 __device__ __forceinline__ void consume_stage(const WsStage& st, const ActTile& act,
                                               const WsStage* next, ActTile& next_act, int ctid,
                                               int consumer, float (&acc1)[64],
                                               float (&acc2)[64]) {
+  constexpr int kSets = 3;
   const int warp = (ctid / 32) % 4, lane = ctid % 32;
   const int r = consumer * 64 + warp * 16 + lane / 4;  // this lane's first weight row
   const int t = lane % 4;
-  unsigned f1[2][4], f2[2][4];
+  unsigned f1[kSets][4], f2[kSets][4];
   decode_weight_fragment(st.b1, st.sfb1, r, 0, t, f1[0]);
   decode_weight_fragment(st.b2, st.sfb2, r, 0, t, f2[0]);
 #pragma unroll
@@ -157,21 +161,27 @@ __device__ __forceinline__ void consume_stage(const WsStage& st, const ActTile& 
     const unsigned long long desc =
         wgmma_desc_no_swizzle(&act.h[j * 2 * 64], kActCoreK, kActCoreMn);
     wgmma_fence();
-    wgmma_m64n128k16_rs(acc1, f1[j % 2], desc);
-    wgmma_m64n128k16_rs(acc2, f2[j % 2], desc);
+    wgmma_m64n128k16_rs(acc1, f1[j % kSets], desc);
+    wgmma_m64n128k16_rs(acc2, f2[j % kSets], desc);
     wgmma_commit();
-    // While the tensor cores work: a piece of the next activation tile, the next fragments.
-    if (next != nullptr && j % 2 == 0) decode_activation_chunk(*next, next_act, ctid, j / 2);
+    // While the tensor cores work: the next fragments (their set was last read by step j - 2,
+    // complete since the previous wait), a piece of the next activation tile.
     if (j + 1 < kWsSteps) {
-      decode_weight_fragment(st.b1, st.sfb1, r, j + 1, t, f1[(j + 1) % 2]);
-      decode_weight_fragment(st.b2, st.sfb2, r, j + 1, t, f2[(j + 1) % 2]);
+      decode_weight_fragment(st.b1, st.sfb1, r, j + 1, t, f1[(j + 1) % kSets]);
+      decode_weight_fragment(st.b2, st.sfb2, r, j + 1, t, f2[(j + 1) % kSets]);
     }
-    wgmma_wait<0>();
-    keep_live(f1[j % 2]);
-    keep_live(f2[j % 2]);
-    keep_live(acc1);
-    keep_live(acc2);
+    if (next != nullptr && j % 2 == 0) decode_activation_chunk(*next, next_act, ctid, j / 2);
+    wgmma_wait<1>();  // step j - 1 is complete; step j may still run
+    if (j > 0) {
+      keep_live(f1[(j - 1) % kSets]);
+      keep_live(f2[(j - 1) % kSets]);
+    }
   }
+  wgmma_wait<0>();
+  keep_live(f1[(kWsSteps - 1) % kSets]);
+  keep_live(f2[(kWsSteps - 1) % kSets]);
+  keep_live(acc1);
+  keep_live(acc2);
 }
 
 // The consumers' main loop, shared by the warp-specialized and cluster-pair kernels; `release`
