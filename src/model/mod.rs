@@ -5,6 +5,7 @@ pub mod exact;
 pub mod mma;
 pub mod portable_math;
 pub mod reference;
+pub mod replay;
 
 pub use reference::{
     dual_gemm_reference, gemm_reference, group_gemm_reference, Reference, MODEL_VERSION,
