@@ -196,6 +196,10 @@ pub fn predict_epilogue(epilogue: OutputEpilogue, x1: f32, x2: f32) -> (f16, Opt
 ///   infinite and `x1` is within 0.01 of -709.78 (the f64 exp overflow threshold, where the two
 ///   exps may disagree about overflowing) is the outcome NaN or an infinity: both accepted.
 ///   (Accumulators of NVFP4 dot products never reach inf: |sum| < 2^20 blocks * 2^27.)
+/// - exact evaluations: for `x1 >= 38`, `exp(-x) < 2^-54` on both machines, so `1 + exp(-x)`
+///   rounds to 1, silu is `x` exactly and `x * x2` (two f32) is exact in f64; with `x1 = +-0`
+///   or `x2 = +-0` the result is a signed zero. There both compute the same `v` and an exact
+///   tie is no ambiguity: it rounds to even on both.
 pub fn predict_silu_mul_f64(x1: f32, x2: f32) -> (f16, Option<f16>) {
     let (x, y) = (f64::from(x1), f64::from(x2));
     let v = silu(x) * y;
@@ -209,7 +213,7 @@ pub fn predict_silu_mul_f64(x1: f32, x2: f32) -> (f16, Option<f16>) {
             (value, Some(f16::NAN))
         };
     }
-    if !v.is_finite() {
+    if !v.is_finite() || x >= 38.0 || x == 0.0 || y == 0.0 {
         return (value, None);
     }
     let ends = [
@@ -481,19 +485,27 @@ mod tests {
 
     #[test]
     fn near_ties_are_ambiguous_and_accept_both_candidates() {
-        // x1 = 64: exp(-64) < 2^-53, so silu(64) = 64 exactly and v = 64 * x2 exactly: with
-        // x2 = (1 + 2^-11) / 64, v is the midpoint of 1 and 1 + 2^-10.
-        let x2 = (1.0 + 2f32.powi(-11)) / 64.0;
-        let (value, alternative) = predict_silu_mul_f64(64.0, x2);
-        assert_eq!(value, f16::ONE, "the tie goes to even");
-        let up = f16::from_bits(0x3C01);
-        assert_eq!(alternative, Some(up));
-        let e = element(OutputEpilogue::SiluMulF64Rne, 64.0, x2);
-        assert!(e.is_ambiguous() && e.accepts(f16::ONE) && e.accepts(up));
-        assert!(!e.accepts(f16::from_bits(0x3C02)) && !e.accepts(f16::from_bits(0x3BFF)));
+        // x1 = 37.5: exp(-37.5) < 2^-53, so here 1 + exp(-x) rounds to 1 and v = 37.5 * x2
+        // exactly, but 37.5 < 38 is inside the band rule. x2 = 29 * 2^-10 puts v at
+        // 1087.5 * 2^-10, the midpoint of two fp16 neighbours: ambiguous, both accepted.
+        let x2 = 29.0 * 2f32.powi(-10);
+        let (value, alternative) = predict_silu_mul_f64(37.5, x2);
+        let (even, odd) = (
+            f16::from_f32(1088.0 / 1024.0),
+            f16::from_f32(1087.0 / 1024.0),
+        );
+        assert_eq!(value, even, "the tie goes to even");
+        assert_eq!(alternative, Some(odd));
+        let e = element(OutputEpilogue::SiluMulF64Rne, 37.5, x2);
+        assert!(e.is_ambiguous() && e.accepts(even) && e.accepts(odd));
+        let outside = [even.to_bits() + 1, odd.to_bits() - 1].map(f16::from_bits);
+        assert!(!e.accepts(outside[0]) && !e.accepts(outside[1]));
         // One f32 ulp of x2 away (2^-24 relative, far outside the 2^-46 band): not ambiguous.
-        let (value, alternative) = predict_silu_mul_f64(64.0, f32::from_bits(x2.to_bits() + 1));
-        assert_eq!((value, alternative), (up, None));
+        let (value, alternative) = predict_silu_mul_f64(37.5, f32::from_bits(x2.to_bits() + 1));
+        assert_eq!((value, alternative), (even, None));
+        // From x1 = 38 on both machines compute v exactly: an exact tie rounds to even on both.
+        let x2 = (1.0 + 2f32.powi(-11)) / 64.0;
+        assert_eq!(predict_silu_mul_f64(64.0, x2), (f16::ONE, None));
         // An ordinary element accepts exactly one value; a NaN any NaN.
         let e = element(OutputEpilogue::SiluMulF64Rne, 1.0, 1.0);
         assert!(!e.is_ambiguous() && e.accepts(e.output));
