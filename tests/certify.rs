@@ -16,6 +16,7 @@ fn limits(cases: usize, only_gpumode: bool) -> CampaignLimits {
         seed: 7,
         order: KOrder::Contiguous,
         only_gpumode,
+        exact: false,
     }
 }
 

@@ -51,6 +51,7 @@ fn hopper_baseline_certifies_on_a_hopper_gpu() {
         seed: 11,
         order: KOrder::Contiguous,
         only_gpumode: false,
+        exact: false,
     };
     let result = certify_variant(baseline, limits, &[], |_, _| {});
     assert!(

@@ -172,3 +172,128 @@ fn increasing_and_decreasing_orders_give_different_accumulators() {
         assert_eq!(exact.x1, s);
     }
 }
+
+mod certify_exact {
+    use nvfp4_oracle::certify::cpu_hopper_sim::CpuHopperSim;
+    use nvfp4_oracle::certify::report::{Certificate, ExactOutcome, Status};
+    use nvfp4_oracle::certify::{certify_variant, CampaignLimits, KernelUnderTest};
+    use nvfp4_oracle::model::bounds::KOrder;
+    use nvfp4_oracle::model::mma::schedule::{KChunkOrder, MmaModel, HOPPER_F16_INCREASING_K};
+    use std::process::Command;
+
+    fn limits(cases: usize, exact: bool) -> CampaignLimits {
+        CampaignLimits {
+            cases,
+            time_budget: None,
+            seed: 7,
+            order: KOrder::Contiguous,
+            only_gpumode: false,
+            exact,
+        }
+    }
+
+    #[test]
+    fn the_hopper_simulation_is_certified_exact() {
+        let sim = CpuHopperSim::correct();
+        assert_eq!(sim.schedule(), Some(HOPPER_F16_INCREASING_K));
+        let result = certify_variant(&sim, limits(20, true), &[], |_, _| {});
+        assert!(result.failure.is_none());
+        let exact = result.exact.clone().expect("exact mode");
+        assert!(exact.mismatch.is_none(), "{:?}", exact.mismatch);
+        let coverage = result.coverage.exact.expect("replayed");
+        assert_eq!(coverage.cases_replayed, result.coverage.cases);
+        assert!(coverage.elements_compared > 100_000);
+        assert_eq!(coverage.elements_mismatching, 0);
+        let dir = std::env::temp_dir().join(format!("nvfp4-oracle-exact-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let certificate =
+            Certificate::from_campaign(&sim, &limits(20, true), result, &dir).unwrap();
+        assert_eq!(certificate.status, Status::Certified);
+        assert_eq!(
+            certificate.exact.unwrap().outcome,
+            ExactOutcome::CertifiedExact
+        );
+    }
+
+    #[test]
+    fn the_reordered_k_mutant_is_correct_within_intervals_but_not_its_declared_schedule() {
+        let mutant = CpuHopperSim::reordered_k_mutant();
+        // The intervals accept it: any contiguous K order is correct.
+        let plain = certify_variant(&mutant, limits(10, false), &[], |_, _| {});
+        assert!(plain.failure.is_none() && plain.exact.is_none());
+        // The replay does not.
+        let result = certify_variant(&mutant, limits(10, true), &[], |_, _| {});
+        assert!(result.failure.is_none(), "inside every interval");
+        let mismatch = result.exact.clone().unwrap().mismatch.expect("caught");
+        let difference = mismatch.comparison.first_mismatch.unwrap();
+        assert_ne!(difference.predicted, difference.observed);
+        assert!(
+            mismatch.minimal.shape.m * mismatch.minimal.shape.n <= 4,
+            "shrunk: {}",
+            mismatch.minimal.shape
+        );
+        // What it does instead is named: the Hopper adder with K decreasing.
+        let reversed = mismatch
+            .matching_schedules
+            .iter()
+            .find(|s| s.mma == MmaModel::HopperHmmaF16F32)
+            .expect("a Hopper schedule matches");
+        assert_eq!(reversed.k_order, KChunkOrder::Decreasing);
+        let dir =
+            std::env::temp_dir().join(format!("nvfp4-oracle-exact-mutant-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let certificate =
+            Certificate::from_campaign(&mutant, &limits(10, true), result, &dir).unwrap();
+        certificate.write(&dir).unwrap();
+        assert_eq!(certificate.status, Status::ScheduleDiffers);
+        let json: serde_json::Value = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("cpu-mutant-reordered-k.json")).unwrap(),
+        )
+        .unwrap();
+        assert_eq!(json["status"], "schedule-differs");
+        assert_eq!(json["exact"]["outcome"], "schedule-differs");
+        assert!(json["exact"]["mismatch"]["first_difference"]["observed"].is_u64());
+    }
+
+    #[test]
+    fn certify_exact_exit_codes_and_outcomes() {
+        let dir =
+            std::env::temp_dir().join(format!("nvfp4-oracle-exact-cli-{}", std::process::id()));
+        let run = |kernels: &[&str]| {
+            let mut command = Command::new(env!("CARGO_BIN_EXE_nvfp4-oracle"));
+            command.args([
+                "certify",
+                "--exact",
+                "--cases",
+                "0",
+                "--seed",
+                "7",
+                "--golden",
+                "no-golden",
+            ]);
+            for kernel in kernels {
+                command.args(["--kernel", kernel]);
+            }
+            let out = command.arg("--report-dir").arg(&dir).output().unwrap();
+            (
+                out.status.code(),
+                String::from_utf8_lossy(&out.stdout).to_string(),
+            )
+        };
+        let (code, stdout) = run(&["cpu-hopper-sim"]);
+        assert_eq!(code, Some(0), "{stdout}");
+        assert!(stdout.contains("CertifiedExact"), "{stdout}");
+        let (code, stdout) = run(&["cpu-mutant-reordered-k"]);
+        assert_eq!(code, Some(3), "{stdout}");
+        assert!(
+            stdout.contains("schedule differs from declared"),
+            "{stdout}"
+        );
+        let (code, stdout) = run(&["cpu-tiled"]);
+        assert_eq!(code, Some(3), "{stdout}");
+        assert!(stdout.contains("no schedule declared"), "{stdout}");
+        // An interval failure outranks a schedule difference.
+        let (code, stdout) = run(&["cpu-mutant-gemm-only", "cpu-mutant-reordered-k"]);
+        assert_eq!(code, Some(1), "{stdout}");
+    }
+}

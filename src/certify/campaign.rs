@@ -2,11 +2,21 @@
 //! proptest strategies (shapes inside the kernel's declared support, biased to edges, all
 //! distributions), until a case count or a time budget; the first failure is shrunk by proptest to
 //! a minimal case, diagnosed, and saved so that `check` can replay it.
+//!
+//! With [`CampaignLimits::exact`], a kernel that declares its accumulation schedule
+//! ([`KernelUnderTest::schedule`]) is also held to zero tolerance: every output that passes the
+//! interval check is compared with the replay of that schedule (`model::replay`). The first
+//! case that differs is shrunk (to a case that still differs, or that fails the intervals, which
+//! then is the campaign's failure), the campaign goes on so that every case is still judged
+//! against the intervals, and the result says "correct within the intervals, schedule differs
+//! from the declared one" with the first differing element.
 
 use super::kernel::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
 use crate::compare::diagnosis::{diagnose, Diagnosis, Observation, POISON};
 use crate::compare::{judge, OutputShape, Verdict};
 use crate::model::bounds::{fp16_ordinal, KOrder};
+use crate::model::mma::schedule::{KChunkOrder, MmaModel, Schedule};
+use crate::model::replay::{replay_dual_gemm, ExactComparison};
 use crate::model::{dual_gemm_reference, Reference};
 use crate::problem::generate::generate_dual_gemm;
 use crate::problem::{Distribution, Shape};
@@ -78,16 +88,30 @@ pub struct CaseOutcome {
     pub reference: Reference,
     pub output: Vec<f16>,
     pub result: Result<Verdict, KernelFailure>,
+    /// The output against the replay of the declared schedule (exact mode, outputs that pass
+    /// the interval check only).
+    pub exact: Option<ExactComparison>,
 }
 
 impl CaseOutcome {
     pub fn failed(&self) -> bool {
         !matches!(&self.result, Ok(verdict) if verdict.pass)
     }
+
+    /// Inside the intervals, but not what the declared schedule gives.
+    pub fn exact_mismatch(&self) -> bool {
+        self.exact.is_some_and(|e| e.mismatches > 0)
+    }
 }
 
-/// Runs one case: fresh inputs, a poisoned output, the kernel, the verdict.
-pub fn run_case(kernel: &dyn KernelUnderTest, spec: CaseSpec, order: KOrder) -> CaseOutcome {
+/// Runs one case: fresh inputs, a poisoned output, the kernel, the verdict, and with a
+/// `schedule` the comparison of a passing output with its replay.
+pub fn run_case(
+    kernel: &dyn KernelUnderTest,
+    spec: CaseSpec,
+    order: KOrder,
+    schedule: Option<Schedule>,
+) -> CaseOutcome {
     let inputs = generate_dual_gemm(spec.shape, spec.dist, spec.seed);
     let reference = dual_gemm_reference(&inputs, order);
     let case = KernelCase::new(inputs, spec.dist.blocked_padding_fill());
@@ -106,12 +130,19 @@ pub fn run_case(kernel: &dyn KernelUnderTest, spec: CaseSpec, order: KOrder) -> 
             &reference.hi,
         )
     });
+    let exact = match (&result, schedule) {
+        (Ok(verdict), Some(schedule)) if verdict.pass => {
+            Some(replay_dual_gemm(&case.inputs, schedule).compare(&output))
+        }
+        _ => None,
+    };
     CaseOutcome {
         spec,
         case,
         reference,
         output,
         result,
+        exact,
     }
 }
 
@@ -173,6 +204,20 @@ pub struct Coverage {
     /// elements whose interval is at most [`TIGHT_ULPS`] wide (elsewhere cancellation, not the
     /// kernel, sets the distance).
     pub worst_ulps_from_expected: u32,
+    /// Exact mode: what the replay comparisons covered.
+    pub exact: Option<ExactCoverage>,
+}
+
+/// Tallies of the replay comparisons of an exact campaign.
+#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+pub struct ExactCoverage {
+    /// Cases whose output passed the intervals and was compared with the replay.
+    pub cases_replayed: usize,
+    pub elements_compared: usize,
+    /// Elements whose epilogue is a near-tie (either fp16 candidate accepted).
+    pub ambiguous_elements: usize,
+    pub cases_mismatching: usize,
+    pub elements_mismatching: usize,
 }
 
 impl Coverage {
@@ -201,6 +246,14 @@ impl Coverage {
                     exponents[usize::from((scale >> 3) & 0xF)] = true;
                 }
             }
+        }
+        if let Some(comparison) = outcome.exact {
+            let exact = self.exact.get_or_insert_with(ExactCoverage::default);
+            exact.cases_replayed += 1;
+            exact.elements_compared += comparison.elements;
+            exact.ambiguous_elements += comparison.ambiguous;
+            exact.cases_mismatching += usize::from(comparison.mismatches > 0);
+            exact.elements_mismatching += comparison.mismatches;
         }
         merge(&mut self.fp4_codes_seen, &codes);
         merge(&mut self.scale_exponents_seen, &exponents);
@@ -256,6 +309,9 @@ pub struct CampaignLimits {
     pub order: KOrder,
     /// Draw only the competition's distribution (to show what its weak check misses).
     pub only_gpumode: bool,
+    /// Also compare every passing output with the replay of the kernel's declared schedule,
+    /// at zero tolerance (`certify --exact`).
+    pub exact: bool,
 }
 
 impl CampaignLimits {
@@ -273,6 +329,31 @@ pub struct CampaignResult {
     pub coverage: Coverage,
     pub failure: Option<Failure>,
     pub elapsed: Duration,
+    /// Exact mode only.
+    pub exact: Option<ExactResult>,
+}
+
+/// What exact mode found.
+#[derive(Debug, Clone)]
+pub struct ExactResult {
+    /// The schedule the kernel declares (`None`: none, so nothing was replayed).
+    pub schedule: Option<Schedule>,
+    /// The first case whose output passed the intervals but differed from the replay.
+    pub mismatch: Option<ExactFailure>,
+}
+
+/// An output inside the intervals that is not what the declared schedule gives, shrunk.
+#[derive(Debug, Clone)]
+pub struct ExactFailure {
+    pub first: CaseSpec,
+    pub minimal: CaseSpec,
+    pub shrink_steps: usize,
+    /// The minimal case's comparison (its first differing element included).
+    pub comparison: ExactComparison,
+    /// The schedules (every model and K order, the declared epilogue) whose replay the first
+    /// differing case's output matches exactly: what the kernel seems to do instead. (The
+    /// first case, being larger than the minimal one, tells schedules apart better.)
+    pub matching_schedules: Vec<Schedule>,
 }
 
 /// Runs the campaign: the `golden` cases the kernel supports, the fixed edge cases, then random
@@ -287,6 +368,15 @@ pub fn certify_variant(
     let support = kernel.support();
     let mut coverage = Coverage::default();
     let dists = limits.distributions();
+    let schedule = if limits.exact {
+        kernel.schedule()
+    } else {
+        None
+    };
+    let mut exact = limits.exact.then_some(ExactResult {
+        schedule,
+        mismatch: None,
+    });
     // Edge cases first: they start at the smallest shape, so most bugs are caught small.
     let fixed: Vec<CaseSpec> = edge_cases(support)
         .into_iter()
@@ -304,48 +394,106 @@ pub fn certify_variant(
             .time_budget
             .is_some_and(|budget| started.elapsed() >= budget)
     };
+    // One case's outcome: `Some(failure)` ends the campaign; an exact mismatch is shrunk,
+    // recorded, and the campaign goes on.
+    let mut judge_case = |outcome: CaseOutcome,
+                          tree: Option<&mut dyn ValueTree<Value = CaseSpec>>,
+                          coverage: &mut Coverage|
+     -> Option<Failure> {
+        coverage.record(&outcome);
+        progress(coverage.cases, planned);
+        if outcome.failed() {
+            return Some(shrink(kernel, outcome, tree, limits.order, schedule));
+        }
+        let exact = exact.as_mut()?;
+        if exact.mismatch.is_some() || !outcome.exact_mismatch() {
+            return None;
+        }
+        let first = outcome.spec;
+        let matching = matching_schedules(&outcome, schedule);
+        let (minimal, shrink_steps) =
+            shrink_case(kernel, outcome, tree, limits.order, schedule, |o| {
+                o.failed() || o.exact_mismatch()
+            });
+        if minimal.failed() {
+            // Shrinking the schedule difference found a case outside the intervals.
+            return Some(diagnosed(
+                kernel,
+                minimal,
+                first,
+                shrink_steps,
+                limits.order,
+            ));
+        }
+        exact.mismatch = Some(ExactFailure {
+            first,
+            minimal: minimal.spec,
+            shrink_steps,
+            comparison: minimal.exact.expect("an exact mismatch was compared"),
+            matching_schedules: matching,
+        });
+        None
+    };
+    let mut failure = None;
     for spec in fixed.iter().copied() {
-        let outcome = run_case(kernel, spec, limits.order);
-        coverage.record(&outcome);
-        progress(coverage.cases, planned);
-        if outcome.failed() {
-            let failure = shrink(kernel, outcome, None, limits.order);
-            return CampaignResult {
-                coverage,
-                failure: Some(failure),
-                elapsed: started.elapsed(),
-            };
+        let outcome = run_case(kernel, spec, limits.order, schedule);
+        failure = judge_case(outcome, None, &mut coverage);
+        if failure.is_some() {
+            break;
         }
     }
-    let mut seed_bytes = [0u8; 32];
-    seed_bytes[..8].copy_from_slice(&limits.seed.to_le_bytes());
-    let mut runner = TestRunner::new_with_rng(
-        Config::default(),
-        TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
-    );
-    let strategy = case_strategy(support, dists);
-    while coverage.cases < planned && !out_of_time() {
-        let mut tree = strategy
-            .new_tree(&mut runner)
-            .expect("the case strategy never rejects");
-        let outcome = run_case(kernel, tree.current(), limits.order);
-        coverage.record(&outcome);
-        progress(coverage.cases, planned);
-        if outcome.failed() {
-            let failure = shrink(kernel, outcome, Some(&mut tree), limits.order);
-            return CampaignResult {
-                coverage,
-                failure: Some(failure),
-                elapsed: started.elapsed(),
-            };
+    if failure.is_none() {
+        let mut seed_bytes = [0u8; 32];
+        seed_bytes[..8].copy_from_slice(&limits.seed.to_le_bytes());
+        let mut runner = TestRunner::new_with_rng(
+            Config::default(),
+            TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
+        );
+        let strategy = case_strategy(support, dists);
+        while coverage.cases < planned && !out_of_time() {
+            let mut tree = strategy
+                .new_tree(&mut runner)
+                .expect("the case strategy never rejects");
+            let outcome = run_case(kernel, tree.current(), limits.order, schedule);
+            failure = judge_case(outcome, Some(&mut tree), &mut coverage);
+            if failure.is_some() {
+                break;
+            }
         }
     }
-    coverage.refuses_unsupported_shape = refuses_unsupported_shape(kernel);
+    if failure.is_none() {
+        coverage.refuses_unsupported_shape = refuses_unsupported_shape(kernel);
+    }
     CampaignResult {
         coverage,
-        failure: None,
+        failure,
         elapsed: started.elapsed(),
+        exact,
     }
+}
+
+/// The schedules (every MMA model and K order, with `declared`'s epilogue) whose replay gives
+/// exactly the output of `outcome`.
+fn matching_schedules(outcome: &CaseOutcome, declared: Option<Schedule>) -> Vec<Schedule> {
+    let Some(declared) = declared else {
+        return Vec::new();
+    };
+    MmaModel::ALL
+        .into_iter()
+        .flat_map(|mma| {
+            [KChunkOrder::Increasing, KChunkOrder::Decreasing].map(|k_order| Schedule {
+                mma,
+                k_order,
+                ..declared
+            })
+        })
+        .filter(|&schedule| {
+            replay_dual_gemm(&outcome.case.inputs, schedule)
+                .compare(&outcome.output)
+                .mismatches
+                == 0
+        })
+        .collect()
 }
 
 /// Offers the kernel one shape just outside its declared support (K one scale block past a
@@ -370,24 +518,58 @@ fn refuses_unsupported_shape(kernel: &dyn KernelUnderTest) -> Option<bool> {
     ))
 }
 
-/// Shrinks a failing case with its proptest value tree: simplify while the case still fails, step
-/// back when it passes. The fixed edge cases have no tree; they are small and kept as found.
+/// Shrinks a failing case with its proptest value tree, then diagnoses it.
 fn shrink(
     kernel: &dyn KernelUnderTest,
     failing: CaseOutcome,
     tree: Option<&mut dyn ValueTree<Value = CaseSpec>>,
     order: KOrder,
+    schedule: Option<Schedule>,
 ) -> Failure {
-    const MAX_STEPS: usize = 400;
     let first = failing.spec;
+    let (minimal, steps) = shrink_case(kernel, failing, tree, order, schedule, CaseOutcome::failed);
+    diagnosed(kernel, minimal, first, steps, order)
+}
+
+fn diagnosed(
+    kernel: &dyn KernelUnderTest,
+    minimal: CaseOutcome,
+    first: CaseSpec,
+    shrink_steps: usize,
+    order: KOrder,
+) -> Failure {
+    let diagnosis = match &minimal.result {
+        Ok(_) => Some(diagnose_with_more_runs(kernel, &minimal, first, order)),
+        Err(_) => None,
+    };
+    Failure {
+        first,
+        minimal,
+        diagnosis,
+        shrink_steps,
+    }
+}
+
+/// Shrinks a case for which `fails` holds with its proptest value tree: simplify while the case
+/// still fails, step back when it passes. The fixed edge cases have no tree; they only get the
+/// greedy steps. Returns the minimal outcome and the number of runs.
+fn shrink_case(
+    kernel: &dyn KernelUnderTest,
+    failing: CaseOutcome,
+    tree: Option<&mut dyn ValueTree<Value = CaseSpec>>,
+    order: KOrder,
+    schedule: Option<Schedule>,
+    fails: impl Fn(&CaseOutcome) -> bool,
+) -> (CaseOutcome, usize) {
+    const MAX_STEPS: usize = 400;
     let mut minimal = failing;
     let mut steps = 0;
     if let Some(tree) = tree {
         'simplify: while steps < MAX_STEPS && tree.simplify() {
             loop {
                 steps += 1;
-                let outcome = run_case(kernel, tree.current(), order);
-                if outcome.failed() {
+                let outcome = run_case(kernel, tree.current(), order, schedule);
+                if fails(&outcome) {
                     minimal = outcome;
                     continue 'simplify;
                 }
@@ -397,13 +579,13 @@ fn shrink(
             }
         }
     }
-    // Then (and for fixed cases, which have no tree) greedy steps: halve or decrement each
-    // dimension, drop batches, switch to gpumode, while the case still fails.
+    // Then greedy steps: halve or decrement each dimension, drop batches, switch to gpumode,
+    // while the case still fails.
     'greedy: while steps < MAX_STEPS {
         for candidate in smaller_specs(minimal.spec, kernel.support()) {
             steps += 1;
-            let outcome = run_case(kernel, candidate, order);
-            if outcome.failed() {
+            let outcome = run_case(kernel, candidate, order, schedule);
+            if fails(&outcome) {
                 minimal = outcome;
                 continue 'greedy;
             }
@@ -413,16 +595,7 @@ fn shrink(
         }
         break;
     }
-    let diagnosis = match &minimal.result {
-        Ok(_) => Some(diagnose_with_more_runs(kernel, &minimal, first, order)),
-        Err(_) => None,
-    };
-    Failure {
-        first,
-        minimal,
-        diagnosis,
-        shrink_steps: steps,
-    }
+    (minimal, steps)
 }
 
 /// Simpler neighbours of a case, simplest first, all inside `support`.
@@ -482,7 +655,7 @@ fn diagnose_with_more_runs(
     ]
     .into_iter()
     .filter(|spec| *spec != minimal.spec)
-    .map(|spec| run_case(kernel, spec, order))
+    .map(|spec| run_case(kernel, spec, order, None))
     .filter(|outcome| outcome.result.is_ok())
     .collect();
     let observations: Vec<Observation> = std::iter::once(minimal)

@@ -2,6 +2,7 @@
 //! diagnose it, and write a certificate.
 
 pub mod campaign;
+pub mod cpu_hopper_sim;
 pub mod cpu_kernels;
 pub mod kernel;
 pub mod report;
@@ -13,7 +14,11 @@ pub use kernel::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
 pub fn registry() -> Vec<Box<dyn KernelUnderTest>> {
     let cpu = cpu_kernels::cpu_kernels()
         .into_iter()
-        .map(|k| Box::new(k) as Box<dyn KernelUnderTest>);
+        .map(|k| Box::new(k) as Box<dyn KernelUnderTest>)
+        .chain([
+            Box::new(cpu_hopper_sim::CpuHopperSim::correct()) as Box<dyn KernelUnderTest>,
+            Box::new(cpu_hopper_sim::CpuHopperSim::reordered_k_mutant()),
+        ]);
     let gpu = crate::gpu::worker::gpu_kernels()
         .into_iter()
         .map(|k| Box::new(k) as Box<dyn KernelUnderTest>);

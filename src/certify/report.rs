@@ -1,12 +1,14 @@
 //! Certificates: one JSON and one Markdown file per kernel and run, plus the minimal repro of a
 //! failure as two safetensors files that `nvfp4-oracle check` replays.
 
-use super::campaign::{CampaignLimits, CampaignResult, CaseSpec, Coverage};
+use super::campaign::{CampaignLimits, CampaignResult, CaseSpec, Coverage, ExactCoverage};
 use super::kernel::KernelFailure;
 use super::kernel::KernelUnderTest;
 use crate::case_file::{fp16_bytes, CaseWriter};
 use crate::compare::diagnosis::{BugClass, Evidence};
 use crate::error::{Error, Result};
+use crate::model::mma::schedule::Schedule;
+use crate::model::replay::ExactMismatch;
 use crate::model::MODEL_VERSION;
 use safetensors::Dtype;
 use serde::Serialize;
@@ -24,9 +26,71 @@ fn failure_class(failure: &KernelFailure) -> BugClass {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
+    /// Every case inside the intervals (and, under `--exact`, see [`ExactReport::outcome`]).
     Certified,
     Failed,
     Unavailable,
+    /// `--exact`: every case inside the intervals, but some output is not what the declared
+    /// schedule gives ("correct within interval, schedule differs from declared"). Not trusted
+    /// by `bench`, which times only `certified` kernels.
+    ScheduleDiffers,
+}
+
+/// What `--exact` concluded for one kernel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExactOutcome {
+    /// Every output inside the intervals and equal to the replay of the declared schedule.
+    CertifiedExact,
+    /// Every output inside the intervals; some differ from the replay.
+    ScheduleDiffers,
+    /// The kernel declares no schedule: only the interval check ran.
+    NoScheduleDeclared,
+    /// A case failed the interval check (the status says `failed`).
+    IntervalFailure,
+}
+
+/// The exact-mode part of a certificate.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExactReport {
+    pub outcome: ExactOutcome,
+    pub schedule: Option<Schedule>,
+    /// The schedule in words, e.g. `hopper-hmma-f16-f32, K increasing, silu-mul-f64-rne`.
+    pub schedule_name: Option<String>,
+    pub coverage: ExactCoverage,
+    pub mismatch: Option<ExactMismatchReport>,
+}
+
+/// The first output inside the intervals that differs from the replay, shrunk.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExactMismatchReport {
+    pub first_case: CaseSpec,
+    pub minimal_case: CaseSpec,
+    pub shrink_steps: usize,
+    /// In the minimal case.
+    pub mismatching_elements: usize,
+    pub elements: usize,
+    pub first_difference: ExactMismatch,
+    /// `first_difference` in words.
+    pub difference: String,
+    /// Schedules whose replay the first differing case's output matches exactly (empty: none of
+    /// the modelled ones).
+    pub matching_schedules: Vec<String>,
+    /// Regenerates the minimal case's inputs and reference.
+    pub regenerate: String,
+}
+
+impl ExactOutcome {
+    pub fn describe(self) -> &'static str {
+        match self {
+            ExactOutcome::CertifiedExact => "certified exact",
+            ExactOutcome::ScheduleDiffers => {
+                "correct within interval, schedule differs from declared"
+            }
+            ExactOutcome::NoScheduleDeclared => "no schedule declared (interval check only)",
+            ExactOutcome::IntervalFailure => "not reached: the interval check failed",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -71,6 +135,8 @@ pub struct Certificate {
     pub elapsed_seconds: f64,
     pub coverage: Coverage,
     pub failure: Option<FailureReport>,
+    /// `--exact` only.
+    pub exact: Option<ExactReport>,
     pub machine: Machine,
 }
 
@@ -92,6 +158,7 @@ impl Certificate {
             elapsed_seconds: 0.0,
             coverage: Coverage::default(),
             failure: None,
+            exact: None,
             machine: Machine {
                 os: std::env::consts::OS,
                 arch: std::env::consts::ARCH,
@@ -120,11 +187,60 @@ impl Certificate {
     ) -> Result<Self> {
         let mut certificate = Certificate::base(kernel, limits);
         certificate.elapsed_seconds = result.elapsed.as_secs_f64();
+        certificate.exact = result.exact.map(|exact| {
+            let outcome = if result.failure.is_some() {
+                ExactOutcome::IntervalFailure
+            } else if exact.schedule.is_none() {
+                ExactOutcome::NoScheduleDeclared
+            } else if exact.mismatch.is_some() {
+                ExactOutcome::ScheduleDiffers
+            } else {
+                ExactOutcome::CertifiedExact
+            };
+            ExactReport {
+                outcome,
+                schedule: exact.schedule,
+                schedule_name: exact.schedule.map(|s| s.to_string()),
+                coverage: result.coverage.exact.unwrap_or_default(),
+                mismatch: exact.mismatch.map(|m| {
+                    let first_difference = m
+                        .comparison
+                        .first_mismatch
+                        .expect("a mismatch has a first element");
+                    let shape = m.minimal.shape;
+                    ExactMismatchReport {
+                        first_case: m.first,
+                        minimal_case: m.minimal,
+                        shrink_steps: m.shrink_steps,
+                        mismatching_elements: m.comparison.mismatches,
+                        elements: m.comparison.elements,
+                        difference: first_difference.to_string(),
+                        first_difference,
+                        matching_schedules: m
+                            .matching_schedules
+                            .iter()
+                            .map(|s| s.to_string())
+                            .collect(),
+                        regenerate: format!(
+                            "nvfp4-oracle reference --problem dual-gemm --shape {}x{}x{}x{} --dist {} --seed {} --out case.safetensors",
+                            shape.m,
+                            shape.n,
+                            shape.k,
+                            shape.l,
+                            m.minimal.dist.name(),
+                            m.minimal.seed
+                        ),
+                    }
+                }),
+            }
+        });
         certificate.coverage = result.coverage;
-        certificate.status = if result.failure.is_some() {
-            Status::Failed
-        } else {
-            Status::Certified
+        certificate.status = match &certificate.exact {
+            _ if result.failure.is_some() => Status::Failed,
+            Some(exact) if exact.outcome == ExactOutcome::ScheduleDiffers => {
+                Status::ScheduleDiffers
+            }
+            _ => Status::Certified,
         };
         if let Some(failure) = result.failure {
             let minimal = &failure.minimal;
@@ -228,6 +344,40 @@ impl Certificate {
         }
         if let Some(reason) = &self.unavailable_reason {
             md.push_str(&format!("\nNot run: {reason}\n"));
+        }
+        if let Some(exact) = &self.exact {
+            let c = &exact.coverage;
+            md.push_str(&format!(
+                "\n## Exact (replay of the declared schedule)\n\n- outcome: **{}**\n- declared schedule: {}\n- cases replayed: {}, elements compared: {}, ambiguous (epilogue near-ties, either fp16 accepted): {}\n- cases with differences: {} ({} elements)\n",
+                exact.outcome.describe(),
+                exact.schedule_name.as_deref().unwrap_or("none"),
+                c.cases_replayed,
+                c.elements_compared,
+                c.ambiguous_elements,
+                c.cases_mismatching,
+                c.elements_mismatching,
+            ));
+            if let Some(m) = &exact.mismatch {
+                md.push_str(&format!(
+                    "- first differing case: {} {} seed {}; minimal after {} shrink steps: **{} {} seed {}** ({} of {} elements differ)\n- first difference: {}\n- the first differing output matches: {}\n- regenerate: `{}`\n",
+                    m.first_case.shape,
+                    m.first_case.dist.name(),
+                    m.first_case.seed,
+                    m.shrink_steps,
+                    m.minimal_case.shape,
+                    m.minimal_case.dist.name(),
+                    m.minimal_case.seed,
+                    m.mismatching_elements,
+                    m.elements,
+                    m.difference,
+                    if m.matching_schedules.is_empty() {
+                        "no modelled schedule".to_string()
+                    } else {
+                        m.matching_schedules.join("; ")
+                    },
+                    m.regenerate,
+                ));
+            }
         }
         if let Some(f) = &self.failure {
             md.push_str(&format!(

@@ -1,8 +1,8 @@
 //! `nvfp4-oracle certify`: fuzz kernels against the model, shrink and diagnose the first failure,
 //! write certificates.
 
-use super::EXIT_FAIL;
-use crate::certify::report::{Certificate, Status};
+use super::{EXIT_FAIL, EXIT_NOT_EXACT};
+use crate::certify::report::{Certificate, ExactOutcome, Status};
 use crate::certify::{certify_variant, registry, CampaignLimits, KernelUnderTest};
 use crate::error::{Error, Result};
 use crate::model::bounds::KOrder;
@@ -34,6 +34,18 @@ pub struct CertifyArgs {
     /// Draw only the competition's gpumode distribution (shows what its weak inputs miss).
     #[arg(long)]
     pub gpumode_only: bool,
+    /// Zero tolerance for kernels that declare their accumulation schedule (MMA adder model, K
+    /// order, epilogue): every output inside the intervals must also equal, bit for bit, the
+    /// replay of that schedule (a NaN matches any NaN; where the f64 epilogue is a near-tie
+    /// either fp16 neighbour is accepted, and counted). Outcomes: certified exact; "correct
+    /// within interval, schedule differs from declared" (status schedule-differs, with the
+    /// first differing element, shrunk); or the usual interval failure. Default selection: the
+    /// kernels that declare a schedule. A kernel named with --kernel that declares none is
+    /// certified on the intervals only and reported "no schedule declared". Exit codes: 1 if any
+    /// kernel failed the intervals, else 3 if any kernel is not certified exact (schedule
+    /// differs, or none declared), else 0.
+    #[arg(long)]
+    pub exact: bool,
     /// Golden directory whose small dual-GEMM cases every campaign runs first.
     #[arg(long, default_value = "golden")]
     pub golden: PathBuf,
@@ -54,11 +66,13 @@ fn matches(pattern: &str, name: &str) -> bool {
 fn select(
     all: Vec<Box<dyn KernelUnderTest>>,
     patterns: &[String],
+    exact: bool,
 ) -> Result<Vec<Box<dyn KernelUnderTest>>> {
     if patterns.is_empty() {
         return Ok(all
             .into_iter()
             .filter(|k| !k.name().contains("mutant") && k.availability().is_ok())
+            .filter(|k| !exact || k.schedule().is_some())
             .collect());
     }
     for pattern in patterns {
@@ -78,7 +92,7 @@ fn select(
 }
 
 pub fn run(args: CertifyArgs) -> Result<ExitCode> {
-    let kernels = select(registry(), &args.kernels)?;
+    let kernels = select(registry(), &args.kernels, args.exact)?;
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -90,6 +104,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
         seed,
         order: args.k_order,
         only_gpumode: args.gpumode_only,
+        exact: args.exact,
     };
     std::fs::create_dir_all(&args.report_dir)
         .map_err(|err| Error::file(&args.report_dir, format!("cannot create: {err}")))?;
@@ -100,11 +115,16 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
         eprintln!("note: no GPU backend in this build; certifying CPU kernels only (a GPU run adds the hopper-* variants)");
     }
     eprintln!(
-        "certifying {} kernel(s), {} cases each, seed {seed} (repeat with --seed {seed}){}",
+        "certifying {} kernel(s), {} cases each, seed {seed} (repeat with --seed {seed}){}{}",
         kernels.len(),
         args.cases,
         if args.gpumode_only {
             ", gpumode distribution only"
+        } else {
+            ""
+        },
+        if args.exact {
+            ", exact: outputs also replayed from each kernel's declared schedule"
         } else {
             ""
         }
@@ -117,6 +137,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
         }
     };
     let mut any_failed = false;
+    let mut any_not_exact = false;
     println!("| kernel | status | cases | time (s) | minimal repro | diagnosis |");
     println!("|---|---|---|---|---|---|");
     for kernel in &kernels {
@@ -142,12 +163,52 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
         };
         certificate.write(&args.report_dir)?;
         any_failed |= certificate.status == Status::Failed;
-        let (repro, diagnosis) = match &certificate.failure {
-            Some(f) => (
+        let exact_outcome = certificate.exact.as_ref().map(|e| e.outcome);
+        any_not_exact |= matches!(
+            exact_outcome,
+            Some(ExactOutcome::ScheduleDiffers | ExactOutcome::NoScheduleDeclared)
+        );
+        let (repro, diagnosis) = match (&certificate.failure, &certificate.exact) {
+            (Some(f), _) => (
                 format!("{} {}", f.minimal_case.shape, f.minimal_case.dist.name()),
                 f.diagnosis.clone(),
             ),
-            None => (
+            (None, Some(exact)) if exact.mismatch.is_some() => {
+                let m = exact.mismatch.as_ref().expect("checked");
+                (
+                    format!(
+                        "{} {} seed {}",
+                        m.minimal_case.shape,
+                        m.minimal_case.dist.name(),
+                        m.minimal_case.seed
+                    ),
+                    format!(
+                        "{}: first difference at {}; the first differing output matches: {}",
+                        ExactOutcome::ScheduleDiffers.describe(),
+                        m.difference,
+                        if m.matching_schedules.is_empty() {
+                            "no modelled schedule".to_string()
+                        } else {
+                            m.matching_schedules.join("; ")
+                        }
+                    ),
+                )
+            }
+            (None, Some(exact)) => (
+                "-".to_string(),
+                format!(
+                    "{}{}",
+                    exact.outcome.describe(),
+                    exact
+                        .schedule_name
+                        .as_ref()
+                        .map_or(String::new(), |s| format!(
+                            " ({s}; {} elements, {} ambiguous)",
+                            exact.coverage.elements_compared, exact.coverage.ambiguous_elements
+                        ))
+                ),
+            ),
+            (None, None) => (
                 "-".to_string(),
                 certificate
                     .unavailable_reason
@@ -155,17 +216,23 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
                     .unwrap_or_else(|| "-".to_string()),
             ),
         };
+        let status = match exact_outcome {
+            Some(ExactOutcome::CertifiedExact) => "CertifiedExact".to_string(),
+            Some(ExactOutcome::NoScheduleDeclared) => {
+                "Certified (no schedule declared)".to_string()
+            }
+            _ => format!("{:?}", certificate.status),
+        };
         println!(
-            "| {} | {:?} | {} | {:.1} | {repro} | {diagnosis} |",
-            certificate.kernel,
-            certificate.status,
-            certificate.coverage.cases,
-            certificate.elapsed_seconds
+            "| {} | {status} | {} | {:.1} | {repro} | {diagnosis} |",
+            certificate.kernel, certificate.coverage.cases, certificate.elapsed_seconds
         );
     }
     eprintln!("certificates written to {}", args.report_dir.display());
     Ok(if any_failed {
         ExitCode::from(EXIT_FAIL)
+    } else if any_not_exact {
+        ExitCode::from(EXIT_NOT_EXACT)
     } else {
         ExitCode::SUCCESS
     })

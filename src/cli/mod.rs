@@ -1,7 +1,8 @@
 //! The command-line interface: one module per subcommand, all returning an exit code.
 //!
 //! Exit codes are stable for CI: 0 success (or pass), 1 a verdict of failure, 2 bad usage or bad
-//! input (unreadable file, wrong shape, unknown name). clap's own usage errors also exit 2.
+//! input (unreadable file, wrong shape, unknown name), 3 (`certify --exact` only) every output
+//! inside the intervals but some kernel not certified exact. clap's own usage errors also exit 2.
 
 mod bench;
 mod certify;
@@ -17,6 +18,9 @@ use std::process::ExitCode;
 
 pub const EXIT_FAIL: u8 = 1;
 pub const EXIT_BAD_INPUT: u8 = 2;
+/// `certify --exact`: no interval failure, but some kernel's outputs differ from the replay of
+/// its declared schedule, or it declares none.
+pub const EXIT_NOT_EXACT: u8 = 3;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -25,7 +29,8 @@ pub const EXIT_BAD_INPUT: u8 = 2;
     about = "Bit-exact NVFP4 reference model and correctness oracle for block-scaled GEMM kernels",
     long_about = "nvfp4-oracle models NVFP4 (e2m1 data, e4m3 block scales per 16 elements) exactly on \
 the CPU, generates deterministic inputs and reference cases, and judges kernel outputs against \
-per-element acceptance intervals.\n\nExit codes: 0 success, 1 failed verdict, 2 bad usage or input."
+per-element acceptance intervals.\n\nExit codes: 0 success, 1 failed verdict, 2 bad usage or input, 3 (certify --exact) \
+correct within the intervals but not certified exact."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -41,7 +46,8 @@ pub enum Command {
     /// Judge a kernel's output (tensor `c`) against a reference case. Exit 0 pass, 1 fail, 2 bad input.
     Check(check::CheckArgs),
     /// Fuzz kernels against the model, shrink and diagnose the first failure, write certificates.
-    /// Exit 0 if every selected kernel is certified, 1 if any failed, 2 on error.
+    /// Exit 0 if every selected kernel is certified, 1 if any failed, 2 on error, 3 (--exact) if
+    /// none failed but some kernel is not certified exact.
     Certify(certify::CertifyArgs),
     /// List every kernel under test, what it solves and whether it can run on this machine.
     Variants,

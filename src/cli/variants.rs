@@ -10,15 +10,20 @@ pub fn run() -> Result<ExitCode> {
         Ok(info) => println!("GPU: {}", info.describe()),
         Err(reason) => println!("GPU: none ({reason})"),
     }
-    println!("| kernel | problem | supported shapes | runs here | what it is |");
-    println!("|---|---|---|---|---|");
+    println!(
+        "| kernel | problem | supported shapes | runs here | declared schedule (certify --exact) | what it is |"
+    );
+    println!("|---|---|---|---|---|---|");
     for kernel in registry() {
         let runs = match kernel.availability() {
             Ok(()) => "yes".to_string(),
             Err(reason) => format!("no: {reason}"),
         };
+        let schedule = kernel
+            .schedule()
+            .map_or_else(|| "-".to_string(), |s| s.to_string());
         println!(
-            "| {} | {} | {} | {runs} | {} |",
+            "| {} | {} | {} | {runs} | {schedule} | {} |",
             kernel.name(),
             kernel.problem().name(),
             kernel.support().describe(),

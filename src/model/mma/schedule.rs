@@ -65,3 +65,33 @@ pub const HOPPER_F16_INCREASING_K: Schedule = Schedule {
     k_order: KChunkOrder::Increasing,
     epilogue: OutputEpilogue::SiluMulF64Rne,
 };
+
+impl KChunkOrder {
+    pub fn name(self) -> &'static str {
+        match self {
+            KChunkOrder::Increasing => "increasing",
+            KChunkOrder::Decreasing => "decreasing",
+        }
+    }
+}
+
+impl OutputEpilogue {
+    pub fn name(self) -> &'static str {
+        match self {
+            OutputEpilogue::SiluMulF64Rne => "silu-mul-f64-rne",
+        }
+    }
+}
+
+impl std::fmt::Display for Schedule {
+    /// For example `hopper-hmma-f16-f32, K increasing, silu-mul-f64-rne`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}, K {}, {}",
+            self.mma.name(),
+            self.k_order.name(),
+            self.epilogue.name()
+        )
+    }
+}
