@@ -34,8 +34,8 @@ pub fn rtz_to_f32(s: i64, q: i32) -> f32 {
     let magnitude = s.unsigned_abs();
     let top = 63 - magnitude.leading_zeros() as i32;
     let value_exponent = top + q;
-    let rounded = if value_exponent > 127 {
-        f32::MAX
+    let bits = if value_exponent > 127 {
+        f32::MAX.to_bits()
     } else {
         // f32 keeps 24 bits; below 2^-126 the grid is 2^-149.
         let quantum = (value_exponent - 23).max(-149);
@@ -44,15 +44,15 @@ pub fn rtz_to_f32(s: i64, q: i32) -> f32 {
             magnitude.checked_shr(shift as u32).unwrap_or(0)
         } else {
             magnitude << (-shift) as u32
-        };
-        // kept < 2^24 and 2^quantum is a normal f64: exact, and exactly an f32.
-        (kept as f64 * pow2(quantum)) as f32
+        } as u32;
+        if value_exponent >= -126 {
+            // kept in [2^23, 2^24): the implicit bit becomes the exponent field.
+            ((value_exponent + 127) as u32) << 23 | (kept & 0x7F_FFFF)
+        } else {
+            kept // subnormal (or zero): kept < 2^23 units of 2^-149
+        }
     };
-    if s < 0 {
-        -rounded
-    } else {
-        rounded
-    }
+    f32::from_bits(bits | if s < 0 { 0x8000_0000 } else { 0 })
 }
 
 /// `value * 2^shift` as an integer, cut toward zero when `shift < 0` (sign-magnitude).
@@ -307,19 +307,17 @@ pub fn hopper_nvfp4_step(c: f32, a: &NvBlock, b: &NvBlock) -> f32 {
         // Every product is a whole number of quanta: the exact block sum.
         (i64::from(sum) * scale) << shift
     } else {
-        // C dominates: each product is cut toward zero on its own.
-        let right = ((-shift) as u32).min(63);
-        (0..BLOCK)
-            .map(|k| {
-                let p = i64::from(a.half[k]) * i64::from(b.half[k]) * scale;
-                let magnitude = (p.unsigned_abs() >> right) as i64;
-                if p < 0 {
-                    -magnitude
-                } else {
-                    magnitude
-                }
-            })
-            .sum()
+        // C dominates: each product is cut toward zero on its own. |product| <= 144 * 225 <
+        // 2^15, so i32 lanes hold it and a shift of 31 clears it (branch-free, vectorisable).
+        let right = (-shift).min(31) as u32;
+        let scale = scale as i32;
+        let mut cut_sum = 0i32;
+        for k in 0..BLOCK {
+            let p = i32::from(a.half[k]) * i32::from(b.half[k]) * scale;
+            let sign = p >> 31;
+            cut_sum += ((p.abs() >> right) ^ sign) - sign;
+        }
+        i64::from(cut_sum)
     };
     let s = cut(c_mantissa, c_exponent - 23 - q) + products;
     // s != 0 here unless C and the products cancel exactly, which gives +0 as in the model.
