@@ -11,8 +11,8 @@
 //     TMA multicast that lands in BOTH CTAs' shared memory and signals both CTAs' "full"
 //     barriers, so each activation byte is read from memory once per pair, not twice;
 //   - because a CTA's stage slot is written by its peer too, a slot is free only when the
-//     consumers of both CTAs have released it: each consumer warp arrives on the "empty" barrier
-//     of both CTAs (distributed shared memory), and the empty barrier counts 16 arrivals;
+//     consumers of both CTAs have released it: each consumer warp arrives on the "empty"
+//     barrier of both CTAs (distributed shared memory), which counts 16 arrivals;
 //   - cluster-wide barriers after the barrier initialisation (no multicast may signal a barrier
 //     that does not exist yet) and before exit (no CTA may leave while its peer still writes).
 // The prediction: on these shapes activation bytes are ~6% of the traffic (M <= 512 rows vs
@@ -37,14 +37,13 @@ nvfp4_dual_gemm_cluster_pair(const unsigned char* a, const unsigned char* b1,
   const int k_tiles = K / kWsBK, rest_k = K / kAtomK;
   const int rest_m = (M + 127) / 128, rest_n = (N + 127) / 128;
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kWsStages; ++s) {
-      mbar_init(&sh.full[s], 1);
-      mbar_init(&sh.empty[s], kPairEmptyArrivals);
-    }
-    fence_mbarrier_init();
-  }
+  if (threadIdx.x == 0) init_barriers(sh, kPairEmptyArrivals);
   cluster_sync();
+  // A slot of either CTA may be written by both (multicast): release it in both.
+  auto release = [&](int s) {
+    if (threadIdx.x % 32 == 0)
+      for (unsigned cta = 0; cta < kPairCtas; ++cta) mbar_arrive_cluster(&sh.empty[s], cta);
+  };
 
   if (threadIdx.x < 128) {  // producer warpgroup
     setmaxnreg_dec<kWsProducerRegs>();
@@ -84,10 +83,7 @@ nvfp4_dual_gemm_cluster_pair(const unsigned char* a, const unsigned char* b1,
     float acc1[64], acc2[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc1[i] = acc2[i] = 0.0f;
-    consumer_main_loop(sh, k_tiles, ctid, consumer, acc1, acc2, [&](int s) {
-      if (ctid % 32 == 0)
-        for (unsigned cta = 0; cta < kPairCtas; ++cta) mbar_arrive_cluster(&sh.empty[s], cta);
-    });
+    consumer_main_loop(sh, k_tiles, ctid, consumer, acc1, acc2, release);
     store_tile(acc1, acc2, c, M, N, L, tile_m * kWsTileM, tile_n * kWsTileN, l, ctid, consumer);
   }
   cluster_sync();

@@ -78,6 +78,17 @@ constexpr int kAtomRows = 128;
 constexpr int kAtomK = 64;
 constexpr int kAtomBytes = 512;
 
+// Byte `which` (0..3) of four packed UE4M3 scales -> {s, s} as fp16x2, the sign dropped: one
+// prmt puts the byte in both halves, so a row's four scale columns of an atom need one load.
+__device__ __forceinline__ unsigned scale_from_word_to_f16x2(unsigned word, unsigned which) {
+  unsigned two;
+  asm("prmt.b32 %0, %1, 0, %2;" : "=r"(two) : "r"(word), "r"(which * 0x11u));
+  const unsigned short bytes = (unsigned short)(two & 0x7F7Fu);
+  unsigned out;
+  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(out) : "h"(bytes));
+  return out;
+}
+
 // Byte offset of row r (0..127), scale column kb (0..3) inside a 512-byte atom.
 __device__ __forceinline__ int atom_offset(int r, int kb) {
   return (r % 32) * 16 + (r / 32) * 4 + kb;

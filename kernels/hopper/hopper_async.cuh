@@ -142,6 +142,18 @@ __device__ __forceinline__ unsigned long long wgmma_desc_no_swizzle(const void* 
          ((unsigned long long)(mn_stride >> 4) << 32);  // base offset 0, layout type 0
 }
 
+// Descriptor of a K-major operand in the 128-byte swizzle layout: rows of 64 fp16 (128 bytes)
+// of K, 8-row atoms of 1 KiB (`mn_stride` apart), the 16-byte chunk c of row r stored at chunk
+// position c ^ (r % 8). The atom must be 1 KiB aligned; a k16 step inside it starts 32 bytes
+// further per step (the swizzle applies to the address bits, so the start may move). The
+// "leading dimension" offset is unused in this mode (1 by convention).
+__device__ __forceinline__ unsigned long long wgmma_desc_swizzle128(const void* start,
+                                                                    unsigned mn_stride) {
+  const unsigned long long addr = smem_addr(start);
+  return ((addr & 0x3FFFFull) >> 4) | (1ull << 16) |
+         ((unsigned long long)(mn_stride >> 4) << 32) | (1ull << 62);
+}
+
 // Before the first wgmma, and whenever registers it reads were written by other instructions.
 __device__ __forceinline__ void wgmma_fence() {
   asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");

@@ -10,8 +10,8 @@
 // activations, M rows) is wgmma's B operand, read from shared memory:
 //   - one CTA per output tile of 128 weight rows (n) x 128 activation rows (m), grid =
 //     (ceil(N/128), ceil(M/128), L); 3 warpgroups = 384 threads;
-//   - warpgroup 0, the producer: one thread issues TMA copies (tensor maps made on the host) of the
-//     packed FP4 rows of A, B1, B2 and bulk copies of their scale atoms into a kStages-deep
+//   - warpgroup 0, the producer: one thread issues TMA copies (tensor maps made on the host) of
+//     the packed FP4 rows of A, B1, B2 and bulk copies of their scale atoms into a kStages-deep
 //     shared-memory ring; each stage has a "full" mbarrier (TMA bytes arrive) and an "empty" one
 //     (every consumer warp has finished reading); setmaxnreg gives its registers away;
 //   - warpgroups 1 and 2, the consumers, each own 64 weight rows of both GEMMs (2 x 64 x 128 f32
@@ -19,9 +19,12 @@
 //       - per 16-k scale block, each warp decodes its weight rows straight into wgmma A
 //         fragments and issues one m64n128k16 per GEMM;
 //       - while those run, the 256 consumer threads decode a piece of the NEXT stage's
-//         activation tile (FP4 x scale, exact in fp16, see common.cuh) into a fp16 buffer laid
-//         out as wgmma core matrices, and the next block's weight fragments;
+//         activation tile (FP4 x scale, exact in fp16, see common.cuh) into a fp16 tile in
+//         wgmma's shared-memory layout, and the next block's weight fragments;
 //       - after each stage: fence to the async proxy, named barrier of the consumers, release.
+//     (Tried on the H100: the producer warpgroup's three idle warps decoding the activation
+//     tiles instead, through their own mbarriers: 190 us instead of 160 at 512x4096x7168; 96
+//     threads cannot keep up.)
 //   - epilogue: fp16(silu(x1) * x2) evaluated in f64 (common.cuh), guarded scalar stores.
 // Padding rows (>= M or N) are zero-filled by TMA; their scales may be anything (even NaN) but
 // only reach outputs that are never stored: row n of B only meets output column n.
@@ -33,12 +36,13 @@ constexpr int kWsStages = 4;         // shared-memory ring depth
 constexpr int kWsActBuffers = 2;     // decoded fp16 activation tiles (see consume_stage)
 constexpr int kWsThreads = 384;      // producer warpgroup + 2 consumer warpgroups
 constexpr int kWsConsumerThreads = 256;
+constexpr int kWsConsumerWarps = kWsConsumerThreads / 32;
 constexpr int kWsProducerRegs = 40;
 constexpr int kWsConsumerRegs = 232;
 constexpr int kWsRowBytes = kWsBK / 2;                  // packed FP4 bytes per row per stage
 constexpr int kWsScaleBytes = kWsBK / kAtomK * kAtomBytes;  // one operand's scales per stage
 constexpr int kWsSteps = kWsBK / 16;                    // wgmma k16 steps per stage
-constexpr int kWsEmptyArrivals = kWsConsumerThreads / 32;  // one per consumer warp
+constexpr int kWsEmptyArrivals = kWsConsumerWarps;  // a slot is free when every consumer is done
 constexpr int kActBarrier = 1;       // named barrier id of the consumers (0 is __syncthreads)
 
 static_assert(kWsTileN == 128 && kWsTileM == 128, "one scale atom row block per tile");
@@ -54,16 +58,23 @@ struct WsStage {
 };
 constexpr unsigned kWsStageTxBytes = 3 * kWsTileN * kWsRowBytes + 3 * kWsScaleBytes;
 
-// The decoded activation tile, wgmma's B operand: core matrix (8 rows x 8 k, 128 B) of row
-// group g and k chunk c at byte (g * 16 + c) * 128, row r%8 at 16 * (r%8) inside it. Inside each
-// 16-element scale block j the k are permuted: chunk 2j holds the block's even k (0, 2, .., 14),
-// chunk 2j + 1 its odd k, and the weight fragments follow the same permutation (see
-// decode_weight_fragment); that is what lets both use decode_fp4_pair_hi.
-constexpr unsigned kActCoreK = 128;                        // k-adjacent core matrices
-constexpr unsigned kActCoreMn = (kWsBK / 8) * 128;         // row-group-adjacent core matrices
-struct ActTile {
-  alignas(128) unsigned short h[kWsTileM * kWsBK];
+// The decoded activation tile, wgmma's B operand, K-major in the 128-byte swizzle layout: two
+// column blocks of 64 k (16 KiB each: 128 rows of 128 bytes), in each row the 16-byte chunk c
+// (8 k) stored at chunk position c ^ (row % 8), which spreads both our decode stores and the
+// tensor cores' reads over all banks. Inside each 16-element scale block j the k are permuted:
+// chunk 2j holds the block's even k (0, 2, .., 14), chunk 2j + 1 its odd k, and the weight
+// fragments follow the same permutation (see decode_weight_fragment); that is what lets both
+// use decode_fp4_pair_hi.
+constexpr int kActColumnBytes = kWsTileM * 128;   // one 64-k column block
+constexpr unsigned kActAtomBytes = 8 * 128;       // 8 rows x 128 B: wgmma's "stride" offset
+struct alignas(1024) ActTile {
+  unsigned char bytes[kWsTileM * kWsBK * 2];
 };
+
+// Byte offset of row r's 16-byte chunk c (k 8c .. 8c+7 of the stage, hardware order).
+__device__ __forceinline__ int act_chunk_offset(int r, int c) {
+  return (c / 8) * kActColumnBytes + r * 128 + (((c % 8) ^ (r % 8)) * 16);
+}
 
 struct WsShared {
   WsStage stage[kWsStages];
@@ -74,7 +85,7 @@ struct WsShared {
 
 // What the launcher allocates (WS_SHARED_BYTES in src/gpu/variants.rs): the ring, the
 // activation tiles and the barriers, plus 1 KiB of alignment slack (see ws_shared).
-static_assert(sizeof(WsShared) + 1024 <= 4 * (3 * 8192 + 3 * 1024) + 2 * 32768 + 128 + 1024,
+static_assert(sizeof(WsShared) + 1024 <= 4 * (3 * 8192 + 3 * 1024) + 2 * 32768 + 1024 + 1024,
               "keep WS_SHARED_BYTES in src/gpu/variants.rs in step");
 
 // Scale byte of tile row r (0..127), stage scale column j (0..kWsBK/16-1).
@@ -82,19 +93,16 @@ __device__ __forceinline__ int stage_scale_offset(int r, int j) {
   return (j / 4) * kAtomBytes + atom_offset(r, j % 4);
 }
 
-// FP4 activation rows of one stage -> fp16 core matrices, in kActChunksPerThread pieces so the
-// work can be spread over the MMA steps of the previous stage. A chunk is one row's 16-element
-// block: its even k go to core matrix 2j, its odd k to 2j + 1. Thread mapping: 8 consecutive
-// threads take the 8 rows of one core matrix, so their 16-byte stores are one 128-byte line.
+// One chunk of a stage's activation tile, FP4 -> fp16 in the tile's layout: chunk c is row r's
+// 16-element block j; its even k go to 16-byte chunk 2j, its odd k to 2j + 1. Consecutive c are
+// consecutive rows, whose swizzled 16-byte stores hit 8 different bank groups. Each consumer
+// thread decodes one chunk every other MMA step of the previous stage.
 constexpr int kActChunks = kWsTileM * (kWsBK / 16);
 constexpr int kActChunksPerThread = kActChunks / kWsConsumerThreads;
 static_assert(kActChunksPerThread * 2 == kWsSteps, "one activation chunk every other MMA step");
 
-__device__ __forceinline__ void decode_activation_chunk(const WsStage& st, ActTile& act, int ctid,
-                                                        int i) {
-  const int c = ctid + i * kWsConsumerThreads;
-  const int r8 = c % 8, j = (c / 8) % kWsSteps, group = c / (8 * kWsSteps);
-  const int r = group * 8 + r8;
+__device__ __forceinline__ void decode_activation_chunk(const WsStage& st, ActTile& act, int c) {
+  const int r = c % kWsTileM, j = c / kWsTileM;
   const uint2 w = *reinterpret_cast<const uint2*>(st.a + r * kWsRowBytes + j * 8);
   const unsigned sc = scale_to_f16x2(st.sfa[stage_scale_offset(r, j)]);
   uint4 even, odd;  // k 0,2 | 4,6 | 8,10 | 12,14  and  k 1,3 | 5,7 | 9,11 | 13,15
@@ -106,9 +114,44 @@ __device__ __forceinline__ void decode_activation_chunk(const WsStage& st, ActTi
   odd.y = decode_fp4_pair_hi(w.x >> 16, sc);
   odd.z = decode_fp4_pair_hi(w.y, sc);
   odd.w = decode_fp4_pair_hi(w.y >> 16, sc);
-  unsigned short* core = &act.h[(group * (kWsBK / 8) + 2 * j) * 64 + r8 * 8];
-  *reinterpret_cast<uint4*>(core) = even;
-  *reinterpret_cast<uint4*>(core + 64) = odd;
+  *reinterpret_cast<uint4*>(act.bytes + act_chunk_offset(r, 2 * j)) = even;
+  *reinterpret_cast<uint4*>(act.bytes + act_chunk_offset(r, 2 * j + 1)) = odd;
+}
+
+// One weight row's scales for a whole stage: the 4 scale columns of each of its kWsBK / 64
+// atoms are 4 consecutive bytes (see common.cuh), so two loads per row and stage.
+struct RowScales {
+  unsigned word[kWsBK / kAtomK];
+};
+
+__device__ __forceinline__ RowScales load_row_scales(const unsigned char* scales, int row) {
+  RowScales rs;
+#pragma unroll
+  for (int a = 0; a < kWsBK / kAtomK; ++a)
+    rs.word[a] = *reinterpret_cast<const unsigned*>(scales + a * kAtomBytes + atom_offset(row, 0));
+  return rs;
+}
+
+// The wgmma A fragment (the m16n8k16 A layout, per warp 16 rows) of weight rows r and r + 8 for
+// scale block j. The fragment's k slots {2t, 2t+1} and {2t+8, 2t+9} of lane t hold, in the
+// activation tile's permutation, the block's k {4t, 4t+2} and {4t+1, 4t+3}: the four codes in
+// the lane's 16 bits at byte 2t of the block. Regs: {row r}, {row r+8}, {row r}, {row r+8}.
+__device__ __forceinline__ void decode_weight_fragment(const unsigned char* rows,
+                                                       const RowScales (&sc)[2], int r, int j,
+                                                       int t, unsigned (&frag)[4]) {
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    const int row = r + 8 * h;
+    const unsigned s2 = scale_from_word_to_f16x2(sc[h].word[j / 4], j % 4);
+    const unsigned x =
+        *reinterpret_cast<const unsigned short*>(rows + row * kWsRowBytes + j * 8 + 2 * t);
+#ifdef EXP_NO_WEIGHT_DECODE
+    frag[h] = x ^ s2; frag[h + 2] = x;
+#else
+    frag[h] = decode_fp4_pair_hi(x << 4, s2);  // k 4t, 4t+2
+    frag[h + 2] = decode_fp4_pair_hi(x, s2);   // k 4t+1, 4t+3
+#endif
+  }
 }
 
 // Makes a fully decoded activation tile visible to both consumer warpgroups' wgmmas.
@@ -117,34 +160,14 @@ __device__ __forceinline__ void publish_activation_tile() {
   named_barrier_sync(kActBarrier, kWsConsumerThreads);
 }
 
-// The wgmma A fragment (the m16n8k16 A layout, per warp 16 rows) of weight rows r and r + 8 for
-// scale block j. The fragment's k slots {2t, 2t+1} and {2t+8, 2t+9} of lane t hold, in the
-// activation tile's permutation, the block's k {4t, 4t+2} and {4t+1, 4t+3}: the four codes in
-// the lane's 16 bits at byte 2t of the block. Regs: {row r}, {row r+8}, {row r}, {row r+8}.
-__device__ __forceinline__ void decode_weight_fragment(const unsigned char* rows,
-                                                       const unsigned char* scales, int r, int j,
-                                                       int t, unsigned (&frag)[4]) {
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    const int row = r + 8 * h;
-    const unsigned sc = scale_to_f16x2(scales[stage_scale_offset(row, j)]);
-    const unsigned x =
-        *reinterpret_cast<const unsigned short*>(rows + row * kWsRowBytes + j * 8 + 2 * t);
-    frag[h] = decode_fp4_pair_hi(x << 4, sc);  // k 4t, 4t+2
-    frag[h + 2] = decode_fp4_pair_hi(x, sc);   // k 4t+1, 4t+3
-  }
-}
-
 // One consumer warpgroup's MMAs on one stage, whose activation tile `act` is already decoded;
 // meanwhile, if `next` is given, this thread's share of the next stage's activation tile is
-// decoded into `next_act`, a chunk every other MMA step, so the tensor cores never wait for it.
-// Two MMA steps are kept in flight (wgmma latency is longer than one step's issue time), so the
-// weight fragments rotate through three register sets: the step in flight, the step being
-// issued, the step being decoded.
-// Returns when this stage's shared memory is no longer read (the caller releases it) and all of
-// its wgmmas have completed. Why two activation buffers are enough: both warpgroups meet at the
-// named barrier after each stage, so when anyone writes a buffer again (two stages later) nobody
-// reads it any more.
+// decoded into `next_act`, a chunk every other MMA step. Two MMA steps are kept in flight, so
+// the weight fragments rotate through three register sets: the step in flight, the step being
+// issued, the step being decoded. Returns when the stage's shared memory and `act` are no longer
+// read (every wgmma has completed). Why two activation buffers are enough: both warpgroups meet
+// at the named barrier after each stage, so when anyone writes a buffer again (two stages
+// later) nobody reads it any more.
 __device__ __forceinline__ void consume_stage(const WsStage& st, const ActTile& act,
                                               const WsStage* next, ActTile& next_act, int ctid,
                                               int consumer, float (&acc1)[64],
@@ -153,24 +176,27 @@ __device__ __forceinline__ void consume_stage(const WsStage& st, const ActTile& 
   const int warp = (ctid / 32) % 4, lane = ctid % 32;
   const int r = consumer * 64 + warp * 16 + lane / 4;  // this lane's first weight row
   const int t = lane % 4;
+  const RowScales s1[2] = {load_row_scales(st.sfb1, r), load_row_scales(st.sfb1, r + 8)};
+  const RowScales s2[2] = {load_row_scales(st.sfb2, r), load_row_scales(st.sfb2, r + 8)};
   unsigned f1[kSets][4], f2[kSets][4];
-  decode_weight_fragment(st.b1, st.sfb1, r, 0, t, f1[0]);
-  decode_weight_fragment(st.b2, st.sfb2, r, 0, t, f2[0]);
+  decode_weight_fragment(st.b1, s1, r, 0, t, f1[0]);
+  decode_weight_fragment(st.b2, s2, r, 0, t, f2[0]);
 #pragma unroll
   for (int j = 0; j < kWsSteps; ++j) {
-    const unsigned long long desc =
-        wgmma_desc_no_swizzle(&act.h[j * 2 * 64], kActCoreK, kActCoreMn);
+    const unsigned long long desc = wgmma_desc_swizzle128(
+        act.bytes + (j / 4) * kActColumnBytes + (j % 4) * 32, kActAtomBytes);
     wgmma_fence();
     wgmma_m64n128k16_rs(acc1, f1[j % kSets], desc);
     wgmma_m64n128k16_rs(acc2, f2[j % kSets], desc);
     wgmma_commit();
-    // While the tensor cores work: the next fragments (their set was last read by step j - 2,
-    // complete since the previous wait), a piece of the next activation tile.
+    // While the tensor cores work: the next fragments (their register set was last read by
+    // step j - 2, complete since the previous wait), a piece of the next activation tile.
     if (j + 1 < kWsSteps) {
-      decode_weight_fragment(st.b1, st.sfb1, r, j + 1, t, f1[(j + 1) % kSets]);
-      decode_weight_fragment(st.b2, st.sfb2, r, j + 1, t, f2[(j + 1) % kSets]);
+      decode_weight_fragment(st.b1, s1, r, j + 1, t, f1[(j + 1) % kSets]);
+      decode_weight_fragment(st.b2, s2, r, j + 1, t, f2[(j + 1) % kSets]);
     }
-    if (next != nullptr && j % 2 == 0) decode_activation_chunk(*next, next_act, ctid, j / 2);
+    if (next != nullptr && j % 2 == 0)
+      decode_activation_chunk(*next, next_act, ctid + (j / 2) * kWsConsumerThreads);
     wgmma_wait<1>();  // step j - 1 is complete; step j may still run
     if (j > 0) {
       keep_live(f1[(j - 1) % kSets]);
@@ -184,8 +210,8 @@ __device__ __forceinline__ void consume_stage(const WsStage& st, const ActTile& 
   keep_live(acc2);
 }
 
-// The consumers' main loop, shared by the warp-specialized and cluster-pair kernels; `release`
-// frees a stage slot once this warp no longer reads it.
+// The consumers' main loop, shared by the warp-specialized and cluster-pair kernels;
+// `release(s)` tells the stage slot's producer(s) this warp no longer reads slot s.
 template <typename Release>
 __device__ __forceinline__ void consumer_main_loop(WsShared& sh, int k_tiles, int ctid,
                                                    int consumer, float (&acc1)[64],
@@ -193,7 +219,7 @@ __device__ __forceinline__ void consumer_main_loop(WsShared& sh, int k_tiles, in
   mbar_wait(&sh.full[0], 0);
 #pragma unroll 1
   for (int i = 0; i < kActChunksPerThread; ++i)
-    decode_activation_chunk(sh.stage[0], sh.act[0], ctid, i);
+    decode_activation_chunk(sh.stage[0], sh.act[0], ctid + i * kWsConsumerThreads);
   publish_activation_tile();
 #pragma unroll 1
   for (int kt = 0; kt < k_tiles; ++kt) {
@@ -206,6 +232,16 @@ __device__ __forceinline__ void consumer_main_loop(WsShared& sh, int k_tiles, in
     release(s);
     if (has_next) publish_activation_tile();
   }
+}
+
+// Barrier initialisation (thread 0), before any TMA or arrival; `empty_arrivals` counts the
+// readers of a stage slot (the consumer warps of every CTA that writes into it).
+__device__ __forceinline__ void init_barriers(WsShared& sh, unsigned empty_arrivals) {
+  for (int s = 0; s < kWsStages; ++s) {
+    mbar_init(&sh.full[s], 1);
+    mbar_init(&sh.empty[s], empty_arrivals);
+  }
+  fence_mbarrier_init();
 }
 
 // Epilogue of one consumer warpgroup. Accumulator fragment of m64n128: element i of lane
@@ -244,14 +280,11 @@ nvfp4_dual_gemm_warp_specialized(const unsigned char* a, const unsigned char* b1
   const int k_tiles = K / kWsBK, rest_k = K / kAtomK;
   const int rest_m = (M + 127) / 128, rest_n = (N + 127) / 128;
 
-  if (threadIdx.x == 0) {
-    for (int s = 0; s < kWsStages; ++s) {
-      mbar_init(&sh.full[s], 1);
-      mbar_init(&sh.empty[s], kWsEmptyArrivals);
-    }
-    fence_mbarrier_init();
-  }
+  if (threadIdx.x == 0) init_barriers(sh, kWsEmptyArrivals);
   __syncthreads();
+  auto release = [&](int s) {
+    if (threadIdx.x % 32 == 0) mbar_arrive(&sh.empty[s]);
+  };
 
   if (threadIdx.x < 128) {  // producer warpgroup
     setmaxnreg_dec<kWsProducerRegs>();
@@ -283,9 +316,7 @@ nvfp4_dual_gemm_warp_specialized(const unsigned char* a, const unsigned char* b1
     float acc1[64], acc2[64];
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc1[i] = acc2[i] = 0.0f;
-    consumer_main_loop(sh, k_tiles, ctid, consumer, acc1, acc2, [&](int s) {
-      if (ctid % 32 == 0) mbar_arrive(&sh.empty[s]);
-    });
+    consumer_main_loop(sh, k_tiles, ctid, consumer, acc1, acc2, release);
     store_tile(acc1, acc2, c, M, N, L, tile_m * kWsTileM, tile_n * kWsTileN, l, ctid, consumer);
   }
 }

@@ -168,10 +168,9 @@ fn baseline_like(
 }
 
 /// Shared memory of the wgmma kernels (`WsShared` in warp_specialized.cu): 4 stages of
-/// 3 x 8 KiB FP4 rows + 3 x 1 KiB scales, 2 decoded 32 KiB activation tiles, 8 mbarriers (padded
-/// to 128 B), plus
-/// 1 KiB so the kernel can align the block.
-const WS_SHARED_BYTES: u32 = 4 * (3 * 8192 + 3 * 1024) + 2 * 32768 + 128 + 1024;
+/// 3 x 8 KiB FP4 rows + 3 x 1 KiB scales, 2 decoded 32 KiB activation tiles, 8 mbarriers
+/// (padded to 1 KiB by the struct's alignment), plus 1 KiB so the kernel can align the block.
+const WS_SHARED_BYTES: u32 = 4 * (3 * 8192 + 3 * 1024) + 2 * 32768 + 1024 + 1024;
 
 fn wgmma_kernel(
     name: &'static str,
