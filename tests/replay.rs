@@ -196,7 +196,7 @@ mod certify_exact {
     fn the_hopper_simulation_is_certified_exact() {
         let sim = CpuHopperSim::correct();
         assert_eq!(sim.schedule(), Some(HOPPER_F16_INCREASING_K));
-        let result = certify_variant(&sim, limits(20, true), &[], |_, _| {});
+        let result = certify_variant(&sim, limits(10, true), &[], |_, _| {});
         assert!(result.failure.is_none());
         let exact = result.exact.clone().expect("exact mode");
         assert!(exact.mismatch.is_none(), "{:?}", exact.mismatch);
@@ -207,7 +207,7 @@ mod certify_exact {
         let dir = std::env::temp_dir().join(format!("nvfp4-oracle-exact-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let certificate =
-            Certificate::from_campaign(&sim, &limits(20, true), result, &dir).unwrap();
+            Certificate::from_campaign(&sim, &limits(10, true), result, &dir).unwrap();
         assert_eq!(certificate.status, Status::Certified);
         assert_eq!(
             certificate.exact.unwrap().outcome,
@@ -219,7 +219,7 @@ mod certify_exact {
     fn the_reordered_k_mutant_is_correct_within_intervals_but_not_its_declared_schedule() {
         let mutant = CpuHopperSim::reordered_k_mutant();
         // The intervals accept it: any contiguous K order is correct.
-        let plain = certify_variant(&mutant, limits(10, false), &[], |_, _| {});
+        let plain = certify_variant(&mutant, limits(5, false), &[], |_, _| {});
         assert!(plain.failure.is_none() && plain.exact.is_none());
         // The replay does not.
         let result = certify_variant(&mutant, limits(10, true), &[], |_, _| {});

@@ -118,7 +118,9 @@ pub fn hopper_hmma_step_fast(c: f32, a: &[f16; BLOCK], b: &[f16; BLOCK]) -> f32 
     let Some((c_mantissa, c_exponent)) = decode_f32(c) else {
         return hopper_special(c, a, b);
     };
-    let mut product = [0i64; BLOCK];
+    // Magnitudes (< 2^22), signs and alignments of the 16 products.
+    let mut magnitude = [0i64; BLOCK];
+    let mut negative = [false; BLOCK];
     let mut alignment = [0i32; BLOCK];
     let mut emax = if c_mantissa != 0 {
         c_exponent
@@ -134,27 +136,34 @@ pub fn hopper_hmma_step_fast(c: f32, a: &[f16; BLOCK], b: &[f16; BLOCK]) -> f32 
         }
         let significand =
             |bits: u16, field: i32| i64::from(bits & 0x3FF) | if field > 0 { 0x400 } else { 0 };
-        let magnitude = significand(x, fx) * significand(y, fy);
-        let negative = (x ^ y) & 0x8000 != 0;
-        product[k] = if negative { -magnitude } else { magnitude };
+        magnitude[k] = significand(x, fx) * significand(y, fy);
+        negative[k] = (x ^ y) & 0x8000 != 0;
         alignment[k] = fx.max(1) + fy.max(1) - 30;
-        if magnitude != 0 {
+        if magnitude[k] != 0 {
             emax = emax.max(alignment[k]);
-            all_negative_zero = false;
-        } else {
-            all_negative_zero &= negative;
         }
+        all_negative_zero &= magnitude[k] == 0 && negative[k];
     }
     let sum = if emax == i32::MIN {
         0.0
     } else {
-        let q = emax - HOPPER_BITS;
-        // C is M * 2^(eC - 23); a product is P * 2^(ea + eb - 20).
-        let mut s = cut(c_mantissa, c_exponent - 23 - q);
+        // In units of 2^(emax - 25): a product P * 2^(ea + eb - 20) is P * 2^(5 - d) with
+        // d = emax - (ea + eb) >= 0 for a non-zero product, so (P << 5) >> d cuts its magnitude
+        // toward zero; C (M * 2^(eC - 23)) is (M << 2) >> (emax - eC). A zero term stays zero
+        // whatever its (clamped) shift.
+        let term = |m: i64, negative: bool, up: u32, d: i32| {
+            let cut = (m << up) >> d.clamp(0, 63);
+            if negative {
+                -cut
+            } else {
+                cut
+            }
+        };
+        let mut s = term(c_mantissa.abs(), c_mantissa < 0, 2, emax - c_exponent);
         for k in 0..BLOCK {
-            s += cut(product[k], alignment[k] - 20 - q);
+            s += term(magnitude[k], negative[k], 5, emax - alignment[k]);
         }
-        rtz_to_f32(s, q)
+        rtz_to_f32(s, emax - HOPPER_BITS)
     };
     // A zero result is +0, except C = -0 with every product a negative zero.
     if sum == 0.0 && all_negative_zero && c.to_bits() == 0x8000_0000 {
