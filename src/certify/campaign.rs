@@ -216,6 +216,8 @@ pub struct ExactCoverage {
     pub elements_compared: usize,
     /// Elements whose epilogue is a near-tie (either fp16 candidate accepted).
     pub ambiguous_elements: usize,
+    /// Of those, how many outputs were the other candidate, not the replay's own rounding.
+    pub ambiguous_alternative_observed: usize,
     pub cases_mismatching: usize,
     pub elements_mismatching: usize,
 }
@@ -252,6 +254,7 @@ impl Coverage {
             exact.cases_replayed += 1;
             exact.elements_compared += comparison.elements;
             exact.ambiguous_elements += comparison.ambiguous;
+            exact.ambiguous_alternative_observed += comparison.ambiguous_alternative;
             exact.cases_mismatching += usize::from(comparison.mismatches > 0);
             exact.elements_mismatching += comparison.mismatches;
         }

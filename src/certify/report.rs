@@ -348,12 +348,13 @@ impl Certificate {
         if let Some(exact) = &self.exact {
             let c = &exact.coverage;
             md.push_str(&format!(
-                "\n## Exact (replay of the declared schedule)\n\n- outcome: **{}**\n- declared schedule: {}\n- cases replayed: {}, elements compared: {}, ambiguous (epilogue near-ties, either fp16 accepted): {}\n- cases with differences: {} ({} elements)\n",
+                "\n## Exact (replay of the declared schedule)\n\n- outcome: **{}**\n- declared schedule: {}\n- cases replayed: {}, elements compared: {}, ambiguous (epilogue near-ties, either fp16 accepted): {} (the other candidate observed in {})\n- cases with differences: {} ({} elements)\n",
                 exact.outcome.describe(),
                 exact.schedule_name.as_deref().unwrap_or("none"),
                 c.cases_replayed,
                 c.elements_compared,
                 c.ambiguous_elements,
+                c.ambiguous_alternative_observed,
                 c.cases_mismatching,
                 c.elements_mismatching,
             ));

@@ -126,6 +126,8 @@ pub struct ExactComparison {
     pub elements: usize,
     /// Elements whose epilogue is a near-tie (either candidate accepted).
     pub ambiguous: usize,
+    /// Of those, how many outputs were the alternative rather than our own rounding.
+    pub ambiguous_alternative: usize,
     pub mismatches: usize,
     pub first_mismatch: Option<ExactMismatch>,
 }
@@ -153,6 +155,9 @@ impl Replay {
         };
         for (i, (e, &got)) in self.elements.iter().zip(output).enumerate() {
             out.ambiguous += usize::from(e.is_ambiguous());
+            out.ambiguous_alternative += usize::from(
+                e.alternative.is_some_and(|alt| same_fp16(alt, got)) && !same_fp16(e.output, got),
+            );
             if !e.accepts(got) {
                 out.mismatches += 1;
                 if out.first_mismatch.is_none() {
@@ -503,6 +508,32 @@ mod tests {
         // One f32 ulp of x2 away (2^-24 relative, far outside the 2^-46 band): not ambiguous.
         let (value, alternative) = predict_silu_mul_f64(37.5, f32::from_bits(x2.to_bits() + 1));
         assert_eq!((value, alternative), (even, None));
+        // A comparison counts the element as ambiguous, and notes which candidate came.
+        let replay = Replay {
+            shape: Shape::new(1, 1, 16, 1).unwrap(),
+            schedule: crate::model::mma::schedule::HOPPER_F16_INCREASING_K,
+            elements: vec![e],
+        };
+        let took_even = replay.compare(&[even]);
+        let took_odd = replay.compare(&[odd]);
+        assert_eq!(
+            (took_even.ambiguous, took_even.ambiguous_alternative),
+            (1, 0)
+        );
+        assert_eq!(
+            (
+                took_odd.ambiguous,
+                took_odd.ambiguous_alternative,
+                took_odd.mismatches
+            ),
+            (1, 1, 0)
+        );
+        let wrong = replay.compare(&[outside[0]]);
+        assert_eq!(wrong.mismatches, 1);
+        assert_eq!(
+            wrong.first_mismatch.unwrap().alternative,
+            Some(odd.to_bits())
+        );
         // From x1 = 38 on both machines compute v exactly: an exact tie rounds to even on both.
         let x2 = (1.0 + 2f32.powi(-11)) / 64.0;
         assert_eq!(predict_silu_mul_f64(64.0, x2), (f16::ONE, None));
