@@ -21,6 +21,9 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::sync::Mutex;
 use std::time::Duration;
 
+/// Environment variable naming the `nvfp4-oracle` binary that serves `gpu-worker`.
+pub const WORKER_ENV: &str = "NVFP4_ORACLE_WORKER";
+
 #[derive(Debug, Serialize, Deserialize)]
 struct Request {
     case: PathBuf,
@@ -168,8 +171,14 @@ impl GpuKernel {
     }
 
     fn start(&self) -> std::result::Result<Worker, KernelFailure> {
-        let exe = std::env::current_exe()
-            .map_err(|err| KernelFailure::Crashed(format!("cannot find this program: {err}")))?;
+        // The worker is this program, unless NVFP4_ORACLE_WORKER names another build of it
+        // (a test binary is not `nvfp4-oracle` and cannot serve `gpu-worker`).
+        let exe = match std::env::var_os(WORKER_ENV) {
+            Some(path) => PathBuf::from(path),
+            None => std::env::current_exe().map_err(|err| {
+                KernelFailure::Crashed(format!("cannot find this program: {err}"))
+            })?,
+        };
         let mut child = Command::new(exe)
             .args(["gpu-worker", "--variant", self.variant.name])
             .stdin(Stdio::piped())
