@@ -24,7 +24,7 @@ fn every_schedule() -> Vec<Schedule> {
     MmaModel::ALL
         .into_iter()
         .flat_map(|mma| {
-            [KChunkOrder::Increasing, KChunkOrder::Decreasing].map(|order| schedule(mma, order))
+            KChunkOrder::ALL.map(|order| schedule(mma, order))
         })
         .collect()
 }
@@ -110,7 +110,7 @@ fn the_exact_rne_replay_is_the_reference() {
         let shape: Shape = "33x40x1040".parse().unwrap();
         let inputs = generate_dual_gemm(shape, dist, 100 + i as u64);
         let reference = dual_gemm_reference(&inputs, KOrder::Contiguous);
-        for order in [KChunkOrder::Increasing, KChunkOrder::Decreasing] {
+        for order in KChunkOrder::ALL {
             let replay = replay_dual_gemm(&inputs, schedule(MmaModel::ExactRne, order));
             for (e, &expected) in replay.elements.iter().zip(&reference.expected) {
                 assert!(same_fp16(e.output, expected) && same_fp16(expected, e.output));
@@ -167,7 +167,7 @@ fn increasing_and_decreasing_orders_give_different_accumulators() {
     assert_eq!(increasing.output.to_f32().round(), 882.0);
     assert_eq!(decreasing.output.to_bits(), 0);
     // The exact model has s for both, and the reference agrees.
-    for order in [KChunkOrder::Increasing, KChunkOrder::Decreasing] {
+    for order in KChunkOrder::ALL {
         let exact = replay_dual_gemm(&inputs, schedule(MmaModel::ExactRne, order)).elements[0];
         assert_eq!(exact.x1, s);
     }

@@ -7,7 +7,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 B=.carry/nvfp4-oracle
 R=/tmp/results; E=/tmp/exact; T=/tmp/tests
 mkdir -p $R $E $T
-V="hopper-baseline hopper-persistent hopper-warp-specialized hopper-cluster-pair"
+V="hopper-baseline hopper-persistent hopper-warp-specialized hopper-cluster-pair hopper-splitk-pair"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > $R/variants.md
 $B variants >> $R/variants.md 2>&1
 for v in $V; do

@@ -20,7 +20,6 @@
 // Blackwell (one MMA spanning two SMs' tensor memory) has no Hopper equivalent.
 
 constexpr int kPairCtas = 2;
-constexpr int kPairActRows = kWsTileM / kPairCtas;  // activation rows each CTA loads
 constexpr int kPairEmptyArrivals = kPairCtas * kWsEmptyArrivals;
 
 extern "C" __global__ void __cluster_dims__(kPairCtas, 1, 1) __launch_bounds__(kWsThreads, 1)
@@ -48,34 +47,13 @@ nvfp4_dual_gemm_cluster_pair(const unsigned char* a, const unsigned char* b1,
   if (threadIdx.x < 128) {  // producer warpgroup
     setmaxnreg_dec<kWsProducerRegs>();
     if (threadIdx.x == 0) {
-      prefetch_tensor_map(&map_a);
-      prefetch_tensor_map(&map_b1);
-      prefetch_tensor_map(&map_b2);
       // A CTA past N has no scale atoms of its own: it reads the last real ones (valid memory,
       // results never stored).
       const int sf_tile_n = min(tile_n, rest_n - 1);
-      const unsigned char* sfa_t = sfa + ((long long)l * rest_m + tile_m) * rest_k * kAtomBytes;
-      const unsigned char* sfb1_t =
-          sfb1 + ((long long)l * rest_n + sf_tile_n) * rest_k * kAtomBytes;
-      const unsigned char* sfb2_t =
-          sfb2 + ((long long)l * rest_n + sf_tile_n) * rest_k * kAtomBytes;
-      for (int kt = 0; kt < k_tiles; ++kt) {
-        const int s = kt % kWsStages;
-        mbar_wait(&sh.empty[s], ((kt / kWsStages) & 1) ^ 1);  // both CTAs released slot s
-        WsStage& st = sh.stage[s];
-        // The full barrier counts both halves of A: ours and the one our peer multicasts.
-        mbar_arrive_expect_tx(&sh.full[s], kWsStageTxBytes);
-        const int x = kt * kWsRowBytes;
-        tma_load_3d_multicast(st.a + rank * kPairActRows * kWsRowBytes, &map_a, x,
-                              tile_m * kWsTileM + rank * kPairActRows, l, &sh.full[s],
-                              (unsigned short)((1u << kPairCtas) - 1));
-        tma_load_3d(st.b1, &map_b1, x, tile_n * kWsTileN, l, &sh.full[s]);
-        tma_load_3d(st.b2, &map_b2, x, tile_n * kWsTileN, l, &sh.full[s]);
-        const long long sf = (long long)kt * kWsScaleBytes;
-        bulk_load(st.sfa, sfa_t + sf, kWsScaleBytes, &sh.full[s]);
-        bulk_load(st.sfb1, sfb1_t + sf, kWsScaleBytes, &sh.full[s]);
-        bulk_load(st.sfb2, sfb2_t + sf, kWsScaleBytes, &sh.full[s]);
-      }
+      producer_main_loop(sh, &map_a, &map_b1, &map_b2, tile_m * kWsTileM, tile_n * kWsTileN, l,
+                         tile_scales(sfa, l, rest_m, tile_m, rest_k),
+                         tile_scales(sfb1, l, rest_n, sf_tile_n, rest_k),
+                         tile_scales(sfb2, l, rest_n, sf_tile_n, rest_k), 0, k_tiles, (int)rank);
     }
   } else {  // consumer warpgroups: as in the warp-specialized kernel
     setmaxnreg_inc<kWsConsumerRegs>();

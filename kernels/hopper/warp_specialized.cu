@@ -258,6 +258,47 @@ __device__ __forceinline__ void store_tile(const float (&acc1)[64], const float 
   }
 }
 
+// The producer thread's loop, shared by the three wgmma kernels: k-tiles kt_begin ..
+// kt_begin + k_tiles - 1 of one output tile into the ring. With `pair_rank` >= 0 (a 2-CTA
+// cluster sharing the activation rows) this CTA loads only activation rows [64 rank, 64 rank +
+// 64) and multicasts them to both CTAs; the map's box must then be 64 rows high.
+__device__ __forceinline__ void producer_main_loop(
+    WsShared& sh, const TensorMap* map_a, const TensorMap* map_b1, const TensorMap* map_b2,
+    int a_row, int b_row, int l, const unsigned char* sfa_t, const unsigned char* sfb1_t,
+    const unsigned char* sfb2_t, int kt_begin, int k_tiles, int pair_rank) {
+  prefetch_tensor_map(map_a);
+  prefetch_tensor_map(map_b1);
+  prefetch_tensor_map(map_b2);
+  for (int i = 0; i < k_tiles; ++i) {
+    const int s = i % kWsStages, kt = kt_begin + i;
+    mbar_wait(&sh.empty[s], ((i / kWsStages) & 1) ^ 1);  // every reader released slot s
+    WsStage& st = sh.stage[s];
+    // In a pair the full barrier counts both halves of A: ours and the one our peer multicasts.
+    mbar_arrive_expect_tx(&sh.full[s], kWsStageTxBytes);
+    const int x = kt * kWsRowBytes;
+    if (pair_rank < 0) {
+      tma_load_3d(st.a, map_a, x, a_row, l, &sh.full[s]);
+    } else {
+      const int half = kWsTileM / 2;
+      tma_load_3d_multicast(st.a + pair_rank * half * kWsRowBytes, map_a, x,
+                            a_row + pair_rank * half, l, &sh.full[s], (unsigned short)0x3);
+    }
+    tma_load_3d(st.b1, map_b1, x, b_row, l, &sh.full[s]);
+    tma_load_3d(st.b2, map_b2, x, b_row, l, &sh.full[s]);
+    const long long sf = (long long)kt * kWsScaleBytes;
+    bulk_load(st.sfa, sfa_t + sf, kWsScaleBytes, &sh.full[s]);
+    bulk_load(st.sfb1, sfb1_t + sf, kWsScaleBytes, &sh.full[s]);
+    bulk_load(st.sfb2, sfb2_t + sf, kWsScaleBytes, &sh.full[s]);
+  }
+}
+
+// Where a tile's scale atoms start: operand rows [128 row_block, +128) of batch l.
+__device__ __forceinline__ const unsigned char* tile_scales(const unsigned char* sf, int l,
+                                                            int rest_rows, int row_block,
+                                                            int rest_k) {
+  return sf + ((long long)l * rest_rows + row_block) * rest_k * kAtomBytes;
+}
+
 // The dynamic shared memory, aligned up to 1 KiB by hand (the launcher adds 1 KiB for it): TMA
 // destinations need 128-byte alignment, and the declared alignment of extern shared memory is
 // not a promise about its address.
@@ -288,28 +329,11 @@ nvfp4_dual_gemm_warp_specialized(const unsigned char* a, const unsigned char* b1
 
   if (threadIdx.x < 128) {  // producer warpgroup
     setmaxnreg_dec<kWsProducerRegs>();
-    if (threadIdx.x == 0) {
-      prefetch_tensor_map(&map_a);
-      prefetch_tensor_map(&map_b1);
-      prefetch_tensor_map(&map_b2);
-      const unsigned char* sfa_t = sfa + ((long long)l * rest_m + tile_m) * rest_k * kAtomBytes;
-      const unsigned char* sfb1_t = sfb1 + ((long long)l * rest_n + tile_n) * rest_k * kAtomBytes;
-      const unsigned char* sfb2_t = sfb2 + ((long long)l * rest_n + tile_n) * rest_k * kAtomBytes;
-      for (int kt = 0; kt < k_tiles; ++kt) {
-        const int s = kt % kWsStages;
-        mbar_wait(&sh.empty[s], ((kt / kWsStages) & 1) ^ 1);
-        WsStage& st = sh.stage[s];
-        mbar_arrive_expect_tx(&sh.full[s], kWsStageTxBytes);
-        const int x = kt * kWsRowBytes;
-        tma_load_3d(st.a, &map_a, x, tile_m * kWsTileM, l, &sh.full[s]);
-        tma_load_3d(st.b1, &map_b1, x, tile_n * kWsTileN, l, &sh.full[s]);
-        tma_load_3d(st.b2, &map_b2, x, tile_n * kWsTileN, l, &sh.full[s]);
-        const long long sf = (long long)kt * kWsScaleBytes;
-        bulk_load(st.sfa, sfa_t + sf, kWsScaleBytes, &sh.full[s]);
-        bulk_load(st.sfb1, sfb1_t + sf, kWsScaleBytes, &sh.full[s]);
-        bulk_load(st.sfb2, sfb2_t + sf, kWsScaleBytes, &sh.full[s]);
-      }
-    }
+    if (threadIdx.x == 0)
+      producer_main_loop(sh, &map_a, &map_b1, &map_b2, tile_m * kWsTileM, tile_n * kWsTileN, l,
+                         tile_scales(sfa, l, rest_m, tile_m, rest_k),
+                         tile_scales(sfb1, l, rest_n, tile_n, rest_k),
+                         tile_scales(sfb2, l, rest_n, tile_n, rest_k), 0, k_tiles, -1);
   } else {  // consumer warpgroups
     setmaxnreg_inc<kWsConsumerRegs>();
     const int ctid = threadIdx.x - 128, consumer = ctid / 128;

@@ -484,7 +484,7 @@ fn matching_schedules(outcome: &CaseOutcome, declared: Option<Schedule>) -> Vec<
     MmaModel::ALL
         .into_iter()
         .flat_map(|mma| {
-            [KChunkOrder::Increasing, KChunkOrder::Decreasing].map(|k_order| Schedule {
+            KChunkOrder::ALL.map(|k_order| Schedule {
                 mma,
                 k_order,
                 ..declared

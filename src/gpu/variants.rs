@@ -5,7 +5,7 @@
 //! TMA tensor maps (A, B1, B2) for the variants that declare `tensor_maps`.
 
 use crate::certify::ShapeSupport;
-use crate::model::mma::schedule::{Schedule, HOPPER_F16_INCREASING_K};
+use crate::model::mma::schedule::{Schedule, HOPPER_F16_INCREASING_K, HOPPER_F16_SPLIT_HALVES};
 use crate::problem::Shape;
 use sha2::{Digest, Sha256};
 
@@ -31,6 +31,7 @@ const BASELINE: SourceFile = kernel_file!("kernels/hopper/baseline.cu");
 const PERSISTENT: SourceFile = kernel_file!("kernels/hopper/persistent.cu");
 const WARP_SPECIALIZED: SourceFile = kernel_file!("kernels/hopper/warp_specialized.cu");
 const CLUSTER_PAIR: SourceFile = kernel_file!("kernels/hopper/cluster_pair.cu");
+const SPLITK_PAIR: SourceFile = kernel_file!("kernels/hopper/splitk_pair.cu");
 const TEST_OOB_WRITE: SourceFile = kernel_file!("kernels/test/oob_write.cu");
 const TEST_MISSING_TILE: SourceFile = kernel_file!("kernels/test/missing_tile.cu");
 const TEST_SPIN: SourceFile = kernel_file!("kernels/test/spin.cu");
@@ -60,6 +61,9 @@ pub enum Grid {
         tile: (usize, usize),
         x_multiple: usize,
     },
+    /// `splits` CTAs (one cluster) per output tile of (rows, columns): grid =
+    /// (splits * ceil(N/cols), ceil(M/rows), L).
+    SplitTiles { tile: (usize, usize), splits: usize },
     /// One CTA per SM; the kernel schedules the tiles itself.
     OneCtaPerSm,
 }
@@ -120,6 +124,11 @@ impl GpuVariant {
         let grid = match self.grid {
             Grid::OutputTiles { tile, x_multiple } => (
                 shape.n.div_ceil(tile.1).next_multiple_of(x_multiple) as u32,
+                shape.m.div_ceil(tile.0) as u32,
+                shape.l as u32,
+            ),
+            Grid::SplitTiles { tile, splits } => (
+                (shape.n.div_ceil(tile.1) * splits) as u32,
                 shape.m.div_ceil(tile.0) as u32,
                 shape.l as u32,
             ),
@@ -207,6 +216,29 @@ fn wgmma_kernel(
     }
 }
 
+/// The warp-specialized kernel with K split over a 2-CTA cluster (one output tile per cluster).
+fn splitk_pair() -> GpuVariant {
+    let mut variant = wgmma_kernel(
+        "hopper-splitk-pair",
+        "two CTAs (a cluster) per tile, each the warp-specialized pipeline on one K half, reduced through DSMEM in a fixed order",
+        SPLITK_PAIR,
+        "nvfp4_dual_gemm_splitk_pair",
+        2,
+    );
+    variant.grid = Grid::SplitTiles {
+        tile: (128, 128),
+        splits: 2,
+    };
+    variant.support.k_multiple = 256;
+    variant.tensor_maps = Some(TensorMapBoxes {
+        k_bytes: 64,
+        a_rows: 128,
+        b_rows: 128,
+    });
+    variant.schedule = Some(HOPPER_F16_SPLIT_HALVES);
+    variant
+}
+
 pub fn gpu_variants() -> Vec<GpuVariant> {
     let mut persistent = baseline_like(
         "hopper-persistent",
@@ -245,6 +277,7 @@ pub fn gpu_variants() -> Vec<GpuVariant> {
             "nvfp4_dual_gemm_cluster_pair",
             2,
         ),
+        splitk_pair(),
         baseline_like("hopper-test-oob-write", "TEST: baseline that writes one element past the end of C", Some(TEST_OOB_WRITE), "nvfp4_dual_gemm_oob_write"),
         baseline_like("hopper-test-missing-tile", "TEST: baseline that never writes the last tile", Some(TEST_MISSING_TILE), "nvfp4_dual_gemm_missing_tile"),
         baseline_like("hopper-test-spin", "TEST: baseline that spins forever", Some(TEST_SPIN), "nvfp4_dual_gemm_spin"),

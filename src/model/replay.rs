@@ -4,7 +4,8 @@
 //!
 //! Semantics (docs/tensor-core-models.md has the derivations):
 //! - each output's two f32 accumulators start at +0 and receive K in steps, in the schedule's
-//!   [`KChunkOrder`] (`Decreasing` visits the last step first):
+//!   [`KChunkOrder`] (`Decreasing` visits the last step first; `SplitHalvesIncreasing` gives
+//!   each K half its own accumulator from +0, then adds them once in f32):
 //!   - `hopper-hmma-f16-f32`: one step per 16-element scale block, [`fast::hopper_nvfp4_step`]
 //!     (= `hopper_hmma_step` on the fp16 operands `e2m1 * |scale|`, exact in fp16; a NaN scale
 //!     makes NaN operands; the scale's sign bit is ignored, UE4M3);
@@ -243,31 +244,40 @@ fn element(epilogue: OutputEpilogue, x1: f32, x2: f32) -> ReplayElement {
 
 /// One dot product under a model and an order, on decoded rows.
 fn nv_dot(model: MmaModel, order: KChunkOrder, a: &[NvBlock], b: &[NvBlock]) -> f32 {
-    let mut c = 0.0f32;
-    match (model, order) {
-        (MmaModel::HopperHmmaF16F32, KChunkOrder::Increasing) => {
-            for (x, y) in a.iter().zip(b) {
-                c = fast::hopper_nvfp4_step(c, x, y);
+    // One accumulator over a contiguous run of steps, forwards or backwards.
+    let run = |from: usize, to: usize, reverse: bool| -> f32 {
+        let mut c = 0.0f32;
+        match model {
+            MmaModel::HopperHmmaF16F32 => {
+                let steps = a[from..to].iter().zip(&b[from..to]);
+                if reverse {
+                    steps.rev().for_each(|(x, y)| c = fast::hopper_nvfp4_step(c, x, y));
+                } else {
+                    steps.for_each(|(x, y)| c = fast::hopper_nvfp4_step(c, x, y));
+                }
             }
-        }
-        (MmaModel::HopperHmmaF16F32, KChunkOrder::Decreasing) => {
-            for (x, y) in a.iter().zip(b).rev() {
-                c = fast::hopper_nvfp4_step(c, x, y);
+            MmaModel::BlackwellMxf4Nvf4Block16Ue4m3 => {
+                let (from, to) = (from * 4, (to * 4).min(a.len()));
+                let steps = a[from..to].chunks(4).zip(b[from..to].chunks(4));
+                if reverse {
+                    steps.rev().for_each(|(x, y)| c = fast::blackwell_nvfp4_step(c, x, y));
+                } else {
+                    steps.for_each(|(x, y)| c = fast::blackwell_nvfp4_step(c, x, y));
+                }
             }
+            MmaModel::ExactRne => unreachable!("exact-rne uses exact rows"),
         }
-        (MmaModel::BlackwellMxf4Nvf4Block16Ue4m3, KChunkOrder::Increasing) => {
-            for (x, y) in a.chunks(4).zip(b.chunks(4)) {
-                c = fast::blackwell_nvfp4_step(c, x, y);
-            }
-        }
-        (MmaModel::BlackwellMxf4Nvf4Block16Ue4m3, KChunkOrder::Decreasing) => {
-            for (x, y) in a.chunks(4).zip(b.chunks(4)).rev() {
-                c = fast::blackwell_nvfp4_step(c, x, y);
-            }
-        }
-        (MmaModel::ExactRne, _) => unreachable!("exact-rne uses exact rows"),
+        c
+    };
+    let steps = match model {
+        MmaModel::BlackwellMxf4Nvf4Block16Ue4m3 => a.len().div_ceil(4),
+        _ => a.len(),
+    };
+    match order {
+        KChunkOrder::Increasing => run(0, steps, false),
+        KChunkOrder::Decreasing => run(0, steps, true),
+        KChunkOrder::SplitHalvesIncreasing => run(0, steps / 2, false) + run(steps / 2, steps, false),
     }
-    c
 }
 
 fn exact_f32(a: &PreparedRow, b: &PreparedRow) -> f32 {
@@ -402,9 +412,9 @@ pub fn replay_dual_gemm_with_model_steps(inputs: &DualGemmInputs, schedule: Sche
     let blocks = shape.scale_cols();
     let dot = |b: &BlockScaledMatrix, m: usize, n: usize, l: usize| -> f32 {
         let a = &inputs.a;
-        let steps: Vec<usize> = match schedule.mma {
-            MmaModel::HopperHmmaF16F32 => (0..blocks).collect(),
-            MmaModel::BlackwellMxf4Nvf4Block16Ue4m3 => (0..shape.k.div_ceil(BLACKWELL_K)).collect(),
+        let steps = match schedule.mma {
+            MmaModel::HopperHmmaF16F32 => blocks,
+            MmaModel::BlackwellMxf4Nvf4Block16Ue4m3 => shape.k.div_ceil(BLACKWELL_K),
             MmaModel::ExactRne => {
                 return exact_f32(
                     &PreparedRow::new(a.row_data(m, l), a.row_scales(m, l)),
@@ -412,11 +422,7 @@ pub fn replay_dual_gemm_with_model_steps(inputs: &DualGemmInputs, schedule: Sche
                 )
             }
         };
-        let ordered: Box<dyn Iterator<Item = usize>> = match schedule.k_order {
-            KChunkOrder::Increasing => Box::new(steps.into_iter()),
-            KChunkOrder::Decreasing => Box::new(steps.into_iter().rev()),
-        };
-        ordered.fold(0.0f32, |c, step| match schedule.mma {
+        let step = |c: f32, step: usize| match schedule.mma {
             MmaModel::HopperHmmaF16F32 => hopper_hmma_step(
                 c,
                 &hopper_operand(a, m, step, l),
@@ -427,7 +433,15 @@ pub fn replay_dual_gemm_with_model_steps(inputs: &DualGemmInputs, schedule: Sche
                 let (bv, bsf) = blackwell_operands(b, n, step, l);
                 blackwell_mxf4nvf4_step(c, &av, asf, &bv, bsf)
             }
-        })
+        };
+        // Each partial from +0 in its order, then the partials added left to right in f32.
+        schedule
+            .k_order
+            .partials(steps)
+            .into_iter()
+            .map(|part| part.into_iter().fold(0.0f32, step))
+            .reduce(|x, y| x + y)
+            .unwrap_or(0.0)
     };
     let mut elements = Vec::with_capacity(shape.m * shape.n * shape.l);
     for m in 0..shape.m {

@@ -41,6 +41,10 @@ pub enum KChunkOrder {
     Increasing,
     /// The last step first (only deliberately broken kernels declare or use it).
     Decreasing,
+    /// Split-K in two: steps [0, n/2) and [n/2, n) (n steps, n/2 rounded down) each reach their
+    /// own accumulator in increasing order from +0 (two CTAs), then one f32 add, round to nearest
+    /// even: (first half) + (second half).
+    SplitHalvesIncreasing,
 }
 
 /// How the two f32 accumulators become the fp16 output.
@@ -66,11 +70,37 @@ pub const HOPPER_F16_INCREASING_K: Schedule = Schedule {
     epilogue: OutputEpilogue::SiluMulF64Rne,
 };
 
+/// The split-K pair's: each K half accumulated by one CTA as above, then one f32 add.
+pub const HOPPER_F16_SPLIT_HALVES: Schedule = Schedule {
+    mma: MmaModel::HopperHmmaF16F32,
+    k_order: KChunkOrder::SplitHalvesIncreasing,
+    epilogue: OutputEpilogue::SiluMulF64Rne,
+};
+
 impl KChunkOrder {
+    pub const ALL: [KChunkOrder; 3] = [
+        KChunkOrder::Increasing,
+        KChunkOrder::Decreasing,
+        KChunkOrder::SplitHalvesIncreasing,
+    ];
+
+    /// The step indices each partial accumulator receives, in order; partials are then added
+    /// left to right in f32.
+    pub fn partials(self, steps: usize) -> Vec<Vec<usize>> {
+        match self {
+            KChunkOrder::Increasing => vec![(0..steps).collect()],
+            KChunkOrder::Decreasing => vec![(0..steps).rev().collect()],
+            KChunkOrder::SplitHalvesIncreasing => {
+                vec![(0..steps / 2).collect(), (steps / 2..steps).collect()]
+            }
+        }
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             KChunkOrder::Increasing => "increasing",
             KChunkOrder::Decreasing => "decreasing",
+            KChunkOrder::SplitHalvesIncreasing => "split in two halves, each increasing, then added",
         }
     }
 }
