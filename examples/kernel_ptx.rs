@@ -8,7 +8,9 @@ use nvfp4_oracle::gpu::compile::compile_variant;
 use nvfp4_oracle::gpu::variants::gpu_variants;
 
 fn main() {
-    let dir = std::env::args().nth(1).unwrap_or_else(|| "kernel-ptx".to_string());
+    let dir = std::env::args()
+        .nth(1)
+        .unwrap_or_else(|| "kernel-ptx".to_string());
     std::fs::create_dir_all(&dir).expect("the output directory can be created");
     for variant in gpu_variants() {
         match compile_variant(&variant) {

@@ -5,9 +5,9 @@
 use nvfp4_oracle::certify::campaign::{certify_variant, CampaignLimits};
 use nvfp4_oracle::certify::KernelUnderTest;
 use nvfp4_oracle::gpu::compile::{compile_variant, nvrtc_present};
-use nvfp4_oracle::gpu::worker::WORKER_ENV;
 use nvfp4_oracle::gpu::variants::gpu_variants;
 use nvfp4_oracle::gpu::worker::gpu_kernels;
+use nvfp4_oracle::gpu::worker::WORKER_ENV;
 use nvfp4_oracle::model::bounds::KOrder;
 
 #[test]
@@ -63,9 +63,10 @@ fn hopper_variants_certify_exactly_on_a_hopper_gpu() {
         only_gpumode: false,
         exact: true,
     };
-    for kernel in kernels.iter().filter(|k| {
-        !k.is_deliberately_broken() || k.name() == "hopper-test-reversed-k"
-    }) {
+    for kernel in kernels
+        .iter()
+        .filter(|k| !k.is_deliberately_broken() || k.name() == "hopper-test-reversed-k")
+    {
         let result = certify_variant(kernel, limits, &[], |_, _| {});
         assert!(
             result.failure.is_none(),
@@ -74,7 +75,11 @@ fn hopper_variants_certify_exactly_on_a_hopper_gpu() {
             result.failure.map(|f| f.minimal.spec)
         );
         let exact = result.exact.expect("exact mode reports");
-        assert!(exact.schedule.is_some(), "{} declares a schedule", kernel.name());
+        assert!(
+            exact.schedule.is_some(),
+            "{} declares a schedule",
+            kernel.name()
+        );
         assert_eq!(
             exact.mismatch.is_some(),
             kernel.name() == "hopper-test-reversed-k",

@@ -23,9 +23,7 @@ fn schedule(mma: MmaModel, k_order: KChunkOrder) -> Schedule {
 fn every_schedule() -> Vec<Schedule> {
     MmaModel::ALL
         .into_iter()
-        .flat_map(|mma| {
-            KChunkOrder::ALL.map(|order| schedule(mma, order))
-        })
+        .flat_map(|mma| KChunkOrder::ALL.map(|order| schedule(mma, order)))
         .collect()
 }
 

@@ -1,8 +1,8 @@
 //! What the harness knows about a kernel under test: what it solves, which shapes it supports,
 //! whether it can run here, and how to run it on one case.
 
-use crate::problem::{DualGemmInputs, ProblemKind, Shape};
 use crate::model::mma::schedule::Schedule;
+use crate::problem::{DualGemmInputs, ProblemKind, Shape};
 use half::f16;
 
 /// The shapes a kernel declares it supports. Shapes outside are not fuzzed; the harness checks

@@ -4,13 +4,13 @@
 
 use super::compile::compile_variant;
 use super::device::{open_device, DeviceInfo};
+use super::launch::{launch_variant, LaunchBuffers};
 use super::variants::GpuVariant;
 use crate::certify::KernelCase;
 use crate::error::{Error, Result};
 use crate::problem::generate::generate_dual_gemm;
 use crate::problem::{Distribution, Shape};
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
-use super::launch::{launch_variant, LaunchBuffers};
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 use serde::Serialize;
 

@@ -206,13 +206,36 @@ pub fn launch_variant(
                 sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                 variant.dynamic_smem as i32,
             )
-            .map_err(|err| format!("asking for {} B of shared memory: {err}", variant.dynamic_smem))?;
+            .map_err(|err| {
+                format!(
+                    "asking for {} B of shared memory: {err}",
+                    variant.dynamic_smem
+                )
+            })?;
     }
     let maps = match variant.tensor_maps {
         Some(boxes) => vec![
-            fp4_tensor_map(buffers.inputs[0], shape, shape.m, boxes.k_bytes, boxes.a_rows)?,
-            fp4_tensor_map(buffers.inputs[1], shape, shape.n, boxes.k_bytes, boxes.b_rows)?,
-            fp4_tensor_map(buffers.inputs[2], shape, shape.n, boxes.k_bytes, boxes.b_rows)?,
+            fp4_tensor_map(
+                buffers.inputs[0],
+                shape,
+                shape.m,
+                boxes.k_bytes,
+                boxes.a_rows,
+            )?,
+            fp4_tensor_map(
+                buffers.inputs[1],
+                shape,
+                shape.n,
+                boxes.k_bytes,
+                boxes.b_rows,
+            )?,
+            fp4_tensor_map(
+                buffers.inputs[2],
+                shape,
+                shape.n,
+                boxes.k_bytes,
+                boxes.b_rows,
+            )?,
         ],
         None => Vec::new(),
     };

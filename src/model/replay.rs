@@ -251,7 +251,9 @@ fn nv_dot(model: MmaModel, order: KChunkOrder, a: &[NvBlock], b: &[NvBlock]) -> 
             MmaModel::HopperHmmaF16F32 => {
                 let steps = a[from..to].iter().zip(&b[from..to]);
                 if reverse {
-                    steps.rev().for_each(|(x, y)| c = fast::hopper_nvfp4_step(c, x, y));
+                    steps
+                        .rev()
+                        .for_each(|(x, y)| c = fast::hopper_nvfp4_step(c, x, y));
                 } else {
                     steps.for_each(|(x, y)| c = fast::hopper_nvfp4_step(c, x, y));
                 }
@@ -260,7 +262,9 @@ fn nv_dot(model: MmaModel, order: KChunkOrder, a: &[NvBlock], b: &[NvBlock]) -> 
                 let (from, to) = (from * 4, (to * 4).min(a.len()));
                 let steps = a[from..to].chunks(4).zip(b[from..to].chunks(4));
                 if reverse {
-                    steps.rev().for_each(|(x, y)| c = fast::blackwell_nvfp4_step(c, x, y));
+                    steps
+                        .rev()
+                        .for_each(|(x, y)| c = fast::blackwell_nvfp4_step(c, x, y));
                 } else {
                     steps.for_each(|(x, y)| c = fast::blackwell_nvfp4_step(c, x, y));
                 }
@@ -276,7 +280,9 @@ fn nv_dot(model: MmaModel, order: KChunkOrder, a: &[NvBlock], b: &[NvBlock]) -> 
     match order {
         KChunkOrder::Increasing => run(0, steps, false),
         KChunkOrder::Decreasing => run(0, steps, true),
-        KChunkOrder::SplitHalvesIncreasing => run(0, steps / 2, false) + run(steps / 2, steps, false),
+        KChunkOrder::SplitHalvesIncreasing => {
+            run(0, steps / 2, false) + run(steps / 2, steps, false)
+        }
     }
 }
 

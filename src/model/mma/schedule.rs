@@ -100,7 +100,9 @@ impl KChunkOrder {
         match self {
             KChunkOrder::Increasing => "increasing",
             KChunkOrder::Decreasing => "decreasing",
-            KChunkOrder::SplitHalvesIncreasing => "split in two halves, each increasing, then added",
+            KChunkOrder::SplitHalvesIncreasing => {
+                "split in two halves, each increasing, then added"
+            }
         }
     }
 }
