@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Probe the exact arithmetic of Hopper `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`.
+"""Probe the exact arithmetic of Hopper `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32`
+and of `wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16` (`device --kernel wgmma_f16_f32`
+with a cubin of kernels/probe/wgmma_f16_f32.cu: the same inputs, the same output layout).
 
 Two halves, one file, so that both sides generate bit-identical inputs:
 
