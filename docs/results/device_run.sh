@@ -7,7 +7,7 @@ export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 B=.carry/nvfp4-oracle
 R=/tmp/results; E=/tmp/exact; T=/tmp/tests
 mkdir -p $R $E $T
-V="hopper-baseline hopper-persistent hopper-warp-specialized hopper-cluster-pair hopper-splitk-pair"
+V="hopper-baseline hopper-persistent hopper-warp-specialized hopper-cluster-pair hopper-splitk-pair hopper-test-persistent-7-ctas"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > $R/variants.md
 $B variants >> $R/variants.md 2>&1
 for v in $V; do
@@ -22,6 +22,12 @@ done
 echo "certify exit $?" >> $T/certify-test-kernels.log
 $B bench --reps 50 --report-dir $R > $R/bench.log 2>&1
 echo "bench exit $?" >> $R/bench.log
+# The GPU tests (tests/gpu.rs), from a test binary built with the release binary and carried as
+# .carry/gpu_test (`cargo test --release --test gpu --no-run` prints its path).
+if [ -x .carry/gpu_test ]; then
+  NVFP4_ORACLE_WORKER=.carry/nvfp4-oracle .carry/gpu_test > $R/gpu-tests.log 2>&1
+  echo "gpu tests exit $?" >> $R/gpu-tests.log
+fi
 rm -f $R/*.safetensors $E/*.safetensors $T/*.safetensors
 tar czf $OUT/results.tgz -C /tmp results exact tests
-cat $R/certify-*.log $E/certify-exact-*.log $T/certify-test-kernels.log | grep -E "^\| hopper|exit|real" ; tail -30 $R/bench.log
+cat $R/certify-*.log $E/certify-exact-*.log $T/certify-test-kernels.log | grep -E "^\| hopper|exit|real" ; tail -30 $R/bench.log; tail -3 $R/gpu-tests.log

@@ -5,16 +5,21 @@
 // baseline.cu, whose tile computation it reuses; what changes is who computes which tile:
 //   - grid = one CTA per SM (the launcher passes the SM count), each CTA loops over output tiles
 //     with a static round-robin schedule: tile t goes to CTA t % gridDim.x, so any tile count
-//     works, including counts that are not multiples of the SM count;
+//     works, including counts that are not multiples of the SM count (certified with 7 CTAs:
+//     the variant hopper-test-persistent-7-ctas, so that small fuzzed shapes loop too);
 //   - tiles are numbered with the M tile fastest: the CTAs running at the same moment share each
 //     B1/B2 tile (the big operand), which is then read from DRAM once and from L2 after;
-//   - a 3-stage cp.async pipeline (the baseline has 1): the single load warp runs two k-tiles
-//     ahead, which matters more here because a CTA never waits for a new CTA to start.
+//   - the baseline's single shared-memory stage. Measured on the H100 at 512x4096x7168 (bench
+//     --force-untrusted, one device call): 1 stage 560 us, 2 stages 691 us, 3 stages 692 us
+//     (baseline: 572 us; ptxas gives this 1-stage build 255 registers and 36 bytes of spill, and it
+//     is still the fastest). Deeper cp.async pipelines with the baseline's one load warp, which is
+//     also a compute warp, are slower here; we did not isolate why. The wgmma kernels get their
+//     pipelining from a dedicated TMA producer instead.
 // The prediction for small M (the competition's M = 256, 512): the number of 128x128 tiles
 // (64 or 128 at N = 4096) is at most one wave on 132 SMs, so round-robin alone cannot balance
-// anything; the gain, if any, comes from the deeper pipeline.
+// anything; persistence pays only with more tiles than SMs.
 
-constexpr int kPersistentStages = 3;
+constexpr int kPersistentStages = 1;
 
 extern "C" __global__ void __launch_bounds__(kThreads, 1)
 nvfp4_dual_gemm_persistent(const unsigned char* a, const unsigned char* b1,

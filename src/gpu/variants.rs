@@ -66,6 +66,9 @@ pub enum Grid {
     SplitTiles { tile: (usize, usize), splits: usize },
     /// One CTA per SM; the kernel schedules the tiles itself.
     OneCtaPerSm,
+    /// A fixed number of CTAs that schedule the tiles themselves (to test a persistent kernel's
+    /// loop on shapes small enough to fuzz).
+    FixedCtas(u32),
 }
 
 /// TMA tensor maps the launcher makes for A, B1 and B2 and appends to the argument list: each a
@@ -133,6 +136,7 @@ impl GpuVariant {
                 shape.l as u32,
             ),
             Grid::OneCtaPerSm => (sm_count.max(1), 1, 1),
+            Grid::FixedCtas(ctas) => (ctas, 1, 1),
         };
         (grid, (self.threads, 1, 1))
     }
@@ -242,12 +246,20 @@ fn splitk_pair() -> GpuVariant {
 pub fn gpu_variants() -> Vec<GpuVariant> {
     let mut persistent = baseline_like(
         "hopper-persistent",
-        "one CTA per SM looping over 128x128 tiles (round-robin, M tile fastest), 3-stage cp.async, mma.sync",
+        "one CTA per SM looping over 128x128 tiles (round-robin, M tile fastest), the baseline's tile code",
         Some(PERSISTENT),
         "nvfp4_dual_gemm_persistent",
     );
     persistent.grid = Grid::OneCtaPerSm;
     persistent.test_kernel = false;
+    // The persistent kernel on 7 CTAs: fuzzed shapes (up to 27 tiles) then give each CTA several
+    // tiles and uneven remainders, which 132 CTAs never would.
+    let mut persistent_7 = persistent.clone();
+    persistent_7.name = "hopper-test-persistent-7-ctas";
+    persistent_7.description =
+        "TEST: the persistent kernel launched with 7 CTAs, so its tile loop runs on small shapes";
+    persistent_7.grid = Grid::FixedCtas(7);
+    persistent_7.test_kernel = true;
     let mut reversed_k = baseline_like(
         "hopper-test-reversed-k",
         "TEST: baseline with its K loop reversed (correct, but not the declared schedule)",
@@ -282,5 +294,6 @@ pub fn gpu_variants() -> Vec<GpuVariant> {
         baseline_like("hopper-test-missing-tile", "TEST: baseline that never writes the last tile", Some(TEST_MISSING_TILE), "nvfp4_dual_gemm_missing_tile"),
         baseline_like("hopper-test-spin", "TEST: baseline that spins forever", Some(TEST_SPIN), "nvfp4_dual_gemm_spin"),
         reversed_k,
+        persistent_7,
     ]
 }
