@@ -33,8 +33,7 @@ nvfp4_dual_gemm_cluster_pair(const unsigned char* a, const unsigned char* b1,
   WsShared& sh = ws_shared();
   const int tile_n = blockIdx.x, tile_m = blockIdx.y, l = blockIdx.z;
   const unsigned rank = cluster_cta_rank();
-  const int k_tiles = K / kWsBK, rest_k = K / kAtomK;
-  const int rest_m = (M + 127) / 128, rest_n = (N + 127) / 128;
+  const int k_tiles = K / kWsBK, rest_n = (N + 127) / 128;
 
   if (threadIdx.x == 0) init_barriers(sh, kPairEmptyArrivals);
   cluster_sync();
@@ -44,24 +43,15 @@ nvfp4_dual_gemm_cluster_pair(const unsigned char* a, const unsigned char* b1,
       for (unsigned cta = 0; cta < kPairCtas; ++cta) mbar_arrive_cluster(&sh.empty[s], cta);
   };
 
-  if (threadIdx.x < 128) {  // producer warpgroup
-    setmaxnreg_dec<kWsProducerRegs>();
-    if (threadIdx.x == 0) {
-      // A CTA past N has no scale atoms of its own: it reads the last real ones (valid memory,
-      // results never stored).
-      const int sf_tile_n = min(tile_n, rest_n - 1);
-      producer_main_loop(sh, &map_a, &map_b1, &map_b2, tile_m * kWsTileM, tile_n * kWsTileN, l,
-                         tile_scales(sfa, l, rest_m, tile_m, rest_k),
-                         tile_scales(sfb1, l, rest_n, sf_tile_n, rest_k),
-                         tile_scales(sfb2, l, rest_n, sf_tile_n, rest_k), 0, k_tiles, (int)rank);
-    }
+  if (threadIdx.x < 128) {
+    // A CTA past N has no scale atoms of its own: it reads the last real ones (valid memory,
+    // results never stored).
+    producer_warpgroup(sh, &map_a, &map_b1, &map_b2, sfa, sfb1, sfb2, M, N, K, tile_m, tile_n,
+                       min(tile_n, rest_n - 1), l, 0, k_tiles, (int)rank);
   } else {  // consumer warpgroups: as in the warp-specialized kernel
-    setmaxnreg_inc<kWsConsumerRegs>();
     const int ctid = threadIdx.x - 128, consumer = ctid / 128;
     float acc1[64], acc2[64];
-#pragma unroll
-    for (int i = 0; i < 64; ++i) acc1[i] = acc2[i] = 0.0f;
-    consumer_main_loop(sh, k_tiles, ctid, consumer, acc1, acc2, release);
+    consumer_warpgroups(sh, k_tiles, ctid, consumer, acc1, acc2, release);
     store_tile(acc1, acc2, c, M, N, L, tile_m * kWsTileM, tile_n * kWsTileN, l, ctid, consumer);
   }
   cluster_sync();

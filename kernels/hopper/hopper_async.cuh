@@ -130,18 +130,6 @@ __device__ __forceinline__ void cluster_sync() {
 // ---------------------------------------------------------------------------------------------
 // wgmma (warpgroup MMA, f16 inputs, f32 accumulators).
 // ---------------------------------------------------------------------------------------------
-// Shared-memory matrix descriptor without swizzle ("interleave"): the operand is made of core
-// matrices of 8 rows x 16 bytes stored as 128 contiguous bytes; `k_stride` is the byte distance
-// between core matrices adjacent in K (the "leading dimension byte offset"), `mn_stride` between
-// core matrices adjacent in M or N (the "stride dimension byte offset").
-__device__ __forceinline__ unsigned long long wgmma_desc_no_swizzle(const void* start,
-                                                                    unsigned k_stride,
-                                                                    unsigned mn_stride) {
-  const unsigned long long addr = smem_addr(start);
-  return ((addr & 0x3FFFFull) >> 4) | ((unsigned long long)(k_stride >> 4) << 16) |
-         ((unsigned long long)(mn_stride >> 4) << 32);  // base offset 0, layout type 0
-}
-
 // Descriptor of a K-major operand in the 128-byte swizzle layout: rows of 64 fp16 (128 bytes)
 // of K, 8-row atoms of 1 KiB (`mn_stride` apart), the 16-byte chunk c of row r stored at chunk
 // position c ^ (r % 8). The atom must be 1 KiB aligned; a k16 step inside it starts 32 bytes

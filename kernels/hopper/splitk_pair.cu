@@ -46,8 +46,7 @@ nvfp4_dual_gemm_splitk_pair(const unsigned char* a, const unsigned char* b1,
   WsShared& sh = ws_shared();
   const unsigned rank = cluster_cta_rank();
   const int tile_n = blockIdx.x / kSplits, tile_m = blockIdx.y, l = blockIdx.z;
-  const int k_tiles = K / kWsBK / kSplits, rest_k = K / kAtomK;
-  const int rest_m = (M + 127) / 128, rest_n = (N + 127) / 128;
+  const int k_tiles = K / kWsBK / kSplits;
 
   if (threadIdx.x == 0) init_barriers(sh, kWsEmptyArrivals);
   __syncthreads();
@@ -58,25 +57,17 @@ nvfp4_dual_gemm_splitk_pair(const unsigned char* a, const unsigned char* b1,
   // The reduction needs two cluster barriers that every thread of both CTAs takes part in; each
   // branch takes them itself, so the accumulators live only in the consumers' branch (keeping
   // them live across the producer's code costs the registers wgmma needs).
-  if (threadIdx.x < 128) {  // producer warpgroup
-    setmaxnreg_dec<kWsProducerRegs>();
-    if (threadIdx.x == 0)
-      producer_main_loop(sh, &map_a, &map_b1, &map_b2, tile_m * kWsTileM, tile_n * kWsTileN, l,
-                         tile_scales(sfa, l, rest_m, tile_m, rest_k),
-                         tile_scales(sfb1, l, rest_n, tile_n, rest_k),
-                         tile_scales(sfb2, l, rest_n, tile_n, rest_k), rank * k_tiles, k_tiles,
-                         -1);
+  if (threadIdx.x < 128) {
+    producer_warpgroup(sh, &map_a, &map_b1, &map_b2, sfa, sfb1, sfb2, M, N, K, tile_m, tile_n,
+                       tile_n, l, rank * k_tiles, k_tiles, -1);
     __syncwarp();
     cluster_sync();
     cluster_sync();
     return;
   }
-  setmaxnreg_inc<kWsConsumerRegs>();
   const int ctid = threadIdx.x - 128, consumer = ctid / 128;
   float acc1[64], acc2[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) acc1[i] = acc2[i] = 0.0f;
-  consumer_main_loop(sh, k_tiles, ctid, consumer, acc1, acc2, release);
+  consumer_warpgroups(sh, k_tiles, ctid, consumer, acc1, acc2, release);
 
   cluster_sync();  // both rings and activation tiles drained: rank 0's may be overwritten
   const unsigned partials = smem_addr(&sh.stage[0]);

@@ -258,14 +258,30 @@ __device__ __forceinline__ void store_tile(const float (&acc1)[64], const float 
   }
 }
 
-// The producer thread's loop, shared by the three wgmma kernels: k-tiles kt_begin ..
-// kt_begin + k_tiles - 1 of one output tile into the ring. With `pair_rank` >= 0 (a 2-CTA
-// cluster sharing the activation rows) this CTA loads only activation rows [64 rank, 64 rank +
-// 64) and multicasts them to both CTAs; the map's box must then be 64 rows high.
-__device__ __forceinline__ void producer_main_loop(
+// Where a tile's scale atoms start: operand rows [128 row_block, +128) of batch l.
+__device__ __forceinline__ const unsigned char* tile_scales(const unsigned char* sf, int l,
+                                                            int rest_rows, int row_block,
+                                                            int rest_k) {
+  return sf + ((long long)l * rest_rows + row_block) * rest_k * kAtomBytes;
+}
+
+// The producer warpgroup of the three wgmma kernels: gives its registers away, and one thread
+// loads k-tiles kt_begin .. kt_begin + k_tiles - 1 of output tile (tile_m, tile_n) into the
+// ring (B scales from row block sf_tile_n). With `pair_rank` >= 0 (a 2-CTA cluster sharing the
+// activation rows) this CTA loads only activation rows [64 rank, 64 rank + 64) and multicasts
+// them to both CTAs; the map's box must then be 64 rows high.
+__device__ __forceinline__ void producer_warpgroup(
     WsShared& sh, const TensorMap* map_a, const TensorMap* map_b1, const TensorMap* map_b2,
-    int a_row, int b_row, int l, const unsigned char* sfa_t, const unsigned char* sfb1_t,
-    const unsigned char* sfb2_t, int kt_begin, int k_tiles, int pair_rank) {
+    const unsigned char* sfa, const unsigned char* sfb1, const unsigned char* sfb2, int M, int N,
+    int K, int tile_m, int tile_n, int sf_tile_n, int l, int kt_begin, int k_tiles,
+    int pair_rank) {
+  setmaxnreg_dec<kWsProducerRegs>();
+  if (threadIdx.x != 0) return;
+  const int rest_k = K / kAtomK, rest_m = (M + 127) / 128, rest_n = (N + 127) / 128;
+  const unsigned char* sfa_t = tile_scales(sfa, l, rest_m, tile_m, rest_k);
+  const unsigned char* sfb1_t = tile_scales(sfb1, l, rest_n, sf_tile_n, rest_k);
+  const unsigned char* sfb2_t = tile_scales(sfb2, l, rest_n, sf_tile_n, rest_k);
+  const int a_row = tile_m * kWsTileM, b_row = tile_n * kWsTileN;
   prefetch_tensor_map(map_a);
   prefetch_tensor_map(map_b1);
   prefetch_tensor_map(map_b2);
@@ -292,11 +308,16 @@ __device__ __forceinline__ void producer_main_loop(
   }
 }
 
-// Where a tile's scale atoms start: operand rows [128 row_block, +128) of batch l.
-__device__ __forceinline__ const unsigned char* tile_scales(const unsigned char* sf, int l,
-                                                            int rest_rows, int row_block,
-                                                            int rest_k) {
-  return sf + ((long long)l * rest_rows + row_block) * rest_k * kAtomBytes;
+// The consumer warpgroups of the three wgmma kernels up to the epilogue: registers taken,
+// accumulators zeroed, k_tiles stages accumulated; `release(s)` frees stage slot s.
+template <typename Release>
+__device__ __forceinline__ void consumer_warpgroups(WsShared& sh, int k_tiles, int ctid,
+                                                    int consumer, float (&acc1)[64],
+                                                    float (&acc2)[64], Release release) {
+  setmaxnreg_inc<kWsConsumerRegs>();
+#pragma unroll
+  for (int i = 0; i < 64; ++i) acc1[i] = acc2[i] = 0.0f;
+  consumer_main_loop(sh, k_tiles, ctid, consumer, acc1, acc2, release);
 }
 
 // The dynamic shared memory, aligned up to 1 KiB by hand (the launcher adds 1 KiB for it): TMA
@@ -318,8 +339,7 @@ nvfp4_dual_gemm_warp_specialized(const unsigned char* a, const unsigned char* b1
                                  const __grid_constant__ TensorMap map_b2) {
   WsShared& sh = ws_shared();
   const int tile_n = blockIdx.x, tile_m = blockIdx.y, l = blockIdx.z;
-  const int k_tiles = K / kWsBK, rest_k = K / kAtomK;
-  const int rest_m = (M + 127) / 128, rest_n = (N + 127) / 128;
+  const int k_tiles = K / kWsBK;
 
   if (threadIdx.x == 0) init_barriers(sh, kWsEmptyArrivals);
   __syncthreads();
@@ -327,20 +347,13 @@ nvfp4_dual_gemm_warp_specialized(const unsigned char* a, const unsigned char* b1
     if (threadIdx.x % 32 == 0) mbar_arrive(&sh.empty[s]);
   };
 
-  if (threadIdx.x < 128) {  // producer warpgroup
-    setmaxnreg_dec<kWsProducerRegs>();
-    if (threadIdx.x == 0)
-      producer_main_loop(sh, &map_a, &map_b1, &map_b2, tile_m * kWsTileM, tile_n * kWsTileN, l,
-                         tile_scales(sfa, l, rest_m, tile_m, rest_k),
-                         tile_scales(sfb1, l, rest_n, tile_n, rest_k),
-                         tile_scales(sfb2, l, rest_n, tile_n, rest_k), 0, k_tiles, -1);
-  } else {  // consumer warpgroups
-    setmaxnreg_inc<kWsConsumerRegs>();
+  if (threadIdx.x < 128) {
+    producer_warpgroup(sh, &map_a, &map_b1, &map_b2, sfa, sfb1, sfb2, M, N, K, tile_m, tile_n,
+                       tile_n, l, 0, k_tiles, -1);
+  } else {
     const int ctid = threadIdx.x - 128, consumer = ctid / 128;
     float acc1[64], acc2[64];
-#pragma unroll
-    for (int i = 0; i < 64; ++i) acc1[i] = acc2[i] = 0.0f;
-    consumer_main_loop(sh, k_tiles, ctid, consumer, acc1, acc2, release);
+    consumer_warpgroups(sh, k_tiles, ctid, consumer, acc1, acc2, release);
     store_tile(acc1, acc2, c, M, N, L, tile_m * kWsTileM, tile_n * kWsTileN, l, ctid, consumer);
   }
 }

@@ -4,7 +4,7 @@
 
 use super::compile::compile_variant;
 use super::device::{open_device, DeviceInfo};
-use super::launch::{launch_variant, LaunchBuffers};
+use super::launch::{configure_function, LaunchBuffers, PreparedLaunch};
 use super::variants::GpuVariant;
 use crate::certify::KernelCase;
 use crate::error::{Error, Result};
@@ -47,6 +47,7 @@ pub fn bench_variant(
     }
     let module = ctx.load_module(compile_variant(variant)?).map_err(gpu)?;
     let function = module.load_function(variant.entry).map_err(gpu)?;
+    configure_function(variant, &function).map_err(Error::Gpu)?;
     let stream = ctx.default_stream();
     let sm_count = info.sm_count as u32;
     let l2_bytes = ctx
@@ -88,29 +89,34 @@ pub fn bench_variant(
         let mut output: CudaSlice<u16> = stream
             .alloc_zeros(shape.m * shape.n * shape.l)
             .map_err(gpu)?;
+        // Every set's launch prepared before timing (tensor maps are host work). The raw
+        // pointers outlive their guards, which is sound here: one stream, synchronised per rep.
+        let output_ptr = output.device_ptr_mut(&stream).0;
+        let launches: Vec<PreparedLaunch> = uploaded
+            .iter()
+            .map(|set| {
+                let buffers = LaunchBuffers {
+                    inputs: std::array::from_fn(|i| set[i].device_ptr(&stream).0),
+                    output: output_ptr,
+                };
+                PreparedLaunch::new(variant, buffers, shape, sm_count)
+            })
+            .collect::<std::result::Result<_, _>>()
+            .map_err(Error::Gpu)?;
+        let start = ctx
+            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(gpu)?;
+        let end = ctx
+            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(gpu)?;
         let mut samples = Vec::with_capacity(reps);
         for rep in 0..WARM_UP + reps {
             stream.memset_zeros(&mut flush).map_err(gpu)?;
-            let set = &uploaded[rep % sets];
-            let start = ctx
-                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(gpu)?;
-            let end = ctx
-                .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-                .map_err(gpu)?;
-            {
-                // The pointers (and their stream-ordering guards) live for the launch only.
-                let input_ptrs: Vec<_> = set.iter().map(|b| b.device_ptr(&stream)).collect();
-                let (output_ptr, _output_guard) = output.device_ptr_mut(&stream);
-                let buffers = LaunchBuffers {
-                    inputs: std::array::from_fn(|i| input_ptrs[i].0),
-                    output: output_ptr,
-                };
-                start.record(&stream).map_err(gpu)?;
-                launch_variant(&stream, variant, &function, &buffers, shape, sm_count)
-                    .map_err(Error::Gpu)?;
-                end.record(&stream).map_err(gpu)?;
-            }
+            start.record(&stream).map_err(gpu)?;
+            launches[rep % sets]
+                .launch(&stream, &function)
+                .map_err(Error::Gpu)?;
+            end.record(&stream).map_err(gpu)?;
             end.synchronize().map_err(gpu)?;
             if rep >= WARM_UP {
                 samples.push(f64::from(start.elapsed_ms(&end).map_err(gpu)?) * 1000.0);

@@ -87,7 +87,9 @@ pub fn hardened_launch(
             inputs: std::array::from_fn(|i| input_ptrs[i].0),
             output: output_ptr,
         };
-        launch_variant(stream, variant, function, &buffers, shape, sm_count).map_err(crashed)?;
+        PreparedLaunch::new(variant, buffers, shape, sm_count)
+            .and_then(|prepared| prepared.launch(stream, function))
+            .map_err(crashed)?;
     }
     stream.synchronize().map_err(crashed)?;
 
@@ -189,17 +191,9 @@ fn fp4_tensor_map(
     Ok(TensorMapArg(map.opaque))
 }
 
-/// Launches `variant` once on `buffers` (asynchronously on `stream`): its grid, block, dynamic
-/// shared memory and, where it uses TMA, the tensor maps made for these buffers.
-pub fn launch_variant(
-    stream: &Arc<CudaStream>,
-    variant: &GpuVariant,
-    function: &CudaFunction,
-    buffers: &LaunchBuffers,
-    shape: Shape,
-    sm_count: u32,
-) -> Result<(), String> {
-    let (grid_dim, block_dim) = variant.launch_dims(shape, sm_count);
+/// What a loaded function needs set once before its first launch: the variant's dynamic shared
+/// memory, where it exceeds the 48 KiB default.
+pub fn configure_function(variant: &GpuVariant, function: &CudaFunction) -> Result<(), String> {
     if variant.dynamic_smem > 48 * 1024 {
         function
             .set_attribute(
@@ -213,55 +207,70 @@ pub fn launch_variant(
                 )
             })?;
     }
-    let maps = match variant.tensor_maps {
-        Some(boxes) => vec![
-            fp4_tensor_map(
-                buffers.inputs[0],
-                shape,
-                shape.m,
-                boxes.k_bytes,
-                boxes.a_rows,
-            )?,
-            fp4_tensor_map(
-                buffers.inputs[1],
-                shape,
-                shape.n,
-                boxes.k_bytes,
-                boxes.b_rows,
-            )?,
-            fp4_tensor_map(
-                buffers.inputs[2],
-                shape,
-                shape.n,
-                boxes.k_bytes,
-                boxes.b_rows,
-            )?,
-        ],
-        None => Vec::new(),
-    };
-    let (m, n, k, l) = (
-        shape.m as i32,
-        shape.n as i32,
-        shape.k as i32,
-        shape.l as i32,
-    );
-    let mut launch = stream.launch_builder(function);
-    for pointer in &buffers.inputs {
-        launch.arg(pointer);
-    }
-    launch.arg(&buffers.output).arg(&m).arg(&n).arg(&k).arg(&l);
-    for map in &maps {
-        launch.arg(map);
-    }
-    // SAFETY: the argument list is the variants' shared signature (plus the tensor maps the
-    // variant declares); every pointer is a live device allocation of the size the shape implies.
-    unsafe {
-        launch.launch(LaunchConfig {
-            grid_dim,
-            block_dim,
-            shared_mem_bytes: variant.dynamic_smem,
+    Ok(())
+}
+
+/// One launch of a variant on given buffers, with its host-side work done in advance (grid, and
+/// the TMA tensor maps, which are encoded on the host): `launch` then only enqueues the kernel,
+/// so a timed launch times the kernel and not this preparation.
+pub struct PreparedLaunch {
+    buffers: LaunchBuffers,
+    sizes: [i32; 4],
+    maps: Vec<TensorMapArg>,
+    config: LaunchConfig,
+}
+
+impl PreparedLaunch {
+    pub fn new(
+        variant: &GpuVariant,
+        buffers: LaunchBuffers,
+        shape: Shape,
+        sm_count: u32,
+    ) -> Result<Self, String> {
+        let (grid_dim, block_dim) = variant.launch_dims(shape, sm_count);
+        let maps = match variant.tensor_maps {
+            Some(boxes) => [
+                (buffers.inputs[0], shape.m, boxes.a_rows),
+                (buffers.inputs[1], shape.n, boxes.b_rows),
+                (buffers.inputs[2], shape.n, boxes.b_rows),
+            ]
+            .into_iter()
+            .map(|(base, rows, box_rows)| {
+                fp4_tensor_map(base, shape, rows, boxes.k_bytes, box_rows)
+            })
+            .collect::<Result<_, _>>()?,
+            None => Vec::new(),
+        };
+        Ok(PreparedLaunch {
+            buffers,
+            sizes: [shape.m, shape.n, shape.k, shape.l].map(|x| x as i32),
+            maps,
+            config: LaunchConfig {
+                grid_dim,
+                block_dim,
+                shared_mem_bytes: variant.dynamic_smem,
+            },
         })
     }
-    .map(|_| ())
-    .map_err(|err| err.to_string())
+
+    /// Enqueues the kernel on `stream` (asynchronous).
+    pub fn launch(&self, stream: &Arc<CudaStream>, function: &CudaFunction) -> Result<(), String> {
+        let mut launch = stream.launch_builder(function);
+        for pointer in &self.buffers.inputs {
+            launch.arg(pointer);
+        }
+        launch.arg(&self.buffers.output);
+        for size in &self.sizes {
+            launch.arg(size);
+        }
+        for map in &self.maps {
+            launch.arg(map);
+        }
+        // SAFETY: the argument list is the variants' shared signature (plus the tensor maps the
+        // variant declares); every pointer is a live device allocation of the size the shape
+        // implies, and the function was configured by `configure_function`.
+        unsafe { launch.launch(self.config) }
+            .map(|_| ())
+            .map_err(|err| err.to_string())
+    }
 }

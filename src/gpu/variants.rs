@@ -185,22 +185,22 @@ fn baseline_like(
 /// (padded to 1 KiB by the struct's alignment), plus 1 KiB so the kernel can align the block.
 const WS_SHARED_BYTES: u32 = 4 * (3 * 8192 + 3 * 1024) + 2 * 32768 + 1024 + 1024;
 
+/// A kernel built on warp_specialized.cu (`extra`: its own file compiled after it), launched
+/// on 128x128 output tiles with grid.x a multiple of `cluster`.
 fn wgmma_kernel(
     name: &'static str,
     description: &'static str,
-    file: SourceFile,
+    extra: Option<SourceFile>,
     entry: &'static str,
     cluster: usize,
 ) -> GpuVariant {
-    let sources = if cluster == 1 {
-        vec![COMMON, HOPPER_ASYNC, WARP_SPECIALIZED]
-    } else {
-        vec![COMMON, HOPPER_ASYNC, WARP_SPECIALIZED, file]
-    };
     GpuVariant {
         name,
         description,
-        sources,
+        sources: [COMMON, HOPPER_ASYNC, WARP_SPECIALIZED]
+            .into_iter()
+            .chain(extra)
+            .collect(),
         entry,
         arch: SM90A,
         support: HOPPER_WGMMA_SUPPORT,
@@ -225,7 +225,7 @@ fn splitk_pair() -> GpuVariant {
     let mut variant = wgmma_kernel(
         "hopper-splitk-pair",
         "two CTAs (a cluster) per tile, each the warp-specialized pipeline on one K half, reduced through DSMEM in a fixed order",
-        SPLITK_PAIR,
+        Some(SPLITK_PAIR),
         "nvfp4_dual_gemm_splitk_pair",
         2,
     );
@@ -278,14 +278,14 @@ pub fn gpu_variants() -> Vec<GpuVariant> {
         wgmma_kernel(
             "hopper-warp-specialized",
             "TMA producer warpgroup + 2 wgmma consumer warpgroups, 4-stage mbarrier ring, setmaxnreg, FP4 decoded in registers",
-            WARP_SPECIALIZED,
+            None,
             "nvfp4_dual_gemm_warp_specialized",
             1,
         ),
         wgmma_kernel(
             "hopper-cluster-pair",
             "warp-specialized kernel in 2-CTA clusters sharing the activation tile by TMA multicast",
-            CLUSTER_PAIR,
+            Some(CLUSTER_PAIR),
             "nvfp4_dual_gemm_cluster_pair",
             2,
         ),

@@ -5,7 +5,7 @@
 
 use super::compile::compile_variant;
 use super::device::{device_info, open_device};
-use super::launch::hardened_launch;
+use super::launch::{configure_function, hardened_launch};
 use super::variants::{gpu_variants, GpuVariant};
 use crate::case_file::{CaseReader, CaseWriter};
 use crate::certify::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
@@ -65,6 +65,7 @@ pub fn serve(variant_name: &str) -> Result<()> {
         let function = module
             .load_function(variant.entry)
             .map_err(|err| format!("entry point {}: {err}", variant.entry))?;
+        configure_function(&variant, &function)?;
         Ok((ctx.default_stream(), function, info))
     })();
     let (stream, function, sm_count) = match started {
