@@ -17,6 +17,7 @@ pub mod formats;
 pub mod fuzzing;
 pub mod golden;
 pub mod gpu;
+pub mod kernels;
 pub mod layout;
 pub mod model;
 pub mod problem;

@@ -2,10 +2,10 @@
 //! every planted-bug mutant is rejected and diagnosed, and the competition's gpumode inputs alone
 //! miss the FP4 decoding bug that the full campaign catches.
 
-use nvfp4_oracle::certify::cpu_kernels::{Bug, CpuKernel};
 use nvfp4_oracle::certify::report::{Certificate, Status};
 use nvfp4_oracle::certify::{certify_variant, CampaignLimits};
 use nvfp4_oracle::compare::diagnosis::WrongProblem;
+use nvfp4_oracle::kernels::cpu::{Bug, CpuKernel};
 use nvfp4_oracle::model::bounds::KOrder;
 use std::process::Command;
 

@@ -3,11 +3,9 @@
 //! present. Each prints why it was skipped otherwise. The full GPU run is documented in README.
 
 use nvfp4_oracle::certify::campaign::{certify_variant, CampaignLimits};
-use nvfp4_oracle::certify::KernelUnderTest;
 use nvfp4_oracle::gpu::compile::{compile_variant, nvrtc_present};
 use nvfp4_oracle::gpu::variants::gpu_variants;
-use nvfp4_oracle::gpu::worker::gpu_kernels;
-use nvfp4_oracle::gpu::worker::WORKER_ENV;
+use nvfp4_oracle::kernels::nvrtc::{nvrtc_kernels, WORKER_ENV};
 use nvfp4_oracle::model::bounds::KOrder;
 
 #[test]
@@ -40,7 +38,7 @@ fn every_kernel_compiles_for_its_declared_arch() {
 /// but is caught by the replay. Full runs: docs/results/device_run.sh.
 #[test]
 fn hopper_variants_certify_exactly_on_a_hopper_gpu() {
-    let kernels = gpu_kernels();
+    let kernels = nvrtc_kernels();
     let baseline = kernels
         .iter()
         .find(|k| k.name() == "hopper-baseline")
@@ -70,7 +68,7 @@ fn hopper_variants_certify_exactly_on_a_hopper_gpu() {
         .iter()
         .filter(|k| !k.is_deliberately_broken() || checked.contains(&k.name()))
     {
-        let result = certify_variant(kernel, limits, &[], |_, _| {});
+        let result = certify_variant(kernel.as_ref(), limits, &[], |_, _| {});
         assert!(
             result.failure.is_none(),
             "{} failed on {:?}",

@@ -172,9 +172,10 @@ fn increasing_and_decreasing_orders_give_different_accumulators() {
 }
 
 mod certify_exact {
-    use nvfp4_oracle::certify::cpu_hopper_sim::CpuHopperSim;
     use nvfp4_oracle::certify::report::{Certificate, ExactOutcome, Status};
-    use nvfp4_oracle::certify::{certify_variant, CampaignLimits, KernelUnderTest};
+    use nvfp4_oracle::certify::{certify_variant, CampaignLimits};
+    use nvfp4_oracle::kernels::cpu_hopper_sim::CpuHopperSim;
+    use nvfp4_oracle::kernels::KernelUnderTest;
     use nvfp4_oracle::model::bounds::KOrder;
     use nvfp4_oracle::model::mma::schedule::{KChunkOrder, MmaModel, HOPPER_F16_INCREASING_K};
     use std::process::Command;

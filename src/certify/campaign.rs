@@ -11,9 +11,9 @@
 //! against the intervals, and the result says "correct within the intervals, schedule differs
 //! from the declared one" with the first differing element.
 
-use super::kernel::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
 use crate::compare::diagnosis::{diagnose, Diagnosis, Observation, POISON};
 use crate::compare::{judge, OutputShape, Verdict};
+use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
 use crate::model::bounds::{fp16_ordinal, KOrder};
 use crate::model::mma::schedule::{KChunkOrder, MmaModel, Schedule};
 use crate::model::replay::{replay_dual_gemm, ExactComparison};

@@ -2,11 +2,10 @@
 //! failure as two safetensors files that `nvfp4-oracle check` replays.
 
 use super::campaign::{CampaignLimits, CampaignResult, CaseSpec, Coverage, ExactCoverage};
-use super::kernel::KernelFailure;
-use super::kernel::KernelUnderTest;
 use crate::case_file::{fp16_bytes, CaseWriter};
 use crate::compare::diagnosis::{BugClass, Evidence};
 use crate::error::{Error, Result};
+use crate::kernels::{KernelEnvironment, KernelFailure, KernelUnderTest};
 use crate::model::mma::schedule::Schedule;
 use crate::model::replay::ExactMismatch;
 use crate::model::MODEL_VERSION;
@@ -14,12 +13,16 @@ use safetensors::Dtype;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 
-/// The bug class of a failure that left no output to diagnose.
-fn failure_class(failure: &KernelFailure) -> BugClass {
+/// The bug class of a failure that left no output to diagnose (none for an exception or a
+/// broken output contract: the message says it all).
+fn failure_class(failure: &KernelFailure) -> Option<BugClass> {
     match failure {
-        KernelFailure::OutOfBounds(_) | KernelFailure::ModifiedInputs(_) => BugClass::OutOfBounds,
-        KernelFailure::Hung(_) => BugClass::Race,
-        KernelFailure::Crashed(_) | KernelFailure::Refused(_) => BugClass::OutOfBounds,
+        KernelFailure::OutOfBounds(_) | KernelFailure::ModifiedInputs(_) => {
+            Some(BugClass::OutOfBounds)
+        }
+        KernelFailure::Hung(_) => Some(BugClass::Race),
+        KernelFailure::Crashed(_) | KernelFailure::Refused(_) => Some(BugClass::OutOfBounds),
+        KernelFailure::Raised(_) | KernelFailure::BadOutput(_) => None,
     }
 }
 
@@ -138,6 +141,10 @@ pub struct Certificate {
     /// `--exact` only.
     pub exact: Option<ExactReport>,
     pub machine: Machine,
+    /// The GPU it ran on (GPU kernels; `None` where none was found).
+    pub gpu: Option<crate::gpu::device::DeviceInfo>,
+    /// Python and torch versions (submissions).
+    pub environment: KernelEnvironment,
 }
 
 impl Certificate {
@@ -164,6 +171,12 @@ impl Certificate {
                 arch: std::env::consts::ARCH,
                 cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
             },
+            gpu: if kernel.runs_on_gpu() {
+                crate::gpu::device::device_info().as_ref().ok().cloned()
+            } else {
+                None
+            },
+            environment: kernel.environment(),
         }
     }
 
@@ -286,7 +299,10 @@ impl Certificate {
                 failure_map: map,
                 diagnosis: failure.diagnosis.as_ref().map_or_else(
                     || match &minimal.result {
-                        Err(err) => format!("{err} ({:?})", failure_class(err)),
+                        Err(err) => match failure_class(err) {
+                            Some(class) => format!("{err} ({class:?})"),
+                            None => err.to_string(),
+                        },
                         Ok(_) => "not diagnosed".to_string(),
                     },
                     |d| d.summary(),
@@ -332,6 +348,25 @@ impl Certificate {
             self.machine.cpus,
             self.elapsed_seconds,
         );
+        if let Some(gpu) = &self.gpu {
+            md.push_str(&format!(
+                "\nGPU: {}, driver {}, CUDA {}, SM clock {} MHz\n",
+                gpu.describe(),
+                gpu.driver.as_deref().unwrap_or("unknown"),
+                gpu.cuda.as_deref().unwrap_or("unknown"),
+                gpu.sm_clock_mhz
+                    .map_or("unknown".to_string(), |c| c.to_string()),
+            ));
+        }
+        if let (Some(python), Some(torch)) = (&self.environment.python, &self.environment.torch) {
+            md.push_str(&format!(
+                "\nPython {python}, torch {torch} (CUDA {})\n",
+                self.environment.torch_cuda.as_deref().unwrap_or("none")
+            ));
+        }
+        if let Some(hash) = &self.source_hash {
+            md.push_str(&format!("\nSource SHA-256: `{hash}`\n"));
+        }
         if let Some(refused) = c.refuses_unsupported_shape {
             md.push_str(&format!(
                 "\nA shape outside the declared support was {}.\n",

@@ -3,9 +3,13 @@
 
 use super::{EXIT_FAIL, EXIT_NOT_EXACT};
 use crate::certify::report::{Certificate, ExactOutcome, Status};
-use crate::certify::{certify_variant, registry, CampaignLimits, KernelUnderTest};
+use crate::certify::{certify_variant, CampaignLimits};
 use crate::error::{Error, Result};
+use crate::kernels::external::external_kernel;
+use crate::kernels::manifest::{KernelCode, Manifest};
+use crate::kernels::{registry, KernelUnderTest, PrepareError};
 use crate::model::bounds::KOrder;
+use crate::problem::ProblemKind;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
@@ -46,6 +50,25 @@ pub struct CertifyArgs {
     /// differs, or none declared), else 0.
     #[arg(long)]
     pub exact: bool,
+    /// A GPU MODE submission.py to certify, as it is (repeatable): run by python3 with torch in a
+    /// worker process (NVFP4_ORACLE_PYTHON names another interpreter), `custom_kernel(data)`
+    /// called with the competition's data tuple on the oracle's inputs. Without a manifest: any
+    /// shape, no declared schedule; a kernel.toml beside it is not read (use --manifest).
+    #[arg(long = "submission", value_name = "FILE")]
+    pub submissions: Vec<PathBuf>,
+    /// A shared library exporting the C ABI of include/nvfp4_oracle.h (repeatable; with --symbol).
+    #[arg(long = "library", value_name = "FILE", requires = "symbol")]
+    pub libraries: Vec<PathBuf>,
+    /// The entry point of every --library.
+    #[arg(long)]
+    pub symbol: Option<String>,
+    /// A kernel manifest (TOML: name, problem, submission or library and symbol, shapes, arch,
+    /// schedule; see examples/submissions/*/kernel.toml). Repeatable.
+    #[arg(long = "manifest", value_name = "FILE")]
+    pub manifests: Vec<PathBuf>,
+    /// The problem a --submission or --library solves.
+    #[arg(long, default_value = "dual-gemm")]
+    pub problem: ProblemKind,
     /// Golden directory whose small dual-GEMM cases every campaign runs first.
     #[arg(long, default_value = "golden")]
     pub golden: PathBuf,
@@ -91,8 +114,55 @@ fn select(
         .collect())
 }
 
+/// The external kernels named on the command line, in the order given.
+fn external_kernels(args: &CertifyArgs) -> Result<Vec<Box<dyn KernelUnderTest>>> {
+    let mut manifests = Vec::new();
+    for path in &args.manifests {
+        manifests.push(Manifest::read(path)?);
+    }
+    for path in &args.submissions {
+        manifests.push(Manifest::for_code(
+            KernelCode::Submission(path.clone()),
+            args.problem,
+        )?);
+    }
+    for path in &args.libraries {
+        let symbol = args
+            .symbol
+            .clone()
+            .expect("clap requires --symbol with --library");
+        manifests.push(Manifest::for_code(
+            KernelCode::Library {
+                path: path.clone(),
+                symbol,
+            },
+            args.problem,
+        )?);
+    }
+    let mut kernels: Vec<Box<dyn KernelUnderTest>> = Vec::new();
+    for manifest in &manifests {
+        if kernels.iter().any(|k| k.name() == manifest.name) {
+            return Err(Error::Usage(format!(
+                "two kernels are named '{}'; give one a manifest with another name",
+                manifest.name
+            )));
+        }
+        kernels.push(Box::new(external_kernel(manifest)?));
+    }
+    Ok(kernels)
+}
+
 pub fn run(args: CertifyArgs) -> Result<ExitCode> {
-    let kernels = select(registry(), &args.kernels, args.exact)?;
+    let external = external_kernels(&args)?;
+    // External kernels alone unless built-in ones are asked for with --kernel too.
+    let explicit = !external.is_empty() || !args.kernels.is_empty();
+    let mut kernels = if external.is_empty() || !args.kernels.is_empty() {
+        select(registry(), &args.kernels, args.exact)?
+    } else {
+        Vec::new()
+    };
+    let external_names: Vec<String> = external.iter().map(|k| k.name().to_string()).collect();
+    kernels.extend(external);
     let seed = args.seed.unwrap_or_else(|| {
         std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
@@ -108,7 +178,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     };
     std::fs::create_dir_all(&args.report_dir)
         .map_err(|err| Error::file(&args.report_dir, format!("cannot create: {err}")))?;
-    if crate::certify::registry()
+    if crate::kernels::registry()
         .iter()
         .all(|k| k.name().starts_with("cpu-"))
     {
@@ -138,11 +208,29 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     };
     let mut any_failed = false;
     let mut any_not_exact = false;
+    let mut any_unavailable = false;
+    let mut unusable = Vec::new();
     println!("| kernel | status | cases | time (s) | minimal repro | diagnosis |");
     println!("|---|---|---|---|---|---|");
     for kernel in &kernels {
-        let certificate = match kernel.availability() {
-            Err(reason) => Certificate::unavailable(kernel.as_ref(), &limits, reason),
+        // An external kernel's worker is always started: it reports a broken submission or
+        // library on any machine. A built-in kernel that cannot run here is not started.
+        let prepared = match kernel.availability() {
+            Err(reason) if !external_names.iter().any(|n| n == kernel.name()) => {
+                Err(PrepareError::Unavailable(reason))
+            }
+            _ => kernel.prepare(),
+        };
+        let certificate = match prepared {
+            Err(PrepareError::Unavailable(reason)) => {
+                any_unavailable = true;
+                Certificate::unavailable(kernel.as_ref(), &limits, reason)
+            }
+            Err(PrepareError::Unusable(reason)) => {
+                eprintln!("error: {}: {reason}", kernel.name());
+                unusable.push(kernel.name().to_string());
+                continue;
+            }
             Ok(()) => {
                 let bar = ProgressBar::new(args.cases as u64);
                 bar.set_style(
@@ -162,6 +250,14 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             }
         };
         certificate.write(&args.report_dir)?;
+        if let Some(contract) = certificate.failure.as_ref().and_then(|f| {
+            f.verdict
+                .starts_with("the kernel's output breaks the contract")
+                .then(|| f.verdict.clone())
+        }) {
+            eprintln!("error: {}: {contract}", kernel.name());
+            unusable.push(kernel.name().to_string());
+        }
         any_failed |= certificate.status == Status::Failed;
         let exact_outcome = certificate.exact.as_ref().map(|e| e.outcome);
         any_not_exact |= matches!(
@@ -229,10 +325,17 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
         );
     }
     eprintln!("certificates written to {}", args.report_dir.display());
-    Ok(if any_failed {
+    if any_unavailable && explicit {
+        eprintln!("note: some kernel named on the command line cannot run on this machine (exit 4 unless a worse outcome)");
+    }
+    Ok(if !unusable.is_empty() {
+        ExitCode::from(super::EXIT_BAD_INPUT)
+    } else if any_failed {
         ExitCode::from(EXIT_FAIL)
     } else if any_not_exact {
         ExitCode::from(EXIT_NOT_EXACT)
+    } else if any_unavailable && explicit {
+        ExitCode::from(super::EXIT_UNAVAILABLE)
     } else {
         ExitCode::SUCCESS
     })

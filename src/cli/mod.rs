@@ -2,7 +2,8 @@
 //!
 //! Exit codes are stable for CI: 0 success (or pass), 1 a verdict of failure, 2 bad usage or bad
 //! input (unreadable file, wrong shape, unknown name), 3 (`certify --exact` only) every output
-//! inside the intervals but some kernel not certified exact. clap's own usage errors also exit 2.
+//! inside the intervals but some kernel not certified exact, 4 (`certify`) a kernel named on the
+//! command line cannot run on this machine. clap's own usage errors also exit 2.
 
 mod bench;
 mod certify;
@@ -21,6 +22,10 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 /// `certify --exact`: no interval failure, but some kernel's outputs differ from the replay of
 /// its declared schedule, or it declares none.
 pub const EXIT_NOT_EXACT: u8 = 3;
+/// `certify`: nothing failed, but a kernel named on the command line (--kernel, --submission,
+/// --library, --manifest) cannot run on this machine (no GPU, another architecture, a package
+/// only its platform has), so nothing about it was judged.
+pub const EXIT_UNAVAILABLE: u8 = 4;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -30,7 +35,8 @@ pub const EXIT_NOT_EXACT: u8 = 3;
     long_about = "nvfp4-oracle models NVFP4 (e2m1 data, e4m3 block scales per 16 elements) exactly on \
 the CPU, generates deterministic inputs and reference cases, and judges kernel outputs against \
 per-element acceptance intervals.\n\nExit codes: 0 success, 1 failed verdict, 2 bad usage or input, 3 (certify --exact) \
-correct within the intervals but not certified exact."
+correct within the intervals but not certified exact, 4 (certify) a kernel named on the command \
+line cannot run on this machine."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -55,11 +61,18 @@ pub enum Command {
     Bench(bench::BenchArgs),
     /// Generate or verify the golden files (regression without a GPU).
     Golden(golden::GoldenArgs),
-    /// Internal: serve one GPU variant's launches for `certify` (one process per variant).
+    /// Internal: serve one GPU kernel's launches for `certify` (one process per kernel): a
+    /// built-in variant, or a symbol of a shared library (C ABI).
     #[command(hide = true)]
     GpuWorker {
+        #[arg(long, required_unless_present = "library")]
+        variant: Option<String>,
+        #[arg(long, requires = "symbol", conflicts_with = "variant")]
+        library: Option<std::path::PathBuf>,
         #[arg(long)]
-        variant: String,
+        symbol: Option<String>,
+        #[arg(long)]
+        arch: Option<String>,
     },
 }
 
@@ -72,8 +85,27 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Variants => variants::run(),
         Command::Bench(args) => bench::run(args),
         Command::Golden(args) => golden::run(args),
-        Command::GpuWorker { variant } => {
-            crate::gpu::worker::serve(&variant).map(|()| ExitCode::SUCCESS)
+        Command::GpuWorker {
+            variant,
+            library,
+            symbol,
+            arch,
+        } => {
+            use crate::gpu::worker::{serve, WorkerTarget};
+            let target = match (variant, library, symbol) {
+                (Some(name), _, _) => WorkerTarget::Variant(name),
+                (None, Some(path), Some(symbol)) => WorkerTarget::Library { path, symbol },
+                _ => {
+                    return Err(crate::Error::Usage(
+                        "gpu-worker needs --variant or --library and --symbol".into(),
+                    ))
+                }
+            };
+            let arch = arch.as_deref().map(|text| {
+                crate::kernels::manifest::ArchRequirement::parse(text)
+                    .ok_or_else(|| crate::Error::Usage(format!("bad --arch '{text}'")))
+            });
+            serve(target, arch.transpose()?).map(|()| ExitCode::SUCCESS)
         }
     }
 }

@@ -1,8 +1,8 @@
 //! `nvfp4-oracle variants`: every kernel under test, what it solves, whether it can run here.
 
-use crate::certify::registry;
 use crate::error::Result;
 use crate::gpu::device::device_info;
+use crate::kernels::registry;
 use std::process::ExitCode;
 
 pub fn run() -> Result<ExitCode> {

@@ -6,8 +6,8 @@ use super::compile::compile_variant;
 use super::device::{open_device, DeviceInfo};
 use super::launch::{configure_function, LaunchBuffers, PreparedLaunch};
 use super::variants::GpuVariant;
-use crate::certify::KernelCase;
 use crate::error::{Error, Result};
+use crate::kernels::KernelCase;
 use crate::problem::generate::generate_dual_gemm;
 use crate::problem::{Distribution, Shape};
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
@@ -97,6 +97,8 @@ pub fn bench_variant(
             .map(|set| {
                 let buffers = LaunchBuffers {
                     inputs: std::array::from_fn(|i| set[i].device_ptr(&stream).0),
+                    // The NVRTC variants read only the blocked scales.
+                    plain_scales: [0; 3],
                     output: output_ptr,
                 };
                 PreparedLaunch::new(variant, buffers, shape, sm_count)

@@ -12,6 +12,28 @@ pub struct DeviceInfo {
     pub compute_capability: (i32, i32),
     pub sm_count: i32,
     pub memory_bytes: usize,
+    /// The driver's release (e.g. "580.159.04", from /proc/driver/nvidia/version) and the CUDA
+    /// version its API implements (cuDriverGetVersion, e.g. "13.0").
+    pub driver: Option<String>,
+    pub cuda: Option<String>,
+    /// The SM clock the driver reports (maximum boost), MHz.
+    pub sm_clock_mhz: Option<i32>,
+}
+
+/// The NVIDIA kernel module's release, where Linux shows it.
+fn driver_release() -> Option<String> {
+    let text = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
+    let line = text.lines().next()?;
+    let after = line.split("Kernel Module").nth(1)?;
+    after.split_whitespace().next().map(str::to_string)
+}
+
+fn cuda_driver_version() -> Option<String> {
+    let mut version = 0i32;
+    // SAFETY: writes one int; the library was loaded by the caller's successful context creation.
+    let result = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut version) };
+    (result == cudarc::driver::sys::CUresult::CUDA_SUCCESS)
+        .then(|| format!("{}.{}", version / 1000, (version % 1000) / 10))
 }
 
 impl DeviceInfo {
@@ -48,6 +70,12 @@ pub fn open_device() -> Result<(Arc<CudaContext>, DeviceInfo), String> {
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(|err| err.to_string())?,
         memory_bytes: ctx.total_mem().map_err(|err| err.to_string())?,
+        driver: driver_release(),
+        cuda: cuda_driver_version(),
+        sm_clock_mhz: ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
+            .ok()
+            .map(|khz| khz / 1000),
     };
     Ok((ctx, info))
 }

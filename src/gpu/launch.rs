@@ -3,8 +3,8 @@
 //! surround every buffer, and inputs are compared before and after.
 
 use super::variants::GpuVariant;
-use crate::certify::{KernelCase, KernelFailure};
 use crate::compare::diagnosis::POISON;
+use crate::kernels::{KernelCase, KernelFailure};
 use crate::problem::Shape;
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{
@@ -45,13 +45,15 @@ impl Guarded {
     }
 }
 
-/// Launches `function` on `case` and returns the `[M, N, L]` fp16 output bits.
+/// Runs `launch` on `case`'s inputs in fresh guarded buffers and returns the output's fp16 bits
+/// (in the order the kernel wrote them: `[M, N, L]` for the NVRTC variants, `[L, M, N]` for the
+/// C ABI). `launch` enqueues the kernel on `stream`; the launch is then synchronized, the
+/// canaries around the output and every input checked, and the inputs compared with what was
+/// uploaded.
 pub fn hardened_launch(
     stream: &Arc<CudaStream>,
-    variant: &GpuVariant,
-    function: &CudaFunction,
     case: &KernelCase,
-    sm_count: u32,
+    launch: impl FnOnce(&LaunchBuffers) -> Result<(), KernelFailure>,
 ) -> Result<Vec<u16>, KernelFailure> {
     let inputs = &case.inputs;
     let shape = inputs.shape;
@@ -62,6 +64,9 @@ pub fn hardened_launch(
         ("sfa_permuted", &case.sfa_blocked[..]),
         ("sfb1_permuted", &case.sfb1_blocked[..]),
         ("sfb2_permuted", &case.sfb2_blocked[..]),
+        ("sfa", inputs.a.scales()),
+        ("sfb1", inputs.b1.scales()),
+        ("sfb2", inputs.b2.scales()),
     ];
     let guarded: Vec<Guarded> = named_inputs
         .iter()
@@ -85,11 +90,10 @@ pub fn hardened_launch(
         let (output_ptr, _output_guard) = output_view.device_ptr_mut(stream);
         let buffers = LaunchBuffers {
             inputs: std::array::from_fn(|i| input_ptrs[i].0),
+            plain_scales: std::array::from_fn(|i| input_ptrs[6 + i].0),
             output: output_ptr,
         };
-        PreparedLaunch::new(variant, buffers, shape, sm_count)
-            .and_then(|prepared| prepared.launch(stream, function))
-            .map_err(crashed)?;
+        launch(&buffers)?;
     }
     stream.synchronize().map_err(crashed)?;
 
@@ -137,10 +141,13 @@ pub fn hardened_launch(
         .collect())
 }
 
-/// Device pointers of one launch's buffers, in the variants' argument order.
+/// Device pointers of one launch's buffers.
+#[derive(Debug, Clone, Copy)]
 pub struct LaunchBuffers {
-    /// a, b1, b2, sfa, sfb1, sfb2.
+    /// a, b1, b2 and the blocked scales of A, B1, B2: the NVRTC variants' argument order.
     pub inputs: [CUdeviceptr; 6],
+    /// The plain scales of A, B1, B2 (the C ABI passes them too; 0 where not uploaded).
+    pub plain_scales: [CUdeviceptr; 3],
     pub output: CUdeviceptr,
 }
 

@@ -6,5 +6,6 @@ pub mod bench;
 pub mod compile;
 pub mod device;
 pub mod launch;
+pub mod library;
 pub mod variants;
 pub mod worker;

@@ -4,7 +4,7 @@
 //! `(a, b1, b2, sfa_permuted, sfb1_permuted, sfb2_permuted, c, M, N, K, L)`, followed by three
 //! TMA tensor maps (A, B1, B2) for the variants that declare `tensor_maps`.
 
-use crate::certify::ShapeSupport;
+use crate::kernels::ShapeSupport;
 use crate::model::mma::schedule::{Schedule, HOPPER_F16_INCREASING_K, HOPPER_F16_SPLIT_HALVES};
 use crate::problem::Shape;
 use sha2::{Digest, Sha256};

@@ -1,5 +1,8 @@
 //! What the harness knows about a kernel under test: what it solves, which shapes it supports,
-//! whether it can run here, and how to run it on one case.
+//! whether it can run here, and how to run it on one case. Every source of kernels (CPU
+//! built-ins, NVRTC variants, Python submissions, shared libraries) implements this one trait,
+//! and the campaign knows nothing else. This file depends on no kernel source, so the GPU
+//! backend can use its types without an import circle.
 
 use crate::model::mma::schedule::Schedule;
 use crate::problem::{DualGemmInputs, ProblemKind, Shape};
@@ -87,6 +90,36 @@ pub enum KernelFailure {
     OutOfBounds(String),
     #[error("the kernel modified its inputs: {0}")]
     ModifiedInputs(String),
+    /// A Python submission raised (the message names the exception and its last frame).
+    #[error("the kernel raised an exception: {0}")]
+    Raised(String),
+    /// The output broke the contract (wrong type, shape, dtype or device): a usage error of the
+    /// submission, not a numerical verdict (`certify` exits 2).
+    #[error("the kernel's output breaks the contract: {0}")]
+    BadOutput(String),
+}
+
+/// Why a kernel could not be made ready to run its first case.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PrepareError {
+    /// It cannot run on this machine (no GPU, another architecture, a package only its target
+    /// platform has): nothing about the kernel is judged.
+    #[error("cannot run here: {0}")]
+    Unavailable(String),
+    /// The kernel or its environment is broken before any case (a missing file, a syntax error,
+    /// no `custom_kernel`, `compile_kernel()` raised, no torch): a usage error (exit 2).
+    #[error("{0}")]
+    Unusable(String),
+}
+
+/// What a kernel ran on, for its certificate: filled in by kernels that run in a worker.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct KernelEnvironment {
+    /// Python submissions: `python3 --version` and `torch.__version__` as the worker saw them.
+    pub python: Option<String>,
+    pub torch: Option<String>,
+    /// The CUDA version torch was built with.
+    pub torch_cuda: Option<String>,
 }
 
 /// A kernel under test. `run` writes `[M, N, L]` fp16 into `output`, which the harness has filled
@@ -105,6 +138,19 @@ pub trait KernelUnderTest: Sync {
     fn support(&self) -> ShapeSupport;
     /// `Err(reason)` when it cannot run on this machine (no GPU, wrong architecture).
     fn availability(&self) -> Result<(), String>;
+    /// Gets the kernel ready for its first case (a worker started, a module imported, a kernel
+    /// compiled) and says why it cannot be. By default: [`Self::availability`].
+    fn prepare(&self) -> Result<(), PrepareError> {
+        self.availability().map_err(PrepareError::Unavailable)
+    }
+    /// Whether it runs on the GPU (its certificate then records the GPU).
+    fn runs_on_gpu(&self) -> bool {
+        false
+    }
+    /// What it ran on beyond the GPU, once [`Self::prepare`] succeeded.
+    fn environment(&self) -> KernelEnvironment {
+        KernelEnvironment::default()
+    }
     fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure>;
     /// The accumulation schedule the kernel declares, if any: `certify --exact` replays it.
     fn schedule(&self) -> Option<Schedule> {

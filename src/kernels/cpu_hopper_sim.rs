@@ -9,7 +9,7 @@
 //!   blocks last to first. Its outputs are correct (inside every interval: the intervals accept
 //!   any contiguous K order), so only the replay notices that it does not do what it declares.
 
-use super::kernel::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
+use super::interface::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
 use crate::formats::{e2m1_at, fp16_from_f64_rne, E4m3};
 use crate::layout::BlockedScaleLayout;
 use crate::model::mma::fast::hopper_hmma_step_fast;

@@ -2,7 +2,7 @@
 //! accumulates in f32 in a tensor-core-like blocked order, and planted-bug mutants of it, each a
 //! real bug of a kind NVFP4 kernel authors make. Like a GPU kernel they read the *blocked* scales.
 
-use super::kernel::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
+use super::interface::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
 use crate::formats::{e2m1_at, E4m3};
 use crate::layout::BlockedScaleLayout;
 use crate::problem::{ProblemKind, SCALE_BLOCK};

@@ -1,0 +1,130 @@
+//! A user's compiled kernel behind the C ABI of `include/nvfp4_oracle.h`, loaded in the worker
+//! process with `libloading` (never in the parent: its code is untrusted).
+
+use super::launch::LaunchBuffers;
+use crate::kernels::KernelFailure;
+use crate::problem::Shape;
+use cudarc::driver::CudaStream;
+use std::ffi::{c_char, c_int, c_void};
+use std::path::Path;
+use std::sync::Arc;
+
+pub const ABI_VERSION: u32 = 1;
+const OK: c_int = 0;
+const UNSUPPORTED_SHAPE: c_int = 1;
+
+/// `nvfp4_oracle_dual_gemm_args`, field for field.
+#[repr(C)]
+struct DualGemmArgs {
+    abi_version: u32,
+    m: i32,
+    n: i32,
+    k: i32,
+    l: i32,
+    a: u64,
+    b1: u64,
+    b2: u64,
+    sfa: u64,
+    sfb1: u64,
+    sfb2: u64,
+    sfa_permuted: u64,
+    sfb1_permuted: u64,
+    sfb2_permuted: u64,
+    c: u64,
+}
+
+type DualGemmFn =
+    unsafe extern "C" fn(*const DualGemmArgs, *mut c_void, *mut c_char, usize) -> c_int;
+
+pub struct LoadedLibrary {
+    // Kept alive for as long as `function` may be called.
+    _library: libloading::Library,
+    function: DualGemmFn,
+    symbol: String,
+}
+
+impl LoadedLibrary {
+    pub fn open(path: &Path, symbol: &str) -> Result<Self, String> {
+        // SAFETY: loading runs the library's initialisers: this is the untrusted code the worker
+        // process exists to contain.
+        let library = unsafe { libloading::Library::new(path) }
+            .map_err(|err| format!("{}: cannot load the library: {err}", path.display()))?;
+        // SAFETY: the symbol's type is the ABI's; a library that exports another signature under
+        // this name breaks the contract the user declared with --symbol.
+        let function = unsafe { library.get::<DualGemmFn>(symbol.as_bytes()) }
+            .map(|f| *f)
+            .map_err(|err| format!("{}: no symbol '{symbol}': {err}", path.display()))?;
+        Ok(LoadedLibrary {
+            _library: library,
+            function,
+            symbol: symbol.to_string(),
+        })
+    }
+
+    /// Calls the kernel on `buffers` (output `[L][M][N]`).
+    pub fn call(
+        &self,
+        buffers: &LaunchBuffers,
+        shape: Shape,
+        stream: &Arc<CudaStream>,
+    ) -> Result<(), KernelFailure> {
+        let [a, b1, b2, sfa_permuted, sfb1_permuted, sfb2_permuted] = buffers.inputs;
+        let [sfa, sfb1, sfb2] = buffers.plain_scales;
+        let args = DualGemmArgs {
+            abi_version: ABI_VERSION,
+            m: shape.m as i32,
+            n: shape.n as i32,
+            k: shape.k as i32,
+            l: shape.l as i32,
+            a,
+            b1,
+            b2,
+            sfa,
+            sfb1,
+            sfb2,
+            sfa_permuted,
+            sfb1_permuted,
+            sfb2_permuted,
+            c: buffers.output,
+        };
+        let mut message = vec![0u8; 1024];
+        // SAFETY: every pointer is a live device allocation of the size the ABI states, the
+        // stream is the worker's, and the message buffer's length is passed with it.
+        let code = unsafe {
+            (self.function)(
+                &args,
+                stream.cu_stream() as *mut c_void,
+                message.as_mut_ptr() as *mut c_char,
+                message.len(),
+            )
+        };
+        let text = {
+            let end = message
+                .iter()
+                .position(|&b| b == 0)
+                .unwrap_or(message.len());
+            String::from_utf8_lossy(&message[..end]).trim().to_string()
+        };
+        match code {
+            OK => Ok(()),
+            UNSUPPORTED_SHAPE => Err(KernelFailure::Refused(format!(
+                "{}: {shape}{}",
+                self.symbol,
+                if text.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {text}")
+                }
+            ))),
+            other => Err(KernelFailure::Raised(format!(
+                "{} returned {other}{}",
+                self.symbol,
+                if text.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {text}")
+                }
+            ))),
+        }
+    }
+}

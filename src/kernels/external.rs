@@ -1,0 +1,111 @@
+//! External kernels, the ones users bring: a GPU MODE `submission.py` (run by
+//! `submission_worker.py` under the user's python3 with torch) or a shared library behind the C
+//! ABI of `include/nvfp4_oracle.h` (run by `nvfp4-oracle gpu-worker --library`). Both are
+//! described by a [`Manifest`] and run in worker processes like the built-in GPU variants.
+
+use super::isolated::{IsolatedKernel, KernelInfo};
+use super::manifest::{KernelCode, Manifest};
+use super::nvrtc::{worker_program, CASE_TIMEOUT};
+use super::process::WorkerCommand;
+use crate::error::{Error, Result};
+use crate::gpu::device::device_info;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Environment variable naming the Python interpreter for submissions (default `python3`).
+pub const PYTHON_ENV: &str = "NVFP4_ORACLE_PYTHON";
+
+/// The worker script, embedded so the binary alone can certify a submission.
+const SUBMISSION_WORKER: &str = include_str!("submission_worker.py");
+
+/// Time a worker gets to start: imports, `load_inline` or Triton builds, `compile_kernel()`.
+const SUBMISSION_START_TIMEOUT: Duration = Duration::from_secs(600);
+/// The base of a submission case's watchdog: the first calls of a Triton or torch.compile kernel
+/// compile it, and a new shape may compile again.
+const SUBMISSION_CASE_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub fn python_program() -> PathBuf {
+    std::env::var_os(PYTHON_ENV).map_or_else(|| PathBuf::from("python3"), PathBuf::from)
+}
+
+/// Writes the worker script where the worker can run it (once per process).
+fn worker_script() -> Result<PathBuf> {
+    let path = std::env::temp_dir().join(format!(
+        "nvfp4-oracle-{}-submission_worker.py",
+        std::process::id()
+    ));
+    if !path.exists() {
+        std::fs::write(&path, SUBMISSION_WORKER)
+            .map_err(|err| Error::file(&path, format!("cannot write the worker script: {err}")))?;
+    }
+    Ok(path)
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+/// The kernel a manifest describes.
+pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
+    let arch_args: Vec<String> = manifest
+        .arch
+        .map(|arch| vec!["--arch".to_string(), arch.to_string()])
+        .unwrap_or_default();
+    let (command, case_timeout) = match &manifest.code {
+        KernelCode::Submission(path) => (
+            WorkerCommand {
+                program: python_program(),
+                args: [
+                    "-u".to_string(),
+                    worker_script()?.display().to_string(),
+                    "--submission".to_string(),
+                    absolute(path).display().to_string(),
+                    "--problem".to_string(),
+                    manifest.problem.name().to_string(),
+                ]
+                .into_iter()
+                .chain(arch_args)
+                .collect(),
+                start_timeout: SUBMISSION_START_TIMEOUT,
+            },
+            SUBMISSION_CASE_TIMEOUT,
+        ),
+        KernelCode::Library { path, symbol } => (
+            WorkerCommand {
+                program: worker_program(),
+                args: [
+                    "gpu-worker".to_string(),
+                    "--library".to_string(),
+                    absolute(path).display().to_string(),
+                    "--symbol".to_string(),
+                    symbol.clone(),
+                ]
+                .into_iter()
+                .chain(arch_args)
+                .collect(),
+                start_timeout: Duration::from_secs(60),
+            },
+            CASE_TIMEOUT,
+        ),
+    };
+    let arch = manifest.arch;
+    Ok(IsolatedKernel::new(
+        KernelInfo {
+            name: manifest.name.clone(),
+            description: manifest.description.clone(),
+            problem: manifest.problem,
+            support: manifest.support,
+            schedule: manifest.schedule,
+            source_hash: manifest.hash.clone(),
+            deliberately_broken: manifest.deliberately_broken,
+        },
+        command,
+        Box::new(move || match device_info() {
+            Err(reason) => Err(reason.clone()),
+            Ok(info) => arch
+                .and_then(|arch| arch.unmet_by(info.compute_capability))
+                .map_or(Ok(()), Err),
+        }),
+        case_timeout,
+    ))
+}

@@ -1,0 +1,167 @@
+//! A kernel under test that runs in a worker process ([`super::process`]): what the three
+//! worker-backed sources (NVRTC variants, shared libraries, Python submissions) have in common.
+//! Each source only says how to start its worker and describes its kernel.
+
+use super::interface::{
+    KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError, ShapeSupport,
+};
+use super::process::{Worker, WorkerCommand};
+use crate::model::mma::schedule::Schedule;
+use crate::problem::ProblemKind;
+use half::f16;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// What the harness knows about a kernel without running it.
+#[derive(Debug, Clone)]
+pub struct KernelInfo {
+    pub name: String,
+    pub description: String,
+    pub problem: ProblemKind,
+    pub support: ShapeSupport,
+    pub schedule: Option<Schedule>,
+    /// SHA-256 of what the kernel is built from (sources, or files and manifest).
+    pub source_hash: String,
+    pub deliberately_broken: bool,
+}
+
+/// Says why the kernel cannot run on this machine, without starting anything.
+pub type AvailabilityCheck = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
+
+pub struct IsolatedKernel {
+    pub info: KernelInfo,
+    command: WorkerCommand,
+    availability: AvailabilityCheck,
+    /// The watchdog of one case: this plus 1 s per 5 * 10^10 multiply-adds.
+    case_timeout_base: Duration,
+    worker: Mutex<Option<Worker>>,
+    environment: Mutex<KernelEnvironment>,
+    scratch: PathBuf,
+}
+
+impl IsolatedKernel {
+    pub fn new(
+        info: KernelInfo,
+        command: WorkerCommand,
+        availability: AvailabilityCheck,
+        case_timeout_base: Duration,
+    ) -> Self {
+        let scratch =
+            std::env::temp_dir().join(format!("nvfp4-oracle-{}-{}", std::process::id(), info.name));
+        IsolatedKernel {
+            info,
+            command,
+            availability,
+            case_timeout_base,
+            worker: Mutex::new(None),
+            environment: Mutex::new(KernelEnvironment::default()),
+            scratch,
+        }
+    }
+
+    fn case_timeout(&self, case: &KernelCase) -> Duration {
+        let s = case.inputs.shape;
+        self.case_timeout_base
+            + Duration::from_secs((2 * s.m * s.n * s.k * s.l / 100_000_000_000) as u64)
+    }
+
+    /// A started worker in `slot`, starting one if there is none.
+    fn ensure_started(&self, slot: &mut Option<Worker>) -> Result<(), PrepareError> {
+        if slot.is_none() {
+            std::fs::create_dir_all(&self.scratch).map_err(|err| {
+                PrepareError::Unusable(format!("cannot create {}: {err}", self.scratch.display()))
+            })?;
+            let worker = Worker::start(&self.command, &self.scratch.join("worker.log"))?;
+            *self.environment.lock().unwrap_or_else(|p| p.into_inner()) =
+                worker.environment.clone();
+            *slot = Some(worker);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for IsolatedKernel {
+    fn drop(&mut self) {
+        // The worker first (it may hold files open), then its scratch directory.
+        self.worker.get_mut().map(Option::take).ok();
+        let _ = std::fs::remove_dir_all(&self.scratch);
+    }
+}
+
+impl KernelUnderTest for IsolatedKernel {
+    fn name(&self) -> &str {
+        &self.info.name
+    }
+
+    fn description(&self) -> String {
+        self.info.description.clone()
+    }
+
+    fn is_deliberately_broken(&self) -> bool {
+        self.info.deliberately_broken
+    }
+
+    fn source_hash(&self) -> Option<String> {
+        Some(self.info.source_hash.clone())
+    }
+
+    fn problem(&self) -> ProblemKind {
+        self.info.problem
+    }
+
+    fn support(&self) -> ShapeSupport {
+        self.info.support
+    }
+
+    fn schedule(&self) -> Option<Schedule> {
+        self.info.schedule
+    }
+
+    fn availability(&self) -> Result<(), String> {
+        (self.availability)()
+    }
+
+    fn runs_on_gpu(&self) -> bool {
+        true
+    }
+
+    /// Starts the worker, which itself says whether the kernel can run here (GPU, architecture,
+    /// packages) and whether it is usable (a library's symbol, a submission's imports).
+    fn prepare(&self) -> Result<(), PrepareError> {
+        let mut slot = self.worker.lock().unwrap_or_else(|p| p.into_inner());
+        self.ensure_started(&mut slot)
+    }
+
+    fn environment(&self) -> KernelEnvironment {
+        self.environment
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure> {
+        let shape = case.inputs.shape;
+        if !self.info.support.supports(shape) {
+            return Err(KernelFailure::Refused(format!(
+                "{shape}: {} supports {}",
+                self.info.name,
+                self.info.support.describe()
+            )));
+        }
+        let mut slot = self.worker.lock().unwrap_or_else(|p| p.into_inner());
+        // A worker that cannot start again (after a crash) is a crash of this case.
+        self.ensure_started(&mut slot)
+            .map_err(|err| KernelFailure::Crashed(format!("restarting the worker: {err}")))?;
+        let worker = slot.as_mut().expect("started above");
+        let result = worker.run(case, output, &self.scratch, self.case_timeout(case));
+        if matches!(
+            result,
+            Err(KernelFailure::Hung(_) | KernelFailure::Crashed(_))
+        ) {
+            // Killed on drop; the next case starts a fresh worker.
+            *slot = None;
+        }
+        result
+    }
+}

@@ -1,0 +1,404 @@
+//! The kernel manifest: a TOML file beside an external kernel that names it and says what it
+//! solves, where its code is, which shapes and GPU it needs, and optionally the accumulation
+//! schedule it declares for `certify --exact`. Unknown keys are errors, so a typo is never
+//! silently ignored. Example (`examples/submissions/*/kernel.toml`):
+//!
+//! ```toml
+//! name = "example-triton"
+//! problem = "dual-gemm"
+//! submission = "submission.py"          # or: library = "libkernel.so" and symbol = "..."
+//! description = "Triton, one program per 64x64 tile"
+//! deliberately_broken = false           # optional
+//! arch = "sm_90"                        # optional: sm_XY (at least X.Y) or sm_XYa (exactly X.Y)
+//!
+//! [shapes]                              # optional: the declared support
+//! k_multiple = 64                       # m_multiple, n_multiple, k_multiple, max_l
+//!
+//! [schedule]                            # optional: replayed by certify --exact
+//! mma = "hopper-hmma-f16-f32"
+//! k_order = "increasing"                # increasing | decreasing | split-halves
+//! epilogue = "silu-mul-f64-rne"
+//! ```
+
+use super::interface::ShapeSupport;
+use crate::error::{Error, Result};
+use crate::model::mma::schedule::{KChunkOrder, MmaModel, OutputEpilogue, Schedule};
+use crate::problem::ProblemKind;
+use serde::Deserialize;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ManifestFile {
+    name: String,
+    problem: Option<String>,
+    submission: Option<PathBuf>,
+    library: Option<PathBuf>,
+    symbol: Option<String>,
+    description: Option<String>,
+    deliberately_broken: Option<bool>,
+    arch: Option<String>,
+    shapes: Option<ShapesTable>,
+    schedule: Option<ScheduleTable>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ShapesTable {
+    m_multiple: Option<usize>,
+    n_multiple: Option<usize>,
+    k_multiple: Option<usize>,
+    max_l: Option<usize>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScheduleTable {
+    mma: String,
+    k_order: String,
+    epilogue: String,
+}
+
+/// Where an external kernel's code is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KernelCode {
+    /// A GPU MODE `submission.py`.
+    Submission(PathBuf),
+    /// A shared library and the symbol of its entry point (C ABI, `include/nvfp4_oracle.h`).
+    Library { path: PathBuf, symbol: String },
+}
+
+/// A GPU architecture requirement: `sm_90` (compute capability 9.0 or later) or `sm_90a`
+/// (exactly 9.0: the `a` targets are not forward compatible).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArchRequirement {
+    pub major: i32,
+    pub minor: i32,
+    pub exact: bool,
+}
+
+impl ArchRequirement {
+    pub fn parse(text: &str) -> Option<ArchRequirement> {
+        let digits = text.strip_prefix("sm_")?;
+        let (digits, exact) = match digits.strip_suffix('a') {
+            Some(d) => (d, true),
+            None => (digits, false),
+        };
+        if digits.len() < 2 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        let (major, minor) = digits.split_at(digits.len() - 1);
+        Some(ArchRequirement {
+            major: major.parse().ok()?,
+            minor: minor.parse().ok()?,
+            exact,
+        })
+    }
+
+    /// Why a GPU of compute capability `(major, minor)` does not meet it.
+    pub fn unmet_by(&self, (major, minor): (i32, i32)) -> Option<String> {
+        let ok = if self.exact {
+            (major, minor) == (self.major, self.minor)
+        } else {
+            (major, minor) >= (self.major, self.minor)
+        };
+        (!ok).then(|| format!("needs {self}; this GPU is sm_{major}{minor}"))
+    }
+}
+
+impl std::fmt::Display for ArchRequirement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "sm_{}{}{}",
+            self.major,
+            self.minor,
+            if self.exact { "a" } else { "" }
+        )
+    }
+}
+
+/// A validated manifest, paths resolved against the manifest's directory.
+#[derive(Debug, Clone)]
+pub struct Manifest {
+    pub path: Option<PathBuf>,
+    pub name: String,
+    pub problem: ProblemKind,
+    pub code: KernelCode,
+    pub description: String,
+    pub deliberately_broken: bool,
+    pub arch: Option<ArchRequirement>,
+    pub support: ShapeSupport,
+    pub schedule: Option<Schedule>,
+    /// SHA-256 of the kernel's file(s) and the manifest: certificates and `bench` are keyed by it.
+    pub hash: String,
+}
+
+fn bad(path: &Path, reason: impl ToString) -> Error {
+    Error::file(path, reason)
+}
+
+/// The problems the submission door serves today.
+pub const DOOR_PROBLEMS: [ProblemKind; 1] = [ProblemKind::DualGemm];
+
+pub fn check_problem(problem: ProblemKind) -> Result<ProblemKind> {
+    if DOOR_PROBLEMS.contains(&problem) {
+        Ok(problem)
+    } else {
+        Err(Error::Usage(format!(
+            "problem '{}': external kernels can be certified for {} only (the campaign of the \
+             other problems is not built yet)",
+            problem.name(),
+            DOOR_PROBLEMS.map(ProblemKind::name).join(", ")
+        )))
+    }
+}
+
+fn parse_schedule(path: &Path, table: &ScheduleTable) -> Result<Schedule> {
+    let mma = MmaModel::parse(&table.mma).ok_or_else(|| {
+        bad(
+            path,
+            format!(
+                "schedule.mma '{}': expected one of {}",
+                table.mma,
+                MmaModel::ALL.map(MmaModel::name).join(", ")
+            ),
+        )
+    })?;
+    let k_order = match table.k_order.as_str() {
+        "increasing" => KChunkOrder::Increasing,
+        "decreasing" => KChunkOrder::Decreasing,
+        "split-halves" => KChunkOrder::SplitHalvesIncreasing,
+        other => {
+            return Err(bad(
+                path,
+                format!(
+                    "schedule.k_order '{other}': expected increasing, decreasing or split-halves"
+                ),
+            ))
+        }
+    };
+    let epilogue = match table.epilogue.as_str() {
+        "silu-mul-f64-rne" => OutputEpilogue::SiluMulF64Rne,
+        other => {
+            return Err(bad(
+                path,
+                format!("schedule.epilogue '{other}': expected silu-mul-f64-rne"),
+            ))
+        }
+    };
+    Ok(Schedule {
+        mma,
+        k_order,
+        epilogue,
+    })
+}
+
+/// SHA-256 over the named files' bytes (and names), in order.
+pub fn hash_files(files: &[&Path]) -> Result<String> {
+    let mut hasher = Sha256::new();
+    for file in files {
+        let bytes = std::fs::read(file).map_err(|err| bad(file, format!("cannot read: {err}")))?;
+        hasher.update(file.file_name().map_or(&b""[..], |n| n.as_encoded_bytes()));
+        hasher.update((bytes.len() as u64).to_le_bytes());
+        hasher.update(&bytes);
+    }
+    Ok(format!("{:x}", hasher.finalize()))
+}
+
+fn require_file(path: &Path, what: &str) -> Result<()> {
+    match std::fs::metadata(path) {
+        Ok(meta) if meta.is_file() => Ok(()),
+        Ok(_) => Err(bad(path, format!("the {what} is not a file"))),
+        Err(err) => Err(bad(path, format!("cannot open the {what}: {err}"))),
+    }
+}
+
+impl Manifest {
+    /// Reads and validates a manifest file.
+    pub fn read(path: &Path) -> Result<Manifest> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|err| bad(path, format!("cannot read the manifest: {err}")))?;
+        Manifest::parse(path, &text)
+    }
+
+    pub fn parse(path: &Path, text: &str) -> Result<Manifest> {
+        let file: ManifestFile = toml::from_str(text).map_err(|err| {
+            bad(
+                path,
+                format!("invalid manifest: {}", err.to_string().trim()),
+            )
+        })?;
+        let dir = path.parent().unwrap_or(Path::new("."));
+        if file.name.is_empty()
+            || !file
+                .name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+        {
+            return Err(bad(
+                path,
+                format!(
+                    "name '{}': use letters, digits, '-', '_' and '.' only (it names files)",
+                    file.name
+                ),
+            ));
+        }
+        let problem: ProblemKind = file
+            .problem
+            .as_deref()
+            .unwrap_or("dual-gemm")
+            .parse()
+            .map_err(|err: Error| bad(path, err))?;
+        check_problem(problem).map_err(|err| bad(path, err))?;
+        let code = match (file.submission, file.library, file.symbol) {
+            (Some(submission), None, None) => KernelCode::Submission(dir.join(submission)),
+            (None, Some(library), Some(symbol)) => KernelCode::Library {
+                path: dir.join(library),
+                symbol,
+            },
+            (None, Some(_), None) => {
+                return Err(bad(
+                    path,
+                    "a library needs `symbol`, the name of its entry point",
+                ))
+            }
+            (Some(_), _, Some(_)) => {
+                return Err(bad(path, "`symbol` goes with `library`, not `submission`"))
+            }
+            (Some(_), Some(_), _) => {
+                return Err(bad(path, "give either `submission` or `library`, not both"))
+            }
+            (None, None, _) => {
+                return Err(bad(
+                    path,
+                    "missing `submission` (a submission.py) or `library` (a .so) and `symbol`",
+                ))
+            }
+        };
+        let arch = match &file.arch {
+            None => None,
+            Some(text) => Some(ArchRequirement::parse(text).ok_or_else(|| {
+                bad(
+                    path,
+                    format!("arch '{text}': expected sm_XY or sm_XYa, e.g. sm_90a or sm_100a"),
+                )
+            })?),
+        };
+        let mut support = ShapeSupport::ANY;
+        if let Some(shapes) = &file.shapes {
+            for (key, value) in [
+                ("m_multiple", shapes.m_multiple),
+                ("n_multiple", shapes.n_multiple),
+                ("k_multiple", shapes.k_multiple),
+                ("max_l", shapes.max_l),
+            ] {
+                if value == Some(0) {
+                    return Err(bad(path, format!("shapes.{key} must be at least 1")));
+                }
+            }
+            support.m_multiple = shapes.m_multiple.unwrap_or(1);
+            support.n_multiple = shapes.n_multiple.unwrap_or(1);
+            support.k_multiple = shapes.k_multiple.unwrap_or(16);
+            support.max_l = shapes.max_l.unwrap_or(usize::MAX);
+            if support.k_multiple % 16 != 0 {
+                return Err(bad(
+                    path,
+                    format!(
+                        "shapes.k_multiple = {}: must be a multiple of 16 (K always is)",
+                        support.k_multiple
+                    ),
+                ));
+            }
+        }
+        let schedule = match &file.schedule {
+            None => None,
+            Some(table) => Some(parse_schedule(path, table)?),
+        };
+        let code_file = match &code {
+            KernelCode::Submission(p) => {
+                require_file(p, "submission")?;
+                p.clone()
+            }
+            KernelCode::Library { path: p, .. } => {
+                require_file(p, "library")?;
+                p.clone()
+            }
+        };
+        let hash = hash_files(&[code_file.as_path(), path])?;
+        Ok(Manifest {
+            path: Some(path.to_path_buf()),
+            description: file.description.unwrap_or_else(|| match &code {
+                KernelCode::Submission(p) => format!("submission {}", p.display()),
+                KernelCode::Library { path, symbol } => {
+                    format!("{symbol} in {}", path.display())
+                }
+            }),
+            name: file.name,
+            problem,
+            code,
+            deliberately_broken: file.deliberately_broken.unwrap_or(false),
+            arch,
+            support,
+            schedule,
+            hash,
+        })
+    }
+
+    /// A manifest for a kernel given on the command line without one: any shape, no schedule.
+    pub fn for_code(code: KernelCode, problem: ProblemKind) -> Result<Manifest> {
+        check_problem(problem)?;
+        let (file, name) = match &code {
+            KernelCode::Submission(p) => {
+                require_file(p, "submission")?;
+                let stem = p
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .unwrap_or("submission");
+                let name = if stem == "submission" {
+                    p.canonicalize()
+                        .ok()
+                        .and_then(|c| c.parent()?.file_name()?.to_str().map(str::to_string))
+                        .map_or(stem.to_string(), |dir| format!("{dir}-submission"))
+                } else {
+                    stem.to_string()
+                };
+                (p.clone(), name)
+            }
+            KernelCode::Library { path, symbol } => {
+                require_file(path, "library")?;
+                let stem = path
+                    .file_stem()
+                    .and_then(|s| s.to_str())
+                    .unwrap_or("library");
+                (path.clone(), format!("{stem}-{symbol}"))
+            }
+        };
+        let name: String = name
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                    c
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        Ok(Manifest {
+            path: None,
+            description: match &code {
+                KernelCode::Submission(p) => format!("submission {}", p.display()),
+                KernelCode::Library { path, symbol } => format!("{symbol} in {}", path.display()),
+            },
+            hash: hash_files(&[file.as_path()])?,
+            name,
+            problem,
+            code,
+            deliberately_broken: false,
+            arch: None,
+            support: ShapeSupport::ANY,
+            schedule: None,
+        })
+    }
+}

@@ -1,0 +1,73 @@
+//! The built-in GPU variants (`kernels/`, compiled with NVRTC at run time) as kernels under
+//! test: each runs in a `nvfp4-oracle gpu-worker --variant NAME` process.
+
+use super::interface::KernelUnderTest;
+use super::isolated::{IsolatedKernel, KernelInfo};
+use super::process::WorkerCommand;
+use crate::gpu::device::device_info;
+use crate::gpu::variants::{gpu_variants, Arch, GpuVariant};
+use crate::problem::ProblemKind;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Environment variable naming the `nvfp4-oracle` binary that serves `gpu-worker`.
+pub const WORKER_ENV: &str = "NVFP4_ORACLE_WORKER";
+
+/// The program that serves `gpu-worker`: this one, unless NVFP4_ORACLE_WORKER names another
+/// build of it (a test binary is not `nvfp4-oracle` and cannot serve `gpu-worker`).
+pub fn worker_program() -> PathBuf {
+    std::env::var_os(WORKER_ENV)
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_exe().ok())
+        .unwrap_or_else(|| PathBuf::from("nvfp4-oracle"))
+}
+
+/// Why a kernel for `arch` (any GPU when `None`) cannot run here.
+pub fn gpu_availability(arch: Option<Arch>) -> Result<(), String> {
+    match device_info() {
+        Err(reason) => Err(reason.clone()),
+        Ok(info) => arch
+            .and_then(|arch| info.cannot_run(arch))
+            .map_or(Ok(()), Err),
+    }
+}
+
+/// Time a gpu-worker gets to start (NVRTC compilation included).
+const START_TIMEOUT: Duration = Duration::from_secs(180);
+/// The base of a case's watchdog (see [`IsolatedKernel`]).
+pub const CASE_TIMEOUT: Duration = Duration::from_secs(10);
+
+pub fn nvrtc_kernel(variant: &GpuVariant) -> IsolatedKernel {
+    let arch = variant.arch;
+    IsolatedKernel::new(
+        KernelInfo {
+            name: variant.name.to_string(),
+            description: format!(
+                "{} ({}, {})",
+                variant.description,
+                variant.sources.last().map_or("", |f| f.path),
+                variant.arch.target
+            ),
+            problem: ProblemKind::DualGemm,
+            support: variant.support,
+            schedule: variant.schedule,
+            source_hash: variant.source_hash(),
+            deliberately_broken: variant.test_kernel,
+        },
+        WorkerCommand {
+            program: worker_program(),
+            args: vec!["gpu-worker".into(), "--variant".into(), variant.name.into()],
+            start_timeout: START_TIMEOUT,
+        },
+        Box::new(move || gpu_availability(Some(arch))),
+        CASE_TIMEOUT,
+    )
+}
+
+/// Every built-in GPU variant as a kernel under test.
+pub fn nvrtc_kernels() -> Vec<Box<dyn KernelUnderTest>> {
+    gpu_variants()
+        .iter()
+        .map(|v| Box::new(nvrtc_kernel(v)) as Box<dyn KernelUnderTest>)
+        .collect()
+}
