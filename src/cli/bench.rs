@@ -1,9 +1,18 @@
 //! `nvfp4-oracle bench`: time GPU variants that passed certification, against torch in one run.
 
+use super::external::ExternalArgs;
+use crate::compare::{judge, OutputShape};
 use crate::error::{Error, Result};
 use crate::golden::set::DUAL_GEMM_BENCHMARKS;
-use crate::gpu::bench::{bench_variant, Timing};
+use crate::gpu::bench::{bench_variant, input_sets, Timing};
+use crate::gpu::device::device_info;
 use crate::gpu::variants::gpu_variants;
+use crate::kernels::isolated::IsolatedKernel;
+use crate::kernels::{KernelCase, KernelUnderTest};
+use crate::model::bounds::KOrder;
+use crate::model::dual_gemm_reference;
+use crate::problem::generate::generate_dual_gemm;
+use crate::problem::Distribution;
 use crate::problem::Shape;
 use clap::Args;
 use serde::Serialize;
@@ -30,6 +39,35 @@ pub struct BenchArgs {
     /// Skip the torch comparison even if python3 with torch is present.
     #[arg(long)]
     pub no_torch: bool,
+    /// External kernels: timed call outputs checked per shape. Each check is one timed call
+    /// given inputs never seen before, its output judged against the model: a kernel cannot be
+    /// right once and fast (and wrong) afterwards.
+    #[arg(long, default_value_t = 2)]
+    pub spot_checks: usize,
+    #[command(flatten)]
+    pub external: ExternalArgs,
+}
+
+/// One timed call of an external kernel whose output was judged.
+#[derive(Serialize)]
+struct SpotCheck {
+    kernel: String,
+    shape: Shape,
+    at_call: usize,
+    seed: u64,
+    pass: bool,
+    failed_elements: usize,
+}
+
+/// The clocks around one external kernel's timed calls on one shape: the sum of its CUDA-event
+/// samples cannot exceed either wall clock (the worker's, the parent's) unless something lies.
+#[derive(Serialize)]
+struct Clocks {
+    kernel: String,
+    shape: Shape,
+    events_total_us: f64,
+    worker_wall_us: f64,
+    parent_wall_us: f64,
 }
 
 #[derive(Serialize)]
@@ -38,6 +76,8 @@ struct BenchReport {
     command: String,
     timings: Vec<(Timing, bool)>,
     torch: Option<serde_json::Value>,
+    spot_checks: Vec<SpotCheck>,
+    clocks: Vec<Clocks>,
 }
 
 /// A certificate of this source hash that says certified.
@@ -90,17 +130,19 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     } else {
         args.shapes.clone()
     };
+    let external = args.external.kernels()?;
     let variants: Vec<_> = gpu_variants()
         .into_iter()
         .filter(|v| {
             if args.kernels.is_empty() {
-                !v.test_kernel
+                // External kernels alone unless built-in ones are named too.
+                external.is_empty() && !v.test_kernel
             } else {
                 args.kernels.iter().any(|k| k == v.name)
             }
         })
         .collect();
-    if variants.is_empty() {
+    if variants.is_empty() && external.is_empty() {
         return Err(Error::Usage(
             "no GPU variant selected; see `nvfp4-oracle variants`".into(),
         ));
@@ -110,6 +152,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         timings: Vec::new(),
         torch: None,
+        spot_checks: Vec::new(),
+        clocks: Vec::new(),
     };
     for variant in &variants {
         let is_trusted = trusted(&args.report_dir, variant.name, &variant.source_hash());
@@ -145,6 +189,9 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             .timings
             .extend(timings.into_iter().map(|t| (t, is_trusted)));
     }
+    for kernel in &external {
+        bench_external(kernel, &shapes, &args, &mut report)?;
+    }
     if !args.no_torch {
         report.torch = torch_baseline(&shapes, args.reps);
     }
@@ -157,7 +204,107 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         std::fs::write(&path, text)
             .map_err(|err| Error::file(&path, format!("cannot write: {err}")))?;
     }
+    let wrong: Vec<&SpotCheck> = report.spot_checks.iter().filter(|c| !c.pass).collect();
+    if !wrong.is_empty() {
+        for check in &wrong {
+            eprintln!(
+                "timing not trusted: {} on {}: the output of timed call {} (fresh inputs, seed {}) was wrong in {} elements",
+                check.kernel, check.shape, check.at_call, check.seed, check.failed_elements
+            );
+        }
+        return Ok(ExitCode::from(super::EXIT_FAIL));
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Times a certified external kernel in its worker, on every shape it supports, with
+/// `--spot-checks` of its timed calls judged against the model.
+fn bench_external(
+    kernel: &IsolatedKernel,
+    shapes: &[Shape],
+    args: &BenchArgs,
+    report: &mut BenchReport,
+) -> Result<()> {
+    let name = kernel.name().to_string();
+    let is_trusted = trusted(&args.report_dir, &name, &kernel.info.source_hash);
+    if !is_trusted && !args.force_untrusted {
+        eprintln!(
+            "skipping {name}: no certificate of this kernel's files in {} (certify it first, or --force-untrusted)",
+            args.report_dir.display()
+        );
+        return Ok(());
+    }
+    if let Err(err) = kernel.prepare() {
+        eprintln!("skipping {name}: {err}");
+        return Ok(());
+    }
+    let info = device_info().as_ref().map_err(|e| Error::Gpu(e.clone()))?;
+    report.device = info.describe();
+    for &shape in shapes {
+        if !kernel.support().supports(shape) {
+            eprintln!("skipping {name} on {shape}: outside its declared support");
+            continue;
+        }
+        let first = KernelCase::new(generate_dual_gemm(shape, Distribution::Gpumode, 1111), 0);
+        let count = input_sets(&first, info.l2_bytes);
+        let mut sets = vec![first];
+        for set in 1..count {
+            let inputs = generate_dual_gemm(shape, Distribution::Gpumode, 1111 + set as u64);
+            sets.push(KernelCase::new(inputs, 0));
+        }
+        // Spot checks spread over the timed calls, each on inputs no call has seen.
+        let fresh: Vec<(usize, u64, KernelCase)> = (0..args.spot_checks.min(args.reps))
+            .map(|i| {
+                let at = (i + 1) * args.reps / (args.spot_checks.min(args.reps) + 1);
+                let seed = 90_000 + i as u64;
+                let inputs = generate_dual_gemm(shape, Distribution::Gpumode, seed);
+                (at, seed, KernelCase::new(inputs, 0))
+            })
+            .collect();
+        let calls: Vec<(usize, KernelCase)> = fresh
+            .iter()
+            .map(|(at, _, case)| (*at, KernelCase::new(case.inputs.clone(), 0)))
+            .collect();
+        let started = std::time::Instant::now();
+        let (timed, outputs) = kernel
+            .time(&sets, &calls, args.reps, 3)
+            .map_err(|failure| Error::Gpu(format!("{name} on {shape}: {failure}")))?;
+        let parent_wall_us = started.elapsed().as_secs_f64() * 1e6;
+        report.clocks.push(Clocks {
+            kernel: name.clone(),
+            shape,
+            events_total_us: timed.samples_us.iter().sum(),
+            worker_wall_us: timed.wall_us,
+            parent_wall_us,
+        });
+        for ((at, seed, case), output) in fresh.iter().zip(&outputs) {
+            let reference = dual_gemm_reference(&case.inputs, KOrder::Contiguous);
+            let verdict = judge(
+                OutputShape {
+                    m: shape.m,
+                    n: shape.n,
+                    l: shape.l,
+                },
+                output,
+                &reference.expected,
+                &reference.lo,
+                &reference.hi,
+            );
+            report.spot_checks.push(SpotCheck {
+                kernel: name.clone(),
+                shape,
+                at_call: *at,
+                seed: *seed,
+                pass: verdict.pass,
+                failed_elements: verdict.failed,
+            });
+        }
+        report.timings.push((
+            Timing::from_samples(&name, shape, timed.samples_us, count),
+            is_trusted,
+        ));
+    }
+    Ok(())
 }
 
 fn render(report: &BenchReport) -> String {
@@ -198,6 +345,32 @@ fn render(report: &BenchReport) -> String {
                 "NO (--force-untrusted)"
             }
         ));
+    }
+    if !report.spot_checks.is_empty() {
+        md.push_str("\nSpot checks (timed calls on fresh inputs, outputs judged against the model):\n\n| kernel | shape | call | seed | verdict |\n|---|---|---|---|---|\n");
+        for c in &report.spot_checks {
+            md.push_str(&format!(
+                "| {} | {} | {} | {} | {} |\n",
+                c.kernel,
+                c.shape,
+                c.at_call,
+                c.seed,
+                if c.pass {
+                    "pass".to_string()
+                } else {
+                    format!("FAIL ({} elements): timing not trusted", c.failed_elements)
+                }
+            ));
+        }
+    }
+    if !report.clocks.is_empty() {
+        md.push_str("\nClocks around the external kernels' timed calls (sum of CUDA-event samples; the worker's and the parent's wall clocks around the same loop, flushes included):\n\n| kernel | shape | events total us | worker wall us | parent wall us |\n|---|---|---|---|---|\n");
+        for c in &report.clocks {
+            md.push_str(&format!(
+                "| {} | {} | {:.0} | {:.0} | {:.0} |\n",
+                c.kernel, c.shape, c.events_total_us, c.worker_wall_us, c.parent_wall_us
+            ));
+        }
     }
     if let Some(t) = torch {
         md.push_str("\nTorch paths (same run):\n\n| shape | torch dequant + cuBLAS us | cuBLAS fp16 pre-dequantized us |\n|---|---|---|\n");

@@ -1,15 +1,13 @@
 //! `nvfp4-oracle certify`: fuzz kernels against the model, shrink and diagnose the first failure,
 //! write certificates.
 
+use super::external::ExternalArgs;
 use super::{EXIT_FAIL, EXIT_NOT_EXACT};
 use crate::certify::report::{Certificate, ExactOutcome, Status};
 use crate::certify::{certify_variant, CampaignLimits};
 use crate::error::{Error, Result};
-use crate::kernels::external::external_kernel;
-use crate::kernels::manifest::{KernelCode, Manifest};
 use crate::kernels::{registry, KernelUnderTest, PrepareError};
 use crate::model::bounds::KOrder;
-use crate::problem::ProblemKind;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
@@ -50,25 +48,8 @@ pub struct CertifyArgs {
     /// differs, or none declared), else 0.
     #[arg(long)]
     pub exact: bool,
-    /// A GPU MODE submission.py to certify, as it is (repeatable): run by python3 with torch in a
-    /// worker process (NVFP4_ORACLE_PYTHON names another interpreter), `custom_kernel(data)`
-    /// called with the competition's data tuple on the oracle's inputs. Without a manifest: any
-    /// shape, no declared schedule; a kernel.toml beside it is not read (use --manifest).
-    #[arg(long = "submission", value_name = "FILE")]
-    pub submissions: Vec<PathBuf>,
-    /// A shared library exporting the C ABI of include/nvfp4_oracle.h (repeatable; with --symbol).
-    #[arg(long = "library", value_name = "FILE", requires = "symbol")]
-    pub libraries: Vec<PathBuf>,
-    /// The entry point of every --library.
-    #[arg(long)]
-    pub symbol: Option<String>,
-    /// A kernel manifest (TOML: name, problem, submission or library and symbol, shapes, arch,
-    /// schedule; see examples/submissions/*/kernel.toml). Repeatable.
-    #[arg(long = "manifest", value_name = "FILE")]
-    pub manifests: Vec<PathBuf>,
-    /// The problem a --submission or --library solves.
-    #[arg(long, default_value = "dual-gemm")]
-    pub problem: ProblemKind,
+    #[command(flatten)]
+    pub external: ExternalArgs,
     /// Golden directory whose small dual-GEMM cases every campaign runs first.
     #[arg(long, default_value = "golden")]
     pub golden: PathBuf,
@@ -114,46 +95,13 @@ fn select(
         .collect())
 }
 
-/// The external kernels named on the command line, in the order given.
-fn external_kernels(args: &CertifyArgs) -> Result<Vec<Box<dyn KernelUnderTest>>> {
-    let mut manifests = Vec::new();
-    for path in &args.manifests {
-        manifests.push(Manifest::read(path)?);
-    }
-    for path in &args.submissions {
-        manifests.push(Manifest::for_code(
-            KernelCode::Submission(path.clone()),
-            args.problem,
-        )?);
-    }
-    for path in &args.libraries {
-        let symbol = args
-            .symbol
-            .clone()
-            .expect("clap requires --symbol with --library");
-        manifests.push(Manifest::for_code(
-            KernelCode::Library {
-                path: path.clone(),
-                symbol,
-            },
-            args.problem,
-        )?);
-    }
-    let mut kernels: Vec<Box<dyn KernelUnderTest>> = Vec::new();
-    for manifest in &manifests {
-        if kernels.iter().any(|k| k.name() == manifest.name) {
-            return Err(Error::Usage(format!(
-                "two kernels are named '{}'; give one a manifest with another name",
-                manifest.name
-            )));
-        }
-        kernels.push(Box::new(external_kernel(manifest)?));
-    }
-    Ok(kernels)
-}
-
 pub fn run(args: CertifyArgs) -> Result<ExitCode> {
-    let external = external_kernels(&args)?;
+    let external: Vec<Box<dyn KernelUnderTest>> = args
+        .external
+        .kernels()?
+        .into_iter()
+        .map(|k| Box::new(k) as Box<dyn KernelUnderTest>)
+        .collect();
     // External kernels alone unless built-in ones are asked for with --kernel too.
     let explicit = !external.is_empty() || !args.kernels.is_empty();
     let mut kernels = if external.is_empty() || !args.kernels.is_empty() {

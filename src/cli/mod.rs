@@ -8,6 +8,7 @@
 mod bench;
 mod certify;
 mod check;
+mod external;
 mod generate;
 mod golden;
 mod reference;

@@ -31,6 +31,41 @@ pub struct Timing {
     pub tflops: f64,
 }
 
+/// How many input sets a timing rotates over so that each call's inputs are out of L2: enough
+/// to fill twice the L2, at least 2.
+pub fn input_sets(case: &KernelCase, l2_bytes: usize) -> usize {
+    let set_bytes = case.inputs.a.data().len()
+        + 2 * case.inputs.b1.data().len()
+        + case.sfa_blocked.len()
+        + 2 * case.sfb1_blocked.len();
+    (2 * l2_bytes).div_ceil(set_bytes).max(2)
+}
+
+impl Timing {
+    /// Median, extremes and spread of `samples` (microseconds, one per timed call).
+    pub fn from_samples(
+        name: &str,
+        shape: Shape,
+        mut samples: Vec<f64>,
+        input_sets: usize,
+    ) -> Timing {
+        samples.sort_by(f64::total_cmp);
+        let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
+        let median = at(0.5);
+        Timing {
+            variant: name.to_string(),
+            shape,
+            median_us: median,
+            min_us: samples[0],
+            max_us: samples[samples.len() - 1],
+            spread: (at(0.9) - at(0.1)) / median,
+            reps: samples.len(),
+            input_sets,
+            tflops: 4.0 * (shape.m * shape.n * shape.k * shape.l) as f64 / median / 1e6,
+        }
+    }
+}
+
 fn gpu(err: impl std::fmt::Display) -> Error {
     Error::Gpu(err.to_string())
 }
@@ -57,11 +92,7 @@ pub fn bench_variant(
     let mut timings = Vec::new();
     for &shape in shapes {
         let first = KernelCase::new(generate_dual_gemm(shape, Distribution::Gpumode, 1111), 0);
-        let set_bytes = first.inputs.a.data().len()
-            + 2 * first.inputs.b1.data().len()
-            + first.sfa_blocked.len()
-            + 2 * first.sfb1_blocked.len();
-        let sets = (2 * l2_bytes).div_ceil(set_bytes).max(2);
+        let sets = input_sets(&first, l2_bytes);
         let mut uploaded = Vec::new();
         for set in 0..sets {
             let case = if set == 0 {
@@ -124,20 +155,7 @@ pub fn bench_variant(
                 samples.push(f64::from(start.elapsed_ms(&end).map_err(gpu)?) * 1000.0);
             }
         }
-        samples.sort_by(f64::total_cmp);
-        let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
-        let median = at(0.5);
-        timings.push(Timing {
-            variant: variant.name.to_string(),
-            shape,
-            median_us: median,
-            min_us: samples[0],
-            max_us: samples[samples.len() - 1],
-            spread: (at(0.9) - at(0.1)) / median,
-            reps,
-            input_sets: sets,
-            tflops: 4.0 * (shape.m * shape.n * shape.k * shape.l) as f64 / median / 1e6,
-        });
+        timings.push(Timing::from_samples(variant.name, shape, samples, sets));
     }
     Ok((info, timings))
 }

@@ -18,6 +18,7 @@ pub struct DeviceInfo {
     pub cuda: Option<String>,
     /// The SM clock the driver reports (maximum boost), MHz.
     pub sm_clock_mhz: Option<i32>,
+    pub l2_bytes: usize,
 }
 
 /// The NVIDIA kernel module's release, where Linux shows it.
@@ -76,6 +77,9 @@ pub fn open_device() -> Result<(Arc<CudaContext>, DeviceInfo), String> {
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_CLOCK_RATE)
             .ok()
             .map(|khz| khz / 1000),
+        l2_bytes: ctx
+            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+            .map_err(|err| err.to_string())? as usize,
     };
     Ok((ctx, info))
 }

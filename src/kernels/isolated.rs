@@ -81,6 +81,36 @@ impl IsolatedKernel {
     }
 }
 
+impl IsolatedKernel {
+    /// Times the kernel in its worker (see [`super::process::Request::Time`]): `reps` calls
+    /// rotating over `sets`, with `fresh[i].1` given at call `fresh[i].0`; returns the
+    /// measurements and the fresh calls' outputs.
+    pub fn time(
+        &self,
+        sets: &[KernelCase],
+        fresh: &[(usize, KernelCase)],
+        reps: usize,
+        warmup: usize,
+    ) -> Result<(super::process::TimedCalls, Vec<Vec<f16>>), KernelFailure> {
+        let mut slot = self.worker.lock().unwrap_or_else(|p| p.into_inner());
+        self.ensure_started(&mut slot)
+            .map_err(|err| KernelFailure::Crashed(format!("starting the worker: {err}")))?;
+        let worker = slot.as_mut().expect("started above");
+        let per_call = sets
+            .first()
+            .map_or(Duration::ZERO, |case| self.case_timeout(case));
+        let timeout = per_call * 2 + Duration::from_secs(2 * (reps + warmup) as u64);
+        let result = worker.time(sets, fresh, reps, warmup, &self.scratch, timeout);
+        if matches!(
+            result,
+            Err(KernelFailure::Hung(_) | KernelFailure::Crashed(_))
+        ) {
+            *slot = None;
+        }
+        result
+    }
+}
+
 impl Drop for IsolatedKernel {
     fn drop(&mut self) {
         // The worker first (it may hold files open), then its scratch directory.

@@ -24,13 +24,20 @@ CANARY = 4096          # guard bytes before and after every tensor
 CANARY_BYTE = 0xA5
 SCALE_BLOCK = 16
 
-# The protocol channel is a private copy of stdout; fd 1 becomes stderr so prints can't reach it.
-_channel = os.fdopen(os.dup(1), "w", buffering=1)
-os.dup2(2, 1)
-sys.stdout = sys.stderr
-_requests = os.fdopen(os.dup(0), "r")
-_devnull = os.open(os.devnull, os.O_RDONLY)
-os.dup2(_devnull, 0)
+_channel = None   # the protocol's reply channel, set up by take_over_stdio()
+_requests = None
+
+
+def take_over_stdio():
+    """The protocol channel becomes a private copy of stdout (and stdin); fd 1 is pointed at stderr
+    and fd 0 at /dev/null, so the submission's prints and reads cannot reach the protocol."""
+    global _channel, _requests
+    _channel = os.fdopen(os.dup(1), "w", buffering=1)
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
+    _requests = os.fdopen(os.dup(0), "r")
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
 
 
 def reply(message):
@@ -152,7 +159,50 @@ def output_bytes(torch, out, expected_shape, device):
         return b"".join(int(v).to_bytes(2, "little", signed=True) for v in host.flatten().tolist()), None
 
 
+def time_calls(torch, kernel, request, device, submission):
+    """Times `reps` calls with CUDA events, L2 flushed before each, rotating over the input sets;
+    the calls at the `fresh` positions get inputs never seen before, and their outputs are saved
+    for the parent to judge. Returns {"Ok": {...}} or {"Err": failure}."""
+    sets = [dual_gemm_data(torch, case, device)[0] for case in request["sets"]]
+    fresh = {f["at_rep"]: (dual_gemm_data(torch, f["case"], device), f["output"])
+             for f in request["fresh"]}
+    l2 = torch.cuda.get_device_properties(device).L2_cache_size
+    flush = torch.empty(max(4 * l2, 1 << 20), dtype=torch.uint8, device=device)
+    start = torch.cuda.Event(enable_timing=True)
+    end = torch.cuda.Event(enable_timing=True)
+    samples = []
+    import time as _time
+    try:
+        for i in range(request["warmup"]):
+            kernel(sets[i % len(sets)])
+        torch.cuda.synchronize()
+        wall_start = _time.perf_counter()
+        for rep in range(request["reps"]):
+            if rep in fresh:
+                (data, _guarded, shape), _ = fresh[rep]
+            else:
+                data = sets[rep % len(sets)]
+            flush.zero_()
+            start.record()
+            out = kernel(data)
+            end.record()
+            end.synchronize()
+            samples.append(start.elapsed_time(end) * 1000.0)
+            if rep in fresh:
+                torch.cuda.synchronize()
+                body, failure = output_bytes(torch, out, shape, device)
+                if failure is not None:
+                    return {"Err": failure}
+                with open(fresh[rep][1], "wb") as f:
+                    f.write(body)
+        wall_us = (_time.perf_counter() - wall_start) * 1e6
+    except Exception as exc:
+        return {"Err": {"Raised": exception_text(exc, submission)}}
+    return {"Ok": {"samples_us": samples, "wall_us": wall_us}}
+
+
 def main():
+    take_over_stdio()
     parser = argparse.ArgumentParser()
     parser.add_argument("--submission", required=True)
     parser.add_argument("--problem", default="dual-gemm")
@@ -228,6 +278,9 @@ def main():
 
     for line in _requests:
         request = json.loads(line)
+        if "Time" in request:
+            reply({"Timed": time_calls(torch, kernel, request["Time"], device, submission)})
+            continue
         run = request["Run"]
         case = run["case"]
         data, guarded, (m, n, l) = dual_gemm_data(torch, case, device)

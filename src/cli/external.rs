@@ -1,0 +1,76 @@
+//! The command-line flags that name external kernels, shared by `certify` and `bench`.
+
+use crate::error::{Error, Result};
+use crate::kernels::external::external_kernel;
+use crate::kernels::isolated::IsolatedKernel;
+use crate::kernels::manifest::{KernelCode, Manifest};
+use crate::problem::ProblemKind;
+use clap::Args;
+use std::path::PathBuf;
+
+#[derive(Args, Debug, Clone)]
+pub struct ExternalArgs {
+    /// A GPU MODE submission.py, as it is (repeatable): run by python3 with torch in a worker
+    /// process (NVFP4_ORACLE_PYTHON names another interpreter); `custom_kernel(data)` is called
+    /// with the competition's data tuple holding the oracle's inputs. Without a manifest: any
+    /// shape, no declared schedule (a kernel.toml beside it is read only with --manifest).
+    #[arg(long = "submission", value_name = "FILE")]
+    pub submissions: Vec<PathBuf>,
+    /// A shared library exporting the C ABI of include/nvfp4_oracle.h (repeatable; needs --symbol).
+    #[arg(long = "library", value_name = "FILE", requires = "symbol")]
+    pub libraries: Vec<PathBuf>,
+    /// The entry point of every --library.
+    #[arg(long)]
+    pub symbol: Option<String>,
+    /// A kernel manifest (TOML: name, problem, submission or library and symbol, shapes, arch,
+    /// schedule; see examples/submissions/*/kernel.toml). Repeatable.
+    #[arg(long = "manifest", value_name = "FILE")]
+    pub manifests: Vec<PathBuf>,
+    /// The problem a --submission or --library solves.
+    #[arg(long, default_value = "dual-gemm")]
+    pub problem: ProblemKind,
+}
+
+impl ExternalArgs {
+    pub fn is_empty(&self) -> bool {
+        self.submissions.is_empty() && self.libraries.is_empty() && self.manifests.is_empty()
+    }
+
+    /// The kernels named, in the order given (manifests, submissions, libraries).
+    pub fn kernels(&self) -> Result<Vec<IsolatedKernel>> {
+        let mut manifests = Vec::new();
+        for path in &self.manifests {
+            manifests.push(Manifest::read(path)?);
+        }
+        for path in &self.submissions {
+            manifests.push(Manifest::for_code(
+                KernelCode::Submission(path.clone()),
+                self.problem,
+            )?);
+        }
+        for path in &self.libraries {
+            let symbol = self
+                .symbol
+                .clone()
+                .ok_or_else(|| Error::Usage("--library needs --symbol".into()))?;
+            manifests.push(Manifest::for_code(
+                KernelCode::Library {
+                    path: path.clone(),
+                    symbol,
+                },
+                self.problem,
+            )?);
+        }
+        let mut kernels: Vec<IsolatedKernel> = Vec::new();
+        for manifest in &manifests {
+            if kernels.iter().any(|k| k.info.name == manifest.name) {
+                return Err(Error::Usage(format!(
+                    "two kernels are named '{}'; give one a manifest with another name",
+                    manifest.name
+                )));
+            }
+            kernels.push(external_kernel(manifest)?);
+        }
+        Ok(kernels)
+    }
+}
