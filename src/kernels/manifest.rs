@@ -318,11 +318,11 @@ impl Manifest {
         };
         let code_file = match &code {
             KernelCode::Submission(p) => {
-                require_file(p, "submission")?;
+                require_file(p, "submission").map_err(|err| bad(path, err))?;
                 p.clone()
             }
             KernelCode::Library { path: p, .. } => {
-                require_file(p, "library")?;
+                require_file(p, "library").map_err(|err| bad(path, err))?;
                 p.clone()
             }
         };

@@ -1,0 +1,367 @@
+//! The door for external kernels, on a machine with no GPU and no torch: the worker protocol's
+//! parent side (crashes, hangs, unreadable and forged replies, restarts) against a fake worker,
+//! the case files, manifest parsing and its errors, and the CLI's exit codes for bad input.
+//! With torch and a GPU, the real door is exercised by docs/results/door_run.sh.
+
+use half::f16;
+use nvfp4_oracle::kernels::isolated::{IsolatedKernel, KernelInfo};
+use nvfp4_oracle::kernels::manifest::{ArchRequirement, KernelCode, Manifest};
+use nvfp4_oracle::kernels::process::{CaseFiles, WorkerCommand};
+use nvfp4_oracle::kernels::{
+    KernelCase, KernelFailure, KernelUnderTest, PrepareError, ShapeSupport,
+};
+use nvfp4_oracle::problem::generate::generate_dual_gemm;
+use nvfp4_oracle::problem::{Distribution, ProblemKind, Shape};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+fn python() -> Option<&'static str> {
+    Command::new("python3")
+        .arg("--version")
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|_| "python3")
+}
+
+fn fixture(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn fake_kernel(name: &str, args: &[&str], case_timeout: Duration) -> IsolatedKernel {
+    IsolatedKernel::new(
+        KernelInfo {
+            name: format!("fake-{name}-{}", std::process::id()),
+            description: "fake worker".into(),
+            problem: ProblemKind::DualGemm,
+            support: ShapeSupport::ANY,
+            schedule: None,
+            source_hash: "0".repeat(64),
+            deliberately_broken: false,
+        },
+        WorkerCommand {
+            program: PathBuf::from("python3"),
+            args: std::iter::once(fixture("fake_worker.py").display().to_string())
+                .chain(args.iter().map(|s| s.to_string()))
+                .collect(),
+            start_timeout: Duration::from_secs(3),
+        },
+        Box::new(|| Ok(())),
+        case_timeout,
+    )
+}
+
+fn small_case() -> (KernelCase, Vec<f16>) {
+    let shape = Shape::new(3, 5, 32, 2).unwrap();
+    let case = KernelCase::new(generate_dual_gemm(shape, Distribution::Full, 7), 0x7F);
+    (case, vec![f16::NAN; 3 * 5 * 2])
+}
+
+macro_rules! need_python {
+    () => {
+        if python().is_none() {
+            eprintln!("skipped: no python3 here to run the fake worker");
+            return;
+        }
+    };
+}
+
+#[test]
+fn case_files_round_trip() {
+    let (case, _) = small_case();
+    let dir = std::env::temp_dir().join(format!("nvfp4-door-files-{}", std::process::id()));
+    let files = CaseFiles::write(&case, &dir).unwrap();
+    let back = files.read().unwrap();
+    assert_eq!(back.inputs, case.inputs);
+    assert_eq!(back.sfa_blocked, case.sfa_blocked);
+    assert_eq!(back.sfb2_blocked, case.sfb2_blocked);
+    // A truncated tensor file is an error that names it.
+    std::fs::write(files.tensor_path("sfb1_permuted"), [0u8; 3]).unwrap();
+    let err = files.read().err().expect("size checked").to_string();
+    assert!(err.contains("sfb1_permuted"), "{err}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_working_worker_answers_and_reports_its_environment() {
+    need_python!();
+    let kernel = fake_kernel("zeros", &["zeros"], Duration::from_secs(5));
+    kernel.prepare().unwrap();
+    assert_eq!(kernel.environment().torch.as_deref(), Some("0.fake"));
+    let (case, mut output) = small_case();
+    kernel.run(&case, &mut output).unwrap();
+    assert!(
+        output.iter().all(|x| x.to_bits() == 0),
+        "the worker's zeros came back"
+    );
+}
+
+#[test]
+fn a_crash_is_a_verdict_with_the_workers_last_words_and_the_next_case_gets_a_new_worker() {
+    need_python!();
+    let counter = std::env::temp_dir().join(format!("nvfp4-door-starts-{}", std::process::id()));
+    let _ = std::fs::remove_file(&counter);
+    let kernel = fake_kernel(
+        "crash-once",
+        &["crash-once", &counter.display().to_string()],
+        Duration::from_secs(5),
+    );
+    let (case, mut output) = small_case();
+    match kernel.run(&case, &mut output) {
+        Err(KernelFailure::Crashed(message)) => {
+            assert!(
+                message.contains("Segmentation fault (pretend)"),
+                "{message}"
+            )
+        }
+        other => panic!("expected a crash, got {other:?}"),
+    }
+    kernel
+        .run(&case, &mut output)
+        .expect("a fresh worker serves the next case");
+    assert_eq!(std::fs::read_to_string(&counter).unwrap(), "2");
+    let _ = std::fs::remove_file(counter);
+}
+
+#[test]
+fn a_hang_is_a_verdict_after_the_watchdog() {
+    need_python!();
+    let kernel = fake_kernel("hang", &["hang"], Duration::from_secs(1));
+    let (case, mut output) = small_case();
+    let started = std::time::Instant::now();
+    assert!(matches!(
+        kernel.run(&case, &mut output),
+        Err(KernelFailure::Hung(_))
+    ));
+    assert!(started.elapsed() < Duration::from_secs(20));
+}
+
+#[test]
+fn unreadable_replies_are_crashes_and_unmarked_lines_are_never_replies() {
+    need_python!();
+    let (case, mut output) = small_case();
+    let garbage = fake_kernel("garbage", &["garbage"], Duration::from_secs(5));
+    match garbage.run(&case, &mut output) {
+        Err(KernelFailure::Crashed(message)) => {
+            assert!(message.contains("unreadable"), "{message}")
+        }
+        other => panic!("expected an unreadable reply, got {other:?}"),
+    }
+    let forge = fake_kernel("forge", &["forge"], Duration::from_secs(5));
+    forge
+        .run(&case, &mut output)
+        .expect("the forged line is ignored, the real reply counts");
+}
+
+#[test]
+fn start_failures_say_whether_the_machine_or_the_kernel_is_to_blame() {
+    need_python!();
+    let unavailable = fake_kernel("unavailable", &["unavailable"], Duration::from_secs(5));
+    assert!(matches!(
+        unavailable.prepare(),
+        Err(PrepareError::Unavailable(reason)) if reason.contains("sm_100a")
+    ));
+    let unusable = fake_kernel("unusable", &["unusable"], Duration::from_secs(5));
+    assert!(matches!(
+        unusable.prepare(),
+        Err(PrepareError::Unusable(reason)) if reason.contains("custom_kernel")
+    ));
+    let slow = fake_kernel("slow", &["slow-start"], Duration::from_secs(5));
+    assert!(matches!(
+        slow.prepare(),
+        Err(PrepareError::Unusable(reason)) if reason.contains("did not start within 3 s")
+    ));
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn manifests_are_validated_with_messages_that_name_the_problem() {
+    let dir = std::env::temp_dir().join(format!("nvfp4-door-manifest-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    write(
+        &dir,
+        "submission.py",
+        "def custom_kernel(data):\n    return data[-1]\n",
+    );
+    let good = write(
+        &dir,
+        "kernel.toml",
+        "name = \"mine\"\nsubmission = \"submission.py\"\narch = \"sm_90a\"\n[shapes]\nk_multiple = 64\nmax_l = 2\n[schedule]\nmma = \"hopper-hmma-f16-f32\"\nk_order = \"increasing\"\nepilogue = \"silu-mul-f64-rne\"\n",
+    );
+    let manifest = Manifest::read(&good).unwrap();
+    assert_eq!(manifest.name, "mine");
+    assert_eq!(manifest.support.k_multiple, 64);
+    assert_eq!(manifest.support.max_l, 2);
+    assert_eq!(
+        manifest.code,
+        KernelCode::Submission(dir.join("submission.py"))
+    );
+    assert!(manifest.schedule.is_some());
+    assert_eq!(manifest.hash.len(), 64);
+    // The hash covers the submission: editing it changes the key certificates are stored under.
+    write(
+        &dir,
+        "submission.py",
+        "def custom_kernel(data):\n    return None\n",
+    );
+    assert_ne!(Manifest::read(&good).unwrap().hash, manifest.hash);
+
+    let cases = [
+        ("name = \"x\"\nsubmission = \"submission.py\"\ncolour = \"red\"\n", "colour"),
+        ("name = \"x\"\nsubmission = \"submission.py\"\narch = \"hopper\"\n", "arch 'hopper'"),
+        ("name = \"x\"\nsubmission = \"submission.py\"\n[shapes]\nk_multiple = 24\n", "multiple of 16"),
+        ("name = \"x\"\nsubmission = \"submission.py\"\n[shapes]\nm_multiple = 0\n", "at least 1"),
+        ("name = \"x\"\nlibrary = \"lib.so\"\n", "symbol"),
+        ("name = \"x\"\nsubmission = \"submission.py\"\nlibrary = \"lib.so\"\nsymbol = \"f\"\n", "`symbol` goes with `library`"),
+        ("name = \"x\"\n", "missing `submission`"),
+        ("name = \"x\"\nsubmission = \"nope.py\"\n", "cannot open the submission"),
+        ("name = \"a/b\"\nsubmission = \"submission.py\"\n", "letters, digits"),
+        ("name = \"x\"\nproblem = \"gemm\"\nsubmission = \"submission.py\"\n", "dual-gemm only"),
+        ("name = \"x\"\nproblem = \"matmul\"\nsubmission = \"submission.py\"\n", "unknown problem"),
+        ("name = \"x\"\nsubmission = \"submission.py\"\n[schedule]\nmma = \"ampere\"\nk_order = \"increasing\"\nepilogue = \"silu-mul-f64-rne\"\n", "schedule.mma 'ampere'"),
+        ("this is not toml", "invalid manifest"),
+    ];
+    for (text, expected) in cases {
+        let path = write(&dir, "bad.toml", text);
+        let err = Manifest::read(&path).expect_err(text).to_string();
+        assert!(err.contains(expected), "{text:?}: {err}");
+        assert!(
+            err.contains("bad.toml"),
+            "the message names the file: {err}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn arch_requirements() {
+    let exact = ArchRequirement::parse("sm_100a").unwrap();
+    assert_eq!((exact.major, exact.minor, exact.exact), (10, 0, true));
+    assert!(exact
+        .unmet_by((9, 0))
+        .unwrap()
+        .contains("needs sm_100a; this GPU is sm_90"));
+    assert!(exact.unmet_by((10, 0)).is_none());
+    let at_least = ArchRequirement::parse("sm_80").unwrap();
+    assert!(at_least.unmet_by((9, 0)).is_none());
+    assert!(at_least.unmet_by((7, 5)).is_some());
+    assert!(ArchRequirement::parse("sm_9").is_none());
+    assert!(ArchRequirement::parse("90a").is_none());
+}
+
+fn oracle(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_nvfp4-oracle"))
+        .args(args)
+        .envs(env.iter().copied())
+        .current_dir(std::env::temp_dir())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+#[test]
+fn bad_input_at_the_door_exits_2_with_a_message_naming_the_file() {
+    let dir = std::env::temp_dir().join(format!("nvfp4-door-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let report = dir.join("report").display().to_string();
+    let missing = dir.join("missing.py").display().to_string();
+    let (code, err) = oracle(
+        &["certify", "--submission", &missing, "--report-dir", &report],
+        &[],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("missing.py") && err.contains("cannot open"),
+        "{err}"
+    );
+
+    let bad = write(&dir, "bad.toml", "name = \"x\"\nsubmision = \"typo.py\"\n");
+    let (code, err) = oracle(&["certify", "--manifest", &bad.display().to_string()], &[]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("submision"), "{err}");
+
+    let not_a_library = write(&dir, "lib.so", "not an ELF file");
+    let (code, err) = oracle(
+        &[
+            "certify",
+            "--library",
+            &not_a_library.display().to_string(),
+            "--symbol",
+            "f",
+            "--report-dir",
+            &report,
+        ],
+        &[],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("lib.so") && err.contains("cannot load"),
+        "{err}"
+    );
+
+    let submission = write(
+        &dir,
+        "submission.py",
+        "def custom_kernel(data):\n    return data[-1]\n",
+    );
+    let submission = submission.display().to_string();
+    let (code, err) = oracle(
+        &[
+            "certify",
+            "--submission",
+            &submission,
+            "--report-dir",
+            &report,
+        ],
+        &[("NVFP4_ORACLE_PYTHON", "/nonexistent/python3")],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("/nonexistent/python3"), "{err}");
+
+    // No torch for this python3 (CI's): exit 2, saying so. With torch but no GPU: exit 4.
+    if python().is_some() {
+        let has_torch = Command::new("python3")
+            .args(["-c", "import torch"])
+            .status()
+            .is_ok_and(|s| s.success());
+        let (code, err) = oracle(
+            &[
+                "certify",
+                "--submission",
+                &submission,
+                "--report-dir",
+                &report,
+            ],
+            &[],
+        );
+        if has_torch {
+            assert!(code == 4 || code == 0 || code == 1, "{code}: {err}");
+        } else {
+            assert_eq!(code, 2, "{err}");
+            assert!(err.contains("torch is not installed"), "{err}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn the_submission_worker_is_valid_python() {
+    need_python!();
+    let status = Command::new("python3")
+        .args(["-c", "import ast, sys; ast.parse(open(sys.argv[1]).read())"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/kernels/submission_worker.py"))
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
