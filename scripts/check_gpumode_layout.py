@@ -46,7 +46,9 @@ def oracle_tuple(worker, torch, shape, tmp):
         with open(os.path.join(tmp, name + ".bin"), "wb") as f:
             f.write(os.urandom(size))
     case = {"m": m, "n": n, "k": k, "l": l, "dir": tmp, "poison": 0x7D5A}
-    data, _guarded, _ = worker.dual_gemm_data(torch, case, torch.device("cuda"))
+    case["problem"] = "dual-gemm"
+    case["padding_fill"] = 0
+    data, _guarded, _ = worker.build_data(torch, case, torch.device("cuda"))
     return data
 
 

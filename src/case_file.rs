@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::layout::BlockedScaleLayout;
 use crate::model::bounds::KOrder;
 use crate::model::{Reference, MODEL_VERSION};
-use crate::problem::{BlockScaledMatrix, DualGemmInputs, Shape};
+use crate::problem::{BlockScaledMatrix, DualGemmInputs, ProblemInputs, Shape};
 use safetensors::tensor::{Dtype, TensorView};
 use safetensors::SafeTensors;
 use std::collections::{BTreeMap, HashMap};
@@ -98,6 +98,30 @@ impl CaseWriter {
             .meta("n", shape.n)
             .meta("k", shape.k)
             .meta("l", shape.l)
+    }
+
+    /// Any problem's operands. Metadata `shape` is the output's `[M, N, L]` with the problem's K
+    /// (for the grouped GEMM M is the groups' total; `groups` lists each group's MxNxK).
+    pub fn problem_inputs(&mut self, inputs: &ProblemInputs, padding_fill: u8) -> &mut Self {
+        if let ProblemInputs::DualGemm(dual) = inputs {
+            return self.dual_gemm_inputs(dual, padding_fill);
+        }
+        for (name, operand) in inputs.operands() {
+            self.operand(&name, operand, padding_fill);
+        }
+        let (m, n, l) = inputs.output_dims();
+        let k = inputs.operands()[0].1.k();
+        let shape = Shape { m, n, k, l };
+        if let ProblemInputs::GroupGemm(groups) = inputs {
+            let list: Vec<String> = groups.groups.iter().map(|g| g.shape.to_string()).collect();
+            self.meta("groups", list.join(","));
+        }
+        self.meta("problem", inputs.kind().name())
+            .meta("shape", shape)
+            .meta("m", m)
+            .meta("n", n)
+            .meta("k", k)
+            .meta("l", l)
     }
 
     /// Adds a reference's `expected`, `lo` and `hi` as fp16 `[M, N, L]` tensors.

@@ -76,12 +76,26 @@ fn case_files_round_trip() {
     let files = CaseFiles::write(&case, &dir).unwrap();
     let back = files.read().unwrap();
     assert_eq!(back.inputs, case.inputs);
-    assert_eq!(back.sfa_blocked, case.sfa_blocked);
-    assert_eq!(back.sfb2_blocked, case.sfb2_blocked);
+    assert_eq!(back.blocked, case.blocked);
+    assert_eq!(back.padding_fill, case.padding_fill);
     // A truncated tensor file is an error that names it.
     std::fs::write(files.tensor_path("sfb1_permuted"), [0u8; 3]).unwrap();
     let err = files.read().err().expect("size checked").to_string();
     assert!(err.contains("sfb1_permuted"), "{err}");
+    // Every problem's case survives the trip.
+    for problem in ProblemKind::ALL {
+        let inputs = nvfp4_oracle::problem::generate::generate_problem(
+            problem,
+            Shape::new(70, 9, 48, 3).unwrap(),
+            Distribution::Adversarial,
+            11,
+        );
+        let case = KernelCase::new(inputs, 0x7F);
+        let files = CaseFiles::write(&case, &dir.join(problem.name())).unwrap();
+        let back = files.read().unwrap();
+        assert_eq!(back.inputs, case.inputs, "{problem:?}");
+        assert_eq!(back.blocked, case.blocked, "{problem:?}");
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -214,6 +228,13 @@ fn manifests_are_validated_with_messages_that_name_the_problem() {
     );
     assert_ne!(Manifest::read(&good).unwrap().hash, manifest.hash);
 
+    let gemv = write(
+        &dir,
+        "gemv.toml",
+        "name = \"v\"\nproblem = \"gemv\"\nsubmission = \"submission.py\"\n",
+    );
+    assert_eq!(Manifest::read(&gemv).unwrap().problem, ProblemKind::Gemv);
+
     let cases = [
         ("name = \"x\"\nsubmission = \"submission.py\"\ncolour = \"red\"\n", "colour"),
         ("name = \"x\"\nsubmission = \"submission.py\"\narch = \"hopper\"\n", "arch 'hopper'"),
@@ -224,7 +245,6 @@ fn manifests_are_validated_with_messages_that_name_the_problem() {
         ("name = \"x\"\n", "missing `submission`"),
         ("name = \"x\"\nsubmission = \"nope.py\"\n", "cannot open the submission"),
         ("name = \"a/b\"\nsubmission = \"submission.py\"\n", "letters, digits"),
-        ("name = \"x\"\nproblem = \"gemm\"\nsubmission = \"submission.py\"\n", "dual-gemm only"),
         ("name = \"x\"\nproblem = \"matmul\"\nsubmission = \"submission.py\"\n", "unknown problem"),
         ("name = \"x\"\nsubmission = \"submission.py\"\n[schedule]\nmma = \"ampere\"\nk_order = \"increasing\"\nepilogue = \"silu-mul-f64-rne\"\n", "schedule.mma 'ampere'"),
         ("this is not toml", "invalid manifest"),
@@ -364,4 +384,100 @@ fn the_submission_worker_is_valid_python() {
         .status()
         .unwrap();
     assert!(status.success());
+}
+
+/// A kernel of any problem computed from the model itself, optionally with a planted bug: it
+/// exercises the campaign's plumbing (generation, judging, coverage, shrinking, repro files) for
+/// the problems other than the dual GEMM, which no CPU kernel solves.
+struct ModelKernel {
+    name: &'static str,
+    problem: ProblemKind,
+    /// Drops the last element of every output (an "incomplete output" bug).
+    drops_last: bool,
+}
+
+impl KernelUnderTest for ModelKernel {
+    fn name(&self) -> &str {
+        self.name
+    }
+    fn description(&self) -> String {
+        "the model's own answer".into()
+    }
+    fn is_deliberately_broken(&self) -> bool {
+        self.drops_last
+    }
+    fn problem(&self) -> ProblemKind {
+        self.problem
+    }
+    fn support(&self) -> ShapeSupport {
+        ShapeSupport::ANY
+    }
+    fn availability(&self) -> Result<(), String> {
+        Ok(())
+    }
+    fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure> {
+        use nvfp4_oracle::model::{bounds::KOrder, problem_reference};
+        let reference = problem_reference(&case.inputs, KOrder::Contiguous);
+        assert_eq!(output.len(), reference.expected.len());
+        let keep = output.len() - usize::from(self.drops_last);
+        output[..keep].copy_from_slice(&reference.expected[..keep]);
+        Ok(())
+    }
+}
+
+#[test]
+fn every_problem_goes_through_the_campaign_and_its_failures_are_shrunk_and_written() {
+    use nvfp4_oracle::certify::report::{Certificate, Status};
+    use nvfp4_oracle::certify::{certify_variant, CampaignLimits};
+    use nvfp4_oracle::model::bounds::KOrder;
+    let limits = CampaignLimits {
+        cases: 12,
+        time_budget: None,
+        seed: 3,
+        order: KOrder::Contiguous,
+        only_gpumode: false,
+        exact: false,
+    };
+    let dir = std::env::temp_dir().join(format!("nvfp4-door-problems-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for problem in [ProblemKind::Gemm, ProblemKind::Gemv, ProblemKind::GroupGemm] {
+        let good = ModelKernel {
+            name: "model-good",
+            problem,
+            drops_last: false,
+        };
+        let result = certify_variant(&good, limits, &[], |_, _| {});
+        assert!(result.failure.is_none(), "{problem:?}");
+        assert_eq!(result.coverage.fp4_codes_seen.len(), 16, "{problem:?}");
+        let broken = ModelKernel {
+            name: "model-broken",
+            problem,
+            drops_last: true,
+        };
+        let result = certify_variant(&broken, limits, &[], |_, _| {});
+        let failure = result
+            .failure
+            .as_ref()
+            .expect("the dropped element is caught");
+        let minimal = failure.minimal.spec.shape;
+        assert_eq!(
+            (minimal.m, minimal.n),
+            (1, 1),
+            "{problem:?} shrinks to one output"
+        );
+        let certificate = Certificate::from_campaign(&broken, &limits, result, &dir).unwrap();
+        assert_eq!(certificate.status, Status::Failed);
+        let repro = certificate.failure.unwrap();
+        assert!(repro.repro_case.exists(), "{problem:?}: repro written");
+        // The repro replays with `check`, exit 1.
+        let out = Command::new(env!("CARGO_BIN_EXE_nvfp4-oracle"))
+            .args(["check", "--case"])
+            .arg(&repro.repro_case)
+            .arg("--output")
+            .arg(&repro.repro_output)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(1), "{problem:?}: {out:?}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }

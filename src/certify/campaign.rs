@@ -17,8 +17,8 @@ use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
 use crate::model::bounds::{fp16_ordinal, KOrder};
 use crate::model::mma::schedule::{KChunkOrder, MmaModel, Schedule};
 use crate::model::replay::{replay_dual_gemm, ExactComparison};
-use crate::model::{dual_gemm_reference, Reference};
-use crate::problem::generate::generate_dual_gemm;
+use crate::model::{problem_reference, Reference};
+use crate::problem::generate::generate_problem;
 use crate::problem::{Distribution, Shape};
 use half::f16;
 use proptest::strategy::{Strategy, ValueTree};
@@ -112,27 +112,28 @@ pub fn run_case(
     order: KOrder,
     schedule: Option<Schedule>,
 ) -> CaseOutcome {
-    let inputs = generate_dual_gemm(spec.shape, spec.dist, spec.seed);
-    let reference = dual_gemm_reference(&inputs, order);
+    let problem = kernel.problem();
+    let spec = CaseSpec {
+        shape: problem.normalize(spec.shape),
+        ..spec
+    };
+    let inputs = generate_problem(problem, spec.shape, spec.dist, spec.seed);
+    let reference = problem_reference(&inputs, order);
+    let (m, n, l) = inputs.output_dims();
     let case = KernelCase::new(inputs, spec.dist.blocked_padding_fill());
-    let s = spec.shape;
-    let mut output = vec![POISON; s.m * s.n * s.l];
+    let mut output = vec![POISON; m * n * l];
     let result = kernel.run(&case, &mut output).map(|()| {
         judge(
-            OutputShape {
-                m: s.m,
-                n: s.n,
-                l: s.l,
-            },
+            OutputShape { m, n, l },
             &output,
             &reference.expected,
             &reference.lo,
             &reference.hi,
         )
     });
-    let exact = match (&result, schedule) {
-        (Ok(verdict), Some(schedule)) if verdict.pass => {
-            Some(replay_dual_gemm(&case.inputs, schedule).compare(&output))
+    let exact = match (&result, schedule, case.dual()) {
+        (Ok(verdict), Some(schedule), Some(dual)) if verdict.pass => {
+            Some(replay_dual_gemm(dual.inputs, schedule).compare(&output))
         }
         _ => None,
     };
@@ -233,10 +234,9 @@ impl Coverage {
             .by_shape_class
             .entry(shape_class(outcome.spec.shape).to_string())
             .or_default() += 1;
-        let inputs = &outcome.case.inputs;
         let mut codes = [false; 16];
         let mut exponents = [false; 16];
-        for operand in [&inputs.a, &inputs.b1, &inputs.b2] {
+        for (_, operand) in outcome.case.inputs.operands() {
             for &byte in operand.data() {
                 codes[usize::from(byte & 0xF)] = true;
                 codes[usize::from(byte >> 4)] = true;
@@ -478,7 +478,7 @@ pub fn certify_variant(
 /// The schedules (every MMA model and K order, with `declared`'s epilogue) whose replay gives
 /// exactly the output of `outcome`.
 fn matching_schedules(outcome: &CaseOutcome, declared: Option<Schedule>) -> Vec<Schedule> {
-    let Some(declared) = declared else {
+    let (Some(declared), Some(dual)) = (declared, outcome.case.dual()) else {
         return Vec::new();
     };
     MmaModel::ALL
@@ -491,7 +491,7 @@ fn matching_schedules(outcome: &CaseOutcome, declared: Option<Schedule>) -> Vec<
             })
         })
         .filter(|&schedule| {
-            replay_dual_gemm(&outcome.case.inputs, schedule)
+            replay_dual_gemm(dual.inputs, schedule)
                 .compare(&outcome.output)
                 .mismatches
                 == 0
@@ -513,8 +513,9 @@ fn refuses_unsupported_shape(kernel: &dyn KernelUnderTest) -> Option<bool> {
         1,
     )
     .expect("valid shape");
-    let case = KernelCase::new(generate_dual_gemm(shape, Distribution::Gpumode, 0), 0);
-    let mut output = vec![POISON; shape.m * shape.n];
+    let inputs = generate_problem(kernel.problem(), shape, Distribution::Gpumode, 0);
+    let mut output = vec![POISON; inputs.output_len()];
+    let case = KernelCase::new(inputs, 0);
     Some(matches!(
         kernel.run(&case, &mut output),
         Err(KernelFailure::Refused(_))
@@ -542,8 +543,11 @@ fn diagnosed(
     order: KOrder,
 ) -> Failure {
     let diagnosis = match &minimal.result {
-        Ok(_) => Some(diagnose_with_more_runs(kernel, &minimal, first, order)),
-        Err(_) => None,
+        // The catalogue of known bugs is the dual GEMM's.
+        Ok(_) if minimal.case.dual().is_some() => {
+            Some(diagnose_with_more_runs(kernel, &minimal, first, order))
+        }
+        _ => None,
     };
     Failure {
         first,
@@ -663,10 +667,12 @@ fn diagnose_with_more_runs(
     .collect();
     let observations: Vec<Observation> = std::iter::once(minimal)
         .chain(&extra)
-        .map(|o| Observation {
-            inputs: &o.case.inputs,
-            fill: o.case.padding_fill,
-            output: &o.output,
+        .filter_map(|o| {
+            Some(Observation {
+                inputs: o.case.dual()?.inputs,
+                fill: o.case.padding_fill,
+                output: &o.output,
+            })
         })
         .collect();
     diagnose(&observations, order)

@@ -257,12 +257,18 @@ impl Certificate {
         };
         if let Some(failure) = result.failure {
             let minimal = &failure.minimal;
-            let shape = minimal.spec.shape;
+            let (m, n, l) = minimal.case.inputs.output_dims();
+            let shape = crate::problem::Shape {
+                m,
+                n,
+                k: minimal.spec.shape.k,
+                l,
+            };
             let repro_case = dir.join(format!("{}-repro-case.safetensors", kernel.name()));
             let repro_output = dir.join(format!("{}-repro-output.safetensors", kernel.name()));
             let mut writer = CaseWriter::default();
             writer
-                .dual_gemm_inputs(&minimal.case.inputs, minimal.case.padding_fill)
+                .problem_inputs(&minimal.case.inputs, minimal.case.padding_fill)
                 .meta("distribution", minimal.spec.dist.name())
                 .meta("seed", minimal.spec.seed)
                 .meta(

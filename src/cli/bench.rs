@@ -3,17 +3,17 @@
 use super::external::ExternalArgs;
 use crate::compare::{judge, OutputShape};
 use crate::error::{Error, Result};
-use crate::golden::set::DUAL_GEMM_BENCHMARKS;
+use crate::golden::set::{DUAL_GEMM_BENCHMARKS, GROUP_GEMM_BENCHMARKS};
 use crate::gpu::bench::{bench_variant, input_sets, Timing};
 use crate::gpu::device::device_info;
 use crate::gpu::variants::gpu_variants;
 use crate::kernels::isolated::IsolatedKernel;
 use crate::kernels::{KernelCase, KernelUnderTest};
 use crate::model::bounds::KOrder;
-use crate::model::dual_gemm_reference;
-use crate::problem::generate::generate_dual_gemm;
-use crate::problem::Distribution;
+use crate::model::problem_reference;
+use crate::problem::generate::{generate_group_gemm, generate_problem};
 use crate::problem::Shape;
+use crate::problem::{Distribution, ProblemInputs, ProblemKind};
 use clap::Args;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -192,7 +192,12 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     for kernel in &external {
         bench_external(kernel, &shapes, &args, &mut report)?;
     }
-    if !args.no_torch {
+    // The torch comparison is of the dual GEMM.
+    let any_dual = !variants.is_empty()
+        || external
+            .iter()
+            .any(|k| k.problem() == ProblemKind::DualGemm);
+    if !args.no_torch && any_dual {
         report.torch = torch_baseline(&shapes, args.reps);
     }
     let markdown = render(&report);
@@ -215,6 +220,69 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         return Ok(ExitCode::from(super::EXIT_FAIL));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A benchmark shape of any problem.
+enum BenchShape {
+    One(Shape),
+    /// The grouped GEMM's groups (L = 1 each).
+    Groups(Vec<Shape>),
+}
+
+impl BenchShape {
+    fn inputs(&self, problem: ProblemKind, seed: u64) -> ProblemInputs {
+        match self {
+            BenchShape::One(shape) => {
+                generate_problem(problem, *shape, Distribution::Gpumode, seed)
+            }
+            BenchShape::Groups(groups) => ProblemInputs::GroupGemm(
+                generate_group_gemm(groups, Distribution::Gpumode, seed).expect("benchmark groups"),
+            ),
+        }
+    }
+
+    /// The shape a report names it by (groups: the largest M, and the number of groups as L).
+    fn label(&self, problem: ProblemKind) -> Shape {
+        match self {
+            BenchShape::One(shape) => problem.normalize(*shape),
+            BenchShape::Groups(groups) => Shape {
+                m: groups.iter().map(|g| g.m).max().unwrap_or(1),
+                l: groups.len(),
+                ..groups[0]
+            },
+        }
+    }
+}
+
+/// The competition's benchmark shapes of each problem (shared/SPEC.md; GPU MODE's task.yml).
+fn default_bench_shapes(problem: ProblemKind) -> Vec<BenchShape> {
+    let one = |m, n, k, l| BenchShape::One(Shape::new(m, n, k, l).expect("valid"));
+    match problem {
+        ProblemKind::DualGemm => DUAL_GEMM_BENCHMARKS
+            .iter()
+            .map(|&(m, n, k)| one(m, n, k, 1))
+            .collect(),
+        ProblemKind::Gemm => vec![
+            one(128, 7168, 16384, 1),
+            one(128, 4096, 7168, 1),
+            one(128, 7168, 2048, 1),
+        ],
+        ProblemKind::Gemv => vec![
+            one(7168, 1, 16384, 1),
+            one(4096, 1, 7168, 8),
+            one(7168, 1, 2048, 4),
+        ],
+        ProblemKind::GroupGemm => GROUP_GEMM_BENCHMARKS
+            .iter()
+            .map(|&(ms, n, k)| {
+                BenchShape::Groups(
+                    ms.iter()
+                        .map(|&m| Shape::new(m, n, k, 1).expect("valid"))
+                        .collect(),
+                )
+            })
+            .collect(),
+    }
 }
 
 /// Times a certified external kernel in its worker, on every shape it supports, with
@@ -240,30 +308,34 @@ fn bench_external(
     }
     let info = device_info().as_ref().map_err(|e| Error::Gpu(e.clone()))?;
     report.device = info.describe();
-    for &shape in shapes {
+    let problem = kernel.problem();
+    let bench_shapes: Vec<BenchShape> = if args.shapes.is_empty() {
+        default_bench_shapes(problem)
+    } else {
+        shapes.iter().map(|&s| BenchShape::One(s)).collect()
+    };
+    for bench_shape in &bench_shapes {
+        let shape = bench_shape.label(problem);
         if !kernel.support().supports(shape) {
             eprintln!("skipping {name} on {shape}: outside its declared support");
             continue;
         }
-        let first = KernelCase::new(generate_dual_gemm(shape, Distribution::Gpumode, 1111), 0);
+        let case = |seed: u64| KernelCase::new(bench_shape.inputs(problem, seed), 0);
+        let first = case(1111);
         let count = input_sets(&first, info.l2_bytes);
         let mut sets = vec![first];
-        for set in 1..count {
-            let inputs = generate_dual_gemm(shape, Distribution::Gpumode, 1111 + set as u64);
-            sets.push(KernelCase::new(inputs, 0));
-        }
+        sets.extend((1..count).map(|set| case(1111 + set as u64)));
         // Spot checks spread over the timed calls, each on inputs no call has seen.
-        let fresh: Vec<(usize, u64, KernelCase)> = (0..args.spot_checks.min(args.reps))
+        let checks = args.spot_checks.min(args.reps);
+        let fresh: Vec<(usize, u64, KernelCase)> = (0..checks)
             .map(|i| {
-                let at = (i + 1) * args.reps / (args.spot_checks.min(args.reps) + 1);
                 let seed = 90_000 + i as u64;
-                let inputs = generate_dual_gemm(shape, Distribution::Gpumode, seed);
-                (at, seed, KernelCase::new(inputs, 0))
+                ((i + 1) * args.reps / (checks + 1), seed, case(seed))
             })
             .collect();
         let calls: Vec<(usize, KernelCase)> = fresh
             .iter()
-            .map(|(at, _, case)| (*at, KernelCase::new(case.inputs.clone(), 0)))
+            .map(|(at, _, c)| (*at, KernelCase::new(c.inputs.clone(), 0)))
             .collect();
         let started = std::time::Instant::now();
         let (timed, outputs) = kernel
@@ -278,13 +350,10 @@ fn bench_external(
             parent_wall_us,
         });
         for ((at, seed, case), output) in fresh.iter().zip(&outputs) {
-            let reference = dual_gemm_reference(&case.inputs, KOrder::Contiguous);
+            let reference = problem_reference(&case.inputs, KOrder::Contiguous);
+            let (m, n, l) = case.inputs.output_dims();
             let verdict = judge(
-                OutputShape {
-                    m: shape.m,
-                    n: shape.n,
-                    l: shape.l,
-                },
+                OutputShape { m, n, l },
                 output,
                 &reference.expected,
                 &reference.lo,

@@ -1,8 +1,8 @@
 //! `nvfp4-oracle generate`: deterministic inputs as a safetensors case file.
 
 use crate::case_file::CaseWriter;
-use crate::error::{Error, Result};
-use crate::problem::generate::{generate_dual_gemm, generate_gemm};
+use crate::error::Result;
+use crate::problem::generate::generate_problem;
 use crate::problem::{Distribution, ProblemKind, Shape};
 use clap::Args;
 use std::path::PathBuf;
@@ -63,23 +63,7 @@ pub fn inputs_writer(
 ) -> Result<CaseWriter> {
     let mut writer = CaseWriter::default();
     let fill = dist.blocked_padding_fill();
-    match problem {
-        ProblemKind::DualGemm => {
-            writer.dual_gemm_inputs(&generate_dual_gemm(shape, dist, seed), fill);
-        }
-        ProblemKind::Gemm => {
-            let inputs = generate_gemm(shape, dist, seed);
-            writer
-                .operand("a", &inputs.a, fill)
-                .operand("b", &inputs.b, fill)
-                .meta("problem", "gemm")
-                .meta("shape", shape);
-        }
-        ProblemKind::GroupGemm => return Err(Error::Usage(
-            "generate writes one shape per file; group-gemm cases are written by `golden generate`"
-                .into(),
-        )),
-    }
+    writer.problem_inputs(&generate_problem(problem, shape, dist, seed), fill);
     writer
         .meta("distribution", dist.name())
         .meta("seed", seed)

@@ -3,8 +3,8 @@
 use super::generate::{inputs_writer, CaseArgs};
 use crate::error::Result;
 use crate::model::bounds::KOrder;
-use crate::model::{dual_gemm_reference, gemm_reference, Reference, MODEL_VERSION};
-use crate::problem::generate::{generate_dual_gemm, generate_gemm};
+use crate::model::{problem_reference, Reference, MODEL_VERSION};
+use crate::problem::generate::generate_problem;
 use crate::problem::{Distribution, ProblemKind, Shape};
 use clap::Args;
 use std::path::PathBuf;
@@ -51,14 +51,8 @@ pub fn compute_reference(
     seed: u64,
     order: KOrder,
 ) -> Result<Reference> {
-    match problem {
-        ProblemKind::DualGemm => Ok(dual_gemm_reference(
-            &generate_dual_gemm(shape, dist, seed),
-            order,
-        )),
-        ProblemKind::Gemm => Ok(gemm_reference(&generate_gemm(shape, dist, seed), order)),
-        ProblemKind::GroupGemm => Err(crate::Error::Usage(
-            "reference takes one shape; group-gemm cases come from the golden set".into(),
-        )),
-    }
+    Ok(problem_reference(
+        &generate_problem(problem, shape, dist, seed),
+        order,
+    ))
 }

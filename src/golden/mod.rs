@@ -74,10 +74,11 @@ pub fn compute(definition: &CaseDefinition, order: KOrder) -> Result<Reference> 
             &generate_group_gemm(&definition.shapes, definition.dist, definition.seed)?,
             order,
         ),
-        ProblemKind::Gemm => {
-            return Err(Error::Usage(
-                "the golden set has no plain GEMM cases".into(),
-            ))
+        ProblemKind::Gemm | ProblemKind::Gemv => {
+            return Err(Error::Usage(format!(
+                "the golden set has no {} cases",
+                definition.problem.name()
+            )))
         }
     })
 }

@@ -34,10 +34,13 @@ pub struct Timing {
 /// How many input sets a timing rotates over so that each call's inputs are out of L2: enough
 /// to fill twice the L2, at least 2.
 pub fn input_sets(case: &KernelCase, l2_bytes: usize) -> usize {
-    let set_bytes = case.inputs.a.data().len()
-        + 2 * case.inputs.b1.data().len()
-        + case.sfa_blocked.len()
-        + 2 * case.sfb1_blocked.len();
+    let set_bytes: usize = case
+        .inputs
+        .operands()
+        .iter()
+        .map(|(_, operand)| operand.data().len())
+        .chain(case.blocked.iter().map(Vec::len))
+        .sum();
     (2 * l2_bytes).div_ceil(set_bytes).max(2)
 }
 
@@ -95,7 +98,7 @@ pub fn bench_variant(
         let sets = input_sets(&first, l2_bytes);
         let mut uploaded = Vec::new();
         for set in 0..sets {
-            let case = if set == 0 {
+            let owned = if set == 0 {
                 KernelCase::new(first.inputs.clone(), 0)
             } else {
                 KernelCase::new(
@@ -103,13 +106,14 @@ pub fn bench_variant(
                     0,
                 )
             };
+            let case = owned.dual().expect("a dual-GEMM case");
             let buffers: Vec<CudaSlice<u8>> = [
                 case.inputs.a.data(),
                 case.inputs.b1.data(),
                 case.inputs.b2.data(),
-                &case.sfa_blocked,
-                &case.sfb1_blocked,
-                &case.sfb2_blocked,
+                case.sfa_blocked,
+                case.sfb1_blocked,
+                case.sfb2_blocked,
             ]
             .iter()
             .map(|bytes| stream.clone_htod(*bytes))

@@ -24,9 +24,13 @@ pub struct DeviceInfo {
 /// The NVIDIA kernel module's release, where Linux shows it.
 fn driver_release() -> Option<String> {
     let text = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
-    let line = text.lines().next()?;
-    let after = line.split("Kernel Module").nth(1)?;
-    after.split_whitespace().next().map(str::to_string)
+    // "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ...":
+    // the first word made of digits and dots with a dot in it.
+    text.lines()
+        .next()?
+        .split_whitespace()
+        .find(|word| word.contains('.') && word.bytes().all(|b| b.is_ascii_digit() || b == b'.'))
+        .map(str::to_string)
 }
 
 fn cuda_driver_version() -> Option<String> {

@@ -4,7 +4,7 @@
 
 use super::variants::GpuVariant;
 use crate::compare::diagnosis::POISON;
-use crate::kernels::{KernelCase, KernelFailure};
+use crate::kernels::{DualGemmCase, KernelFailure};
 use crate::problem::Shape;
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{
@@ -52,18 +52,18 @@ impl Guarded {
 /// uploaded.
 pub fn hardened_launch(
     stream: &Arc<CudaStream>,
-    case: &KernelCase,
+    case: DualGemmCase<'_>,
     launch: impl FnOnce(&LaunchBuffers) -> Result<(), KernelFailure>,
 ) -> Result<Vec<u16>, KernelFailure> {
-    let inputs = &case.inputs;
+    let inputs = case.inputs;
     let shape = inputs.shape;
     let named_inputs = [
         ("a", inputs.a.data()),
         ("b1", inputs.b1.data()),
         ("b2", inputs.b2.data()),
-        ("sfa_permuted", &case.sfa_blocked[..]),
-        ("sfb1_permuted", &case.sfb1_blocked[..]),
-        ("sfb2_permuted", &case.sfb2_blocked[..]),
+        ("sfa_permuted", case.sfa_blocked),
+        ("sfb1_permuted", case.sfb1_blocked),
+        ("sfb2_permuted", case.sfb2_blocked),
         ("sfa", inputs.a.scales()),
         ("sfb1", inputs.b1.scales()),
         ("sfb2", inputs.b2.scales()),

@@ -146,6 +146,21 @@ pub fn serve(target: WorkerTarget, arch: Option<ArchRequirement>) -> Result<()> 
     Ok(())
 }
 
+fn read_case(
+    files: &crate::kernels::process::CaseFiles,
+) -> std::result::Result<crate::kernels::KernelCase, KernelFailure> {
+    files
+        .read()
+        .map_err(|err| KernelFailure::Crashed(format!("worker could not read the case: {err}")))
+}
+
+/// The built-in variants and the C ABI are dual-GEMM kernels.
+fn dual(
+    case: &crate::kernels::KernelCase,
+) -> std::result::Result<crate::kernels::DualGemmCase<'_>, KernelFailure> {
+    case.dual_or_refuse()
+}
+
 /// One case's buffers on the device, unguarded (timing only).
 struct Uploaded {
     inputs: Vec<cudarc::driver::CudaSlice<u8>>,
@@ -155,18 +170,18 @@ struct Uploaded {
 impl Uploaded {
     fn new(
         stream: &Arc<CudaStream>,
-        case: &crate::kernels::KernelCase,
+        case: crate::kernels::DualGemmCase<'_>,
     ) -> std::result::Result<Self, KernelFailure> {
         let crashed = |err: cudarc::driver::DriverError| KernelFailure::Crashed(err.to_string());
-        let inputs = &case.inputs;
+        let inputs = case.inputs;
         let s = inputs.shape;
         let bodies: [&[u8]; 9] = [
             inputs.a.data(),
             inputs.b1.data(),
             inputs.b2.data(),
-            &case.sfa_blocked,
-            &case.sfb1_blocked,
-            &case.sfb2_blocked,
+            case.sfa_blocked,
+            case.sfb1_blocked,
+            case.sfb2_blocked,
             inputs.a.scales(),
             inputs.b1.scales(),
             inputs.b2.scales(),
@@ -209,25 +224,23 @@ fn time_library(
 ) -> std::result::Result<crate::kernels::process::TimedCalls, KernelFailure> {
     use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
     let crashed = |err: cudarc::driver::DriverError| KernelFailure::Crashed(err.to_string());
-    let read = |files: &crate::kernels::process::CaseFiles| {
-        files
-            .read()
-            .map_err(|err| KernelFailure::Crashed(format!("worker could not read a case: {err}")))
-    };
+    let read = read_case;
     let mut uploaded = Vec::new();
     let mut shapes = Vec::new();
     for files in sets {
-        let case = read(files)?;
+        let owned = read(files)?;
+        let case = dual(&owned)?;
         shapes.push(case.inputs.shape);
-        uploaded.push(Uploaded::new(stream, &case)?);
+        uploaded.push(Uploaded::new(stream, case)?);
     }
     let mut fresh_uploaded = Vec::new();
     for call in fresh {
-        let case = read(&call.case)?;
+        let owned = read(&call.case)?;
+        let case = dual(&owned)?;
         fresh_uploaded.push((
             call.at_rep,
             case.inputs.shape,
-            Uploaded::new(stream, &case)?,
+            Uploaded::new(stream, case)?,
             &call.output,
         ));
     }
@@ -299,23 +312,22 @@ fn run_request(
     files: &crate::kernels::process::CaseFiles,
     output_path: &std::path::Path,
 ) -> std::result::Result<(), KernelFailure> {
-    let case = files
-        .read()
-        .map_err(|err| KernelFailure::Crashed(format!("worker could not read the case: {err}")))?;
+    let owned = read_case(files)?;
+    let case = dual(&owned)?;
     let shape = case.inputs.shape;
     let output = match loaded {
         Loaded::Variant {
             variant,
             function,
             sm_count,
-        } => hardened_launch(stream, &case, |buffers: &LaunchBuffers| {
+        } => hardened_launch(stream, case, |buffers: &LaunchBuffers| {
             PreparedLaunch::new(variant, *buffers, shape, *sm_count)
                 .and_then(|prepared| prepared.launch(stream, function))
                 .map_err(KernelFailure::Crashed)
         })?,
         Loaded::Library(library) => {
             // The C ABI's c is [L][M][N] (GPU MODE's storage); the harness's is [M][N][L].
-            let lmn = hardened_launch(stream, &case, |buffers: &LaunchBuffers| {
+            let lmn = hardened_launch(stream, case, |buffers: &LaunchBuffers| {
                 library.call(buffers, shape, stream)
             })?;
             lmn_to_mnl(&lmn, shape)

@@ -220,7 +220,8 @@ impl KernelUnderTest for CpuKernel {
     }
 
     fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure> {
-        let inputs = &case.inputs;
+        let case = case.dual_or_refuse()?;
+        let inputs = case.inputs;
         let shape = inputs.shape;
         let (layout_a, layout_b) = (
             BlockedScaleLayout(inputs.a.scale_dims()),

@@ -5,7 +5,7 @@
 //! backend can use its types without an import circle.
 
 use crate::model::mma::schedule::Schedule;
-use crate::problem::{DualGemmInputs, ProblemKind, Shape};
+use crate::problem::{DualGemmInputs, ProblemInputs, ProblemKind, Shape};
 use half::f16;
 
 /// The shapes a kernel declares it supports. Shapes outside are not fuzzed; the harness checks
@@ -57,23 +57,82 @@ impl ShapeSupport {
 
 /// One launch's inputs, in both scale layouts, as a GPU kernel would receive them.
 pub struct KernelCase {
-    pub inputs: DualGemmInputs,
-    /// Blocked (permuted) scales of A, B1, B2, padding filled with `padding_fill`.
-    pub sfa_blocked: Vec<u8>,
-    pub sfb1_blocked: Vec<u8>,
-    pub sfb2_blocked: Vec<u8>,
+    pub inputs: ProblemInputs,
+    /// The blocked (permuted) scales of each operand, in [`ProblemInputs::operands`] order,
+    /// padding filled with `padding_fill`.
+    pub blocked: Vec<Vec<u8>>,
+    pub padding_fill: u8,
+}
+
+/// A dual-GEMM case, borrowed from a [`KernelCase`]: what dual-GEMM kernels read.
+#[derive(Clone, Copy)]
+pub struct DualGemmCase<'a> {
+    pub inputs: &'a DualGemmInputs,
+    pub sfa_blocked: &'a [u8],
+    pub sfb1_blocked: &'a [u8],
+    pub sfb2_blocked: &'a [u8],
     pub padding_fill: u8,
 }
 
 impl KernelCase {
-    pub fn new(inputs: DualGemmInputs, padding_fill: u8) -> Self {
+    pub fn new(inputs: impl Into<ProblemInputs>, padding_fill: u8) -> Self {
+        let inputs = inputs.into();
         KernelCase {
-            sfa_blocked: inputs.a.blocked_scales(padding_fill),
-            sfb1_blocked: inputs.b1.blocked_scales(padding_fill),
-            sfb2_blocked: inputs.b2.blocked_scales(padding_fill),
+            blocked: inputs
+                .operands()
+                .iter()
+                .map(|(_, operand)| operand.blocked_scales(padding_fill))
+                .collect(),
             inputs,
             padding_fill,
         }
+    }
+
+    pub fn problem(&self) -> ProblemKind {
+        self.inputs.kind()
+    }
+
+    /// The case as a dual-GEMM kernel sees it, if it is one.
+    pub fn dual(&self) -> Option<DualGemmCase<'_>> {
+        match &self.inputs {
+            ProblemInputs::DualGemm(inputs) => Some(DualGemmCase {
+                inputs,
+                sfa_blocked: &self.blocked[0],
+                sfb1_blocked: &self.blocked[1],
+                sfb2_blocked: &self.blocked[2],
+                padding_fill: self.padding_fill,
+            }),
+            _ => None,
+        }
+    }
+
+    /// [`Self::dual`], or the refusal a dual-GEMM kernel gives any other problem.
+    pub fn dual_or_refuse(&self) -> Result<DualGemmCase<'_>, KernelFailure> {
+        self.dual().ok_or_else(|| {
+            KernelFailure::Refused(format!(
+                "a {} case: this kernel solves the dual GEMM",
+                self.problem().name()
+            ))
+        })
+    }
+
+    /// A shape that names the case in messages: the problem's shape (for the grouped GEMM, the
+    /// first group's M, N, K and the number of groups as L).
+    pub fn shape(&self) -> Shape {
+        match &self.inputs {
+            ProblemInputs::DualGemm(d) => d.shape,
+            ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => g.shape,
+            ProblemInputs::GroupGemm(groups) => Shape {
+                l: groups.groups.len(),
+                ..groups.groups[0].shape
+            },
+        }
+    }
+}
+
+impl From<DualGemmInputs> for ProblemInputs {
+    fn from(inputs: DualGemmInputs) -> Self {
+        ProblemInputs::DualGemm(inputs)
     }
 }
 
@@ -151,6 +210,8 @@ pub trait KernelUnderTest: Sync {
     fn environment(&self) -> KernelEnvironment {
         KernelEnvironment::default()
     }
+    /// Runs one case (of [`Self::problem`]); `output` has [`ProblemInputs::output_len`]
+    /// elements.
     fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure>;
     /// The accumulation schedule the kernel declares, if any: `certify --exact` replays it.
     fn schedule(&self) -> Option<Schedule> {

@@ -61,7 +61,7 @@ impl IsolatedKernel {
     }
 
     fn case_timeout(&self, case: &KernelCase) -> Duration {
-        let s = case.inputs.shape;
+        let s = case.shape();
         self.case_timeout_base
             + Duration::from_secs((2 * s.m * s.n * s.k * s.l / 100_000_000_000) as u64)
     }
@@ -171,7 +171,15 @@ impl KernelUnderTest for IsolatedKernel {
     }
 
     fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure> {
-        let shape = case.inputs.shape;
+        let shape = case.shape();
+        if case.problem() != self.info.problem {
+            return Err(KernelFailure::Refused(format!(
+                "a {} case: {} solves {}",
+                case.problem().name(),
+                self.info.name,
+                self.info.problem.name()
+            )));
+        }
         if !self.info.support.supports(shape) {
             return Err(KernelFailure::Refused(format!(
                 "{shape}: {} supports {}",

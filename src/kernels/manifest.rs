@@ -139,22 +139,6 @@ fn bad(path: &Path, reason: impl ToString) -> Error {
     Error::file(path, reason)
 }
 
-/// The problems the submission door serves today.
-pub const DOOR_PROBLEMS: [ProblemKind; 1] = [ProblemKind::DualGemm];
-
-pub fn check_problem(problem: ProblemKind) -> Result<ProblemKind> {
-    if DOOR_PROBLEMS.contains(&problem) {
-        Ok(problem)
-    } else {
-        Err(Error::Usage(format!(
-            "problem '{}': external kernels can be certified for {} only (the campaign of the \
-             other problems is not built yet)",
-            problem.name(),
-            DOOR_PROBLEMS.map(ProblemKind::name).join(", ")
-        )))
-    }
-}
-
 fn parse_schedule(path: &Path, table: &ScheduleTable) -> Result<Schedule> {
     let mma = MmaModel::parse(&table.mma).ok_or_else(|| {
         bad(
@@ -251,7 +235,6 @@ impl Manifest {
             .unwrap_or("dual-gemm")
             .parse()
             .map_err(|err: Error| bad(path, err))?;
-        check_problem(problem).map_err(|err| bad(path, err))?;
         let code = match (file.submission, file.library, file.symbol) {
             (Some(submission), None, None) => KernelCode::Submission(dir.join(submission)),
             (None, Some(library), Some(symbol)) => KernelCode::Library {
@@ -348,7 +331,6 @@ impl Manifest {
 
     /// A manifest for a kernel given on the command line without one: any shape, no schedule.
     pub fn for_code(code: KernelCode, problem: ProblemKind) -> Result<Manifest> {
-        check_problem(problem)?;
         let (file, name) = match &code {
             KernelCode::Submission(p) => {
                 require_file(p, "submission")?;

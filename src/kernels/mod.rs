@@ -18,7 +18,8 @@ pub mod nvrtc;
 pub mod process;
 
 pub use interface::{
-    KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError, ShapeSupport,
+    DualGemmCase, KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError,
+    ShapeSupport,
 };
 
 /// Every kernel built into this binary, in listing order: the CPU kernels, then the GPU variants.

@@ -12,7 +12,7 @@
 //! comes back as a raw file of `[M, N, L]` fp16 bits.
 
 use super::interface::{KernelCase, KernelEnvironment, KernelFailure, PrepareError};
-use crate::problem::ProblemKind;
+use crate::problem::{BlockScaledMatrix, ProblemInputs, ProblemKind};
 use half::f16;
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, BufReader, Write};
@@ -24,31 +24,25 @@ use std::time::Duration;
 /// Every reply line starts with this; other lines on a worker's stdout are the kernel's prints.
 pub const REPLY_MARKER: &str = "@@nvfp4-oracle-reply@@ ";
 
-/// The tensor files of one case, in the order of the GPU MODE dual-GEMM data tuple (less `c`).
-pub const DUAL_GEMM_TENSORS: [&str; 9] = [
-    "a",
-    "b1",
-    "b2",
-    "sfa",
-    "sfb1",
-    "sfb2",
-    "sfa_permuted",
-    "sfb1_permuted",
-    "sfb2_permuted",
-];
-
-/// Where one case's inputs are, and what they are.
+/// Where one case's inputs are, and what they are. For each operand `X` of the problem's data
+/// tuple (`a`, `b1`, `b2` for the dual GEMM; `a`, `b` for the GEMM and GEMV; `a0`, `b0`, `a1`, ...
+/// for the grouped GEMM) the directory holds `X.bin` (packed FP4, `[L][rows][K/2]`), `sfX.bin`
+/// (plain scales, `[L][rows][K/16]`) and `sfX_permuted.bin` (the blocked layout).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CaseFiles {
     pub problem: ProblemKind,
+    /// The case's shape ([`KernelCase::shape`]).
     pub m: usize,
     pub n: usize,
     pub k: usize,
     pub l: usize,
-    /// Holds `<tensor>.bin` for each of [`DUAL_GEMM_TENSORS`].
+    /// The grouped GEMM's groups, (M, N, K) each with L = 1; empty for the other problems.
+    pub groups: Vec<[usize; 3]>,
     pub dir: PathBuf,
     /// The bits the output buffer is filled with before the call.
     pub poison: u16,
+    /// The byte the blocked scales' padding holds; a GEMV's b is padded to 128 rows with it.
+    pub padding_fill: u8,
 }
 
 impl CaseFiles {
@@ -59,43 +53,42 @@ impl CaseFiles {
     /// Writes `case` into `dir` (created if needed).
     pub fn write(case: &KernelCase, dir: &Path) -> std::io::Result<CaseFiles> {
         std::fs::create_dir_all(dir)?;
-        let inputs = &case.inputs;
-        let s = inputs.shape;
+        let s = case.shape();
+        let groups = match &case.inputs {
+            ProblemInputs::GroupGemm(g) => g
+                .groups
+                .iter()
+                .map(|g| [g.shape.m, g.shape.n, g.shape.k])
+                .collect(),
+            _ => Vec::new(),
+        };
         let files = CaseFiles {
-            problem: ProblemKind::DualGemm,
+            problem: case.problem(),
             m: s.m,
             n: s.n,
             k: s.k,
             l: s.l,
+            groups,
             dir: dir.to_path_buf(),
             poison: crate::compare::diagnosis::POISON.to_bits(),
+            padding_fill: case.padding_fill,
         };
-        let bodies: [&[u8]; 9] = [
-            inputs.a.data(),
-            inputs.b1.data(),
-            inputs.b2.data(),
-            inputs.a.scales(),
-            inputs.b1.scales(),
-            inputs.b2.scales(),
-            &case.sfa_blocked,
-            &case.sfb1_blocked,
-            &case.sfb2_blocked,
-        ];
-        for (name, body) in DUAL_GEMM_TENSORS.iter().zip(bodies) {
-            std::fs::write(files.tensor_path(name), body)?;
+        for ((name, operand), blocked) in case.inputs.operands().iter().zip(&case.blocked) {
+            std::fs::write(files.tensor_path(name), operand.data())?;
+            std::fs::write(files.tensor_path(&format!("sf{name}")), operand.scales())?;
+            std::fs::write(files.tensor_path(&format!("sf{name}_permuted")), blocked)?;
         }
         Ok(files)
     }
 
     /// Reads the case back (the worker's side), checking every size.
     pub fn read(&self) -> crate::Result<KernelCase> {
-        use crate::problem::{BlockScaledMatrix, DualGemmInputs, Shape};
-        let shape = Shape::new(self.m, self.n, self.k, self.l)?;
+        use crate::problem::{DualGemmInputs, GemmInputs, GroupGemmInputs, Shape};
         let read = |name: &str| {
             let path = self.tensor_path(name);
             std::fs::read(&path).map_err(|err| crate::Error::file(&path, err))
         };
-        let operand = |name: &str, rows: usize| -> crate::Result<BlockScaledMatrix> {
+        let operand = |name: &str, rows: usize, shape: Shape| -> crate::Result<BlockScaledMatrix> {
             BlockScaledMatrix::new(
                 name,
                 rows,
@@ -105,30 +98,52 @@ impl CaseFiles {
                 read(&format!("sf{name}"))?,
             )
         };
-        let inputs = DualGemmInputs::new(
-            shape,
-            operand("a", shape.m)?,
-            operand("b1", shape.n)?,
-            operand("b2", shape.n)?,
-        )?;
-        let blocked = |name: &str, operand: &BlockScaledMatrix| -> crate::Result<Vec<u8>> {
-            let bytes = read(name)?;
-            let expected = operand.blocked_scales(0).len();
-            if bytes.len() != expected {
-                return Err(crate::Error::TensorSize {
-                    name: name.to_string(),
-                    expected,
-                    actual: bytes.len(),
-                });
-            }
-            Ok(bytes)
+        let shape = Shape::new(self.m, self.n, self.k, self.l)?;
+        let gemm = |suffix: &str, shape: Shape| -> crate::Result<GemmInputs> {
+            GemmInputs::new(
+                shape,
+                operand(&format!("a{suffix}"), shape.m, shape)?,
+                operand(&format!("b{suffix}"), shape.n, shape)?,
+            )
         };
+        let inputs = match self.problem {
+            ProblemKind::DualGemm => ProblemInputs::DualGemm(DualGemmInputs::new(
+                shape,
+                operand("a", shape.m, shape)?,
+                operand("b1", shape.n, shape)?,
+                operand("b2", shape.n, shape)?,
+            )?),
+            ProblemKind::Gemm => ProblemInputs::Gemm(gemm("", shape)?),
+            ProblemKind::Gemv => ProblemInputs::Gemv(gemm("", shape)?),
+            ProblemKind::GroupGemm => ProblemInputs::GroupGemm(GroupGemmInputs::new(
+                self.groups
+                    .iter()
+                    .enumerate()
+                    .map(|(g, &[m, n, k])| gemm(&g.to_string(), Shape::new(m, n, k, 1)?))
+                    .collect::<crate::Result<Vec<_>>>()?,
+            )?),
+        };
+        let blocked = inputs
+            .operands()
+            .iter()
+            .map(|(name, operand)| {
+                let name = format!("sf{name}_permuted");
+                let bytes = read(&name)?;
+                let expected = operand.blocked_scales(0).len();
+                if bytes.len() != expected {
+                    return Err(crate::Error::TensorSize {
+                        name,
+                        expected,
+                        actual: bytes.len(),
+                    });
+                }
+                Ok(bytes)
+            })
+            .collect::<crate::Result<Vec<_>>>()?;
         Ok(KernelCase {
-            sfa_blocked: blocked("sfa_permuted", &inputs.a)?,
-            sfb1_blocked: blocked("sfb1_permuted", &inputs.b1)?,
-            sfb2_blocked: blocked("sfb2_permuted", &inputs.b2)?,
             inputs,
-            padding_fill: 0,
+            blocked,
+            padding_fill: self.padding_fill,
         })
     }
 }

@@ -63,7 +63,7 @@ def exception_text(exc, submission):
 
 
 class Guarded:
-    """One tensor's bytes inside a larger CUDA allocation with canary bytes on both sides."""
+    """One tensor's bytes inside a larger allocation with canary bytes on both sides."""
 
     def __init__(self, torch, body, device):
         self.n = body.numel()
@@ -82,89 +82,148 @@ class Guarded:
 def read_tensor(torch, path, n):
     if n == 0:
         return torch.empty(0, dtype=torch.uint8)
-    data = torch.from_file(path, shared=False, size=n, dtype=torch.uint8)
-    return data
+    return torch.from_file(path, shared=False, size=n, dtype=torch.uint8)
 
 
-def dual_gemm_data(torch, case, device):
-    """The GPU MODE nvfp4 dual-GEMM tuple, each tensor a view of a guarded allocation.
+def ceil_div(a, b):
+    return -(-a // b)
 
-    Strides, dtypes and permutes follow the competition's generate_input: tensors are made in
-    (L, MN, ...) storage and permuted so that L is the last logical dimension.
-    """
+
+class Builder:
+    """Makes the tensors of one case as GPU MODE's generate_input makes them: each is created in
+    (L, rows, ...) storage and permuted so that L is the last logical dimension; every tensor is
+    a view into its own guarded allocation."""
+
+    def __init__(self, torch, case, device):
+        self.torch, self.case, self.device = torch, case, device
+        self.guarded = {}
+
+    def tensor(self, key, host, storage_shape, dtype, permute, device=None):
+        g = Guarded(self.torch, host, device or self.device)
+        self.guarded[key] = g
+        return g.body().view(dtype).view(storage_shape).permute(*permute)
+
+    def operand(self, name, rows, k, l, pad_rows=None, plain_scales_device=None):
+        """(data, plain scales, permuted scales) of operand `name`; with `pad_rows`, the data and
+        plain scales are padded with the case's padding byte to that many rows (GEMV's b)."""
+        torch = self.torch
+        kb = k // SCALE_BLOCK
+        read = lambda f, n: read_tensor(torch, os.path.join(self.case["dir"], f + ".bin"), n)
+        data = read(name, l * rows * k // 2)
+        scales = read("sf" + name, l * rows * kb)
+        stored_rows = rows
+        if pad_rows:
+            fill = self.case["padding_fill"]
+            padded = torch.full((l, pad_rows, k // 2), fill, dtype=torch.uint8)
+            padded[:, :rows] = data.view(l, rows, k // 2)
+            data = padded.flatten()
+            padded = torch.full((l, pad_rows, kb), fill, dtype=torch.uint8)
+            padded[:, :rows] = scales.view(l, rows, kb)
+            scales = padded.flatten()
+            stored_rows = pad_rows
+        rest = (l, ceil_div(stored_rows, 128), ceil_div(kb, 4), 32, 4, 4)
+        blocked = read("sf" + name + "_permuted", l * rest[1] * rest[2] * 512)
+        return (
+            self.tensor(name, data, (l, stored_rows, k // 2), torch.float4_e2m1fn_x2, (1, 2, 0)),
+            self.tensor("sf" + name, scales, (l, stored_rows, kb), torch.float8_e4m3fn, (1, 2, 0),
+                        device=plain_scales_device),
+            self.tensor("sf" + name + "_permuted", blocked, rest, torch.float8_e4m3fn, (3, 4, 1, 5, 2, 0)),
+        )
+
+    def output(self, key, m, n, l):
+        """An fp16 [M, N, L] output made as (L, M, N), poisoned."""
+        torch = self.torch
+        poison = torch.tensor([self.case["poison"]], dtype=torch.int32).to(torch.int16)
+        host = poison.view(torch.uint8).repeat(l * m * n)
+        return self.tensor(key, host, (l, m, n), torch.float16, (1, 2, 0))
+
+
+def build_data(torch, case, device):
+    """The competition's data tuple for the case's problem, the guarded buffers behind it, and
+    the output shapes expected (one per output tensor)."""
+    b = Builder(torch, case, device)
     m, n, k, l = case["m"], case["n"], case["k"], case["l"]
-    kb = k // SCALE_BLOCK
-    rest_k = -(-kb // 4)
-    fp4 = torch.float4_e2m1fn_x2
-    e4m3 = torch.float8_e4m3fn
-    rest = {"a": -(-m // 128), "b1": -(-n // 128), "b2": -(-n // 128)}
-    rows = {"a": m, "b1": n, "b2": n}
-    guarded = {}
-    views = {}
-    for name in ("a", "b1", "b2"):
-        for tensor, shape, dtype in (
-            (name, (l, rows[name], k // 2), fp4),
-            ("sf" + name, (l, rows[name], kb), e4m3),
-            ("sf" + name + "_permuted", (l, rest[name], rest_k, 32, 4, 4), e4m3),
-        ):
-            count = 1
-            for d in shape:
-                count *= d
-            g = Guarded(torch, read_tensor(torch, os.path.join(case["dir"], tensor + ".bin"), count), device)
-            guarded[tensor] = g
-            storage = g.body().view(dtype).view(shape)
-            if tensor.endswith("_permuted"):
-                views[tensor] = storage.permute(3, 4, 1, 5, 2, 0)
-            else:
-                views[tensor] = storage.permute(1, 2, 0)
-    poison = torch.tensor([case["poison"]], dtype=torch.int32).to(torch.int16)
-    c_bytes = poison.view(torch.uint8).repeat(l * m * n)
-    gc = Guarded(torch, c_bytes, device)
-    guarded["c"] = gc
-    views["c"] = gc.body().view(torch.float16).view(l, m, n).permute(1, 2, 0)
-    order = ("a", "b1", "b2", "sfa", "sfb1", "sfb2", "sfa_permuted", "sfb1_permuted",
-             "sfb2_permuted", "c")
-    return tuple(views[name] for name in order), guarded, (m, n, l)
+    problem = case["problem"]
+    if problem == "dual-gemm":
+        a, sfa, pa = b.operand("a", m, k, l)
+        b1, sfb1, pb1 = b.operand("b1", n, k, l)
+        b2, sfb2, pb2 = b.operand("b2", n, k, l)
+        c = b.output("c", m, n, l)
+        return (a, b1, b2, sfa, sfb1, sfb2, pa, pb1, pb2, c), b.guarded, [(m, n, l)]
+    if problem in ("gemm", "gemv"):
+        a, sfa, pa = b.operand("a", m, k, l)
+        # GPU MODE's GEMV pads b (and its scales) to 128 rows; c is [M, 1, L].
+        bb, sfb, pb = b.operand("b", n, k, l, pad_rows=128 if problem == "gemv" else None)
+        c = b.output("c", m, n, l)
+        return (a, bb, sfa, sfb, pa, pb, c), b.guarded, [(m, n, l)]
+    if problem == "group-gemm":
+        abc, sfasfb, reordered, sizes, shapes = [], [], [], [], []
+        for g, (gm, gn, gk) in enumerate(case["groups"]):
+            # The grouped GEMM's plain scales stay on the CPU, as in its generate_input.
+            a, sfa, pa = b.operand(f"a{g}", gm, gk, 1, plain_scales_device="cpu")
+            bb, sfb, pb = b.operand(f"b{g}", gn, gk, 1, plain_scales_device="cpu")
+            c = b.output(f"c{g}", gm, gn, 1)
+            abc.append((a, bb, c))
+            sfasfb.append((sfa, sfb))
+            reordered.append((pa, pb))
+            sizes.append((gm, gn, gk, 1))
+            shapes.append((gm, gn, 1))
+        return (abc, sfasfb, reordered, sizes), b.guarded, shapes
+    raise ValueError(f"unknown problem {problem}")
 
 
 def check_after(torch, guarded):
     """None, or the failure the buffers show: a canary overwritten, an input changed."""
+    outputs = [name for name in guarded if name.startswith("c")]
     for name, g in guarded.items():
         if not g.canaries_intact(torch):
-            where = "c" if name == "c" else "input " + name
-            kind = "OutOfBounds" if name == "c" else "ModifiedInputs"
-            return {kind: f"the canary around {where} was overwritten"}
+            if name in outputs:
+                return {"OutOfBounds": f"the canary around {name} was overwritten"}
+            return {"ModifiedInputs": f"the canary around input {name} was overwritten"}
     for name, g in guarded.items():
-        if name != "c" and not torch.equal(g.body().cpu(), g.host):
+        if name not in outputs and not torch.equal(g.body().cpu(), g.host):
             return {"ModifiedInputs": f"input {name}: its contents changed"}
     return None
 
 
-def output_bytes(torch, out, expected_shape, device):
-    """The output's [M, N, L] fp16 bits, or a BadOutput failure."""
-    if isinstance(out, (tuple, list)) and len(out) == 1:
-        out = out[0]
-    if not isinstance(out, torch.Tensor):
-        return None, {"BadOutput": f"custom_kernel returned {type(out).__name__}, not a torch.Tensor"}
-    if out.dtype != torch.float16:
-        return None, {"BadOutput": f"output dtype is {out.dtype}, expected torch.float16"}
-    if out.device.type != "cuda":
-        return None, {"BadOutput": f"output is on {out.device}, expected the CUDA device"}
-    if tuple(out.shape) != expected_shape:
-        return None, {"BadOutput": f"output shape is {tuple(out.shape)}, expected {expected_shape} (M, N, L)"}
+def tensor_bytes(torch, out):
     host = out.detach().contiguous().cpu().view(torch.int16)
     try:
-        return host.numpy().tobytes(), None
+        return host.numpy().tobytes()
     except Exception:  # torch without numpy
-        return b"".join(int(v).to_bytes(2, "little", signed=True) for v in host.flatten().tolist()), None
+        return b"".join(int(v).to_bytes(2, "little", signed=True) for v in host.flatten().tolist())
+
+
+def output_bytes(torch, out, expected_shapes, device):
+    """The output's fp16 bits ([M, N, L], L fastest; a grouped GEMM's groups one after another),
+    or a BadOutput failure."""
+    grouped = len(expected_shapes) > 1 or isinstance(out, (list, tuple))
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    if len(outs) != len(expected_shapes):
+        what = f"{len(outs)} tensors" if grouped else type(out).__name__
+        return None, {"BadOutput": f"custom_kernel returned {what}, expected {len(expected_shapes)} "
+                                   f"output tensor{'s' if len(expected_shapes) > 1 else ''}"}
+    body = []
+    for i, (t, shape) in enumerate(zip(outs, expected_shapes)):
+        which = f"output {i}" if len(expected_shapes) > 1 else "output"
+        if not isinstance(t, torch.Tensor):
+            return None, {"BadOutput": f"{which} is a {type(t).__name__}, not a torch.Tensor"}
+        if t.dtype != torch.float16:
+            return None, {"BadOutput": f"{which} dtype is {t.dtype}, expected torch.float16"}
+        if t.device.type != "cuda":
+            return None, {"BadOutput": f"{which} is on {t.device}, expected the CUDA device"}
+        if tuple(t.shape) != tuple(shape):
+            return None, {"BadOutput": f"{which} shape is {tuple(t.shape)}, expected {tuple(shape)} (M, N, L)"}
+        body.append(tensor_bytes(torch, t))
+    return b"".join(body), None
 
 
 def time_calls(torch, kernel, request, device, submission):
     """Times `reps` calls with CUDA events, L2 flushed before each, rotating over the input sets;
     the calls at the `fresh` positions get inputs never seen before, and their outputs are saved
     for the parent to judge. Returns {"Ok": {...}} or {"Err": failure}."""
-    sets = [dual_gemm_data(torch, case, device)[0] for case in request["sets"]]
-    fresh = {f["at_rep"]: (dual_gemm_data(torch, f["case"], device), f["output"])
+    sets = [build_data(torch, case, device)[0] for case in request["sets"]]
+    fresh = {f["at_rep"]: (build_data(torch, f["case"], device), f["output"])
              for f in request["fresh"]}
     l2 = torch.cuda.get_device_properties(device).L2_cache_size
     flush = torch.empty(max(4 * l2, 1 << 20), dtype=torch.uint8, device=device)
@@ -179,7 +238,7 @@ def time_calls(torch, kernel, request, device, submission):
         wall_start = _time.perf_counter()
         for rep in range(request["reps"]):
             if rep in fresh:
-                (data, _guarded, shape), _ = fresh[rep]
+                (data, _guarded, shapes), _ = fresh[rep]
             else:
                 data = sets[rep % len(sets)]
             flush.zero_()
@@ -190,7 +249,7 @@ def time_calls(torch, kernel, request, device, submission):
             samples.append(start.elapsed_time(end) * 1000.0)
             if rep in fresh:
                 torch.cuda.synchronize()
-                body, failure = output_bytes(torch, out, shape, device)
+                body, failure = output_bytes(torch, out, shapes, device)
                 if failure is not None:
                     return {"Err": failure}
                 with open(fresh[rep][1], "wb") as f:
@@ -201,6 +260,17 @@ def time_calls(torch, kernel, request, device, submission):
     return {"Ok": {"samples_us": samples, "wall_us": wall_us}}
 
 
+def required_parameters(function):
+    """The parameters a call must give (GPU MODE's grouped-GEMM compile_kernel takes the
+    problem sizes: such a submission compiles itself from custom_kernel, and is left to)."""
+    import inspect
+    try:
+        return [p for p in inspect.signature(function).parameters.values()
+                if p.default is p.empty and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return []
+
+
 def main():
     take_over_stdio()
     parser = argparse.ArgumentParser()
@@ -209,8 +279,6 @@ def main():
     parser.add_argument("--arch")
     args = parser.parse_args()
     submission = os.path.abspath(args.submission)
-    if args.problem != "dual-gemm":
-        start_failed(f"problem {args.problem}: this worker serves dual-gemm only")
 
     try:
         import torch
@@ -266,7 +334,7 @@ def main():
     if not callable(kernel):
         start_failed(f"{submission} defines no custom_kernel(data) function")
     compile_kernel = getattr(module, "compile_kernel", None)
-    if callable(compile_kernel):
+    if callable(compile_kernel) and not required_parameters(compile_kernel):
         try:
             compile_kernel()
             torch.cuda.synchronize()
@@ -283,7 +351,7 @@ def main():
             continue
         run = request["Run"]
         case = run["case"]
-        data, guarded, (m, n, l) = dual_gemm_data(torch, case, device)
+        data, guarded, shapes = build_data(torch, case, device)
         torch.cuda.synchronize()
         try:
             out = kernel(data)
@@ -299,7 +367,7 @@ def main():
             continue
         failure = check_after(torch, guarded)
         if failure is None:
-            body, failure = output_bytes(torch, out, (m, n, l), device)
+            body, failure = output_bytes(torch, out, shapes, device)
         if failure is None:
             with open(run["output"], "wb") as f:
                 f.write(body)

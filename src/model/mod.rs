@@ -8,5 +8,6 @@ pub mod reference;
 pub mod replay;
 
 pub use reference::{
-    dual_gemm_reference, gemm_reference, group_gemm_reference, Reference, MODEL_VERSION,
+    dual_gemm_reference, gemm_reference, group_gemm_reference, problem_reference, Reference,
+    MODEL_VERSION,
 };

@@ -10,7 +10,7 @@ use super::bounds::{accumulator_range, fp16_interval, silu_mul_range, KOrder};
 use super::exact::{exact_dot, fixed_to_f32_rne, ExactDot, PreparedRow, FIXED_POINT_EXPONENT};
 use super::portable_math::silu;
 use crate::formats::fp16_from_f64_rne;
-use crate::problem::{DualGemmInputs, GemmInputs, GroupGemmInputs};
+use crate::problem::{DualGemmInputs, GemmInputs, GroupGemmInputs, ProblemInputs};
 use half::f16;
 use rayon::prelude::*;
 
@@ -111,6 +111,15 @@ pub fn gemm_reference(inputs: &GemmInputs, order: KOrder) -> Reference {
         });
     }
     out
+}
+
+/// The reference of any problem's inputs (outputs laid out as [`ProblemInputs::output_dims`]).
+pub fn problem_reference(inputs: &ProblemInputs, order: KOrder) -> Reference {
+    match inputs {
+        ProblemInputs::DualGemm(d) => dual_gemm_reference(d, order),
+        ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => gemm_reference(g, order),
+        ProblemInputs::GroupGemm(g) => group_gemm_reference(g, order),
+    }
 }
 
 pub fn group_gemm_reference(inputs: &GroupGemmInputs, order: KOrder) -> Reference {

@@ -5,7 +5,10 @@
 //! Each tensor draws from its own ChaCha stream (stream = tensor index), so shrinking N does not
 //! change A, and the grouped GEMM's groups are independent of each other's shapes.
 
-use super::{BlockScaledMatrix, DualGemmInputs, GemmInputs, GroupGemmInputs, Shape, SCALE_BLOCK};
+use super::{
+    BlockScaledMatrix, DualGemmInputs, GemmInputs, GroupGemmInputs, ProblemInputs, ProblemKind,
+    Shape, SCALE_BLOCK,
+};
 use crate::error::{Error, Result};
 use crate::formats::{E4m3, E4m3Overflow};
 use rand_chacha::ChaCha8Rng;
@@ -114,6 +117,48 @@ pub fn generate_dual_gemm(shape: Shape, dist: Distribution, seed: u64) -> DualGe
 
 pub fn generate_gemm(shape: Shape, dist: Distribution, seed: u64) -> GemmInputs {
     generate_gemm_streams(shape, dist, GpumodeScales::UniformUnit, seed, 0)
+}
+
+/// The inputs of `kind` for a campaign shape (see [`ProblemKind::normalize`]).
+pub fn generate_problem(
+    kind: ProblemKind,
+    shape: Shape,
+    dist: Distribution,
+    seed: u64,
+) -> ProblemInputs {
+    let shape = kind.normalize(shape);
+    match kind {
+        ProblemKind::DualGemm => ProblemInputs::DualGemm(generate_dual_gemm(shape, dist, seed)),
+        ProblemKind::Gemm => ProblemInputs::Gemm(generate_gemm(shape, dist, seed)),
+        ProblemKind::Gemv => ProblemInputs::Gemv(generate_gemm(shape, dist, seed)),
+        ProblemKind::GroupGemm => ProblemInputs::GroupGemm(
+            generate_group_gemm(&group_shapes(shape, seed), dist, seed)
+                .expect("at least one group"),
+        ),
+    }
+}
+
+/// The groups a campaign shape stands for in the grouped GEMM: `shape.l` groups sharing N and
+/// K, the first with M = `shape.m`, the others with M drawn from 1..=`shape.m` by the seed (the
+/// benchmarks' groups differ in M only).
+pub fn group_shapes(shape: Shape, seed: u64) -> Vec<Shape> {
+    let mut state = seed ^ 0x9E37_79B9_7F4A_7C15;
+    (0..shape.l)
+        .map(|g| {
+            // splitmix64: a portable, seedable draw (no generator state to carry).
+            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+            z ^= z >> 31;
+            let m = if g == 0 {
+                shape.m
+            } else {
+                1 + (z % shape.m as u64) as usize
+            };
+            Shape::new(m, shape.n, shape.k, 1).expect("smaller than a valid shape")
+        })
+        .collect()
 }
 
 /// Groups are given as (M, N, K); every group has L = 1.

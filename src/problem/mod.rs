@@ -21,13 +21,16 @@ pub enum ProblemKind {
     Gemm,
     /// G independent GEMMs of their own shapes.
     GroupGemm,
+    /// `c = fp16(A @ b)`: the GEMM with N = 1.
+    Gemv,
 }
 
 impl ProblemKind {
-    pub const ALL: [ProblemKind; 3] = [
+    pub const ALL: [ProblemKind; 4] = [
         ProblemKind::DualGemm,
         ProblemKind::Gemm,
         ProblemKind::GroupGemm,
+        ProblemKind::Gemv,
     ];
 
     pub fn name(self) -> &'static str {
@@ -35,7 +38,78 @@ impl ProblemKind {
             ProblemKind::DualGemm => "dual-gemm",
             ProblemKind::Gemm => "gemm",
             ProblemKind::GroupGemm => "group-gemm",
+            ProblemKind::Gemv => "gemv",
         }
+    }
+
+    /// The shape a campaign's `shape` stands for in this problem: the GEMV has N = 1; for the
+    /// grouped GEMM, `l` counts groups and `m` is the largest group's M (see
+    /// [`generate::group_shapes`]).
+    pub fn normalize(self, shape: Shape) -> Shape {
+        match self {
+            ProblemKind::Gemv => Shape { n: 1, ..shape },
+            _ => shape,
+        }
+    }
+}
+
+/// One instance's inputs, whatever the problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProblemInputs {
+    DualGemm(DualGemmInputs),
+    Gemm(GemmInputs),
+    /// A GEMM whose B has one row.
+    Gemv(GemmInputs),
+    GroupGemm(GroupGemmInputs),
+}
+
+impl ProblemInputs {
+    pub fn kind(&self) -> ProblemKind {
+        match self {
+            ProblemInputs::DualGemm(_) => ProblemKind::DualGemm,
+            ProblemInputs::Gemm(_) => ProblemKind::Gemm,
+            ProblemInputs::Gemv(_) => ProblemKind::Gemv,
+            ProblemInputs::GroupGemm(_) => ProblemKind::GroupGemm,
+        }
+    }
+
+    /// Every operand with its name in the GPU MODE data tuple (groups numbered from 0).
+    pub fn operands(&self) -> Vec<(String, &BlockScaledMatrix)> {
+        match self {
+            ProblemInputs::DualGemm(d) => vec![
+                ("a".into(), &d.a),
+                ("b1".into(), &d.b1),
+                ("b2".into(), &d.b2),
+            ],
+            ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => {
+                vec![("a".into(), &g.a), ("b".into(), &g.b)]
+            }
+            ProblemInputs::GroupGemm(groups) => groups
+                .groups
+                .iter()
+                .enumerate()
+                .flat_map(|(i, g)| [(format!("a{i}"), &g.a), (format!("b{i}"), &g.b)])
+                .collect(),
+        }
+    }
+
+    /// The output as one `[M, N, L]` array (L fastest): for the grouped GEMM, the groups'
+    /// `[M_g, N]` matrices stacked, as `[sum of M_g, N, 1]` (every group has the same N).
+    pub fn output_dims(&self) -> (usize, usize, usize) {
+        match self {
+            ProblemInputs::DualGemm(d) => (d.shape.m, d.shape.n, d.shape.l),
+            ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => (g.shape.m, g.shape.n, g.shape.l),
+            ProblemInputs::GroupGemm(groups) => (
+                groups.groups.iter().map(|g| g.shape.m).sum(),
+                groups.groups.first().map_or(0, |g| g.shape.n),
+                1,
+            ),
+        }
+    }
+
+    pub fn output_len(&self) -> usize {
+        let (m, n, l) = self.output_dims();
+        m * n * l
     }
 }
 

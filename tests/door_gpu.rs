@@ -1,0 +1,67 @@
+//! The door with torch and a GPU: each example submission under examples/submissions/ certified
+//! on a short campaign and its deliberately broken copy rejected. Skips, saying why, where python3
+//! has no torch or torch sees no GPU (CI). On the GPU machine without Rust: build with
+//! `cargo test --release --test door_gpu --no-run`, carry the test binary and nvfp4-oracle, run
+//! `NVFP4_ORACLE_BIN=./nvfp4-oracle ./door_gpu-<hash>` from the repository root.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn binary() -> PathBuf {
+    std::env::var_os("NVFP4_ORACLE_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_nvfp4-oracle")))
+}
+
+fn torch_gpu() -> Result<(), String> {
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)",
+        ])
+        .output()
+        .map_err(|err| format!("no python3: {err}"))?;
+    match out.status.code() {
+        Some(0) => Ok(()),
+        Some(3) => Err("torch sees no CUDA GPU".into()),
+        _ => Err("python3 has no torch".into()),
+    }
+}
+
+fn certify(manifest: &Path, cases: usize) -> (i32, String) {
+    let report = std::env::temp_dir().join(format!("nvfp4-door-gpu-{}", std::process::id()));
+    let out = Command::new(binary())
+        .args(["certify", "--manifest"])
+        .arg(manifest)
+        .args(["--cases", &cases.to_string(), "--seed", "5", "--report-dir"])
+        .arg(&report)
+        .output()
+        .expect("nvfp4-oracle runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+#[test]
+fn python_examples_certified_and_their_broken_copies_rejected() {
+    if let Err(reason) = torch_gpu() {
+        eprintln!("skipped: {reason}");
+        return;
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/submissions");
+    let root = if root.exists() {
+        root
+    } else {
+        PathBuf::from("examples/submissions")
+    };
+    for example in ["torch", "triton", "cuda_inline"] {
+        let (code, text) = certify(&root.join(example).join("kernel.toml"), 30);
+        assert_eq!(code, 0, "{example} should be certified:\n{text}");
+        let (code, text) = certify(&root.join(example).join("broken/kernel.toml"), 200);
+        assert_eq!(code, 1, "{example}'s broken copy should fail:\n{text}");
+        eprintln!("{example}: certified; broken copy rejected");
+    }
+}
