@@ -138,25 +138,28 @@ pub fn generate_problem(
     }
 }
 
-/// The groups a campaign shape stands for in the grouped GEMM: `shape.l` groups sharing N and
-/// K, the first with M = `shape.m`, the others with M drawn from 1..=`shape.m` by the seed (the
-/// benchmarks' groups differ in M only).
+/// The groups a campaign shape stands for in the grouped GEMM: `shape.l` groups sharing K (so
+/// that a kernel's declared K multiple holds for each), the first of `shape.m` x `shape.n`, the
+/// others with M in 1..=`shape.m` and N in 1..=`shape.n` drawn by the seed.
 pub fn group_shapes(shape: Shape, seed: u64) -> Vec<Shape> {
     let mut state = seed ^ 0x9E37_79B9_7F4A_7C15;
+    // splitmix64: a portable, seedable draw with no generator state to carry.
+    let mut draw = |bound: usize| {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        1 + (z % bound as u64) as usize
+    };
     (0..shape.l)
         .map(|g| {
-            // splitmix64: a portable, seedable draw (no generator state to carry).
-            state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^= z >> 31;
-            let m = if g == 0 {
-                shape.m
+            let (m, n) = if g == 0 {
+                (shape.m, shape.n)
             } else {
-                1 + (z % shape.m as u64) as usize
+                (draw(shape.m), draw(shape.n))
             };
-            Shape::new(m, shape.n, shape.k, 1).expect("smaller than a valid shape")
+            Shape::new(m, n, shape.k, 1).expect("smaller than a valid shape")
         })
         .collect()
 }

@@ -93,17 +93,22 @@ impl ProblemInputs {
         }
     }
 
-    /// The output as one `[M, N, L]` array (L fastest): for the grouped GEMM, the groups'
-    /// `[M_g, N]` matrices stacked, as `[sum of M_g, N, 1]` (every group has the same N).
+    /// The output as one `[M, N, L]` array (L fastest). The grouped GEMM's groups' `[M_g, N_g]`
+    /// matrices follow each other: as `[sum of M_g, N, 1]` when every group has the same N, else
+    /// as one row `[1, sum of M_g N_g, 1]`.
     pub fn output_dims(&self) -> (usize, usize, usize) {
         match self {
             ProblemInputs::DualGemm(d) => (d.shape.m, d.shape.n, d.shape.l),
             ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => (g.shape.m, g.shape.n, g.shape.l),
-            ProblemInputs::GroupGemm(groups) => (
-                groups.groups.iter().map(|g| g.shape.m).sum(),
-                groups.groups.first().map_or(0, |g| g.shape.n),
-                1,
-            ),
+            ProblemInputs::GroupGemm(groups) => {
+                let n = groups.groups[0].shape.n;
+                if groups.groups.iter().all(|g| g.shape.n == n) {
+                    (groups.groups.iter().map(|g| g.shape.m).sum(), n, 1)
+                } else {
+                    let total = groups.groups.iter().map(|g| g.shape.m * g.shape.n).sum();
+                    (1, total, 1)
+                }
+            }
         }
     }
 

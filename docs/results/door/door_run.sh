@@ -35,7 +35,7 @@ case $stage in
 check)
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv > "$R/gpu.csv"
   python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__)" > "$R/versions.log" 2>&1
-  run layout python3 scripts/check_gpumode_layout.py --problem-dir .ref/nvfp4_dual_gemm
+  run layout python3 scripts/check_gpumode_layout.py --problems-dir .ref
   # GPU MODE's own CuTe DSL submission, unchanged: as given (its imports decide), and with a
   # manifest that declares its architecture.
   run gpumode-cute-dsl $B certify --submission .ref/nvfp4_dual_gemm/submission.py --cases 5 --report-dir "$R/certs"
