@@ -241,17 +241,17 @@ impl KernelUnderTest for CpuKernel {
                     .collect()
             };
             let sb1: Vec<Vec<f32>> = (0..shape.n)
-                .map(|n| scales_of(&case.sfb1_blocked, &layout_b, n))
+                .map(|n| scales_of(case.sfb1_blocked, &layout_b, n))
                 .collect();
             let sb2: Vec<Vec<f32>> = (0..shape.n)
-                .map(|n| scales_of(&case.sfb2_blocked, &layout_b, n))
+                .map(|n| scales_of(case.sfb2_blocked, &layout_b, n))
                 .collect();
             let row_len = shape.n * shape.l;
             output[..rows_written * row_len]
                 .par_chunks_mut(row_len)
                 .enumerate()
                 .for_each(|(m, row)| {
-                    let sa = scales_of(&case.sfa_blocked, &layout_a, m);
+                    let sa = scales_of(case.sfa_blocked, &layout_a, m);
                     let a_row = inputs.a.row_data(m, l);
                     for n in 0..shape.n {
                         let x1 = self.dot(a_row, inputs.b1.row_data(n, l), &sa, &sb1[n], shape.k);

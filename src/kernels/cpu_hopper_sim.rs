@@ -121,16 +121,16 @@ impl KernelUnderTest for CpuHopperSim {
         let row_len = shape.n * shape.l;
         for l in 0..shape.l {
             let b1: Vec<_> = (0..shape.n)
-                .map(|n| fp16_row(&inputs.b1, &case.sfb1_blocked, &layout_b, n, l))
+                .map(|n| fp16_row(&inputs.b1, case.sfb1_blocked, &layout_b, n, l))
                 .collect();
             let b2: Vec<_> = (0..shape.n)
-                .map(|n| fp16_row(&inputs.b2, &case.sfb2_blocked, &layout_b, n, l))
+                .map(|n| fp16_row(&inputs.b2, case.sfb2_blocked, &layout_b, n, l))
                 .collect();
             output
                 .par_chunks_mut(row_len)
                 .enumerate()
                 .for_each(|(m, row)| {
-                    let a = fp16_row(&inputs.a, &case.sfa_blocked, &layout_a, m, l);
+                    let a = fp16_row(&inputs.a, case.sfa_blocked, &layout_a, m, l);
                     for n in 0..shape.n {
                         let (x1, x2) = (self.dot(&a, &b1[n]), self.dot(&a, &b2[n]));
                         row[n * shape.l + l] = silu_mul_f64(x1, x2);
