@@ -98,32 +98,28 @@ impl LoadedLibrary {
                 message.len(),
             )
         };
-        let text = {
+        // The library's message, if it wrote one, as ": message".
+        let detail = {
             let end = message
                 .iter()
                 .position(|&b| b == 0)
                 .unwrap_or(message.len());
-            String::from_utf8_lossy(&message[..end]).trim().to_string()
+            let text = String::from_utf8_lossy(&message[..end]).trim().to_string();
+            if text.is_empty() {
+                text
+            } else {
+                format!(": {text}")
+            }
         };
         match code {
             OK => Ok(()),
             UNSUPPORTED_SHAPE => Err(KernelFailure::Refused(format!(
-                "{}: {shape}{}",
-                self.symbol,
-                if text.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {text}")
-                }
+                "{}: {shape}{detail}",
+                self.symbol
             ))),
             other => Err(KernelFailure::Raised(format!(
-                "{} returned {other}{}",
-                self.symbol,
-                if text.is_empty() {
-                    String::new()
-                } else {
-                    format!(": {text}")
-                }
+                "{} returned {other}{detail}",
+                self.symbol
             ))),
         }
     }
