@@ -5,13 +5,13 @@ C[m, n, l] = fp16(silu(D1) * D2), D1 = A @ B1^T, D2 = A @ B2^T over NVFP4 operan
 One program per BLOCK_M x BLOCK_N output tile and batch l. The K loop takes BLOCK_K FP4 values
 per step. Each value's packed byte (k // 2) and e4m3 block scale (k // 16) are loaded as uint8
 (the A tile row-major, the B1 and B2 tiles K-major, ready for tl.dot); its nibble (low for even
-k) is decoded to fp16 from its bits and multiplied by |scale|, decoded to fp16 by hand (sign bit
-ignored, as tensor cores read UE4M3; 0x7F/0xFF give NaN, which spreads to every output it
-touches). Every such product is exact in fp16. tl.dot multiplies the fp16
-tiles exactly and accumulates D1 and D2 in fp32; silu(D1) * D2 is computed in fp32 and stored
-as fp16 (round to nearest even, overflow to inf). Rows, columns and the K tail are masked, so
-every M, N, L and every K that is a multiple of 16 is supported. All tensors are addressed
-through their real strides (the inputs are permuted views).
+k) and its scale byte index two tiny fp16 tables: the 16 e2m1 values, and |e4m3| for the 256
+scale bytes (sign bit ignored, as tensor cores read UE4M3; 0x7F/0xFF are NaN, which spreads to
+every output it touches). value * |scale| is exact in fp16; tl.dot multiplies the fp16 tiles
+exactly and accumulates D1 and D2 in fp32; silu(D1) * D2 is computed in fp32 and stored as fp16
+(round to nearest even, overflow to inf). Rows, columns and the K tail are masked, so every M,
+N, L and every K that is a multiple of 16 is supported. All tensors are addressed through their
+real strides (the inputs are permuted views).
 
 Needs Triton 3.x and a GPU with fp16 tensor cores (written for Hopper, sm_90).
 """
@@ -24,35 +24,14 @@ BLOCK_M, BLOCK_N, BLOCK_K = 64, 128, 64     # BLOCK_K counts FP4 values: a multi
 
 
 @triton.jit
-def _fp4_to_f16(code):
-    """e2m1 codes (int32, 0..15) -> fp16 values, assembled from bits: 0.5 is 0x3800, and a
-    magnitude code c >= 2 (1, 1.5, 2, 3, 4, 6) is 0x3800 + (c << 9); bit 3 is the sign."""
-    mag = code & 7
-    bits = tl.where(mag >= 2, (mag << 9) + 0x3800, tl.where(mag == 1, 0x3800, 0))
-    bits = bits | ((code & 8) << 12)
-    return bits.to(tl.uint16).to(tl.float16, bitcast=True)
-
-
-@triton.jit
-def _scale_to_f16(byte):
-    """e4m3 bytes -> |value| as fp16 (exact: 2^-9 .. 448). Sign ignored; 0x7F/0xFF -> NaN."""
-    s = byte.to(tl.int32) & 0x7F
-    # normal: exponent e (bias 7) -> fp32 exponent e + 120, 3 mantissa bits at bit 20
-    bits = tl.where(s == 0x7F, 0x7FC00000, (s << 20) + (120 << 23))
-    normal = bits.to(tl.float32, bitcast=True)
-    value = tl.where(s >= 8, normal, s.to(tl.float32) * 0.001953125)   # subnormal: m * 2^-9
-    return value.to(tl.float16)
-
-
-@triton.jit
-def _dequantize(q_ptr, s_ptr, r, k, R, K, sq_r, sq_k, ss_r, ss_k):
+def _dequantize(q_ptr, s_ptr, fp4_lut, scale_lut, r, k, R, K, sq_r, sq_k, ss_r, ss_k):
     """fp16 A * |scale| at rows r and K positions k (broadcastable index tensors: [rows, 1] and
     [1, k] give a row-major tile, [1, rows] and [k, 1] a K-major one); zero outside R x K."""
     mask = (r < R) & (k < K)
     byte = tl.load(q_ptr + r * sq_r + (k // 2) * sq_k, mask=mask, other=0).to(tl.int32)
-    code = tl.where(k % 2 == 0, byte & 15, byte >> 4)          # low nibble = even k
-    scale = tl.load(s_ptr + r * ss_r + (k // 16) * ss_k, mask=mask, other=0)
-    return _fp4_to_f16(code) * _scale_to_f16(scale)
+    code = (byte >> ((k % 2) * 4)) & 15                        # low nibble = even k
+    scale = tl.load(s_ptr + r * ss_r + (k // 16) * ss_k, mask=mask, other=0).to(tl.int32)
+    return tl.load(fp4_lut + code) * tl.load(scale_lut + scale)
 
 
 # Sizes and outer strides are not specialized on (one compiled kernel serves every shape); the
@@ -60,7 +39,8 @@ def _dequantize(q_ptr, s_ptr, r, k, R, K, sq_r, sq_k, ss_r, ss_k):
 @triton.jit(do_not_specialize=["M", "N", "K", "s_am", "s_al", "s_b1n", "s_b1l", "s_b2n", "s_b2l",
                                "s_sam", "s_sal", "s_sb1n", "s_sb1l", "s_sb2n", "s_sb2l",
                                "s_cm", "s_cl"])
-def _dual_gemm_kernel(a_ptr, b1_ptr, b2_ptr, sa_ptr, sb1_ptr, sb2_ptr, c_ptr, M, N, K,
+def _dual_gemm_kernel(a_ptr, b1_ptr, b2_ptr, sa_ptr, sb1_ptr, sb2_ptr, c_ptr, fp4_lut, scale_lut,
+                      M, N, K,
                       s_am, s_ak, s_al, s_b1n, s_b1k, s_b1l, s_b2n, s_b2k, s_b2l,
                       s_sam, s_sak, s_sal, s_sb1n, s_sb1k, s_sb1l, s_sb2n, s_sb2k, s_sb2l,
                       s_cm, s_cn, s_cl,
@@ -79,11 +59,11 @@ def _dual_gemm_kernel(a_ptr, b1_ptr, b2_ptr, sa_ptr, sb1_ptr, sb2_ptr, c_ptr, M,
     acc2 = tl.zeros((BM, BN), dtype=tl.float32)
     for k0 in range(0, K, BK):                      # the last chunk is masked (K tail)
         k = k0 + kk
-        a = _dequantize(a_ptr, sa_ptr, rows_m[:, None], k[None, :], M, K,
+        a = _dequantize(a_ptr, sa_ptr, fp4_lut, scale_lut, rows_m[:, None], k[None, :], M, K,
                         s_am, s_ak, s_sam, s_sak)                       # [BM, BK]
-        b1 = _dequantize(b1_ptr, sb1_ptr, rows_n[None, :], k[:, None], N, K,
+        b1 = _dequantize(b1_ptr, sb1_ptr, fp4_lut, scale_lut, rows_n[None, :], k[:, None], N, K,
                          s_b1n, s_b1k, s_sb1n, s_sb1k)                  # [BK, BN] = B1^T tile
-        b2 = _dequantize(b2_ptr, sb2_ptr, rows_n[None, :], k[:, None], N, K,
+        b2 = _dequantize(b2_ptr, sb2_ptr, fp4_lut, scale_lut, rows_n[None, :], k[:, None], N, K,
                          s_b2n, s_b2k, s_sb2n, s_sb2k)
         acc1 = tl.dot(a, b1, acc1)                  # fp16 x fp16 (exact products), fp32 sums
         acc2 = tl.dot(a, b2, acc2)
@@ -91,6 +71,20 @@ def _dual_gemm_kernel(a_ptr, b1_ptr, b2_ptr, sa_ptr, sb1_ptr, sb2_ptr, c_ptr, M,
     c_ptrs = c_ptr + l * s_cl + rows_m[:, None] * s_cm + rows_n[None, :] * s_cn
     mask = (rows_m[:, None] < M) & (rows_n[None, :] < N)
     tl.store(c_ptrs, out.to(tl.float16), mask=mask)  # round to nearest even
+
+
+_TABLES = {}
+
+
+def _tables(device):
+    """fp16 lookup tables: the 16 e2m1 values, and |e4m3| for all 256 scale bytes (the sign bit
+    ignored as tensor cores read UE4M3; 0x7F and 0xFF stay NaN). Every entry is exact in fp16."""
+    if device not in _TABLES:
+        fp4 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
+        scales = torch.arange(256, dtype=torch.uint8).view(torch.float8_e4m3fn).float().abs()
+        _TABLES[device] = (torch.tensor(fp4, dtype=torch.float16, device=device),
+                           scales.to(device=device, dtype=torch.float16))
+    return _TABLES[device]
 
 
 def custom_kernel(data: input_t) -> output_t:
@@ -102,7 +96,7 @@ def custom_kernel(data: input_t) -> output_t:
     s = [t.view(torch.uint8) for t in (sfa, sfb1, sfb2)]
     grid = (triton.cdiv(M, BLOCK_M), triton.cdiv(N, BLOCK_N), L)
     _dual_gemm_kernel[grid](
-        q[0], q[1], q[2], s[0], s[1], s[2], c, M, N, K,
+        q[0], q[1], q[2], s[0], s[1], s[2], c, *_tables(c.device), M, N, K,
         *q[0].stride(), *q[1].stride(), *q[2].stride(),
         *s[0].stride(), *s[1].stride(), *s[2].stride(), *c.stride(),
         BM=BLOCK_M, BN=BLOCK_N, BK=BLOCK_K, num_warps=8, num_stages=3)
