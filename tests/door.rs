@@ -481,3 +481,30 @@ fn every_problem_goes_through_the_campaign_and_its_failures_are_shrunk_and_writt
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn the_parents_clock_bounds_the_times_a_worker_reports() {
+    need_python!();
+    let dir = std::env::temp_dir().join(format!("nvfp4-door-timing-{}", std::process::id()));
+    let sets: Vec<CaseFiles> = (0..23)
+        .map(|i| {
+            let (case, _) = small_case();
+            CaseFiles::write(&case, &dir.join(format!("set{i}"))).unwrap()
+        })
+        .collect();
+    for (mode, lies) in [("time-honest", false), ("time-liar", true)] {
+        let kernel = fake_kernel(mode, &[mode], Duration::from_secs(5));
+        let run = kernel
+            .time(&sets, 3, |n| vec![0, n - 1], Duration::from_secs(1))
+            .unwrap();
+        assert_eq!(run.calls.samples_us.len(), 20);
+        assert_eq!(run.outputs.len(), 2, "the two picked outputs came back");
+        assert!(run.outputs.iter().all(|(_, o)| o.len() == 3 * 5 * 2));
+        let finding = run.wall_clock_finding();
+        assert_eq!(finding.is_some(), lies, "{mode}: {finding:?}");
+        if let Some(text) = finding {
+            assert!(text.contains("continued after it returned"), "{text}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -1,19 +1,13 @@
 //! `nvfp4-oracle bench`: time GPU variants that passed certification, against torch in one run.
 
+use super::bench_external::{bench_external, Clocks, SpotCheck};
 use super::external::ExternalArgs;
-use crate::compare::{judge, OutputShape};
 use crate::error::{Error, Result};
-use crate::golden::set::{DUAL_GEMM_BENCHMARKS, GROUP_GEMM_BENCHMARKS};
-use crate::gpu::bench::{bench_variant, input_sets, Timing};
-use crate::gpu::device::device_info;
+use crate::golden::set::DUAL_GEMM_BENCHMARKS;
+use crate::gpu::bench::{bench_variant, Timing};
 use crate::gpu::variants::gpu_variants;
-use crate::kernels::isolated::IsolatedKernel;
-use crate::kernels::{KernelCase, KernelUnderTest};
-use crate::model::bounds::KOrder;
-use crate::model::problem_reference;
-use crate::problem::generate::{generate_group_gemm, generate_problem};
-use crate::problem::Shape;
-use crate::problem::{Distribution, ProblemInputs, ProblemKind};
+use crate::kernels::KernelUnderTest;
+use crate::problem::{ProblemKind, Shape};
 use clap::Args;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -39,49 +33,32 @@ pub struct BenchArgs {
     /// Skip the torch comparison even if python3 with torch is present.
     #[arg(long)]
     pub no_torch: bool,
-    /// External kernels: timed call outputs checked per shape. Each check is one timed call
-    /// given inputs never seen before, its output judged against the model: a kernel cannot be
-    /// right once and fast (and wrong) afterwards.
-    #[arg(long, default_value_t = 2)]
+    /// External kernels: how many timed calls per shape have their outputs judged against the
+    /// model. Every timed call gets inputs no call has seen and its output is kept; which ones
+    /// are judged is drawn after the timed loop, so a kernel cannot be right only when checked.
+    #[arg(long, default_value_t = 4)]
     pub spot_checks: usize,
     #[command(flatten)]
     pub external: ExternalArgs,
 }
 
-/// One timed call of an external kernel whose output was judged.
 #[derive(Serialize)]
-struct SpotCheck {
-    kernel: String,
-    shape: Shape,
-    at_call: usize,
-    seed: u64,
-    pass: bool,
-    failed_elements: usize,
-}
-
-/// The clocks around one external kernel's timed calls on one shape: the sum of its CUDA-event
-/// samples cannot exceed either wall clock (the worker's, the parent's) unless something lies.
-#[derive(Serialize)]
-struct Clocks {
-    kernel: String,
-    shape: Shape,
-    events_total_us: f64,
-    worker_wall_us: f64,
-    parent_wall_us: f64,
-}
-
-#[derive(Serialize)]
-struct BenchReport {
-    device: String,
+pub(super) struct BenchReport {
+    pub device: String,
     command: String,
-    timings: Vec<(Timing, bool)>,
+    pub timings: Vec<(Timing, bool)>,
     torch: Option<serde_json::Value>,
-    spot_checks: Vec<SpotCheck>,
-    clocks: Vec<Clocks>,
+    /// External kernels: the timed calls whose outputs were judged.
+    pub spot_checks: Vec<SpotCheck>,
+    /// External kernels: the clocks around each timed loop.
+    pub clocks: Vec<Clocks>,
+    /// Why a timing is not trusted (a wrong timed output, the parent's clock disagreeing with
+    /// the reported times, a crash or hang while timed): each makes `bench` exit 1.
+    pub findings: Vec<String>,
 }
 
 /// A certificate of this source hash that says certified.
-fn trusted(dir: &Path, name: &str, hash: &str) -> bool {
+pub(super) fn trusted(dir: &Path, name: &str, hash: &str) -> bool {
     let Ok(text) = std::fs::read_to_string(dir.join(format!("{name}.json"))) else {
         return false;
     };
@@ -154,6 +131,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         torch: None,
         spot_checks: Vec::new(),
         clocks: Vec::new(),
+        findings: Vec::new(),
     };
     for variant in &variants {
         let is_trusted = trusted(&args.report_dir, variant.name, &variant.source_hash());
@@ -209,171 +187,13 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         std::fs::write(&path, text)
             .map_err(|err| Error::file(&path, format!("cannot write: {err}")))?;
     }
-    let wrong: Vec<&SpotCheck> = report.spot_checks.iter().filter(|c| !c.pass).collect();
-    if !wrong.is_empty() {
-        for check in &wrong {
-            eprintln!(
-                "timing not trusted: {} on {}: the output of timed call {} (fresh inputs, seed {}) was wrong in {} elements",
-                check.kernel, check.shape, check.at_call, check.seed, check.failed_elements
-            );
+    if !report.findings.is_empty() {
+        for finding in &report.findings {
+            eprintln!("{finding}");
         }
         return Ok(ExitCode::from(super::EXIT_FAIL));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// A benchmark shape of any problem.
-enum BenchShape {
-    One(Shape),
-    /// The grouped GEMM's groups (L = 1 each).
-    Groups(Vec<Shape>),
-}
-
-impl BenchShape {
-    fn inputs(&self, problem: ProblemKind, seed: u64) -> ProblemInputs {
-        match self {
-            BenchShape::One(shape) => {
-                generate_problem(problem, *shape, Distribution::Gpumode, seed)
-            }
-            BenchShape::Groups(groups) => ProblemInputs::GroupGemm(
-                generate_group_gemm(groups, Distribution::Gpumode, seed).expect("benchmark groups"),
-            ),
-        }
-    }
-
-    /// The shape a report names it by (groups: the largest M, and the number of groups as L).
-    fn label(&self, problem: ProblemKind) -> Shape {
-        match self {
-            BenchShape::One(shape) => problem.normalize(*shape),
-            BenchShape::Groups(groups) => Shape {
-                m: groups.iter().map(|g| g.m).max().unwrap_or(1),
-                l: groups.len(),
-                ..groups[0]
-            },
-        }
-    }
-}
-
-/// The competition's benchmark shapes of each problem (shared/SPEC.md; GPU MODE's task.yml).
-fn default_bench_shapes(problem: ProblemKind) -> Vec<BenchShape> {
-    let one = |m, n, k, l| BenchShape::One(Shape::new(m, n, k, l).expect("valid"));
-    match problem {
-        ProblemKind::DualGemm => DUAL_GEMM_BENCHMARKS
-            .iter()
-            .map(|&(m, n, k)| one(m, n, k, 1))
-            .collect(),
-        ProblemKind::Gemm => vec![
-            one(128, 7168, 16384, 1),
-            one(128, 4096, 7168, 1),
-            one(128, 7168, 2048, 1),
-        ],
-        ProblemKind::Gemv => vec![
-            one(7168, 1, 16384, 1),
-            one(4096, 1, 7168, 8),
-            one(7168, 1, 2048, 4),
-        ],
-        ProblemKind::GroupGemm => GROUP_GEMM_BENCHMARKS
-            .iter()
-            .map(|&(ms, n, k)| {
-                BenchShape::Groups(
-                    ms.iter()
-                        .map(|&m| Shape::new(m, n, k, 1).expect("valid"))
-                        .collect(),
-                )
-            })
-            .collect(),
-    }
-}
-
-/// Times a certified external kernel in its worker, on every shape it supports, with
-/// `--spot-checks` of its timed calls judged against the model.
-fn bench_external(
-    kernel: &IsolatedKernel,
-    shapes: &[Shape],
-    args: &BenchArgs,
-    report: &mut BenchReport,
-) -> Result<()> {
-    let name = kernel.name().to_string();
-    let is_trusted = trusted(&args.report_dir, &name, &kernel.info.source_hash);
-    if !is_trusted && !args.force_untrusted {
-        eprintln!(
-            "skipping {name}: no certificate of this kernel's files in {} (certify it first, or --force-untrusted)",
-            args.report_dir.display()
-        );
-        return Ok(());
-    }
-    if let Err(err) = kernel.prepare() {
-        eprintln!("skipping {name}: {err}");
-        return Ok(());
-    }
-    let info = device_info().as_ref().map_err(|e| Error::Gpu(e.clone()))?;
-    report.device = info.describe();
-    let problem = kernel.problem();
-    let bench_shapes: Vec<BenchShape> = if args.shapes.is_empty() {
-        default_bench_shapes(problem)
-    } else {
-        shapes.iter().map(|&s| BenchShape::One(s)).collect()
-    };
-    for bench_shape in &bench_shapes {
-        let shape = bench_shape.label(problem);
-        if !kernel.support().supports(shape) {
-            eprintln!("skipping {name} on {shape}: outside its declared support");
-            continue;
-        }
-        let case = |seed: u64| KernelCase::new(bench_shape.inputs(problem, seed), 0);
-        let first = case(1111);
-        let count = input_sets(&first, info.l2_bytes);
-        let mut sets = vec![first];
-        sets.extend((1..count).map(|set| case(1111 + set as u64)));
-        // Spot checks spread over the timed calls, each on inputs no call has seen.
-        let checks = args.spot_checks.min(args.reps);
-        let fresh: Vec<(usize, u64, KernelCase)> = (0..checks)
-            .map(|i| {
-                let seed = 90_000 + i as u64;
-                ((i + 1) * args.reps / (checks + 1), seed, case(seed))
-            })
-            .collect();
-        let calls: Vec<(usize, KernelCase)> = fresh
-            .iter()
-            .map(|(at, _, c)| (*at, KernelCase::new(c.inputs.clone(), 0)))
-            .collect();
-        let started = std::time::Instant::now();
-        let (timed, outputs) = kernel
-            .time(&sets, &calls, args.reps, 3)
-            .map_err(|failure| Error::Gpu(format!("{name} on {shape}: {failure}")))?;
-        let parent_wall_us = started.elapsed().as_secs_f64() * 1e6;
-        report.clocks.push(Clocks {
-            kernel: name.clone(),
-            shape,
-            events_total_us: timed.samples_us.iter().sum(),
-            worker_wall_us: timed.wall_us,
-            parent_wall_us,
-        });
-        for ((at, seed, case), output) in fresh.iter().zip(&outputs) {
-            let reference = problem_reference(&case.inputs, KOrder::Contiguous);
-            let (m, n, l) = case.inputs.output_dims();
-            let verdict = judge(
-                OutputShape { m, n, l },
-                output,
-                &reference.expected,
-                &reference.lo,
-                &reference.hi,
-            );
-            report.spot_checks.push(SpotCheck {
-                kernel: name.clone(),
-                shape,
-                at_call: *at,
-                seed: *seed,
-                pass: verdict.pass,
-                failed_elements: verdict.failed,
-            });
-        }
-        report.timings.push((
-            Timing::from_samples(&name, shape, timed.samples_us, count),
-            is_trusted,
-        ));
-    }
-    Ok(())
 }
 
 fn render(report: &BenchReport) -> String {
@@ -433,12 +253,23 @@ fn render(report: &BenchReport) -> String {
         }
     }
     if !report.clocks.is_empty() {
-        md.push_str("\nClocks around the external kernels' timed calls (sum of CUDA-event samples; the worker's and the parent's wall clocks around the same loop, flushes included):\n\n| kernel | shape | events total us | worker wall us | parent wall us |\n|---|---|---|---|---|\n");
+        md.push_str("\nClocks around the external kernels' timed loops (per call: the kernel's CUDA-event samples; the parent's wall clock around the device-synchronized loop; the same loop without the calls):\n\n| kernel | shape | events us/call | parent wall us/call | loop alone us/call | worker wall us/call |\n|---|---|---|---|---|---|\n");
         for c in &report.clocks {
             md.push_str(&format!(
-                "| {} | {} | {:.0} | {:.0} | {:.0} |\n",
-                c.kernel, c.shape, c.events_total_us, c.worker_wall_us, c.parent_wall_us
+                "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} |\n",
+                c.kernel,
+                c.shape,
+                c.events_us_per_call,
+                c.parent_wall_us_per_call,
+                c.null_loop_us_per_call,
+                c.worker_wall_us_per_call
             ));
+        }
+    }
+    if !report.findings.is_empty() {
+        md.push_str("\nFindings (timings not trusted):\n\n");
+        for finding in &report.findings {
+            md.push_str(&format!("- {finding}\n"));
         }
     }
     if let Some(t) = torch {

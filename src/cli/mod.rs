@@ -6,6 +6,7 @@
 //! command line cannot run on this machine. clap's own usage errors also exit 2.
 
 mod bench;
+mod bench_external;
 mod certify;
 mod check;
 mod external;

@@ -7,5 +7,6 @@ pub mod compile;
 pub mod device;
 pub mod launch;
 pub mod library;
+pub mod library_timing;
 pub mod variants;
 pub mod worker;

@@ -5,7 +5,8 @@
 use super::interface::{
     KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError, ShapeSupport,
 };
-use super::process::{Worker, WorkerCommand};
+use super::process::{CaseFiles, Worker, WorkerCommand};
+use super::timing::TimedRun;
 use crate::model::mma::schedule::Schedule;
 use crate::problem::ProblemKind;
 use half::f16;
@@ -82,25 +83,22 @@ impl IsolatedKernel {
 }
 
 impl IsolatedKernel {
-    /// Times the kernel in its worker (see [`super::process::Request::Time`]): `reps` calls
-    /// rotating over `sets`, with `fresh[i].1` given at call `fresh[i].0`; returns the
-    /// measurements and the fresh calls' outputs.
+    /// Times the kernel in its worker (see [`super::timing`]) on `sets`, the first `warmup` of
+    /// them for warm-up calls; `pick` chooses, after the timed loop, which timed calls' outputs
+    /// come back. `per_call` is the watchdog of one call.
     pub fn time(
         &self,
-        sets: &[KernelCase],
-        fresh: &[(usize, KernelCase)],
-        reps: usize,
+        sets: &[CaseFiles],
         warmup: usize,
-    ) -> Result<(super::process::TimedCalls, Vec<Vec<f16>>), KernelFailure> {
+        pick: impl FnOnce(usize) -> Vec<usize>,
+        per_call: Duration,
+    ) -> Result<TimedRun, KernelFailure> {
         let mut slot = self.worker.lock().unwrap_or_else(|p| p.into_inner());
         self.ensure_started(&mut slot)
             .map_err(|err| KernelFailure::Crashed(format!("starting the worker: {err}")))?;
         let worker = slot.as_mut().expect("started above");
-        let per_call = sets
-            .first()
-            .map_or(Duration::ZERO, |case| self.case_timeout(case));
-        let timeout = per_call * 2 + Duration::from_secs(2 * (reps + warmup) as u64);
-        let result = worker.time(sets, fresh, reps, warmup, &self.scratch, timeout);
+        let timeout = self.case_timeout_base + per_call * sets.len() as u32;
+        let result = worker.time(sets, warmup, pick, &self.scratch, timeout);
         if matches!(
             result,
             Err(KernelFailure::Hung(_) | KernelFailure::Crashed(_))

@@ -16,6 +16,7 @@ pub mod isolated;
 pub mod manifest;
 pub mod nvrtc;
 pub mod process;
+pub mod timing;
 
 pub use interface::{
     DualGemmCase, KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError,

@@ -153,31 +153,30 @@ pub enum Request {
     /// Run the kernel once on fresh buffers, write the output's `[M, N, L]` fp16 bits to
     /// `output`.
     Run { case: CaseFiles, output: PathBuf },
-    /// Time `reps` calls (after `warmup` untimed ones) with CUDA events, L2 flushed before each,
-    /// rotating over `sets`; the calls at the `fresh` positions get inputs never seen before and
-    /// write their outputs for the parent to judge.
-    Time {
-        sets: Vec<CaseFiles>,
-        fresh: Vec<FreshCall>,
-        reps: usize,
-        warmup: usize,
+    /// Timing, step 1: load every set of inputs onto the GPU (the first `warmup` for warm-up
+    /// calls, then one per timed call: no timed call sees inputs twice). Answered `Done`.
+    Prepare { sets: Vec<CaseFiles>, warmup: usize },
+    /// Timing, step 2: the warm-up calls. Answered `Done`.
+    Warmup,
+    /// Timing, step 3: one call per timed set, each after an L2 flush, between two CUDA events,
+    /// its output copied aside right after; then a device-wide synchronize. With `null`, the
+    /// same loop without the calls (the loop's own cost, for the parent's wall-clock bound).
+    /// Answered `Timed`.
+    Loop { null: bool },
+    /// Timing, step 4: write the copied-aside outputs of the timed calls `indices` to `paths`
+    /// (chosen by the parent after the loop). Answered `Done`.
+    Outputs {
+        indices: Vec<usize>,
+        paths: Vec<PathBuf>,
     },
 }
 
-/// A timed call on inputs the kernel has not seen, whose output is checked.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct FreshCall {
-    pub at_rep: usize,
-    pub case: CaseFiles,
-    pub output: PathBuf,
-}
-
-/// What the worker measured.
+/// What the worker measured in one timing loop.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TimedCalls {
     /// One per timed call, microseconds between CUDA events around the call.
     pub samples_us: Vec<f64>,
-    /// The worker's wall clock around the whole timed loop (flushes and synchronizations too).
+    /// The worker's wall clock around the whole loop.
     pub wall_us: f64,
 }
 
@@ -375,67 +374,5 @@ impl Worker {
             *value = f16::from_bits(u16::from_le_bytes([chunk[0], chunk[1]]));
         }
         Ok(())
-    }
-}
-
-impl Worker {
-    /// Times calls (see [`Request::Time`]); returns the measurements and the fresh calls'
-    /// outputs, in the order of `fresh`.
-    pub fn time(
-        &mut self,
-        sets: &[KernelCase],
-        fresh: &[(usize, KernelCase)],
-        reps: usize,
-        warmup: usize,
-        scratch: &Path,
-        timeout: Duration,
-    ) -> Result<(TimedCalls, Vec<Vec<f16>>), KernelFailure> {
-        let crashed = |err: std::io::Error| KernelFailure::Crashed(err.to_string());
-        let dir = scratch.join("timing");
-        let _ = std::fs::remove_dir_all(&dir);
-        let set_files = sets
-            .iter()
-            .enumerate()
-            .map(|(i, case)| CaseFiles::write(case, &dir.join(format!("set{i}"))))
-            .collect::<std::io::Result<Vec<_>>>()
-            .map_err(crashed)?;
-        let fresh_calls = fresh
-            .iter()
-            .enumerate()
-            .map(|(i, (at_rep, case))| {
-                Ok(FreshCall {
-                    at_rep: *at_rep,
-                    case: CaseFiles::write(case, &dir.join(format!("fresh{i}")))?,
-                    output: dir.join(format!("fresh{i}-output.bin")),
-                })
-            })
-            .collect::<std::io::Result<Vec<_>>>()
-            .map_err(crashed)?;
-        self.send(&Request::Time {
-            sets: set_files,
-            fresh: fresh_calls.clone(),
-            reps,
-            warmup,
-        })?;
-        let timed = match self.receive(timeout)? {
-            Reply::Timed(result) => result?,
-            _ => {
-                return Err(KernelFailure::Crashed(
-                    "the worker answered out of turn".into(),
-                ))
-            }
-        };
-        let outputs = fresh_calls
-            .iter()
-            .map(|call| {
-                let bytes = std::fs::read(&call.output).map_err(crashed)?;
-                Ok(bytes
-                    .chunks_exact(2)
-                    .map(|b| f16::from_bits(u16::from_le_bytes([b[0], b[1]])))
-                    .collect())
-            })
-            .collect::<Result<Vec<Vec<f16>>, KernelFailure>>()?;
-        let _ = std::fs::remove_dir_all(&dir);
-        Ok((timed, outputs))
     }
 }

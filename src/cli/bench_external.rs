@@ -1,0 +1,245 @@
+//! `bench` for external kernels: timed in their worker so that the kernel cannot falsify the
+//! result ([`crate::kernels::timing`]), every shape's timing checked three ways: outputs of timed
+//! calls drawn after the loop and judged against the model, the parent's wall clock against the
+//! reported samples, and a crash or hang while timed.
+
+use super::bench::{trusted, BenchArgs, BenchReport};
+use crate::compare::{judge, OutputShape};
+use crate::error::{Error, Result};
+use crate::golden::set::{DUAL_GEMM_BENCHMARKS, GROUP_GEMM_BENCHMARKS};
+use crate::gpu::bench::Timing;
+use crate::gpu::device::device_info;
+use crate::kernels::isolated::IsolatedKernel;
+use crate::kernels::process::CaseFiles;
+use crate::kernels::{KernelCase, KernelUnderTest};
+use crate::model::bounds::KOrder;
+use crate::model::problem_reference;
+use crate::problem::generate::{generate_group_gemm, generate_problem};
+use crate::problem::{Distribution, ProblemInputs, ProblemKind, Shape};
+use serde::Serialize;
+use std::time::Duration;
+
+/// Warm-up calls before each timed loop (each on its own inputs).
+const WARM_UP: usize = 3;
+/// The first seed of the inputs of a shape's calls (call i gets `FIRST_SEED + i`).
+const FIRST_SEED: u64 = 1111;
+
+/// One timed call of an external kernel whose output was judged.
+#[derive(Serialize)]
+pub struct SpotCheck {
+    pub kernel: String,
+    pub shape: Shape,
+    pub at_call: usize,
+    pub seed: u64,
+    pub pass: bool,
+    pub failed_elements: usize,
+}
+
+/// The clocks around one external kernel's timed loop on one shape, per call.
+#[derive(Serialize)]
+pub struct Clocks {
+    pub kernel: String,
+    pub shape: Shape,
+    pub events_us_per_call: f64,
+    pub parent_wall_us_per_call: f64,
+    pub null_loop_us_per_call: f64,
+    pub worker_wall_us_per_call: f64,
+}
+
+/// A benchmark shape of any problem.
+enum BenchShape {
+    One(Shape),
+    /// The grouped GEMM's groups (L = 1 each).
+    Groups(Vec<Shape>),
+}
+
+impl BenchShape {
+    fn inputs(&self, problem: ProblemKind, seed: u64) -> ProblemInputs {
+        match self {
+            BenchShape::One(shape) => {
+                generate_problem(problem, *shape, Distribution::Gpumode, seed)
+            }
+            BenchShape::Groups(groups) => ProblemInputs::GroupGemm(
+                generate_group_gemm(groups, Distribution::Gpumode, seed).expect("benchmark groups"),
+            ),
+        }
+    }
+
+    /// The shape a report names it by (groups: the largest M, and the number of groups as L).
+    fn label(&self, problem: ProblemKind) -> Shape {
+        match self {
+            BenchShape::One(shape) => problem.normalize(*shape),
+            BenchShape::Groups(groups) => Shape {
+                m: groups.iter().map(|g| g.m).max().unwrap_or(1),
+                l: groups.len(),
+                ..groups[0]
+            },
+        }
+    }
+}
+
+/// The competition's benchmark shapes of each problem (shared/SPEC.md; GPU MODE's task.yml).
+fn default_bench_shapes(problem: ProblemKind) -> Vec<BenchShape> {
+    let one = |m, n, k, l| BenchShape::One(Shape::new(m, n, k, l).expect("valid"));
+    match problem {
+        ProblemKind::DualGemm => DUAL_GEMM_BENCHMARKS
+            .iter()
+            .map(|&(m, n, k)| one(m, n, k, 1))
+            .collect(),
+        ProblemKind::Gemm => vec![
+            one(128, 7168, 16384, 1),
+            one(128, 4096, 7168, 1),
+            one(128, 7168, 2048, 1),
+        ],
+        ProblemKind::Gemv => vec![
+            one(7168, 1, 16384, 1),
+            one(4096, 1, 7168, 8),
+            one(7168, 1, 2048, 4),
+        ],
+        ProblemKind::GroupGemm => GROUP_GEMM_BENCHMARKS
+            .iter()
+            .map(|&(ms, n, k)| {
+                BenchShape::Groups(
+                    ms.iter()
+                        .map(|&m| Shape::new(m, n, k, 1).expect("valid"))
+                        .collect(),
+                )
+            })
+            .collect(),
+    }
+}
+
+/// `count` distinct indices below `n`, drawn from the clock: chosen after the timed loop, so
+/// the kernel could not have known them.
+fn draw_after_the_fact(n: usize, count: usize) -> Vec<usize> {
+    let mut state = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+        | 1;
+    let mut picked: Vec<usize> = Vec::new();
+    while picked.len() < count.min(n) {
+        // xorshift64: enough to pick a few indices nobody could predict.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        let i = (state % n as u64) as usize;
+        if !picked.contains(&i) {
+            picked.push(i);
+        }
+    }
+    picked.sort_unstable();
+    picked
+}
+
+/// Times a certified external kernel in its worker on every shape it supports.
+pub fn bench_external(
+    kernel: &IsolatedKernel,
+    shapes: &[Shape],
+    args: &BenchArgs,
+    report: &mut BenchReport,
+) -> Result<()> {
+    let name = kernel.name().to_string();
+    let is_trusted = trusted(&args.report_dir, &name, &kernel.info.source_hash);
+    if !is_trusted && !args.force_untrusted {
+        eprintln!(
+            "skipping {name}: no certificate of this kernel's files in {} (certify it first, or --force-untrusted)",
+            args.report_dir.display()
+        );
+        return Ok(());
+    }
+    if let Err(err) = kernel.prepare() {
+        eprintln!("skipping {name}: {err}");
+        return Ok(());
+    }
+    let info = device_info().as_ref().map_err(|e| Error::Gpu(e.clone()))?;
+    report.device = info.describe();
+    let problem = kernel.problem();
+    let bench_shapes: Vec<BenchShape> = if args.shapes.is_empty() {
+        default_bench_shapes(problem)
+    } else {
+        shapes.iter().map(|&s| BenchShape::One(s)).collect()
+    };
+    let scratch = std::env::temp_dir().join(format!("nvfp4-oracle-bench-{}", std::process::id()));
+    for bench_shape in &bench_shapes {
+        let shape = bench_shape.label(problem);
+        if !kernel.support().supports(shape) {
+            eprintln!("skipping {name} on {shape}: outside its declared support");
+            continue;
+        }
+        // One set of inputs per call, none seen twice: warm-ups first, then the timed calls.
+        let _ = std::fs::remove_dir_all(&scratch);
+        let sets = (0..WARM_UP + args.reps)
+            .map(|i| {
+                let case = KernelCase::new(bench_shape.inputs(problem, FIRST_SEED + i as u64), 0);
+                CaseFiles::write(&case, &scratch.join(format!("set{i}")))
+            })
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(|err| Error::file(&scratch, err))?;
+        let first = KernelCase::new(bench_shape.inputs(problem, FIRST_SEED), 0);
+        let per_call = Duration::from_secs(
+            10 + (2 * first.inputs.output_len() * shape.k / 100_000_000_000) as u64,
+        );
+        let timed = kernel.time(
+            &sets,
+            WARM_UP,
+            |n| draw_after_the_fact(n, args.spot_checks),
+            per_call,
+        );
+        let _ = std::fs::remove_dir_all(&scratch);
+        let run = match timed {
+            Ok(run) => run,
+            Err(failure) => {
+                report
+                    .findings
+                    .push(format!("timing failed: {name} on {shape}: {failure}"));
+                continue;
+            }
+        };
+        let calls = run.calls.samples_us.len().max(1) as f64;
+        report.clocks.push(Clocks {
+            kernel: name.clone(),
+            shape,
+            events_us_per_call: run.calls.samples_us.iter().sum::<f64>() / calls,
+            parent_wall_us_per_call: run.parent_wall_us / calls,
+            null_loop_us_per_call: run.null_parent_wall_us / calls,
+            worker_wall_us_per_call: run.calls.wall_us / calls,
+        });
+        if let Some(finding) = run.wall_clock_finding() {
+            report
+                .findings
+                .push(format!("{name} on {shape}: {finding}"));
+        }
+        for (call, output) in &run.outputs {
+            let seed = FIRST_SEED + (WARM_UP + call) as u64;
+            let inputs = bench_shape.inputs(problem, seed);
+            let reference = problem_reference(&inputs, KOrder::Contiguous);
+            let (m, n, l) = inputs.output_dims();
+            let verdict = judge(
+                OutputShape { m, n, l },
+                output,
+                &reference.expected,
+                &reference.lo,
+                &reference.hi,
+            );
+            if !verdict.pass {
+                report.findings.push(format!(
+                    "timing not trusted: {name} on {shape}: the output of timed call {call} (inputs never seen before, seed {seed}) was wrong in {} elements",
+                    verdict.failed
+                ));
+            }
+            report.spot_checks.push(SpotCheck {
+                kernel: name.clone(),
+                shape,
+                at_call: *call,
+                seed,
+                pass: verdict.pass,
+                failed_elements: verdict.failed,
+            });
+        }
+        report.timings.push((
+            Timing::from_samples(&name, shape, run.calls.samples_us, sets.len()),
+            is_trusted,
+        ));
+    }
+    Ok(())
+}
