@@ -11,6 +11,7 @@ use crate::gpu::bench::Timing;
 use crate::gpu::device::device_info;
 use crate::kernels::isolated::IsolatedKernel;
 use crate::kernels::process::CaseFiles;
+use crate::kernels::timing::median;
 use crate::kernels::{KernelCase, KernelUnderTest};
 use crate::model::bounds::KOrder;
 use crate::model::problem_reference;
@@ -44,6 +45,9 @@ pub struct Clocks {
     pub parent_wall_us_per_call: f64,
     pub null_loop_us_per_call: f64,
     pub worker_wall_us_per_call: f64,
+    /// Median time the device stayed busy after a call's end event (and without calls).
+    pub after_end_us_median: f64,
+    pub null_after_end_us_median: f64,
 }
 
 /// A benchmark shape of any problem.
@@ -203,8 +207,13 @@ pub fn bench_external(
             parent_wall_us_per_call: run.parent_wall_us / calls,
             null_loop_us_per_call: run.null_parent_wall_us / calls,
             worker_wall_us_per_call: run.calls.wall_us / calls,
+            after_end_us_median: median(&run.calls.after_end_us).unwrap_or(0.0),
+            null_after_end_us_median: median(&run.null_loop.after_end_us).unwrap_or(0.0),
         });
-        if let Some(finding) = run.wall_clock_finding() {
+        for finding in [run.after_end_finding(), run.wall_clock_finding()]
+            .into_iter()
+            .flatten()
+        {
             report
                 .findings
                 .push(format!("{name} on {shape}: {finding}"));

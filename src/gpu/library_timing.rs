@@ -143,6 +143,7 @@ impl LibraryTiming {
             .map_err(crashed)?;
         let wall = std::time::Instant::now();
         let mut samples_us = Vec::new();
+        let mut after_end_us = Vec::new();
         let mut snapshots = Vec::new();
         for set in &mut self.sets[self.warmup..] {
             stream.memset_zeros(&mut flush).map_err(crashed)?;
@@ -155,6 +156,9 @@ impl LibraryTiming {
             end.synchronize().map_err(crashed)?;
             samples_us.push(f64::from(start.elapsed_ms(&end).map_err(crashed)?) * 1000.0);
             snapshots.push(stream.clone_dtod(&set.output).map_err(crashed)?);
+            let after_end = std::time::Instant::now();
+            ctx.synchronize().map_err(crashed)?;
+            after_end_us.push(after_end.elapsed().as_secs_f64() * 1e6);
         }
         stream.context().synchronize().map_err(crashed)?;
         if !null {
@@ -163,6 +167,7 @@ impl LibraryTiming {
         Ok(TimedCalls {
             samples_us,
             wall_us: wall.elapsed().as_secs_f64() * 1e6,
+            after_end_us,
         })
     }
 

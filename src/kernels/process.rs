@@ -178,6 +178,11 @@ pub struct TimedCalls {
     pub samples_us: Vec<f64>,
     /// The worker's wall clock around the whole loop.
     pub wall_us: f64,
+    /// One per timed call: how long a device-wide synchronize took once the call's end event
+    /// had completed (and its output had been copied aside). An honest kernel has nothing left
+    /// running then; work on a stream the events do not see shows up here.
+    #[serde(default)]
+    pub after_end_us: Vec<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -248,7 +248,8 @@ class TrustedCuda:
 class Timing:
     """The worker's side of a timing (src/kernels/timing.rs drives it): inputs for every call
     loaded first, each timed call between CUDA events after an L2 flush, its output copied aside
-    right after, a device-wide synchronize at the end of the loop."""
+    right after, then a device-wide synchronize whose duration is reported (work the call left
+    running), and one more at the end of the loop."""
 
     def __init__(self, torch, kernel, device, trusted, submission):
         self.torch, self.kernel, self.device = torch, kernel, device
@@ -288,7 +289,7 @@ class Timing:
         l2 = torch.cuda.get_device_properties(self.device).L2_cache_size
         flush = torch.empty(max(4 * l2, 1 << 20), dtype=torch.uint8, device=self.device)
         start, end = cuda.event(), cuda.event()
-        samples, snapshots = [], []
+        samples, snapshots, after_end = [], [], []
         wall = cuda.perf_counter()
         for data, _, _ in self.sets[self.warmup:]:
             flush.zero_()
@@ -300,10 +301,15 @@ class Timing:
             snapshots.append([t.detach().clone() if isinstance(t, torch.Tensor) else t for t in outs]
                              if isinstance(out, (list, tuple)) else
                              (out.detach().clone() if isinstance(out, torch.Tensor) else out))
+            # Anything still running on the device now was left behind by the call.
+            after = cuda.perf_counter()
+            cuda.synchronize()
+            after_end.append((cuda.perf_counter() - after) * 1e6)
         cuda.synchronize()
         if not null:
             self.snapshots = snapshots
-        return {"Ok": {"samples_us": samples, "wall_us": (cuda.perf_counter() - wall) * 1e6}}
+        return {"Ok": {"samples_us": samples, "wall_us": (cuda.perf_counter() - wall) * 1e6,
+                       "after_end_us": after_end}}
 
 
 def required_parameters(function):
