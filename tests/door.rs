@@ -41,15 +41,17 @@ fn fake_kernel(name: &str, args: &[&str], case_timeout: Duration) -> IsolatedKer
             schedule: None,
             source_hash: "0".repeat(64),
             deliberately_broken: false,
+            nondeterministic: false,
         },
         WorkerCommand {
             program: PathBuf::from("python3"),
             args: std::iter::once(fixture("fake_worker.py").display().to_string())
                 .chain(args.iter().map(|s| s.to_string()))
                 .collect(),
+            env: Vec::new(),
             start_timeout: Duration::from_secs(3),
         },
-        Box::new(|| Ok(())),
+        std::sync::Arc::new(|| Ok(())),
         case_timeout,
     )
 }
@@ -507,4 +509,42 @@ fn the_parents_clock_bounds_the_times_a_worker_reports() {
         }
     }
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_worker_runs_under_a_tool_whose_reports_become_findings() {
+    need_python!();
+    use nvfp4_oracle::certify::sanitize::{sanitize, Tool};
+    let kernel = fake_kernel("tool", &["zeros"], Duration::from_secs(5));
+    let scratch = std::env::temp_dir().join(format!("nvfp4-tool-{}", std::process::id()));
+    let report = sanitize(&kernel, 2, &fixture("fake_sanitizer.sh"), &scratch, 1);
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert_eq!(report.tools.len(), 4);
+    for run in &report.tools {
+        // Every tool started the worker (with exact allocations asked for) and ran both cases.
+        assert_eq!((run.cases_run, &run.note), (2, &None), "{run:?}");
+    }
+    let findings: Vec<_> = report.findings().collect();
+    assert_eq!(findings.len(), 1, "{findings:#?}");
+    assert_eq!(findings[0].tool, Tool::Racecheck);
+    assert_eq!(
+        findings[0].location.as_deref(),
+        Some("fake.cu:7 and fake.cu:9")
+    );
+    assert_eq!(findings[0].count, 12);
+}
+
+#[test]
+fn the_determinism_check_reaches_the_worker_through_the_protocol() {
+    need_python!();
+    use nvfp4_oracle::certify::checks::determinism;
+    let honest = fake_kernel("steady", &["zeros"], Duration::from_secs(5));
+    assert!(determinism(&honest, 2, 1).findings.is_empty());
+    let stale = fake_kernel("stale", &["stale-shared"], Duration::from_secs(5));
+    let report = determinism(&stale, 2, 1);
+    assert_eq!(report.cases, 2);
+    assert_eq!(report.findings.len(), 2, "{:#?}", report.findings);
+    assert!(report.findings[0]
+        .verdict
+        .starts_with("reads shared memory it never wrote"));
 }

@@ -86,9 +86,11 @@ __device__ __forceinline__ void load_atom(unsigned char* dst, const unsigned cha
 // ---------------------------------------------------------------------------------------------
 // One output tile, a device function so that the persistent kernel and the deliberately broken
 // test kernels under kernels/test/ can wrap it with their own entry points and tile schedules.
-// kStages: shared-memory pipeline depth. kReverseK exists for one test kernel only: it visits
-// the k-tiles and scale blocks last to first, a correct result in a different accumulation order.
-template <int kStages, bool kReverseK = false>
+// kStages: shared-memory pipeline depth. kReverseK and kSkipRefillBarrier exist for test kernels
+// only: the first visits the k-tiles and scale blocks last to first (a correct result in a
+// different accumulation order), the second leaves out the barrier that keeps warp 0 from
+// refilling a slot while other warps still read it (a shared-memory race).
+template <int kStages, bool kReverseK = false, bool kSkipRefillBarrier = false>
 __device__ __forceinline__ void dual_gemm_tile(
     const unsigned char* a, const unsigned char* b1, const unsigned char* b2,
     const unsigned char* sfa, const unsigned char* sfb1, const unsigned char* sfb2,
@@ -189,7 +191,7 @@ __device__ __forceinline__ void dual_gemm_tile(
         }
       }
     }
-    __syncthreads();  // every warp is done with this slot before it is refilled
+    if (!kSkipRefillBarrier) __syncthreads();  // every warp is done with this slot before it is refilled
   }
 
   // Epilogue: C/D fragment {row g: cols 2t, 2t+1}, {row g+8: cols 2t, 2t+1}; C is [M][N][L].

@@ -3,6 +3,8 @@
 //! the [`crate::kernels::KernelUnderTest`] interface, never where a kernel comes from.
 
 pub mod campaign;
+pub mod checks;
 pub mod report;
+pub mod sanitize;
 
 pub use campaign::{certify_variant, CampaignLimits, CampaignResult};

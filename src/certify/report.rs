@@ -145,6 +145,11 @@ pub struct Certificate {
     pub gpu: Option<crate::gpu::device::DeviceInfo>,
     /// Python and torch versions (submissions).
     pub environment: KernelEnvironment,
+    /// GPU kernels: compute-sanitizer and the determinism check on a sample of cases (issue
+    /// #14); a finding fails the certificate. `checks_skipped` says why one did not run.
+    pub sanitizer: Option<super::sanitize::SanitizerReport>,
+    pub determinism: Option<super::checks::DeterminismReport>,
+    pub checks_skipped: Vec<String>,
 }
 
 impl Certificate {
@@ -177,6 +182,9 @@ impl Certificate {
                 None
             },
             environment: kernel.environment(),
+            sanitizer: None,
+            determinism: None,
+            checks_skipped: Vec::new(),
         }
     }
 
@@ -437,7 +445,49 @@ impl Certificate {
                 f.failure_map
             ));
         }
+        md.push_str(&super::checks::markdown(
+            self.sanitizer.as_ref(),
+            self.determinism.as_ref(),
+            &self.checks_skipped,
+        ));
         md
+    }
+
+    /// Adds the checks beyond single outputs; any finding fails a certificate that had passed.
+    pub fn add_checks(
+        &mut self,
+        sanitizer: Option<super::sanitize::SanitizerReport>,
+        determinism: Option<super::checks::DeterminismReport>,
+    ) {
+        let found = sanitizer
+            .as_ref()
+            .is_some_and(|s| s.findings().next().is_some())
+            || determinism.as_ref().is_some_and(|d| !d.findings.is_empty());
+        if found && self.status != Status::Unavailable {
+            self.status = Status::Failed;
+        }
+        self.sanitizer = sanitizer;
+        self.determinism = determinism;
+    }
+
+    /// The checks' findings, one line each (the summary table's diagnosis).
+    pub fn check_findings(&self) -> Vec<String> {
+        let sanitizer = self.sanitizer.iter().flat_map(|s| s.findings()).map(|f| {
+            format!(
+                "{} ({}{})",
+                f.verdict,
+                f.tool.name(),
+                f.location
+                    .as_ref()
+                    .map_or(String::new(), |l| format!(", {l}"))
+            )
+        });
+        let determinism = self
+            .determinism
+            .iter()
+            .flat_map(|d| &d.findings)
+            .map(|f| format!("{} ({}; {})", f.verdict, f.conditions, f.first_difference));
+        sanitizer.chain(determinism).collect()
     }
 
     /// Writes `<kernel>.json` and `<kernel>.md` into `dir`.

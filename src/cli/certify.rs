@@ -3,6 +3,7 @@
 
 use super::external::ExternalArgs;
 use super::{EXIT_FAIL, EXIT_NOT_EXACT};
+use crate::certify::checks::run_checks;
 use crate::certify::report::{Certificate, ExactOutcome, Status};
 use crate::certify::{certify_variant, CampaignLimits};
 use crate::error::{Error, Result};
@@ -48,6 +49,19 @@ pub struct CertifyArgs {
     /// differs, or none declared), else 0.
     #[arg(long)]
     pub exact: bool,
+    /// GPU kernels: how many sampled cases each compute-sanitizer tool (memcheck, racecheck,
+    /// synccheck, initcheck) runs, in a worker started under it; 0 skips the tools. A report
+    /// (a shared-memory race, an out-of-bounds or uninitialized read, barrier misuse) fails the
+    /// certificate, which quotes it. Found on PATH, in the CUDA toolkit, or named by
+    /// NVFP4_ORACLE_SANITIZER.
+    #[arg(long, value_name = "CASES", default_value_t = 2)]
+    pub sanitize: usize,
+    /// GPU kernels: how many sampled cases are run four times each (shared memory filled with
+    /// 0x00 first; again; again with other work on the GPU; with shared memory filled with 0xFF
+    /// first); any bit that moves fails the certificate ("nondeterministic output", or "reads shared memory it never
+    /// wrote"). 0 skips it; a manifest's `nondeterministic = true` skips it and says so.
+    #[arg(long, value_name = "CASES", default_value_t = 2)]
+    pub determinism: usize,
     #[command(flatten)]
     pub external: ExternalArgs,
     /// Golden directory whose small dual-GEMM cases every campaign runs first.
@@ -194,7 +208,18 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
                     bar.set_position(done as u64);
                 });
                 bar.finish_and_clear();
-                Certificate::from_campaign(kernel.as_ref(), &limits, result, &args.report_dir)?
+                let mut certificate =
+                    Certificate::from_campaign(kernel.as_ref(), &limits, result, &args.report_dir)?;
+                let (sanitizer, determinism, skipped) = run_checks(
+                    kernel.as_ref(),
+                    args.sanitize,
+                    args.determinism,
+                    seed,
+                    &args.report_dir.join("sanitizer-logs"),
+                );
+                certificate.add_checks(sanitizer, determinism);
+                certificate.checks_skipped = skipped;
+                certificate
             }
         };
         certificate.write(&args.report_dir)?;
@@ -254,10 +279,14 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             ),
             (None, None) => (
                 "-".to_string(),
-                certificate
-                    .unavailable_reason
-                    .clone()
-                    .unwrap_or_else(|| "-".to_string()),
+                certificate.unavailable_reason.clone().unwrap_or_else(|| {
+                    let findings = certificate.check_findings();
+                    if findings.is_empty() {
+                        "-".to_string()
+                    } else {
+                        findings.join("; ")
+                    }
+                }),
             ),
         };
         let status = match exact_outcome {

@@ -30,7 +30,7 @@ pub fn compile_variant(variant: &GpuVariant) -> Result<Ptx> {
         ));
     }
     let cached = cache_dir().join(format!(
-        "{}-{}.ptx",
+        "{}-{}-lineinfo.ptx",
         variant.source_hash(),
         variant.arch.target
     ));
@@ -40,6 +40,9 @@ pub fn compile_variant(variant: &GpuVariant) -> Result<Ptx> {
     let options = CompileOptions {
         arch: Some(variant.arch.target),
         name: Some(format!("{}.cu", variant.name)),
+        // Source lines in the PTX (no effect on the code): compute-sanitizer's reports then
+        // name the kernel file and line.
+        options: vec!["-lineinfo".to_string()],
         ..Default::default()
     };
     let ptx = compile_ptx_with_opts(variant.source(), options).map_err(|err| match err {

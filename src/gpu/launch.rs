@@ -14,8 +14,21 @@ use cudarc::driver::{
 use std::sync::Arc;
 
 /// Guard bytes before and after every buffer.
-const CANARY: usize = 4096;
+const CANARY_BYTES: usize = 4096;
 const CANARY_BYTE: u8 = 0xA5;
+
+/// Set in a worker's environment when it runs under compute-sanitizer: every buffer is then an
+/// allocation of exactly its size, with no canaries, so that memcheck sees a read one byte past
+/// a tensor (inside a canary it would be a read of valid memory).
+pub const EXACT_ALLOCATIONS_ENV: &str = "NVFP4_ORACLE_EXACT_ALLOCATIONS";
+
+fn canary_len() -> usize {
+    if std::env::var_os(EXACT_ALLOCATIONS_ENV).is_some() {
+        0
+    } else {
+        CANARY_BYTES
+    }
+}
 
 fn crashed(err: impl std::fmt::Display) -> KernelFailure {
     KernelFailure::Crashed(err.to_string())
@@ -25,18 +38,24 @@ fn crashed(err: impl std::fmt::Display) -> KernelFailure {
 struct Guarded {
     host: Vec<u8>,
     device: CudaSlice<u8>,
+    canary: usize,
 }
 
 impl Guarded {
     fn upload(stream: &Arc<CudaStream>, body: &[u8]) -> Result<Self, KernelFailure> {
-        let mut host = vec![CANARY_BYTE; body.len() + 2 * CANARY];
-        host[CANARY..CANARY + body.len()].copy_from_slice(body);
+        let canary = canary_len();
+        let mut host = vec![CANARY_BYTE; body.len() + 2 * canary];
+        host[canary..canary + body.len()].copy_from_slice(body);
         let device = stream.clone_htod(&host).map_err(crashed)?;
-        Ok(Guarded { host, device })
+        Ok(Guarded {
+            host,
+            device,
+            canary,
+        })
     }
 
     fn body_len(&self) -> usize {
-        self.host.len() - 2 * CANARY
+        self.host.len() - 2 * self.canary
     }
 
     /// The device bytes after the launch.
@@ -79,13 +98,14 @@ pub fn hardened_launch(
     let mut output = Guarded::upload(stream, &poison)?;
 
     let output_len = output.body_len();
+    let canary = output.canary;
     {
         // The pointers (and the stream-ordering guards) live only for the launch.
         let views: Vec<_> = guarded
             .iter()
-            .map(|g| g.device.slice(CANARY..CANARY + g.body_len()))
+            .map(|g| g.device.slice(g.canary..g.canary + g.body_len()))
             .collect();
-        let mut output_view = output.device.slice_mut(CANARY..CANARY + output_len);
+        let mut output_view = output.device.slice_mut(canary..canary + output_len);
         let input_ptrs: Vec<_> = views.iter().map(|v| v.device_ptr(stream)).collect();
         let (output_ptr, _output_guard) = output_view.device_ptr_mut(stream);
         let buffers = LaunchBuffers {
@@ -99,22 +119,22 @@ pub fn hardened_launch(
 
     let after = output.download(stream)?;
     let canaries_intact = |bytes: &[u8]| {
-        bytes[..CANARY]
+        bytes[..canary]
             .iter()
-            .chain(&bytes[bytes.len() - CANARY..])
+            .chain(&bytes[bytes.len() - canary..])
             .all(|&b| b == CANARY_BYTE)
     };
     if !canaries_intact(&after) {
         let first = after
             .iter()
             .enumerate()
-            .find(|&(i, &b)| (i < CANARY || i >= after.len() - CANARY) && b != CANARY_BYTE)
+            .find(|&(i, &b)| (i < canary || i >= after.len() - canary) && b != CANARY_BYTE)
             .map(|(i, _)| i);
         let position = first.map_or(String::new(), |i| {
-            if i < CANARY {
-                format!(" ({} bytes before c)", CANARY - i)
+            if i < canary {
+                format!(" ({} bytes before c)", canary - i)
             } else {
-                format!(" (byte {} past the end of c)", i - (after.len() - CANARY))
+                format!(" (byte {} past the end of c)", i - (after.len() - canary))
             }
         });
         return Err(KernelFailure::OutOfBounds(format!(
@@ -135,7 +155,7 @@ pub fn hardened_launch(
         }
     }
     output.host = after;
-    Ok(output.host[CANARY..CANARY + output_len]
+    Ok(output.host[canary..canary + output_len]
         .chunks_exact(2)
         .map(|b| u16::from_le_bytes([b[0], b[1]]))
         .collect())

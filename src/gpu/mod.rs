@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod compile;
+pub mod conditions;
 pub mod device;
 pub mod launch;
 pub mod library;

@@ -36,6 +36,9 @@ const TEST_OOB_WRITE: SourceFile = kernel_file!("kernels/test/oob_write.cu");
 const TEST_MISSING_TILE: SourceFile = kernel_file!("kernels/test/missing_tile.cu");
 const TEST_SPIN: SourceFile = kernel_file!("kernels/test/spin.cu");
 const TEST_REVERSED_K: SourceFile = kernel_file!("kernels/test/reversed_k.cu");
+const TEST_RACE: SourceFile = kernel_file!("kernels/test/race_missing_barrier.cu");
+const TEST_UNINIT_SHARED: SourceFile = kernel_file!("kernels/test/uninit_shared.cu");
+const TEST_OOB_READ: SourceFile = kernel_file!("kernels/test/oob_read_unused.cu");
 
 /// The compute capability a variant needs, exactly (the `a` targets are not forward compatible).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -295,5 +298,10 @@ pub fn gpu_variants() -> Vec<GpuVariant> {
         baseline_like("hopper-test-spin", "TEST: baseline that spins forever", Some(TEST_SPIN), "nvfp4_dual_gemm_spin"),
         reversed_k,
         persistent_7,
+        // Bugs outputs may not show (issue #14): found by compute-sanitizer and by running cases
+        // again with shared memory poisoned.
+        baseline_like("hopper-test-race", "TEST: baseline without the barrier before a shared-memory slot is refilled (a race)", Some(TEST_RACE), "nvfp4_dual_gemm_race_missing_barrier"),
+        baseline_like("hopper-test-uninit-shared", "TEST: baseline whose epilogue reads a shared-memory value it never initialized", Some(TEST_UNINIT_SHARED), "nvfp4_dual_gemm_uninit_shared"),
+        baseline_like("hopper-test-oob-read", "TEST: baseline that reads 4 bytes past the end of A and never uses them", Some(TEST_OOB_READ), "nvfp4_dual_gemm_oob_read_unused"),
     ]
 }

@@ -5,6 +5,7 @@
 //! `crate::kernels::process`.
 
 use super::compile::compile_variant;
+use super::conditions::Conditions;
 use super::device::open_device;
 use super::launch::{configure_function, hardened_launch, LaunchBuffers, PreparedLaunch};
 use super::library::LoadedLibrary;
@@ -13,7 +14,7 @@ use super::variants::gpu_variants;
 use crate::error::{Error, Result};
 use crate::kernels::manifest::ArchRequirement;
 use crate::kernels::process::{Reply, Request};
-use crate::kernels::{KernelEnvironment, KernelFailure};
+use crate::kernels::{KernelEnvironment, KernelFailure, RunConditions};
 use cudarc::driver::{CudaFunction, CudaStream};
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -90,9 +91,9 @@ pub fn serve(target: WorkerTarget, arch: Option<ArchRequirement>) -> Result<()> 
             (None, WorkerTarget::Variant(name)) => load_variant(name, &stream, &info)?,
             (None, WorkerTarget::Library { .. }) => unreachable!("loaded above"),
         };
-        Ok((stream, loaded))
+        Ok((stream, loaded, info))
     })();
-    let (stream, loaded) = match started {
+    let (stream, loaded, info) = match started {
         Ok(ready) => {
             reply(&Reply::Ready {
                 environment: KernelEnvironment::default(),
@@ -108,13 +109,31 @@ pub fn serve(target: WorkerTarget, arch: Option<ArchRequirement>) -> Result<()> 
         }
     };
     let mut timing_state = LibraryTiming::default();
+    let mut conditions_kernels: Option<Conditions> = None;
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
         let request: Request = serde_json::from_str(&line)
             .map_err(|err| Error::Usage(format!("bad worker request: {err}")))?;
         let (fatal, message) = match request {
-            Request::Run { case, output } => {
-                let result = run_request(&stream, &loaded, &case, &output);
+            Request::Run {
+                case,
+                output,
+                conditions,
+            } => {
+                let made = if conditions != RunConditions::default() && conditions_kernels.is_none()
+                {
+                    Conditions::new(&stream, &info).map(|made| conditions_kernels = Some(made))
+                } else {
+                    Ok(())
+                };
+                let result = made
+                    .map_err(|err| {
+                        KernelFailure::Crashed(format!("the harness's condition kernels: {err}"))
+                    })
+                    .and_then(|()| {
+                        let around = conditions_kernels.as_ref().map(|c| (c, conditions));
+                        run_request(&stream, &loaded, &case, &output, around)
+                    });
                 (
                     matches!(result, Err(KernelFailure::Crashed(_))),
                     Reply::Done(result),
@@ -175,7 +194,14 @@ fn run_request(
     loaded: &Loaded,
     files: &crate::kernels::process::CaseFiles,
     output_path: &std::path::Path,
+    around: Option<(&Conditions, RunConditions)>,
 ) -> std::result::Result<(), KernelFailure> {
+    let before = |stream: &Arc<CudaStream>| match around {
+        Some((kernels, conditions)) => kernels.before_launch(stream, conditions).map_err(|err| {
+            KernelFailure::Crashed(format!("the harness's condition kernels: {err}"))
+        }),
+        None => Ok(()),
+    };
     let owned = read_case(files)?;
     let case = dual(&owned)?;
     let shape = case.inputs.shape;
@@ -185,18 +211,27 @@ fn run_request(
             function,
             sm_count,
         } => hardened_launch(stream, case, |buffers: &LaunchBuffers| {
-            PreparedLaunch::new(variant, *buffers, shape, *sm_count)
-                .and_then(|prepared| prepared.launch(stream, function))
+            let prepared = PreparedLaunch::new(variant, *buffers, shape, *sm_count)
+                .map_err(KernelFailure::Crashed)?;
+            before(stream)?;
+            prepared
+                .launch(stream, function)
                 .map_err(KernelFailure::Crashed)
         })?,
         Loaded::Library(library) => {
             // The C ABI's c is [L][M][N] (GPU MODE's storage); the harness's is [M][N][L].
             let lmn = hardened_launch(stream, case, |buffers: &LaunchBuffers| {
+                before(stream)?;
                 library.call(buffers, shape, stream)
             })?;
             lmn_to_mnl(&lmn, shape)
         }
     };
+    if let Some((kernels, _)) = around {
+        kernels.finish().map_err(|err| {
+            KernelFailure::Crashed(format!("the harness's condition kernels: {err}"))
+        })?;
+    }
     let bytes: Vec<u8> = output.iter().flat_map(|bits| bits.to_le_bytes()).collect();
     std::fs::write(output_path, bytes)
         .map_err(|err| KernelFailure::Crashed(format!("worker could not write the output: {err}")))

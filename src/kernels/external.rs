@@ -66,6 +66,7 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
                 .into_iter()
                 .chain(arch_args)
                 .collect(),
+                env: Vec::new(),
                 start_timeout: SUBMISSION_START_TIMEOUT,
             },
             SUBMISSION_CASE_TIMEOUT,
@@ -83,6 +84,7 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
                 .into_iter()
                 .chain(arch_args)
                 .collect(),
+                env: Vec::new(),
                 start_timeout: Duration::from_secs(60),
             },
             CASE_TIMEOUT,
@@ -98,9 +100,10 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
             schedule: manifest.schedule,
             source_hash: manifest.hash.clone(),
             deliberately_broken: manifest.deliberately_broken,
+            nondeterministic: manifest.nondeterministic,
         },
         command,
-        Box::new(move || match device_info() {
+        std::sync::Arc::new(move || match device_info() {
             Err(reason) => Err(reason.clone()),
             Ok(info) => arch
                 .and_then(|arch| arch.unmet_by(info.compute_capability))

@@ -181,6 +181,51 @@ pub struct KernelEnvironment {
     pub torch_cuda: Option<String>,
 }
 
+/// What else happens on the GPU around one run: the determinism and shared-memory checks
+/// (src/certify/determinism.rs) run a case again under other conditions and compare the bits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RunConditions {
+    /// Just before the launch, fill as much of every SM's shared memory as a kernel can hold
+    /// with this byte: a kernel that reads shared memory it never wrote then reads it.
+    pub shared_memory_fill: Option<u8>,
+    /// Keep other work running on the GPU (on another stream) while the kernel runs, so that
+    /// its CTAs are scheduled on fewer SMs and in another order.
+    pub concurrent_load: bool,
+}
+
+impl RunConditions {
+    pub fn describe(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(fill) = self.shared_memory_fill {
+            parts.push(format!(
+                "shared memory filled with 0x{fill:02X} before the launch"
+            ));
+        }
+        if self.concurrent_load {
+            parts.push("other work running on the GPU".to_string());
+        }
+        if parts.is_empty() {
+            "an idle GPU".to_string()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+/// A program (compute-sanitizer) a worker-backed kernel can be started under: the worker's
+/// command line follows `args`.
+#[derive(Debug, Clone)]
+pub struct ToolWrapper {
+    /// Names the kernel's wrapped copy (its scratch directory), e.g. "racecheck".
+    pub label: String,
+    pub program: std::path::PathBuf,
+    pub args: Vec<String>,
+    /// Added to the worker's environment.
+    pub env: Vec<(String, String)>,
+    /// How much longer than usual the worker may take to start and to run a case.
+    pub slowdown: u32,
+}
+
 /// A kernel under test. `run` writes `[M, N, L]` fp16 into `output`, which the harness has filled
 /// with the poison NaN ([`crate::compare::diagnosis::POISON`]).
 pub trait KernelUnderTest: Sync {
@@ -213,6 +258,29 @@ pub trait KernelUnderTest: Sync {
     /// Runs one case (of [`Self::problem`]); `output` has [`ProblemInputs::output_len`]
     /// elements.
     fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure>;
+    /// Runs one case under `conditions` (other work on the GPU, shared memory filled first):
+    /// the determinism checks. A kernel that does not run on a GPU has none to honour.
+    fn run_under(
+        &self,
+        case: &KernelCase,
+        _conditions: RunConditions,
+        output: &mut [f16],
+    ) -> Result<(), KernelFailure> {
+        self.run(case, output)
+    }
+    /// The same kernel in a fresh worker started under `tool`; None for a kernel that does not
+    /// run in a worker process.
+    fn under_tool(&self, _tool: &ToolWrapper) -> Option<Box<dyn KernelUnderTest>> {
+        None
+    }
+    /// Ends what [`Self::prepare`] started, letting a worker exit on its own (a tool it runs
+    /// under then writes its last reports). Dropping the kernel also ends it, at once.
+    fn finish(&self) {}
+    /// Whether its outputs may legitimately differ between runs (atomics-based split-K, declared
+    /// in its manifest): the determinism check is then skipped and the certificate says so.
+    fn declares_nondeterminism(&self) -> bool {
+        false
+    }
     /// The accumulation schedule the kernel declares, if any: `certify --exact` replays it.
     fn schedule(&self) -> Option<Schedule> {
         None

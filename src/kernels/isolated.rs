@@ -3,7 +3,8 @@
 //! Each source only says how to start its worker and describes its kernel.
 
 use super::interface::{
-    KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError, ShapeSupport,
+    KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError, RunConditions,
+    ShapeSupport, ToolWrapper,
 };
 use super::process::{CaseFiles, Worker, WorkerCommand};
 use super::timing::TimedRun;
@@ -25,10 +26,12 @@ pub struct KernelInfo {
     /// SHA-256 of what the kernel is built from (sources, or files and manifest).
     pub source_hash: String,
     pub deliberately_broken: bool,
+    /// Declared (manifest) to give outputs that may differ between runs.
+    pub nondeterministic: bool,
 }
 
 /// Says why the kernel cannot run on this machine, without starting anything.
-pub type AvailabilityCheck = Box<dyn Fn() -> Result<(), String> + Send + Sync>;
+pub type AvailabilityCheck = std::sync::Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 pub struct IsolatedKernel {
     pub info: KernelInfo,
@@ -169,6 +172,50 @@ impl KernelUnderTest for IsolatedKernel {
     }
 
     fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure> {
+        self.run_under(case, RunConditions::default(), output)
+    }
+
+    fn declares_nondeterminism(&self) -> bool {
+        self.info.nondeterministic
+    }
+
+    fn finish(&self) {
+        let mut slot = self.worker.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(worker) = slot.take() {
+            worker.close(Duration::from_secs(60));
+        }
+    }
+
+    /// A copy whose worker starts under `tool` (its own scratch directory and worker), with
+    /// the start and case watchdogs stretched by the tool's slowdown.
+    fn under_tool(&self, tool: &ToolWrapper) -> Option<Box<dyn KernelUnderTest>> {
+        let mut args = tool.args.clone();
+        args.push(self.command.program.display().to_string());
+        args.extend(self.command.args.iter().cloned());
+        let command = WorkerCommand {
+            program: tool.program.clone(),
+            args,
+            env: self.command.env.iter().chain(&tool.env).cloned().collect(),
+            start_timeout: self.command.start_timeout * tool.slowdown,
+        };
+        let mut info = self.info.clone();
+        info.name = format!("{}-{}", self.info.name, tool.label);
+        let mut wrapped = IsolatedKernel::new(
+            info,
+            command,
+            self.availability.clone(),
+            self.case_timeout_base * tool.slowdown,
+        );
+        wrapped.info.name = self.info.name.clone();
+        Some(Box::new(wrapped))
+    }
+
+    fn run_under(
+        &self,
+        case: &KernelCase,
+        conditions: RunConditions,
+        output: &mut [f16],
+    ) -> Result<(), KernelFailure> {
         let shape = case.shape();
         if case.problem() != self.info.problem {
             return Err(KernelFailure::Refused(format!(
@@ -190,7 +237,13 @@ impl KernelUnderTest for IsolatedKernel {
         self.ensure_started(&mut slot)
             .map_err(|err| KernelFailure::Crashed(format!("restarting the worker: {err}")))?;
         let worker = slot.as_mut().expect("started above");
-        let result = worker.run(case, output, &self.scratch, self.case_timeout(case));
+        let result = worker.run(
+            case,
+            conditions,
+            output,
+            &self.scratch,
+            self.case_timeout(case),
+        );
         if matches!(
             result,
             Err(KernelFailure::Hung(_) | KernelFailure::Crashed(_))

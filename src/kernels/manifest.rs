@@ -9,6 +9,8 @@
 //! submission = "submission.py"          # or: library = "libkernel.so" and symbol = "..."
 //! description = "Triton, one program per 64x64 tile"
 //! deliberately_broken = false           # optional
+//! nondeterministic = false              # optional: outputs may differ between runs (atomics-
+//!                                       # based split-K); certify then skips its determinism check
 //! arch = "sm_90"                        # optional: sm_XY (at least X.Y) or sm_XYa (exactly X.Y)
 //!
 //! [shapes]                              # optional: the declared support
@@ -38,6 +40,7 @@ struct ManifestFile {
     symbol: Option<String>,
     description: Option<String>,
     deliberately_broken: Option<bool>,
+    nondeterministic: Option<bool>,
     arch: Option<String>,
     shapes: Option<ShapesTable>,
     schedule: Option<ScheduleTable>,
@@ -128,6 +131,7 @@ pub struct Manifest {
     pub code: KernelCode,
     pub description: String,
     pub deliberately_broken: bool,
+    pub nondeterministic: bool,
     pub arch: Option<ArchRequirement>,
     pub support: ShapeSupport,
     pub schedule: Option<Schedule>,
@@ -322,6 +326,7 @@ impl Manifest {
             problem,
             code,
             deliberately_broken: file.deliberately_broken.unwrap_or(false),
+            nondeterministic: file.nondeterministic.unwrap_or(false),
             arch,
             support,
             schedule,
@@ -378,6 +383,7 @@ impl Manifest {
             problem,
             code,
             deliberately_broken: false,
+            nondeterministic: false,
             arch: None,
             support: ShapeSupport::ANY,
             schedule: None,

@@ -20,7 +20,7 @@ pub mod timing;
 
 pub use interface::{
     DualGemmCase, KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError,
-    ShapeSupport,
+    RunConditions, ShapeSupport, ToolWrapper,
 };
 
 /// Every kernel built into this binary, in listing order: the CPU kernels, then the GPU variants.

@@ -53,13 +53,15 @@ pub fn nvrtc_kernel(variant: &GpuVariant) -> IsolatedKernel {
             schedule: variant.schedule,
             source_hash: variant.source_hash(),
             deliberately_broken: variant.test_kernel,
+            nondeterministic: false,
         },
         WorkerCommand {
             program: worker_program(),
             args: vec!["gpu-worker".into(), "--variant".into(), variant.name.into()],
+            env: Vec::new(),
             start_timeout: START_TIMEOUT,
         },
-        Box::new(move || gpu_availability(Some(arch))),
+        std::sync::Arc::new(move || gpu_availability(Some(arch))),
         CASE_TIMEOUT,
     )
 }

@@ -11,7 +11,7 @@
 //! travel as raw files (one per tensor, bytes in storage order) in a fresh directory; the output
 //! comes back as a raw file of `[M, N, L]` fp16 bits.
 
-use super::interface::{KernelCase, KernelEnvironment, KernelFailure, PrepareError};
+use super::interface::{KernelCase, KernelEnvironment, KernelFailure, PrepareError, RunConditions};
 use crate::problem::{BlockScaledMatrix, ProblemInputs, ProblemKind};
 use half::f16;
 use serde::{Deserialize, Serialize};
@@ -152,7 +152,12 @@ impl CaseFiles {
 pub enum Request {
     /// Run the kernel once on fresh buffers, write the output's `[M, N, L]` fp16 bits to
     /// `output`.
-    Run { case: CaseFiles, output: PathBuf },
+    Run {
+        case: CaseFiles,
+        output: PathBuf,
+        #[serde(default)]
+        conditions: RunConditions,
+    },
     /// Timing, step 1: load every set of inputs onto the GPU (the first `warmup` for warm-up
     /// calls, then one per timed call: no timed call sees inputs twice). Answered `Done`.
     Prepare { sets: Vec<CaseFiles>, warmup: usize },
@@ -215,6 +220,8 @@ impl Reply {
 pub struct WorkerCommand {
     pub program: PathBuf,
     pub args: Vec<String>,
+    /// Added to the worker's environment.
+    pub env: Vec<(String, String)>,
     /// Time the worker gets to start and answer Ready (compilation included).
     pub start_timeout: Duration,
 }
@@ -222,10 +229,26 @@ pub struct WorkerCommand {
 /// A running worker process. Dropping it kills the process.
 pub struct Worker {
     child: Child,
-    stdin: ChildStdin,
+    /// None once [`Worker::close`] has closed it.
+    stdin: Option<ChildStdin>,
     replies: Receiver<String>,
     log: PathBuf,
     pub environment: KernelEnvironment,
+}
+
+impl Worker {
+    /// Closes the worker's stdin, which ends its request loop, and waits up to `wait` for it to
+    /// exit (a tool it runs under writes its summary then) before it is killed on drop.
+    pub fn close(mut self, wait: Duration) {
+        self.stdin = None;
+        let deadline = std::time::Instant::now() + wait;
+        while std::time::Instant::now() < deadline {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 impl Drop for Worker {
@@ -251,6 +274,7 @@ impl Worker {
         })?;
         let mut child = Command::new(&command.program)
             .args(&command.args)
+            .envs(command.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -281,7 +305,7 @@ impl Worker {
         });
         let mut worker = Worker {
             child,
-            stdin,
+            stdin: Some(stdin),
             replies,
             log: log.to_path_buf(),
             environment: KernelEnvironment::default(),
@@ -334,8 +358,12 @@ impl Worker {
 
     pub fn send(&mut self, request: &Request) -> Result<(), KernelFailure> {
         let line = serde_json::to_string(request).expect("requests serialize");
-        writeln!(self.stdin, "{line}")
-            .and_then(|()| self.stdin.flush())
+        let stdin = self
+            .stdin
+            .as_mut()
+            .ok_or_else(|| KernelFailure::Crashed("the worker was closed".into()))?;
+        writeln!(stdin, "{line}")
+            .and_then(|()| stdin.flush())
             .map_err(|_| KernelFailure::Crashed("the worker process died".into()))
     }
 
@@ -344,6 +372,7 @@ impl Worker {
     pub fn run(
         &mut self,
         case: &KernelCase,
+        conditions: RunConditions,
         output: &mut [f16],
         scratch: &Path,
         timeout: Duration,
@@ -357,6 +386,7 @@ impl Worker {
         self.send(&Request::Run {
             case: files,
             output: output_path.clone(),
+            conditions,
         })?;
         match self.receive(timeout)? {
             Reply::Done(Ok(())) => {}
