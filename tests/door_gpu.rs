@@ -4,29 +4,11 @@
 //! `cargo test --release --test door_gpu --no-run`, carry the test binary and nvfp4-oracle, run
 //! `NVFP4_ORACLE_BIN=./nvfp4-oracle ./door_gpu-<hash>` from the repository root.
 
+mod common;
+
+use common::{oracle_binary as binary, torch_gpu};
 use std::path::{Path, PathBuf};
 use std::process::Command;
-
-fn binary() -> PathBuf {
-    std::env::var_os("NVFP4_ORACLE_BIN")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_nvfp4-oracle")))
-}
-
-fn torch_gpu() -> Result<(), String> {
-    let out = Command::new("python3")
-        .args([
-            "-c",
-            "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)",
-        ])
-        .output()
-        .map_err(|err| format!("no python3: {err}"))?;
-    match out.status.code() {
-        Some(0) => Ok(()),
-        Some(3) => Err("torch sees no CUDA GPU".into()),
-        _ => Err("python3 has no torch".into()),
-    }
-}
 
 fn certify(manifest: &Path, cases: usize) -> (i32, String) {
     let report = std::env::temp_dir().join(format!("nvfp4-door-gpu-{}", std::process::id()));

@@ -1,4 +1,5 @@
-//! Shared helpers for the integration tests: reading committed vector files.
+//! Shared helpers for the integration tests: reading committed vector files; the oracle binary
+//! and whether torch sees a GPU (the tests that run submissions).
 #![allow(dead_code)]
 
 use safetensors::SafeTensors;
@@ -42,4 +43,28 @@ pub fn tensor<'a>(vectors: &'a HashMap<String, Vec<u8>>, name: &str) -> &'a [u8]
     vectors
         .get(name)
         .unwrap_or_else(|| panic!("vector file has no tensor '{name}'"))
+}
+
+/// The nvfp4-oracle binary under test: `NVFP4_ORACLE_BIN` (a carried binary on the GPU
+/// machine), else the one cargo built.
+pub fn oracle_binary() -> PathBuf {
+    std::env::var_os("NVFP4_ORACLE_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_nvfp4-oracle")))
+}
+
+/// Ok when python3 has torch and torch sees a CUDA GPU; otherwise why not (the test skips).
+pub fn torch_gpu() -> Result<(), String> {
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)",
+        ])
+        .output()
+        .map_err(|err| format!("no python3: {err}"))?;
+    match out.status.code() {
+        Some(0) => Ok(()),
+        Some(3) => Err("torch sees no CUDA GPU".into()),
+        _ => Err("python3 has no torch".into()),
+    }
 }
