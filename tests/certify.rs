@@ -171,3 +171,60 @@ fn certify_command_exit_codes() {
         "lists the known kernels"
     );
 }
+
+/// Data shrinking (issue #15): every mutant that writes a wrong output is left with a handful of
+/// nonzero inputs, and where one input read differently explains the output, it is named.
+#[test]
+fn failing_data_shrinks_to_a_few_inputs_and_a_single_misread_input_is_named() {
+    for bug in Bug::ALL {
+        let result = certify_variant(&CpuKernel::mutant(bug), limits(60, false), &[], |_, _| {});
+        let failure = result.failure.expect("rejected");
+        let Some(data) = failure.data else {
+            // Only a kernel that leaves elements unwritten may keep its whole minimal case.
+            assert!(
+                failure.diagnosis.is_some_and(|d| d.unwritten > 0),
+                "{}",
+                bug.slug()
+            );
+            continue;
+        };
+        eprintln!(
+            "{:<20} {} nonzero in {} after {} runs: {}",
+            bug.slug(),
+            data.nonzero.len(),
+            data.shape,
+            data.runs,
+            data.explanation.as_deref().unwrap_or("-")
+        );
+        // Rounding bugs (fp16 accumulation, a truncated output) show only on sums that are not
+        // representable: those need several products; the rest need one or two.
+        let most = if matches!(bug, Bug::Fp16Accumulation | Bug::TruncatedOutput) {
+            16
+        } else {
+            6
+        };
+        assert!(
+            data.nonzero.len() <= most,
+            "{}: {:?}",
+            bug.slug(),
+            data.nonzero
+        );
+        assert!(data.observed.to_bits() != data.expected.to_bits() || data.observed.is_nan());
+        let explanation = data.explanation.unwrap_or_default();
+        match bug {
+            // Decoding a code wrong is an input read as another value...
+            Bug::Fp4HighExponent => {
+                assert!(
+                    explanation.contains(" read as ") && !explanation.contains("scale"),
+                    "{explanation}"
+                )
+            }
+            // ...ignoring the scales, a scale read as 1.0.
+            Bug::ScalesIgnored => assert!(
+                explanation.contains("the scale of") && explanation.contains("read as 1 (0x38)"),
+                "{explanation}"
+            ),
+            _ => {}
+        }
+    }
+}

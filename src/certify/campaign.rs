@@ -183,6 +183,8 @@ pub struct Failure {
     pub minimal: CaseOutcome,
     pub diagnosis: Option<Diagnosis>,
     pub shrink_steps: usize,
+    /// The failing case's data shrunk further (dual GEMM, wrong outputs).
+    pub data: Option<super::shrink_data::ShrunkData>,
 }
 
 /// Interval width (ulps) below which an element counts as tight for the worst-error figure.
@@ -549,11 +551,22 @@ fn diagnosed(
         }
         _ => None,
     };
+    // Data shrinking only for wrong outputs: a crash or a hang would cost a watchdog per run.
+    let data = match &minimal.result {
+        Ok(_) => super::shrink_data::shrink_data(
+            kernel,
+            &minimal.case.inputs,
+            minimal.case.padding_fill,
+            order,
+        ),
+        Err(_) => None,
+    };
     Failure {
         first,
         minimal,
         diagnosis,
         shrink_steps,
+        data,
     }
 }
 

@@ -6,5 +6,6 @@ pub mod campaign;
 pub mod checks;
 pub mod report;
 pub mod sanitize;
+pub mod shrink_data;
 
 pub use campaign::{certify_variant, CampaignLimits, CampaignResult};

@@ -111,6 +111,9 @@ pub struct FailureReport {
     pub repro_case: PathBuf,
     pub repro_output: PathBuf,
     pub replay: String,
+    /// The minimal case's data shrunk further, and its case file.
+    pub minimal_data: Option<super::shrink_data::ShrunkData>,
+    pub repro_minimal_data: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -294,6 +297,22 @@ impl Certificate {
                 )
                 .meta("kernel", kernel.name())
                 .write(&repro_output)?;
+            let repro_minimal_data = match failure.data.as_ref().and_then(|d| d.inputs.as_ref()) {
+                Some(inputs) => {
+                    let path =
+                        dir.join(format!("{}-repro-minimal-data.safetensors", kernel.name()));
+                    let problem = crate::problem::ProblemInputs::DualGemm(inputs.clone());
+                    let reference = crate::model::problem_reference(&problem, limits.order);
+                    let mut writer = CaseWriter::default();
+                    writer
+                        .problem_inputs(&problem, minimal.case.padding_fill)
+                        .meta("shrunk_from_seed", minimal.spec.seed);
+                    writer.reference(inputs.shape, &reference, limits.order);
+                    writer.write(&path)?;
+                    Some(path)
+                }
+                None => None,
+            };
             let (verdict, failed_elements, worst, map) = match &minimal.result {
                 Ok(v) => (
                     v.render().lines().next().unwrap_or_default().to_string(),
@@ -332,6 +351,8 @@ impl Certificate {
                 ),
                 repro_case,
                 repro_output,
+                minimal_data: failure.data,
+                repro_minimal_data,
             });
         }
         Ok(certificate)
@@ -444,6 +465,12 @@ impl Certificate {
                 f.replay,
                 f.failure_map
             ));
+            if let Some(data) = &f.minimal_data {
+                md.push_str(&super::shrink_data::markdown(data));
+                if let Some(path) = &f.repro_minimal_data {
+                    md.push_str(&format!("\nIts case file: `{}`\n", path.display()));
+                }
+            }
         }
         md.push_str(&super::checks::markdown(
             self.sanitizer.as_ref(),

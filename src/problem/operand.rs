@@ -116,6 +116,34 @@ impl BlockScaledMatrix {
         E4m3::from_bits(self.row_scales(row, batch)[k / SCALE_BLOCK])
     }
 
+    /// Sets the FP4 code (4 bits) at (row, k, batch): data shrinking rewrites single inputs.
+    pub fn set_code(&mut self, row: usize, k: usize, batch: usize, code: u8) {
+        let byte = &mut self.data[(batch * self.rows + row) * (self.k / 2) + k / 2];
+        *byte = if k % 2 == 0 {
+            (*byte & 0xF0) | (code & 0x0F)
+        } else {
+            (*byte & 0x0F) | (code << 4)
+        };
+    }
+
+    /// Sets the e4m3 scale byte of the block holding k at (row, k, batch).
+    pub fn set_scale(&mut self, row: usize, k: usize, batch: usize, byte: u8) {
+        let cols = self.k / SCALE_BLOCK;
+        self.scales[(batch * self.rows + row) * cols + k / SCALE_BLOCK] = byte;
+    }
+
+    /// A copy holding batch `batch` alone.
+    pub fn single_batch(&self, batch: usize) -> Self {
+        let (row_bytes, cols) = (self.k / 2, self.k / SCALE_BLOCK);
+        BlockScaledMatrix {
+            rows: self.rows,
+            k: self.k,
+            batches: 1,
+            data: self.data[batch * self.rows * row_bytes..][..self.rows * row_bytes].to_vec(),
+            scales: self.scales[batch * self.rows * cols..][..self.rows * cols].to_vec(),
+        }
+    }
+
     /// A copy with only the first `rows` rows and `k` values of K kept (used to shrink cases).
     pub fn truncated(&self, rows: usize, k: usize) -> Self {
         assert!(rows <= self.rows && k <= self.k && k % SCALE_BLOCK == 0);

@@ -1,0 +1,342 @@
+//! Data shrinking (issue #15): after the shape of a failing dual-GEMM case has been shrunk, its
+//! data is, while the kernel still fails: batches dropped, K blocks zeroed, single FP4 codes
+//! zeroed, the rest moved to +-1, scales moved to 1.0. What is left is usually one or two nonzero
+//! products, printed as a table with the expected and the observed output, and, where one
+//! exists, the single input that, read differently, turns the expected output into the observed
+//! one ("observed = expected with A[0, 5] read as 4.0 instead of 6.0").
+//!
+//! Each step is a kernel run judged against the model on the changed inputs; the number of runs
+//! is bounded ([`RUN_BUDGET`]) so a slow kernel costs seconds, not minutes.
+
+use crate::compare::diagnosis::POISON;
+use crate::compare::{judge, OutputShape};
+use crate::formats::{E2m1, E4m3};
+use crate::kernels::{KernelCase, KernelUnderTest};
+use crate::model::bounds::KOrder;
+use crate::model::problem_reference;
+use crate::problem::{BlockScaledMatrix, DualGemmInputs, ProblemInputs, Shape, SCALE_BLOCK};
+use half::f16;
+use serde::Serialize;
+
+/// Kernel runs data shrinking may spend.
+pub const RUN_BUDGET: usize = 600;
+/// The e4m3 code of 1.0, and the FP4 codes of +1.0 and -1.0.
+const SCALE_ONE: u8 = 0x38;
+const FP4_PLUS_ONE: u8 = 0x2;
+const FP4_MINUS_ONE: u8 = 0xA;
+
+/// One nonzero input of the shrunk case.
+#[derive(Debug, Clone, Serialize)]
+pub struct NonzeroInput {
+    /// "A[m, k, l]", "B1[n, k, l]", "B2[n, k, l]".
+    pub position: String,
+    pub code: u8,
+    pub value: f32,
+    pub scale_byte: u8,
+    pub scale: f32,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct ShrunkData {
+    pub shape: Shape,
+    pub runs: usize,
+    pub nonzero: Vec<NonzeroInput>,
+    /// The first failing output element, the model's answer and the kernel's.
+    pub element: String,
+    pub expected: f32,
+    pub observed: f32,
+    /// "observed = expected with A[0, 5, 0] read as 4.0 instead of 6.0", when one input alone
+    /// explains the observed output.
+    pub explanation: Option<String>,
+    /// The shrunk inputs (the repro files are written from them).
+    #[serde(skip)]
+    pub inputs: Option<DualGemmInputs>,
+}
+
+struct Shrinker<'a> {
+    kernel: &'a dyn KernelUnderTest,
+    order: KOrder,
+    fill: u8,
+    runs: usize,
+}
+
+impl Shrinker<'_> {
+    /// Runs the kernel on `inputs`; the output when it still fails.
+    fn fails(&mut self, inputs: &DualGemmInputs) -> Option<Vec<f16>> {
+        if self.runs >= RUN_BUDGET {
+            return None;
+        }
+        self.runs += 1;
+        let problem = ProblemInputs::DualGemm(inputs.clone());
+        let reference = problem_reference(&problem, self.order);
+        let (m, n, l) = problem.output_dims();
+        let case = KernelCase::new(problem, self.fill);
+        let mut output = vec![POISON; m * n * l];
+        match self.kernel.run(&case, &mut output) {
+            // A crash or an exception on the smaller case is still the failure.
+            Err(_) => Some(output),
+            Ok(()) => {
+                let verdict = judge(
+                    OutputShape { m, n, l },
+                    &output,
+                    &reference.expected,
+                    &reference.lo,
+                    &reference.hi,
+                );
+                (!verdict.pass).then_some(output)
+            }
+        }
+    }
+
+    /// Applies `change` to a copy of `inputs` and keeps it when the kernel still fails.
+    fn try_keep(
+        &mut self,
+        inputs: &mut DualGemmInputs,
+        change: impl FnOnce(&mut DualGemmInputs) -> bool,
+    ) -> bool {
+        let mut candidate = inputs.clone();
+        if !change(&mut candidate) || candidate == *inputs {
+            return false;
+        }
+        if self.fails(&candidate).is_some() {
+            *inputs = candidate;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+fn operands_mut(inputs: &mut DualGemmInputs) -> [(&'static str, &mut BlockScaledMatrix); 3] {
+    [
+        ("A", &mut inputs.a),
+        ("B1", &mut inputs.b1),
+        ("B2", &mut inputs.b2),
+    ]
+}
+
+fn operands(inputs: &DualGemmInputs) -> [(&'static str, &BlockScaledMatrix); 3] {
+    [("A", &inputs.a), ("B1", &inputs.b1), ("B2", &inputs.b2)]
+}
+
+/// Every (operand index, row, k, batch) whose FP4 code is not +-0.
+fn nonzero_positions(inputs: &DualGemmInputs) -> Vec<(usize, usize, usize, usize)> {
+    let mut positions = Vec::new();
+    for (i, (_, matrix)) in operands(inputs).into_iter().enumerate() {
+        for batch in 0..matrix.batches() {
+            for row in 0..matrix.rows() {
+                for k in 0..matrix.k() {
+                    if matrix.value(row, k, batch).to_bits() & 0x7 != 0 {
+                        positions.push((i, row, k, batch));
+                    }
+                }
+            }
+        }
+    }
+    positions
+}
+
+/// Shrinks the data of a failing dual-GEMM case (see the module's comment). None when the case
+/// does not fail again (a flaky kernel) or is not a dual GEMM.
+pub fn shrink_data(
+    kernel: &dyn KernelUnderTest,
+    failing: &ProblemInputs,
+    fill: u8,
+    order: KOrder,
+) -> Option<ShrunkData> {
+    let ProblemInputs::DualGemm(start) = failing else {
+        return None;
+    };
+    let mut shrinker = Shrinker {
+        kernel,
+        order,
+        fill,
+        runs: 0,
+    };
+    shrinker.fails(start)?;
+    let mut inputs = start.clone();
+
+    // Batches: keep one, if one alone fails.
+    if inputs.shape.l > 1 {
+        for batch in 0..inputs.shape.l {
+            let single = DualGemmInputs {
+                shape: Shape::new(inputs.shape.m, inputs.shape.n, inputs.shape.k, 1).ok()?,
+                a: inputs.a.single_batch(batch),
+                b1: inputs.b1.single_batch(batch),
+                b2: inputs.b2.single_batch(batch),
+            };
+            if shrinker.fails(&single).is_some() {
+                inputs = single;
+                break;
+            }
+        }
+    }
+    let (rows_a, k, batches) = (inputs.shape.m, inputs.shape.k, inputs.shape.l);
+    // K blocks: A's block zeroed removes it from every product.
+    for block in 0..k / SCALE_BLOCK {
+        shrinker.try_keep(&mut inputs, |c| {
+            for batch in 0..batches {
+                for row in 0..rows_a {
+                    for kk in block * SCALE_BLOCK..(block + 1) * SCALE_BLOCK {
+                        c.a.set_code(row, kk, batch, 0);
+                    }
+                }
+            }
+            true
+        });
+    }
+    // Single codes to 0, then the rest to +-1, then their scales to 1.0.
+    for (i, row, kk, batch) in nonzero_positions(&inputs) {
+        shrinker.try_keep(&mut inputs, |c| {
+            operands_mut(c)[i].1.set_code(row, kk, batch, 0);
+            true
+        });
+    }
+    for (i, row, kk, batch) in nonzero_positions(&inputs) {
+        shrinker.try_keep(&mut inputs, |c| {
+            let matrix = &mut operands_mut(c)[i].1;
+            let negative = matrix.value(row, kk, batch).to_bits() & 0x8 != 0;
+            let one = if negative {
+                FP4_MINUS_ONE
+            } else {
+                FP4_PLUS_ONE
+            };
+            matrix.set_code(row, kk, batch, one);
+            true
+        });
+    }
+    for (i, row, kk, batch) in nonzero_positions(&inputs) {
+        shrinker.try_keep(&mut inputs, |c| {
+            operands_mut(c)[i].1.set_scale(row, kk, batch, SCALE_ONE);
+            true
+        });
+    }
+
+    let observed_output = shrinker.fails(&inputs)?;
+    let problem = ProblemInputs::DualGemm(inputs.clone());
+    let reference = problem_reference(&problem, order);
+    let (m, n, l) = problem.output_dims();
+    let verdict = judge(
+        OutputShape { m, n, l },
+        &observed_output,
+        &reference.expected,
+        &reference.lo,
+        &reference.hi,
+    );
+    let first = verdict.first_failures.first()?;
+    let index = (first.m * n + first.n) * l + first.l;
+    let observed = observed_output[index];
+    let nonzero: Vec<NonzeroInput> = nonzero_positions(&inputs)
+        .into_iter()
+        .map(|(i, row, kk, batch)| {
+            let (name, matrix) = operands(&inputs)[i];
+            let code = matrix.value(row, kk, batch);
+            let scale = matrix.scale(row, kk, batch);
+            NonzeroInput {
+                position: format!("{name}[{row}, {kk}, {batch}]"),
+                code: code.to_bits(),
+                value: code.to_f32(),
+                scale_byte: scale.to_bits(),
+                scale: scale.to_f32_as_unsigned_scale(),
+            }
+        })
+        .collect();
+    let explanation = explain(&inputs, order, index, observed);
+    Some(ShrunkData {
+        shape: inputs.shape,
+        runs: shrinker.runs,
+        nonzero,
+        element: format!("c[{}, {}, {}]", first.m, first.n, first.l),
+        expected: reference.expected[index].to_f32(),
+        observed: observed.to_f32(),
+        explanation,
+        inputs: Some(inputs),
+    })
+}
+
+/// The single input that, read differently, gives the observed output element: each nonzero
+/// FP4 code read as each other code, then each of their scales read as each other scale byte.
+fn explain(inputs: &DualGemmInputs, order: KOrder, index: usize, observed: f16) -> Option<String> {
+    let output_of = |changed: &DualGemmInputs| {
+        problem_reference(&ProblemInputs::DualGemm(changed.clone()), order).expected[index]
+    };
+    let same = |x: f16| x.to_bits() == observed.to_bits() || (x.is_nan() && observed.is_nan());
+    let positions = nonzero_positions(inputs);
+    if positions.len() > 64 {
+        return None; // not shrunk far enough for a search input by input
+    }
+    for &(i, row, kk, batch) in &positions {
+        let (name, matrix) = operands(inputs)[i];
+        let was = matrix.value(row, kk, batch);
+        for code in 0..16u8 {
+            if code == was.to_bits() {
+                continue;
+            }
+            let mut changed = inputs.clone();
+            operands_mut(&mut changed)[i]
+                .1
+                .set_code(row, kk, batch, code);
+            if same(output_of(&changed)) {
+                return Some(format!(
+                    "observed = expected with {name}[{row}, {kk}, {batch}] read as {} instead of {}",
+                    E2m1::from_bits(code).to_f32(),
+                    was.to_f32()
+                ));
+            }
+        }
+    }
+    for &(i, row, kk, batch) in &positions {
+        let (name, matrix) = operands(inputs)[i];
+        let was = matrix.scale(row, kk, batch);
+        for byte in 0..=255u8 {
+            if byte == was.to_bits() {
+                continue;
+            }
+            let mut changed = inputs.clone();
+            operands_mut(&mut changed)[i]
+                .1
+                .set_scale(row, kk, batch, byte);
+            if same(output_of(&changed)) {
+                return Some(format!(
+                    "observed = expected with the scale of {name}[{row}, {kk}, {batch}] read as {} (0x{byte:02X}) instead of {} (0x{:02X})",
+                    E4m3::from_bits(byte).to_f32_as_unsigned_scale(),
+                    was.to_f32_as_unsigned_scale(),
+                    was.to_bits()
+                ));
+            }
+        }
+    }
+    None
+}
+
+/// The certificate's table of a shrunk case.
+pub fn markdown(shrunk: &ShrunkData) -> String {
+    let mut md = format!(
+        "\n## Minimal data ({} kernel runs)\n\nShape {}; {} nonzero input(s){}\n",
+        shrunk.runs,
+        shrunk.shape,
+        shrunk.nonzero.len(),
+        if shrunk.nonzero.is_empty() {
+            ": the failure does not depend on the data (every FP4 code 0 still fails)."
+        } else {
+            ":\n\n| input | FP4 code | value | scale byte | scale |\n|---|---|---|---|---|"
+        }
+    );
+    for input in &shrunk.nonzero {
+        md.push_str(&format!(
+            "| {} | 0x{:X} | {} | 0x{:02X} | {} |\n",
+            input.position, input.code, input.value, input.scale_byte, input.scale
+        ));
+    }
+    md.push_str(&format!(
+        "\n{}: expected {}, observed {}{}\n",
+        shrunk.element,
+        shrunk.expected,
+        shrunk.observed,
+        shrunk
+            .explanation
+            .as_ref()
+            .map_or(String::new(), |e| format!("; {e}"))
+    ));
+    md
+}
