@@ -173,7 +173,8 @@ fn certify_command_exit_codes() {
 }
 
 /// Data shrinking (issue #15): every mutant that writes a wrong output is left with a handful of
-/// nonzero inputs, and where one input read differently explains the output, it is named.
+/// nonzero inputs, where one input read differently explains the output it is named, and the
+/// feature a bug depends on (FP4 codes, K tail, scale value) is found by controlled changes.
 #[test]
 fn failing_data_shrinks_to_a_few_inputs_and_a_single_misread_input_is_named() {
     for bug in Bug::ALL {
@@ -210,6 +211,17 @@ fn failing_data_shrinks_to_a_few_inputs_and_a_single_misread_input_is_named() {
             data.nonzero
         );
         assert!(data.observed.to_bits() != data.expected.to_bits() || data.observed.is_nan());
+        // Localization names the feature the failure depends on.
+        let localized = data.localization.join("\n");
+        let feature = match bug {
+            Bug::Fp4HighExponent => Some("depends on which FP4 codes are read"),
+            Bug::KTailDropped => Some("passes with K padded with zeros to a multiple of 256"),
+            Bug::ScalesIgnored => Some("depends on the scale's value"),
+            _ => None,
+        };
+        if let Some(feature) = feature {
+            assert!(localized.contains(feature), "{}: {localized}", bug.slug());
+        }
         let explanation = data.explanation.unwrap_or_default();
         match bug {
             // Decoding a code wrong is an input read as another value...

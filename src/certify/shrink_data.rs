@@ -48,6 +48,9 @@ pub struct ShrunkData {
     /// "observed = expected with A[0, 5, 0] read as 4.0 instead of 6.0", when one input alone
     /// explains the observed output.
     pub explanation: Option<String>,
+    /// What the failure depends on, in words, from controlled changes of the shrunk case
+    /// ([`localize`]).
+    pub localization: Vec<String>,
     /// The shrunk inputs (the repro files are written from them).
     #[serde(skip)]
     pub inputs: Option<DualGemmInputs>,
@@ -61,11 +64,9 @@ struct Shrinker<'a> {
 }
 
 impl Shrinker<'_> {
-    /// Runs the kernel on `inputs`; the output when it still fails.
-    fn fails(&mut self, inputs: &DualGemmInputs) -> Option<Vec<f16>> {
-        if self.runs >= RUN_BUDGET {
-            return None;
-        }
+    /// Runs the kernel on `inputs` and judges it: (still fails, the output). A crash or an
+    /// exception on the changed case is still the failure.
+    fn run_judged(&mut self, inputs: &DualGemmInputs) -> (bool, Vec<f16>) {
         self.runs += 1;
         let problem = ProblemInputs::DualGemm(inputs.clone());
         let reference = problem_reference(&problem, self.order);
@@ -73,8 +74,7 @@ impl Shrinker<'_> {
         let case = KernelCase::new(problem, self.fill);
         let mut output = vec![POISON; m * n * l];
         match self.kernel.run(&case, &mut output) {
-            // A crash or an exception on the smaller case is still the failure.
-            Err(_) => Some(output),
+            Err(_) => (true, output),
             Ok(()) => {
                 let verdict = judge(
                     OutputShape { m, n, l },
@@ -83,9 +83,19 @@ impl Shrinker<'_> {
                     &reference.lo,
                     &reference.hi,
                 );
-                (!verdict.pass).then_some(output)
+                (!verdict.pass, output)
             }
         }
+    }
+
+    /// The output when the kernel still fails on `inputs`; None when it passes or when the
+    /// shrinking budget is spent.
+    fn fails(&mut self, inputs: &DualGemmInputs) -> Option<Vec<f16>> {
+        if self.runs >= RUN_BUDGET {
+            return None;
+        }
+        let (failed, output) = self.run_judged(inputs);
+        failed.then_some(output)
     }
 
     /// Applies `change` to a copy of `inputs` and keeps it when the kernel still fails.
@@ -242,6 +252,7 @@ pub fn shrink_data(
         })
         .collect();
     let explanation = explain(&inputs, order, index, observed);
+    let localization = localize(&mut shrinker, &inputs);
     Some(ShrunkData {
         shape: inputs.shape,
         runs: shrinker.runs,
@@ -250,8 +261,182 @@ pub fn shrink_data(
         expected: reference.expected[index].to_f32(),
         observed: observed.to_f32(),
         explanation,
+        localization,
         inputs: Some(inputs),
     })
+}
+
+/// Where [`embed`] moves a case: rows of A, rows of B, k, batch.
+type Offset = (usize, usize, usize, usize);
+
+/// `inputs` placed inside a larger zero case of `shape`, moved by `offset`; the added inputs are
+/// code 0 with scale 1.0.
+fn embed(inputs: &DualGemmInputs, shape: Shape, offset: Offset) -> Option<DualGemmInputs> {
+    let (dm, dn, dk, dl) = offset;
+    let place = |name: &str, from: &BlockScaledMatrix, rows: usize, drow: usize| {
+        let mut to = BlockScaledMatrix::new(
+            name,
+            rows,
+            shape.k,
+            shape.l,
+            vec![0; rows * shape.k / 2 * shape.l],
+            vec![SCALE_ONE; rows * shape.k / SCALE_BLOCK * shape.l],
+        )
+        .ok()?;
+        for batch in 0..from.batches() {
+            for row in 0..from.rows() {
+                for k in 0..from.k() {
+                    let (r, kk, b) = (row + drow, k + dk, batch + dl);
+                    to.set_code(r, kk, b, from.value(row, k, batch).to_bits());
+                    to.set_scale(r, kk, b, from.scale(row, k, batch).to_bits());
+                }
+            }
+        }
+        Some(to)
+    };
+    Some(DualGemmInputs {
+        shape,
+        a: place("a", &inputs.a, shape.m, dm)?,
+        b1: place("b1", &inputs.b1, shape.n, dn)?,
+        b2: place("b2", &inputs.b2, shape.n, dn)?,
+    })
+}
+
+/// Controlled changes of the shrunk case, each run and judged: which features the failure
+/// depends on, in words (issue #15's localization, for bugs outside the catalogue too).
+fn localize(shrinker: &mut Shrinker<'_>, inputs: &DualGemmInputs) -> Vec<String> {
+    let mut found = Vec::new();
+    let shape = inputs.shape;
+    // Localization has no budget of its own: it makes at most 6 + 1 + 4 * 12 runs.
+    let fails = |changed: Option<DualGemmInputs>, shrinker: &mut Shrinker<'_>| {
+        changed.map(|c| shrinker.run_judged(&c).0)
+    };
+    let grown = |m: usize, n: usize, k: usize, l: usize| Shape::new(m, n, k, l).ok();
+    // Where the data sits.
+    let moves: [(&str, Option<Shape>, Offset); 6] = [
+        (
+            "K padded with zeros to a multiple of 256",
+            grown(
+                shape.m,
+                shape.n,
+                shape.k.next_multiple_of(256).max(256),
+                shape.l,
+            ),
+            (0, 0, 0, 0),
+        ),
+        (
+            "its K blocks moved one block later",
+            grown(shape.m, shape.n, shape.k + SCALE_BLOCK, shape.l),
+            (0, 0, SCALE_BLOCK, 0),
+        ),
+        (
+            "its rows of A moved to the next 128-row tile",
+            grown(shape.m + 128, shape.n, shape.k, shape.l),
+            (128, 0, 0, 0),
+        ),
+        (
+            "its rows of B moved to the next 128-column tile",
+            grown(shape.m, shape.n + 128, shape.k, shape.l),
+            (0, 128, 0, 0),
+        ),
+        (
+            "M grown to a multiple of 128 (the data in place)",
+            grown(shape.m.next_multiple_of(128), shape.n, shape.k, shape.l),
+            (0, 0, 0, 0),
+        ),
+        (
+            "its batch moved to batch 2 of 2",
+            grown(shape.m, shape.n, shape.k, shape.l + 1),
+            (0, 0, 0, 1),
+        ),
+    ];
+    for (what, to, offset) in moves {
+        if let Some(false) = fails(to.and_then(|to| embed(inputs, to, offset)), shrinker) {
+            found.push(format!(
+                "passes with {what}: the failure depends on where the data is"
+            ));
+        }
+    }
+    let positions = nonzero_positions(inputs);
+    // Signs.
+    let mut flipped = inputs.clone();
+    for &(i, row, k, batch) in &positions {
+        let matrix = &mut operands_mut(&mut flipped)[i].1;
+        let code = matrix.value(row, k, batch).to_bits();
+        matrix.set_code(row, k, batch, code ^ 0x8);
+    }
+    if !positions.is_empty() && fails(Some(flipped), shrinker) == Some(false) {
+        found.push("passes with every sign flipped: the failure depends on the signs".into());
+    }
+    // FP4 codes and scale classes, input by input (the first four inputs).
+    for &(i, row, k, batch) in positions.iter().take(4) {
+        let (name, matrix) = operands(inputs)[i];
+        let was = matrix.value(row, k, batch);
+        let sign = was.to_bits() & 0x8;
+        let (mut failing, mut passing) = (Vec::new(), Vec::new());
+        for magnitude in 1..8u8 {
+            let mut changed = inputs.clone();
+            operands_mut(&mut changed)[i]
+                .1
+                .set_code(row, k, batch, sign | magnitude);
+            let value = E2m1::from_bits(sign | magnitude).to_f32();
+            match fails(Some(changed), shrinker) {
+                Some(true) => failing.push(value),
+                Some(false) => passing.push(value),
+                None => {}
+            }
+        }
+        if !failing.is_empty() && !passing.is_empty() {
+            found.push(format!(
+                "{name}[{row}, {k}, {batch}]: fails with FP4 values {failing:?}, passes with {passing:?}: the failure depends on which FP4 codes are read"
+            ));
+        }
+        // NaN is left out: a NaN scale makes the expected output NaN, which any kernel that
+        // propagates NaN matches. A scale is named only where its value matters: 1.0 passes and
+        // another class fails, or the sign bit changes the outcome.
+        let classes = [
+            ("1.0", SCALE_ONE),
+            ("1.0 with the sign bit set", 0xB8),
+            ("subnormal (2^-9)", 0x01),
+            ("the largest (448)", 0x7E),
+        ];
+        let outcomes: Vec<(&str, Option<bool>)> = classes
+            .iter()
+            .map(|&(class, byte)| {
+                let mut changed = inputs.clone();
+                operands_mut(&mut changed)[i]
+                    .1
+                    .set_scale(row, k, batch, byte);
+                (class, fails(Some(changed), shrinker))
+            })
+            .collect();
+        let failing: Vec<&str> = outcomes
+            .iter()
+            .filter(|o| o.1 == Some(true))
+            .map(|o| o.0)
+            .collect();
+        let passing: Vec<&str> = outcomes
+            .iter()
+            .filter(|o| o.1 == Some(false))
+            .map(|o| o.0)
+            .collect();
+        let one_passes = outcomes[0].1 == Some(false);
+        let sign_matters = outcomes[0].1 != outcomes[1].1;
+        if (one_passes && !failing.is_empty()) || sign_matters {
+            found.push(format!(
+                "the scale of {name}[{row}, {k}, {batch}]: fails when it is {}, passes when it is {}: the failure depends on {}",
+                failing.join(", "),
+                passing.join(", "),
+                if sign_matters { "the scale's sign bit (tensor cores ignore it)" } else { "the scale's value" }
+            ));
+        }
+    }
+    if found.is_empty() {
+        found.push(
+            "no single change of position, sign, FP4 code or scale class made it pass".into(),
+        );
+    }
+    found
 }
 
 /// The single input that, read differently, gives the observed output element: each nonzero
@@ -338,5 +523,11 @@ pub fn markdown(shrunk: &ShrunkData) -> String {
             .as_ref()
             .map_or(String::new(), |e| format!("; {e}"))
     ));
+    if !shrunk.localization.is_empty() {
+        md.push_str("\nWhat it depends on (each change run and judged):\n\n");
+        for line in &shrunk.localization {
+            md.push_str(&format!("- {line}\n"));
+        }
+    }
     md
 }
