@@ -27,10 +27,22 @@ pub enum Bug {
     Fp4HighExponent,
     MEdgeOffByOne,
     SiluSignError,
+    NoSilu,
+    GemmB2Only,
+    ScaleAtomTransposed,
+    NanScalesAsZero,
+    SubnormalScalesFlushed,
+    BatchIgnored,
+    OverflowSaturated,
+    NEdgeOffByOne,
+    // Outside every class the diagnosis knows (issue #15): localization must still say what the
+    // failure depends on.
+    ScaleSignHonored,
+    Fp4ThreeReadAsTwo,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 10] = [
+    pub const ALL: [Bug; 20] = [
         Bug::GemmOnly,
         Bug::SiluWrongGemm,
         Bug::ScalesIgnored,
@@ -41,6 +53,16 @@ impl Bug {
         Bug::Fp4HighExponent,
         Bug::MEdgeOffByOne,
         Bug::SiluSignError,
+        Bug::NoSilu,
+        Bug::GemmB2Only,
+        Bug::ScaleAtomTransposed,
+        Bug::NanScalesAsZero,
+        Bug::SubnormalScalesFlushed,
+        Bug::BatchIgnored,
+        Bug::OverflowSaturated,
+        Bug::NEdgeOffByOne,
+        Bug::ScaleSignHonored,
+        Bug::Fp4ThreeReadAsTwo,
     ];
 
     pub fn slug(self) -> &'static str {
@@ -55,6 +77,16 @@ impl Bug {
             Bug::Fp4HighExponent => "fp4-high-exponent",
             Bug::MEdgeOffByOne => "m-edge-off-by-one",
             Bug::SiluSignError => "silu-sign-error",
+            Bug::NoSilu => "no-silu",
+            Bug::GemmB2Only => "gemm-b2-only",
+            Bug::ScaleAtomTransposed => "scale-atom-transposed",
+            Bug::NanScalesAsZero => "nan-scales-as-zero",
+            Bug::SubnormalScalesFlushed => "subnormal-scales-flushed",
+            Bug::BatchIgnored => "batch-ignored",
+            Bug::OverflowSaturated => "overflow-saturated",
+            Bug::NEdgeOffByOne => "n-edge-off-by-one",
+            Bug::ScaleSignHonored => "scale-sign-honored",
+            Bug::Fp4ThreeReadAsTwo => "fp4-three-read-as-two",
         }
     }
 
@@ -72,6 +104,18 @@ impl Bug {
                 "computes floor(M / 128) tiles: the partial M edge tile is never written"
             }
             Bug::SiluSignError => "sign error in silu: x / (1 + exp(x))",
+            Bug::NoSilu => "multiplies A@B1 by A@B2 without silu",
+            Bug::GemmB2Only => "computes A@B2 only",
+            Bug::ScaleAtomTransposed => "reads the permuted scales with mm4 and kk4 swapped",
+            Bug::NanScalesAsZero => "reads a NaN scale as 0",
+            Bug::SubnormalScalesFlushed => "flushes subnormal scales to 0",
+            Bug::BatchIgnored => "reads batch 0's data and scales for every batch",
+            Bug::OverflowSaturated => "saturates outputs beyond fp16's range to +-65504",
+            Bug::NEdgeOffByOne => {
+                "computes floor(N / 128) column tiles: the partial N edge tile is never written"
+            }
+            Bug::ScaleSignHonored => "multiplies by a scale's sign bit (tensor cores ignore it)",
+            Bug::Fp4ThreeReadAsTwo => "a decode table with a typo: FP4 3.0 read as 2.0",
         }
     }
 }
@@ -113,7 +157,12 @@ impl CpuKernel {
         } else {
             code
         };
-        crate::formats::E2m1::from_bits(code).to_f32()
+        let value = crate::formats::E2m1::from_bits(code).to_f32();
+        if self.has(Bug::Fp4ThreeReadAsTwo) && value.abs() == 3.0 {
+            2.0f32.copysign(value)
+        } else {
+            value
+        }
     }
 
     /// The scale of (row, block) read from the blocked layout, as this kernel addresses it.
@@ -128,13 +177,28 @@ impl CpuKernel {
         if self.has(Bug::ScalesIgnored) {
             return 1.0;
         }
-        let offset = if self.has(Bug::ScaleRowsSwapped) {
-            let base = layout.offset(row - row % 128, block - block % 4, batch);
-            base + ((row % 128) / 32) * 16 + (row % 32) * 4 + block % 4
+        let batch = if self.has(Bug::BatchIgnored) {
+            0
         } else {
-            layout.offset(row, block, batch)
+            batch
         };
-        E4m3::from_bits(blocked[offset]).to_f32_as_unsigned_scale()
+        let base = || layout.offset(row - row % 128, block - block % 4, batch);
+        let offset = match self.bug {
+            Some(Bug::ScaleRowsSwapped) => {
+                base() + ((row % 128) / 32) * 16 + (row % 32) * 4 + block % 4
+            }
+            Some(Bug::ScaleAtomTransposed) => {
+                base() + (row % 32) * 16 + (block % 4) * 4 + (row % 128) / 32
+            }
+            _ => layout.offset(row, block, batch),
+        };
+        let byte = blocked[offset];
+        match self.bug {
+            Some(Bug::NanScalesAsZero) if byte & 0x7F == 0x7F => 0.0,
+            Some(Bug::SubnormalScalesFlushed) if byte & 0x78 == 0 => 0.0,
+            Some(Bug::ScaleSignHonored) => E4m3::from_bits(byte).to_f32(),
+            _ => E4m3::from_bits(byte).to_f32_as_unsigned_scale(),
+        }
     }
 
     /// One f32 dot product: K tiles in order, each scale block summed exactly then scaled and
@@ -172,11 +236,15 @@ impl CpuKernel {
     fn epilogue(&self, x1: f32, x2: f32) -> f16 {
         let y = match self.bug {
             Some(Bug::GemmOnly) => x1,
+            Some(Bug::GemmB2Only) => x2,
+            Some(Bug::NoSilu) => x1 * x2,
             Some(Bug::SiluWrongGemm) => x2 / (1.0 + (-x2).exp()) * x1,
             Some(Bug::SiluSignError) => x1 / (1.0 + x1.exp()) * x2,
             _ => x1 / (1.0 + (-x1).exp()) * x2,
         };
-        if self.has(Bug::TruncatedOutput) {
+        if self.has(Bug::OverflowSaturated) && y.abs() > 65504.0 && !y.is_nan() {
+            f16::from_f32(65504f32.copysign(y))
+        } else if self.has(Bug::TruncatedOutput) {
             let nearest = f16::from_f32(y);
             if nearest.to_f32().abs() > y.abs() && !nearest.is_nan() {
                 f16::from_bits(nearest.to_bits() - 1)
@@ -234,7 +302,13 @@ impl KernelUnderTest for CpuKernel {
             shape.m.div_ceil(TILE)
         };
         let rows_written = (m_tiles * TILE).min(shape.m);
+        let columns_written = if self.has(Bug::NEdgeOffByOne) {
+            shape.n / TILE * TILE
+        } else {
+            shape.n
+        };
         for l in 0..shape.l {
+            let data_batch = if self.has(Bug::BatchIgnored) { 0 } else { l };
             let scales_of = |blocked: &[u8], layout: &BlockedScaleLayout, row: usize| -> Vec<f32> {
                 (0..blocks)
                     .map(|j| self.scale(blocked, layout, row, j, l))
@@ -252,10 +326,22 @@ impl KernelUnderTest for CpuKernel {
                 .enumerate()
                 .for_each(|(m, row)| {
                     let sa = scales_of(case.sfa_blocked, &layout_a, m);
-                    let a_row = inputs.a.row_data(m, l);
-                    for n in 0..shape.n {
-                        let x1 = self.dot(a_row, inputs.b1.row_data(n, l), &sa, &sb1[n], shape.k);
-                        let x2 = self.dot(a_row, inputs.b2.row_data(n, l), &sa, &sb2[n], shape.k);
+                    let a_row = inputs.a.row_data(m, data_batch);
+                    for n in 0..columns_written {
+                        let x1 = self.dot(
+                            a_row,
+                            inputs.b1.row_data(n, data_batch),
+                            &sa,
+                            &sb1[n],
+                            shape.k,
+                        );
+                        let x2 = self.dot(
+                            a_row,
+                            inputs.b2.row_data(n, data_batch),
+                            &sa,
+                            &sb2[n],
+                            shape.k,
+                        );
                         row[n * shape.l + l] = self.epilogue(x1, x2);
                     }
                 });
