@@ -1,16 +1,19 @@
 //! The fast step functions (`model::mma::fast`) against the model definitions they replace, bit
 //! for bit: 10^5 random steps per property, infinities, NaNs, signed zeros, subnormals and
-//! exact cancellations included; and the fast Hopper step against the committed H100 vectors.
+//! exact cancellations included (Blackwell: in its UE4M3 and both UE8M0 scale forms); and the
+//! fast Hopper step against the committed H100 vectors.
 
 mod common;
 use half::f16;
 use nvfp4_oracle::formats::{E2m1, E4m3};
 use nvfp4_oracle::model::mma::fast::{
-    blackwell_mxf4nvf4_step_fast, blackwell_nvfp4_step, hopper_hmma_step_fast, hopper_nvfp4_step,
-    NvBlock,
+    blackwell_block_scaled_step_fast, blackwell_mxf4nvf4_step_fast, blackwell_nvfp4_step,
+    hopper_hmma_step_fast, hopper_nvfp4_step, NvBlock,
 };
 use nvfp4_oracle::model::mma::probe::parse_records;
-use nvfp4_oracle::model::mma::{blackwell_mxf4nvf4_step, hopper_hmma_step};
+use nvfp4_oracle::model::mma::{
+    blackwell_block_scaled_step, blackwell_mxf4nvf4_step, hopper_hmma_step, BlackwellScales,
+};
 use proptest::prelude::*;
 
 const STEPS: u32 = 100_000;
@@ -146,6 +149,21 @@ proptest! {
         prop_assert!(same(fast, model) || (fast.is_nan() && model.is_nan()), "C = {c:e}: fast {fast:e} ({:#x}), model {model:e} ({:#x})", fast.to_bits(), model.to_bits());
         prop_assert!(same(fast, model), "NaN bits: fast {:#x}, model {:#x}", fast.to_bits(), model.to_bits());
         prop_assert!(same(blackwell_mxf4nvf4_step_fast(c, &a, sfa, &b, sfb), model));
+    }
+
+    #[test]
+    fn blackwell_fast_step_equals_the_model_in_every_scale_form(
+        form in 0usize..3,
+        c in accumulator(-150..128),
+        a in codes::<64>(), sfa in proptest::array::uniform4(prop_oneof![3 => any::<u8>(), 2 => 110u8..145]),
+        b in codes::<64>(), sfb in proptest::array::uniform4(prop_oneof![3 => any::<u8>(), 2 => 110u8..145]),
+    ) {
+        // UE8M0 scales reach 2^-254 and 2^254 per product: results below the f32 subnormals
+        // (+0) and past 2^128 (infinity), and C in the maximum at -126 when zero.
+        let scales = BlackwellScales::ALL[form];
+        let model = blackwell_block_scaled_step(scales, c, &a, sfa, &b, sfb);
+        let fast = blackwell_block_scaled_step_fast(scales, c, &a, sfa, &b, sfb);
+        prop_assert!(same(fast, model), "{scales:?} C = {c:e}: fast {fast:e} ({:#x}), model {model:e} ({:#x})", fast.to_bits(), model.to_bits());
     }
 }
 

@@ -11,8 +11,9 @@
 //!     makes NaN operands; the scale's sign bit is ignored, UE4M3);
 //!   - `blackwell-mxf4nvf4-block16-ue4m3`: one step per 64 K, [`fast::blackwell_nvfp4_step`]
 //!     (= `blackwell_mxf4nvf4_step`); when K % 64 != 0 the last step holds the remaining 1..3
-//!     blocks, padded with zero e2m1 values and scale 0, which adds nothing (zero terms take no
-//!     part in the adder's maximum and are cut to zero; `mma::tests::blackwell_padding_blocks_add_nothing`);
+//!     blocks, padded with zero e2m1 values and scale 0, which adds nothing (a padded term is
+//!     zero and aligned at -252, below C's alignment, so it neither raises the adder's maximum
+//!     nor adds; `mma::tests::blackwell_padding_blocks_add_nothing`);
 //!   - `exact-rne`: the exact sum over K rounded once to f32, nearest even (the reference's own
 //!     accumulators; the order does not matter);
 //! - the epilogue [`OutputEpilogue::SiluMulF64Rne`]: `v = x / (1 + exp(-x)) * x2` in f64 with

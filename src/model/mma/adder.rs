@@ -1,6 +1,7 @@
 //! The arithmetic of a fused multi-term adder, kept apart from any instruction's shape and types
-//! (as MMA-Sim does): operands arrive as exact dyadic rationals; the adder aligns them to the
-//! largest exponent, cuts each to a number of fractional bits, sums exactly, and rounds once.
+//! (as MMA-Sim does): operands arrive as exact dyadic rationals, each with the exponent the adder
+//! aligns it by; the adder takes the largest alignment exponent, cuts each operand to a number of
+//! fractional bits below it, sums exactly, and rounds once.
 
 /// An exact value `mantissa * 2^exponent`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,16 +69,27 @@ pub enum Cut {
 /// The final rounding to f32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rounding {
+    /// IEEE round toward zero: a magnitude past `f32::MAX` gives `f32::MAX`, and a negative value
+    /// cut to zero gives -0.
     TowardZero,
     NearestEven,
+    /// MMA-Sim's normalisation of the Blackwell block-scaled adder's sum: the sum's significand is
+    /// truncated to 24 bits at its own exponent (at least -126: the f32 subnormal grid), then
+    /// converted to f32. So the same as `TowardZero` except that a magnitude of 2^128 or more
+    /// becomes infinity, and a zero result, cut or exact, is always +0.
+    TowardZeroUnbounded,
 }
 
-/// A fused adder: `fraction_bits` below the largest operand's leading bit are kept.
+/// A fused adder: `fraction_bits` below the largest alignment exponent are kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FusedAdder {
     pub fraction_bits: i32,
     pub cut: Cut,
     pub rounding: Rounding,
+    /// Whether an operand whose value is zero still raises the maximum alignment exponent by its
+    /// own (Blackwell in MMA-Sim: a block whose sum is zero keeps its scales' exponent) or takes
+    /// no part in it (Hopper, measured).
+    pub zeros_in_maximum: bool,
 }
 
 /// One adder operand: its exact value and the exponent the adder aligns it by. For most adders
@@ -111,14 +123,16 @@ impl FusedAdder {
         self.sum_aligned(&operands)
     }
 
-    /// The same with explicit alignment exponents. Zero operands never raise the maximum.
+    /// The same with explicit alignment exponents. Zero operands raise the maximum only where
+    /// [`FusedAdder::zeros_in_maximum`] says so.
     pub fn sum_aligned(&self, operands: &[Operand]) -> f32 {
-        let Some(emax) = operands
+        let emax = operands
             .iter()
-            .filter(|o| o.value.mantissa != 0)
+            .filter(|o| self.zeros_in_maximum || o.value.mantissa != 0)
             .map(|o| o.alignment)
-            .max()
-        else {
+            .max();
+        let Some(emax) = emax.filter(|&e| e != i32::MIN) else {
+            // No operand counts (or only zeros aligned by their leading bit): the sum is zero.
             return 0.0;
         };
         let quantum = emax - self.fraction_bits;
@@ -128,6 +142,11 @@ impl FusedAdder {
 
     /// `d` as a whole number of `2^quantum`, cut per [`Cut`].
     fn cut_to(&self, d: Dyadic, quantum: i32) -> i128 {
+        if d.mantissa == 0 {
+            // A zero's exponent may lie far above the quantum (a zero block under a larger
+            // maximum): no shift needed.
+            return 0;
+        }
         let shift = d.exponent - quantum;
         if shift >= 0 {
             return d.mantissa << shift;
@@ -151,6 +170,31 @@ impl FusedAdder {
 pub fn round_to_f32(n: i128, exponent: i32, rounding: Rounding) -> f32 {
     match rounding {
         Rounding::NearestEven => super::super::exact::fixed_to_f32_rne(n, exponent),
+        Rounding::TowardZeroUnbounded => {
+            let value = Dyadic {
+                mantissa: n,
+                exponent,
+            };
+            match value.magnitude_exponent() {
+                None => 0.0,
+                Some(e) if e >= 128 => {
+                    if n < 0 {
+                        f32::NEG_INFINITY
+                    } else {
+                        f32::INFINITY
+                    }
+                }
+                Some(_) => {
+                    let truncated = round_to_f32(n, exponent, Rounding::TowardZero);
+                    // A negative value below the smallest subnormal is cut to +0, not -0.
+                    if truncated == 0.0 {
+                        0.0
+                    } else {
+                        truncated
+                    }
+                }
+            }
+        }
         Rounding::TowardZero => {
             let nearest = super::super::exact::fixed_to_f32_rne(n, exponent);
             let exact = Dyadic {

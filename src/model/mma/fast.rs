@@ -1,7 +1,8 @@
 //! Fast paths of the tensor-core step functions, with the same results bit for bit: no
 //! allocation, no i128, one i64 sum. `tests/mma_fast.rs` proves each equal to the function it
-//! replaces ([`super::hopper_hmma_step`], [`super::blackwell_mxf4nvf4_step`]) on 10^5 random
-//! steps each, specials included, and against the committed H100 vectors.
+//! replaces ([`super::hopper_hmma_step`], [`super::blackwell_mxf4nvf4_step`],
+//! [`super::blackwell_block_scaled_step`]) on 10^5 random steps each, specials included, and
+//! against the committed H100 and MMA-Sim vectors.
 //!
 //! Two kinds of input:
 //! - general fp16 operands ([`hopper_hmma_step_fast`]), for anything that holds fp16 arrays;
@@ -12,7 +13,7 @@
 //!   reduces to one exact integer dot product plus, only where C dominates the products, a
 //!   per-product truncation.
 
-use super::BLOCK;
+use super::{BlackwellScales, ScaleFactor, BLACKWELL_NAN, BLOCK};
 use crate::formats::{E2m1, E4m3};
 use crate::model::portable_math::pow2;
 use half::f16;
@@ -179,7 +180,7 @@ const ZERO_LOG2: i8 = -64;
 
 /// One 16-element scale block of one NVFP4 row, decoded for the fast steps: element k is
 /// `half[k] / 2 * scale` with `scale = significand * 2^exponent` (the e4m3 magnitude: its sign
-/// bit is ignored, UE4M3).
+/// bit is ignored, UE4M3; or a UE8M0 power of two, for the Blackwell step only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct NvBlock {
     /// e2m1 values in half units, signed: -12..=12.
@@ -193,15 +194,24 @@ pub struct NvBlock {
     pub zeros: u16,
     pub significand: i32,
     pub exponent: i32,
+    /// The exponent the scale contributes to a Blackwell block term's alignment
+    /// ([`ScaleFactor::alignment`]).
+    pub alignment: i32,
     /// A NaN scale (code 0x7F or 0xFF): every element of the block is NaN.
     pub nan: bool,
 }
 
 impl NvBlock {
+    /// A block under a UE4M3 scale (NVFP4).
     pub fn new(values: &[E2m1; BLOCK], scale: E4m3) -> Self {
-        let (significand, exponent, nan) = match scale.unsigned_scale_parts() {
-            Some((s, e)) => (s as i32, e, false),
-            None => (0, 0, true),
+        NvBlock::with_scale(values, BlackwellScales::Block16Ue4m3.decode(scale.to_bits()))
+    }
+
+    /// A block under a decoded scale (`None`: NaN).
+    pub fn with_scale(values: &[E2m1; BLOCK], scale: Option<ScaleFactor>) -> Self {
+        let (significand, exponent, alignment, nan) = match scale {
+            Some(s) => (s.significand as i32, s.exponent, s.alignment, false),
+            None => (0, 0, 0, true),
         };
         let mut block = NvBlock {
             half: [0; BLOCK],
@@ -210,6 +220,7 @@ impl NvBlock {
             zeros: 0,
             significand,
             exponent,
+            alignment,
             nan,
         };
         for (k, v) in values.iter().enumerate() {
@@ -333,43 +344,65 @@ pub fn hopper_nvfp4_step(c: f32, a: &NvBlock, b: &NvBlock) -> f32 {
     rtz_to_f32(s, q)
 }
 
-/// One Blackwell mxf4nvf4 step on 1 to 4 NVFP4 blocks: `c` plus each block's exact dot product
-/// times its two scales, aligned to the largest, cut at 35 fractional bits, truncated to f32.
-/// Equal to [`super::blackwell_mxf4nvf4_step`] with the missing blocks (K % 64 != 0) padded
-/// with zero e2m1 values and scale 0: a zero term takes no part in the maximum and is cut to 0.
+/// One Blackwell mxf4nvf4 step on 1 to 4 blocks of 16: `c` plus each block's exact dot product
+/// times its two scales, aligned by the sum of the scales' exponents (zero blocks included) and C
+/// by its own, cut at 35 fractional bits below the largest, truncated to f32 (MMA-Sim's adder,
+/// [`super::blackwell_block_scaled_step`]). Equal to that function with the missing blocks
+/// (K % 64 != 0) padded with zero e2m1 values and scale 0: a padded term is zero and aligned at
+/// -252, below C's alignment (at least -126). A block32 scale is given to both of its blocks.
 #[inline]
 pub fn blackwell_nvfp4_step(c: f32, a: &[NvBlock], b: &[NvBlock]) -> f32 {
     debug_assert!(a.len() == b.len() && (1..=4).contains(&a.len()));
-    if !c.is_finite() || a.iter().chain(b).any(|x| x.nan) {
-        return f32::NAN;
+    if a.iter().chain(b).any(|x| x.nan) {
+        return f32::from_bits(BLACKWELL_NAN);
     }
-    let (c_mantissa, c_exponent) = decode_f32(c).expect("finite");
-    // Terms as (integer, exponent of its unit); C's unit is 2^(eC - 23).
+    // NaN C: NaN; an infinite C (not covered by MMA-Sim) too, as in the model.
+    let Some((c_mantissa, c_exponent)) = decode_f32(c) else {
+        return f32::from_bits(BLACKWELL_NAN);
+    };
+    // Terms as (integer, exponent of its unit); C's unit is 2^(eC - 23) and C takes part in the
+    // maximum even when zero (at -126).
     let mut terms = [(0i64, 0i32); 5];
     terms[0] = (c_mantissa, c_exponent - 23);
-    let mut emax = i32::MIN;
+    let mut emax = c_exponent;
     for (j, (x, y)) in a.iter().zip(b).enumerate() {
         let (sum, _) = block_products(x, y);
         terms[j + 1] = (
             i64::from(sum) * i64::from(x.significand * y.significand),
             x.exponent + y.exponent - 2,
         );
+        emax = emax.max(x.alignment + y.alignment);
     }
-    for &(value, unit) in &terms[..=a.len()] {
-        if value != 0 {
-            // Aligned by its leading bit.
-            emax = emax.max(63 - value.unsigned_abs().leading_zeros() as i32 + unit);
-        }
-    }
-    if emax == i32::MIN {
-        return 0.0;
-    }
+    // A block term is below 2^(alignment + 12) (|sum| <= 576, significands < 2): below 2^47
+    // quanta, and five of them fit an i64 with room.
     let q = emax - BLACKWELL_BITS;
     let s = terms[..=a.len()]
         .iter()
         .map(|&(value, unit)| cut(value, unit - q))
         .sum();
-    rtz_to_f32(s, q)
+    blackwell_to_f32(s, q)
+}
+
+/// `s * 2^q` truncated to f32 as MMA-Sim normalises the Blackwell sum: toward zero, a zero result
+/// (exact or cut) is +0, and a magnitude of 2^128 or more is infinity.
+#[inline]
+fn blackwell_to_f32(s: i64, q: i32) -> f32 {
+    if s == 0 {
+        return 0.0;
+    }
+    if 63 - s.unsigned_abs().leading_zeros() as i32 + q >= 128 {
+        return if s < 0 {
+            f32::NEG_INFINITY
+        } else {
+            f32::INFINITY
+        };
+    }
+    let truncated = rtz_to_f32(s, q);
+    if truncated == 0.0 {
+        0.0
+    } else {
+        truncated
+    }
 }
 
 /// [`super::blackwell_mxf4nvf4_step`]'s signature on the fast path.
@@ -380,10 +413,38 @@ pub fn blackwell_mxf4nvf4_step_fast(
     b: &[E2m1; super::BLACKWELL_K],
     sfb: [E4m3; 4],
 ) -> f32 {
-    let block = |values: &[E2m1; super::BLACKWELL_K], scales: [E4m3; 4], j: usize| {
-        NvBlock::new(
+    blackwell_block_scaled_step_fast(
+        BlackwellScales::Block16Ue4m3,
+        c,
+        a,
+        sfa.map(E4m3::to_bits),
+        b,
+        sfb.map(E4m3::to_bits),
+    )
+}
+
+/// [`super::blackwell_block_scaled_step`]'s signature on the fast path.
+pub fn blackwell_block_scaled_step_fast(
+    scales: BlackwellScales,
+    c: f32,
+    a: &[E2m1; super::BLACKWELL_K],
+    sfa: [u8; 4],
+    b: &[E2m1; super::BLACKWELL_K],
+    sfb: [u8; 4],
+) -> f32 {
+    let used = scales.scales_per_step();
+    // Every scale of the instruction is read (a NaN one gives NaN whichever block it scales).
+    if sfa[..used]
+        .iter()
+        .chain(&sfb[..used])
+        .any(|&x| scales.decode(x).is_none())
+    {
+        return f32::from_bits(BLACKWELL_NAN);
+    }
+    let block = |values: &[E2m1; super::BLACKWELL_K], bytes: [u8; 4], j: usize| {
+        NvBlock::with_scale(
             values[j * BLOCK..(j + 1) * BLOCK].try_into().expect("16"),
-            scales[j],
+            scales.decode(bytes[j * BLOCK / scales.block_size()]),
         )
     };
     let a: [NvBlock; 4] = std::array::from_fn(|j| block(a, sfa, j));

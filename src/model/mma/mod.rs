@@ -6,14 +6,20 @@
 //! [`fast`] has allocation-free versions with the same results, proven equal by
 //! `tests/mma_fast.rs`, which the replay (`model::replay`, `certify --exact`) runs at
 //! full-matrix scale. [`schedule`] declares which model, K order and epilogue a kernel uses.
-//! The Blackwell instance is pinned by unit tests, the Hopper mma.sync instance by the H100
-//! experiment; wgmma is not measured yet.
+//! The Blackwell instance follows microsoft/MMA-Sim (tests/blackwell_mmasim_vectors.rs checks it
+//! against vectors MMA-Sim produced), the Hopper mma.sync instance the H100 experiment.
 //!
 //! - `blackwell-mxf4nvf4-block16-ue4m3`: `tcgen05.mma kind::mxf4nvf4` with block16 UE4M3 scales,
-//!   K = 64 per instruction, as the published model states it (SPEC.md section 4): each block's 16
-//!   products summed exactly and multiplied by its two scales; C and the 4 block terms aligned to
-//!   the largest exponent, each truncated to 35 fractional bits, summed, truncated to f32; a NaN
-//!   scale or C gives NaN;
+//!   K = 64 per instruction, as MMA-Sim (microsoft/MMA-Sim, `nv_fused_dot_add_with_block_scale`)
+//!   models it: each 16-element group's products summed exactly and multiplied by its two
+//!   scales; that block term is aligned by the SUM of its two scales' exponents (not by its
+//!   leading bit: the block sum can lie up to 11 bits above it, or below it), e4m3 subnormal
+//!   scales at exponent -6 and zero scales at -126; C at its own exponent (f32 zeros and
+//!   subnormals at -126); every term raises the maximum, zero ones included; each term cut toward
+//!   zero to 35 fractional bits below the maximum, summed exactly, truncated to f32 (a zero
+//!   result is +0, 2^128 or more is infinity); a NaN scale (the sign bit of a UE4M3 scale is
+//!   ignored) or a NaN C gives NaN `0x7FFFFFFF`. [`BlackwellScales`] has MMA-Sim's two UE8M0
+//!   forms of the same instruction (block16, and block32 = MXFP4) on the same adder;
 //! - `hopper-hmma-f16-f32`: `mma.sync m16n8k16` f16 -> f32 as measured on the H100
 //!   (docs/tensor-core-models-hopper-findings.md: this function matches 100% of 3,915,776 H100
 //!   dot products, tests/conformance_mma.rs checks 17,408 of them on every run): C and
@@ -39,23 +45,101 @@ const BLOCK: usize = 16;
 pub const BLACKWELL_ADDER: FusedAdder = FusedAdder {
     fraction_bits: 35,
     cut: Cut::TowardZero,
-    rounding: Rounding::TowardZero,
+    rounding: Rounding::TowardZeroUnbounded,
+    zeros_in_maximum: true,
 };
 pub const HOPPER_PUBLISHED_ADDER: FusedAdder = FusedAdder {
     fraction_bits: 25,
     cut: Cut::TowardZero,
     rounding: Rounding::TowardZero,
+    zeros_in_maximum: false,
 };
 
-fn scale_value(scale: E4m3) -> Option<Dyadic> {
-    let (significand, exponent) = scale.unsigned_scale_parts()?;
-    Some(Dyadic {
-        mantissa: i128::from(significand),
-        exponent,
-    })
+/// The NaN every Blackwell block-scaled step produces (MMA-Sim's canonical `0x7FFFFFFF`).
+pub const BLACKWELL_NAN: u32 = 0x7FFF_FFFF;
+
+/// The alignment exponent MMA-Sim gives a zero scale (its generic rule for a zero significand:
+/// exponent -126). It never changes a UE4M3 result: a block with a zero scale has a zero term and
+/// an alignment of at most -118, below any block whose scales are both non-zero (at least -12),
+/// and where every block has a zero scale the result is C exactly.
+const ZERO_SCALE_ALIGNMENT: i32 = -126;
+
+/// How a Blackwell `tcgen05.mma kind::mxf4nvf4` instruction (K = 64, e2m1 operands) reads its
+/// block scales. The adder is the same for all three; the scales' format and how many K elements
+/// share one differ. Each 16-element group of K stays a term of its own in every form (MMA-Sim
+/// sums per 16 even where two groups share a block32 scale).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BlackwellScales {
+    /// `.block16` with UE4M3 scales (NVFP4): 4 scales per instruction; the sign bit is ignored,
+    /// 0x7F / 0xFF are NaN.
+    Block16Ue4m3,
+    /// `.block16` with UE8M0 scales: 4 per instruction, `2^(byte - 127)`, 0xFF is NaN.
+    Block16Ue8m0,
+    /// `.block32` with UE8M0 scales (MXFP4): 2 per instruction, for K 0..32 and 32..64.
+    Block32Ue8m0,
 }
 
-/// One Blackwell mxf4nvf4 step for one output: `c` plus 64 products in 4 scale blocks.
+/// A block scale as the Blackwell adder sees it: its value `significand * 2^exponent` and the
+/// exponent it contributes to its block term's alignment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScaleFactor {
+    pub significand: u32,
+    pub exponent: i32,
+    pub alignment: i32,
+}
+
+impl BlackwellScales {
+    pub const ALL: [BlackwellScales; 3] = [
+        BlackwellScales::Block16Ue4m3,
+        BlackwellScales::Block16Ue8m0,
+        BlackwellScales::Block32Ue8m0,
+    ];
+
+    /// K elements per scale.
+    pub fn block_size(self) -> usize {
+        match self {
+            BlackwellScales::Block32Ue8m0 => 32,
+            _ => 16,
+        }
+    }
+
+    /// Scales per operand per instruction.
+    pub fn scales_per_step(self) -> usize {
+        BLACKWELL_K / self.block_size()
+    }
+
+    /// A scale byte: `None` for NaN.
+    pub fn decode(self, byte: u8) -> Option<ScaleFactor> {
+        match self {
+            BlackwellScales::Block16Ue4m3 => {
+                let (significand, exponent) = E4m3::from_bits(byte).unsigned_scale_parts()?;
+                // unsigned_scale_parts gives 8..=15 for normals (value 2^(exponent + 3) times
+                // [1, 2)) and 0..=7 at 2^-9 for subnormals, which align at their exponent
+                // field's -6.
+                let alignment = match significand {
+                    0 => ZERO_SCALE_ALIGNMENT,
+                    1..=7 => -6,
+                    _ => exponent + 3,
+                };
+                Some(ScaleFactor {
+                    significand,
+                    exponent,
+                    alignment,
+                })
+            }
+            BlackwellScales::Block16Ue8m0 | BlackwellScales::Block32Ue8m0 => {
+                (byte != 0xFF).then(|| ScaleFactor {
+                    significand: 1,
+                    exponent: i32::from(byte) - 127,
+                    alignment: i32::from(byte) - 127,
+                })
+            }
+        }
+    }
+}
+
+/// One Blackwell mxf4nvf4 step for one output (block16 UE4M3, NVFP4): `c` plus 64 products in
+/// 4 scale blocks.
 pub fn blackwell_mxf4nvf4_step(
     c: f32,
     a: &[E2m1; BLACKWELL_K],
@@ -63,30 +147,66 @@ pub fn blackwell_mxf4nvf4_step(
     b: &[E2m1; BLACKWELL_K],
     sfb: [E4m3; 4],
 ) -> f32 {
-    let mut operands = vec![if c.is_nan() {
-        None
-    } else {
-        Dyadic::from_f32(c)
+    blackwell_block_scaled_step(
+        BlackwellScales::Block16Ue4m3,
+        c,
+        a,
+        sfa.map(E4m3::to_bits),
+        b,
+        sfb.map(E4m3::to_bits),
+    )
+}
+
+/// One Blackwell `tcgen05.mma kind::mxf4nvf4` step for one output in any of its scale forms:
+/// `c` plus 64 products. Scale byte `j` covers K `j * block_size ..`; bytes past
+/// [`BlackwellScales::scales_per_step`] are not read.
+pub fn blackwell_block_scaled_step(
+    scales: BlackwellScales,
+    c: f32,
+    a: &[E2m1; BLACKWELL_K],
+    sfa: [u8; 4],
+    b: &[E2m1; BLACKWELL_K],
+    sfb: [u8; 4],
+) -> f32 {
+    let used = scales.scales_per_step();
+    let decode = |bytes: [u8; 4]| -> Option<Vec<ScaleFactor>> {
+        bytes[..used].iter().map(|&x| scales.decode(x)).collect()
+    };
+    let (Some(sa), Some(sb)) = (decode(sfa), decode(sfb)) else {
+        return f32::from_bits(BLACKWELL_NAN);
+    };
+    let Some(c_value) = Dyadic::from_f32(c) else {
+        // NaN C: NaN. An infinite C is not covered by MMA-Sim (its Python raises on it); the
+        // published model's NaN is kept (unreachable in a replay: products are finite and the
+        // accumulator starts at +0).
+        return f32::from_bits(BLACKWELL_NAN);
+    };
+    let mut operands = vec![adder::Operand {
+        value: c_value,
+        alignment: adder::f32_alignment_exponent(c),
     }];
     for j in 0..BLACKWELL_K / BLOCK {
         // Half units times half units: quarter units, exact in an integer.
         let block: i128 = (j * BLOCK..(j + 1) * BLOCK)
             .map(|k| i128::from(a[k].to_half_units() * b[k].to_half_units()))
             .sum();
-        let term = match (scale_value(sfa[j]), scale_value(sfb[j])) {
-            (Some(x), Some(y)) => Some(
-                Dyadic {
-                    mantissa: block,
-                    exponent: -2,
-                }
-                .product(x)
-                .product(y),
-            ),
-            _ => None,
+        let (x, y) = (sa[j * BLOCK / scales.block_size()], sb[j * BLOCK / scales.block_size()]);
+        let scale = |s: ScaleFactor| Dyadic {
+            mantissa: i128::from(s.significand),
+            exponent: s.exponent,
         };
-        operands.push(term);
+        operands.push(adder::Operand {
+            value: Dyadic {
+                mantissa: block,
+                exponent: -2,
+            }
+            .product(scale(x))
+            .product(scale(y)),
+            // The sum of the scales' exponents, whatever the block sum's own magnitude.
+            alignment: x.alignment + y.alignment,
+        });
     }
-    BLACKWELL_ADDER.sum(&operands)
+    BLACKWELL_ADDER.sum_aligned(&operands)
 }
 
 /// One Hopper `mma.sync m16n8k16` f16 -> f32 step for one output, as measured on the H100.
@@ -154,8 +274,9 @@ mod tests {
 
     #[test]
     fn blackwell_sums_exact_scaled_blocks() {
-        // Blocks: 1 * 1 = 1; 1 * -1 = -1; 1.5 * 0.5 * 2^-9 * 2^-9 = 3 * 2^-20. With C = 2^-7 the
-        // largest exponent is 0, the quantum 2^-35, and everything is kept exactly.
+        // Blocks: 1 * 1 = 1; 1 * -1 = -1; 1.5 * 0.5 * 2^-9 * 2^-9 = 3 * 2^-20; block 3 is zero
+        // under scales 1. With C = 2^-7 the largest alignment is 0 (blocks 0, 1 and the zero
+        // block 3), the quantum 2^-35, and everything is kept exactly.
         let a = codes(&[(0, 0x2), (16, 0x2), (32, 0x3)]);
         let b = codes(&[(0, 0x2), (16, 0xA), (32, 0x1)]);
         let got = blackwell_mxf4nvf4_step(
@@ -171,8 +292,8 @@ mod tests {
     #[test]
     fn blackwell_truncation_at_35_bits_is_visible_after_cancellation() {
         // Block 0: 16 * (-1 * 1) * 256 * 32 = -2^17 cancels C = 2^17 exactly. Block 1:
-        // 1.5 * 0.5 * 2^-18 = 0.75 * 2^-18 lies below the quantum 2^(17-35) = 2^-18 and is cut to
-        // zero before the sum, so the result is 0 where the exact answer is 0.75 * 2^-18.
+        // 1.5 * 0.5 * 2^-18 = 0.75 * 2^-18 lies below the quantum 2^(17-35) = 2^-18 set by C and
+        // is cut to zero before the sum, so the result is 0 where the exact answer is 0.75 * 2^-18.
         let mut a = codes(&[(16, 0x3)]);
         let mut b = codes(&[(16, 0x1)]);
         for k in 0..16 {
@@ -188,11 +309,69 @@ mod tests {
             [s32, TINY, ONE, ONE],
         );
         assert_eq!(got, 0.0);
-        // With C = 0 the largest exponent is 17 still, from block 0, and the same cut applies:
-        // -2^17 + 0 exactly.
+        // With C = 0 the maximum is block 0's ALIGNMENT, the sum of its scales' exponents
+        // 8 + 5 = 13, not its leading bit 17 (as the published model had it: result -2^17 with
+        // block 1 cut). The quantum is 2^-22, block 1 is kept, and -2^17 + 0.75 * 2^-18 is
+        // truncated to the f32 next to -2^17 toward zero.
         let got =
             blackwell_mxf4nvf4_step(0.0, &a, [s256, TINY, ONE, ONE], &b, [s32, TINY, ONE, ONE]);
-        assert_eq!(got, -131072.0);
+        assert_eq!(got, -(131072.0 - 2f32.powi(-7)));
+    }
+
+    #[test]
+    fn blackwell_aligns_a_block_by_its_scale_exponents() {
+        // Blocks 0 and 2: +-16 * 36 * 448 * 448 = +-441 * 2^22, aligned at 8 + 8 = 16 (their
+        // leading bit is 26). Block 1: 0.25 * 2^-6 * 2^-4 = 2^-12. The quantum is 2^(16-35), so
+        // block 1 survives the cancellation; aligned by the leading bit (quantum 2^-9) it would
+        // be cut to 0.
+        let mut a = codes(&[(16, 0x1)]);
+        let mut b = codes(&[(16, 0x1)]);
+        for k in 0..16 {
+            a[k] = E2m1::from_bits(0x7);
+            b[k] = E2m1::from_bits(0x7);
+            a[32 + k] = E2m1::from_bits(0x7);
+            b[32 + k] = E2m1::from_bits(0xF);
+        }
+        let big = E4m3::from_bits(0x7E);
+        let (s6, s4) = (E4m3::from_bits(0x08), E4m3::from_bits(0x18)); // 2^-6, 2^-4
+        let got = blackwell_mxf4nvf4_step(0.0, &a, [big, s6, big, ONE], &b, [big, s4, big, ONE]);
+        assert_eq!(got, 2f32.powi(-12));
+    }
+
+    #[test]
+    fn blackwell_zero_block_with_large_scales_raises_the_maximum() {
+        // Block 1: 1.5 * 0.5 * 2^-9 * 2^-9 = 3 * 2^-20, the only non-zero term. Block 0 is all
+        // zero but its scales 448 * 448 align it at 16: the quantum is 2^-19 and block 1 is cut
+        // to 2^-19. Under scales 1 the zero block aligns at 0 and block 1 is kept exactly.
+        let a = codes(&[(16, 0x3)]);
+        let b = codes(&[(16, 0x1)]);
+        let big = E4m3::from_bits(0x7E);
+        let got = blackwell_mxf4nvf4_step(0.0, &a, [big, TINY, ONE, ONE], &b, [big, TINY, ONE, ONE]);
+        assert_eq!(got, 2f32.powi(-19));
+        let got = blackwell_mxf4nvf4_step(0.0, &a, [ONE, TINY, ONE, ONE], &b, [ONE, TINY, ONE, ONE]);
+        assert_eq!(got, 3.0 * 2f32.powi(-20));
+    }
+
+    #[test]
+    fn blackwell_subnormal_scales_align_at_minus_6() {
+        // Blocks 0 and 1: +-0.25 * 2^-9 * 2^-9 = +-2^-20 under subnormal scales, which align at
+        // -6 each (not at -9 as normalised values would): the maximum is -12, the quantum 2^-47,
+        // and C = 2^-48 is cut to zero before the blocks cancel. Blocks 2 and 3 have zero scales
+        // (aligned at -126 each, so far below).
+        let a = codes(&[(0, 0x1), (16, 0x1)]);
+        let b = codes(&[(0, 0x1), (16, 0x9)]);
+        let zero = E4m3::from_bits(0);
+        let scales = [TINY, TINY, zero, zero];
+        let got = blackwell_mxf4nvf4_step(2f32.powi(-48), &a, scales, &b, scales);
+        assert_eq!(got.to_bits(), 0);
+        // Normal scales 2^-6 give the same alignment -12: the same cut.
+        let s6 = E4m3::from_bits(0x08);
+        let scales = [s6, s6, zero, zero];
+        let got = blackwell_mxf4nvf4_step(2f32.powi(-48), &a, scales, &b, scales);
+        assert_eq!(got.to_bits(), 0);
+        // With C = 2^-47 it survives.
+        let got = blackwell_mxf4nvf4_step(2f32.powi(-47), &a, scales, &b, scales);
+        assert_eq!(got, 2f32.powi(-47));
     }
 
     #[test]
@@ -211,13 +390,28 @@ mod tests {
     }
 
     #[test]
+    fn blackwell_zero_results_are_positive() {
+        // C = -0 plus zero blocks, and C cancelled exactly: +0 either way.
+        let zero = codes(&[]);
+        let got = blackwell_mxf4nvf4_step(-0.0, &zero, [ONE; 4], &zero, [ONE; 4]);
+        assert_eq!(got.to_bits(), 0);
+        let a = codes(&[(0, 0x2)]);
+        let got = blackwell_mxf4nvf4_step(-1.0, &a, [ONE; 4], &a, [ONE; 4]);
+        assert_eq!(got.to_bits(), 0);
+    }
+
+    #[test]
     fn blackwell_nan_scale_or_c_gives_nan() {
+        // MMA-Sim's NaN is 0x7FFFFFFF; any NaN scale of the instruction's row or column counts,
+        // whether or not its block has a non-zero product.
         let zero = codes(&[]);
         let nan = E4m3::from_bits(0x7F);
-        assert!(
-            blackwell_mxf4nvf4_step(0.0, &zero, [nan, ONE, ONE, ONE], &zero, [ONE; 4]).is_nan()
-        );
-        assert!(blackwell_mxf4nvf4_step(f32::NAN, &zero, [ONE; 4], &zero, [ONE; 4]).is_nan());
+        let got = blackwell_mxf4nvf4_step(0.0, &zero, [ONE, ONE, ONE, nan], &zero, [ONE; 4]);
+        assert_eq!(got.to_bits(), BLACKWELL_NAN);
+        let got = blackwell_mxf4nvf4_step(f32::NAN, &zero, [ONE; 4], &zero, [ONE; 4]);
+        assert_eq!(got.to_bits(), BLACKWELL_NAN);
+        let got = blackwell_mxf4nvf4_step(0.0, &zero, [ONE; 4], &zero, [E4m3::from_bits(0xFF); 4]);
+        assert_eq!(got.to_bits(), BLACKWELL_NAN);
         // The sign bit of a scale is ignored (UE4M3): 0xB8 reads as 1.
         let a = codes(&[(0, 0x2)]);
         assert_eq!(
@@ -247,7 +441,8 @@ mod tests {
             [ONE, TINY, ONE, ONE],
         );
         assert_eq!(got, 131072.0);
-        // Without C the same term is the largest and kept exactly.
+        // Without C the maximum is 0, from the zero blocks under scales 1: the quantum 2^-35
+        // keeps the term exactly.
         let got =
             blackwell_mxf4nvf4_step(0.0, &a, [ONE, TINY, ONE, ONE], &b, [ONE, TINY, ONE, ONE]);
         assert_eq!(got, -0.75 * 2f32.powi(-18));
@@ -256,13 +451,13 @@ mod tests {
     #[test]
     fn blackwell_padding_blocks_add_nothing() {
         // The last step of a K % 64 != 0 problem is padded with zero e2m1 values and scale 0:
-        // zero terms take no part in the maximum and are cut to 0, so the step is the adder's sum
-        // of C and the real blocks alone.
+        // a padded block's term is zero and its alignment -126 + -126 lies below C's (at least
+        // -126), so the step is the adder's sum of C and the real blocks alone.
         let a = codes(&[(0, 0x7), (5, 0xC), (16, 0x3)]);
         let b = codes(&[(0, 0x5), (5, 0x4), (16, 0xF)]);
         let zero = E4m3::from_bits(0);
-        let scale = E4m3::from_bits(0x49); // 4.5 = 9 * 2^-1
-        for c in [0.0f32, -0.0, 1e-9, -3.75, 123456.7] {
+        let scale = E4m3::from_bits(0x49); // 4.5 = 9 * 2^-1, exponent 2
+        for c in [0.0f32, -0.0, 1e-9, -3.75, 123456.7, 1e-42] {
             let padded = blackwell_mxf4nvf4_step(
                 c,
                 &a,
@@ -288,10 +483,48 @@ mod tests {
                     exponent: -1,
                 }),
             ];
-            let unpadded =
-                BLACKWELL_ADDER.sum(&[Dyadic::from_f32(c), Some(blocks[0]), Some(blocks[1])]);
+            let unpadded = BLACKWELL_ADDER.sum_aligned(&[
+                adder::Operand {
+                    value: Dyadic::from_f32(c).unwrap(),
+                    alignment: adder::f32_alignment_exponent(c),
+                },
+                adder::Operand {
+                    value: blocks[0],
+                    alignment: 2,
+                },
+                adder::Operand {
+                    value: blocks[1],
+                    alignment: 2,
+                },
+            ]);
             assert_eq!(padded.to_bits(), unpadded.to_bits(), "C = {c}");
         }
+    }
+
+    #[test]
+    fn blackwell_ue8m0_forms() {
+        // UE8M0 byte 127 is 1. Block32: scale 0 covers K 0..32, scale 1 K 32..64, and each
+        // 16-element group is a term of its own.
+        let a = codes(&[(0, 0x2), (20, 0x3), (40, 0x7)]);
+        let b = codes(&[(0, 0x2), (20, 0x2), (40, 0x1)]);
+        let mx = BlackwellScales::Block32Ue8m0;
+        let got = blackwell_block_scaled_step(mx, 0.0, &a, [127, 128, 0, 0], &b, [127, 126, 0, 0]);
+        assert_eq!(got, 1.0 + 1.5 + 3.0);
+        // Bytes past the second are not read.
+        let got =
+            blackwell_block_scaled_step(mx, 0.0, &a, [127, 128, 0xFF, 3], &b, [127, 126, 9, 0xFF]);
+        assert_eq!(got, 5.5);
+        // 0xFF is NaN.
+        let got = blackwell_block_scaled_step(mx, 0.0, &a, [127, 0xFF, 0, 0], &b, [127; 4]);
+        assert_eq!(got.to_bits(), BLACKWELL_NAN);
+        // 2^127 * 2^127: 2^128 or more is infinity, not f32::MAX.
+        let b16 = BlackwellScales::Block16Ue8m0;
+        let got = blackwell_block_scaled_step(b16, 0.0, &a, [254; 4], &b, [254; 4]);
+        assert_eq!(got, f32::INFINITY);
+        // -1 * 2^-160 is cut, by the final truncation, to +0 (not -0).
+        let n = codes(&[(0, 0xA)]);
+        let got = blackwell_block_scaled_step(b16, 0.0, &n, [47; 4], &a, [47; 4]);
+        assert_eq!(got.to_bits(), 0);
     }
 
     fn f16s(values: &[f32]) -> [f16; 16] {
