@@ -41,7 +41,11 @@ fn unpack(packed: &[u8]) -> [E2m1; BLACKWELL_K] {
 fn parse(bytes: &[u8]) -> Vectors {
     let mut at = 0;
     let mut line = || {
-        let end = at + bytes[at..].iter().position(|&b| b == b'\n').expect("header line");
+        let end = at
+            + bytes[at..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .expect("header line");
         let text = std::str::from_utf8(&bytes[at..end]).expect("ASCII header");
         at = end + 1;
         text.to_string()

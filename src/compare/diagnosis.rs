@@ -56,10 +56,14 @@ pub enum WrongProblem {
     BatchIgnored,
     ScalesOfAAndB1Swapped,
     OverflowSaturated,
+    #[serde(rename = "scales-of-batch-0")]
+    ScalesOfBatch0,
+    #[serde(rename = "scale-per-32")]
+    ScalePer32,
 }
 
 impl WrongProblem {
-    pub const ALL: [WrongProblem; 17] = [
+    pub const ALL: [WrongProblem; 19] = [
         WrongProblem::GemmWithB1,
         WrongProblem::GemmWithB2,
         WrongProblem::SiluOnSecondGemm,
@@ -77,6 +81,8 @@ impl WrongProblem {
         WrongProblem::BatchIgnored,
         WrongProblem::ScalesOfAAndB1Swapped,
         WrongProblem::OverflowSaturated,
+        WrongProblem::ScalesOfBatch0,
+        WrongProblem::ScalePer32,
     ];
 
     pub fn description(self) -> &'static str {
@@ -98,6 +104,8 @@ impl WrongProblem {
             WrongProblem::BatchIgnored => "reads batch 0 for every batch l",
             WrongProblem::ScalesOfAAndB1Swapped => "passes A's scales for B1 and B1's for A",
             WrongProblem::OverflowSaturated => "saturates outputs beyond the fp16 range to +-65504 instead of infinity",
+            WrongProblem::ScalesOfBatch0 => "reads batch 0's scales for every batch l (the data of its own batch)",
+            WrongProblem::ScalePer32 => "reads the scale of column k/32 instead of k/16 (one scale per 32 elements, as in MXFP4)",
         }
     }
 
@@ -116,7 +124,9 @@ impl WrongProblem {
             WrongProblem::ScaleAtomRowsSwapped
             | WrongProblem::ScaleAtomTransposed
             | WrongProblem::KTailDropped
-            | WrongProblem::BatchIgnored => BugClass::Layout,
+            | WrongProblem::BatchIgnored
+            | WrongProblem::ScalesOfBatch0
+            | WrongProblem::ScalePer32 => BugClass::Layout,
             WrongProblem::Fp16Accumulation
             | WrongProblem::TruncatedOutput
             | WrongProblem::OverflowSaturated => BugClass::Numerics,
@@ -301,6 +311,23 @@ fn mutated_inputs(
                 );
                 let data = op.data()[..data_len].repeat(op.batches());
                 with_parts(op, data, op.scales()[..scales_len].repeat(op.batches()))
+            })
+        }),
+        WrongProblem::ScalesOfBatch0 => (inputs.shape.l > 1).then(|| {
+            map(&|op| {
+                let per_batch = op.scales().len() / op.batches();
+                with_scales(op, op.scales()[..per_batch].repeat(op.batches()))
+            })
+        }),
+        // Plain scales are [batch][row][k / 16]: block j reads block j / 2 of its row.
+        WrongProblem::ScalePer32 => (inputs.shape.k >= 32).then(|| {
+            map(&|op| {
+                let cols = op.scale_dims().cols;
+                let scales = op.scales();
+                let halved = (0..scales.len())
+                    .map(|i| scales[i - i % cols + (i % cols) / 2])
+                    .collect();
+                with_scales(op, halved)
             })
         }),
         WrongProblem::ScalesOfAAndB1Swapped => {

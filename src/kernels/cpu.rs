@@ -35,6 +35,8 @@ pub enum Bug {
     BatchIgnored,
     OverflowSaturated,
     NEdgeOffByOne,
+    ScalesOfBatch0,
+    ScalePer32,
     // Outside every class the diagnosis knows (issue #15): localization must still say what the
     // failure depends on.
     ScaleSignHonored,
@@ -42,7 +44,7 @@ pub enum Bug {
 }
 
 impl Bug {
-    pub const ALL: [Bug; 20] = [
+    pub const ALL: [Bug; 22] = [
         Bug::GemmOnly,
         Bug::SiluWrongGemm,
         Bug::ScalesIgnored,
@@ -61,6 +63,8 @@ impl Bug {
         Bug::BatchIgnored,
         Bug::OverflowSaturated,
         Bug::NEdgeOffByOne,
+        Bug::ScalesOfBatch0,
+        Bug::ScalePer32,
         Bug::ScaleSignHonored,
         Bug::Fp4ThreeReadAsTwo,
     ];
@@ -85,6 +89,8 @@ impl Bug {
             Bug::BatchIgnored => "batch-ignored",
             Bug::OverflowSaturated => "overflow-saturated",
             Bug::NEdgeOffByOne => "n-edge-off-by-one",
+            Bug::ScalesOfBatch0 => "scales-of-batch-0",
+            Bug::ScalePer32 => "scale-per-32",
             Bug::ScaleSignHonored => "scale-sign-honored",
             Bug::Fp4ThreeReadAsTwo => "fp4-three-read-as-two",
         }
@@ -114,6 +120,8 @@ impl Bug {
             Bug::NEdgeOffByOne => {
                 "computes floor(N / 128) column tiles: the partial N edge tile is never written"
             }
+            Bug::ScalesOfBatch0 => "reads batch 0's scales for every batch (its own batch's data)",
+            Bug::ScalePer32 => "reads the scale of column k/32 instead of k/16",
             Bug::ScaleSignHonored => "multiplies by a scale's sign bit (tensor cores ignore it)",
             Bug::Fp4ThreeReadAsTwo => "a decode table with a typo: FP4 3.0 read as 2.0",
         }
@@ -177,10 +185,15 @@ impl CpuKernel {
         if self.has(Bug::ScalesIgnored) {
             return 1.0;
         }
-        let batch = if self.has(Bug::BatchIgnored) {
+        let batch = if self.has(Bug::BatchIgnored) || self.has(Bug::ScalesOfBatch0) {
             0
         } else {
             batch
+        };
+        let block = if self.has(Bug::ScalePer32) {
+            block / 2
+        } else {
+            block
         };
         let base = || layout.offset(row - row % 128, block - block % 4, batch);
         let offset = match self.bug {

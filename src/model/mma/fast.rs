@@ -204,7 +204,10 @@ pub struct NvBlock {
 impl NvBlock {
     /// A block under a UE4M3 scale (NVFP4).
     pub fn new(values: &[E2m1; BLOCK], scale: E4m3) -> Self {
-        NvBlock::with_scale(values, BlackwellScales::Block16Ue4m3.decode(scale.to_bits()))
+        NvBlock::with_scale(
+            values,
+            BlackwellScales::Block16Ue4m3.decode(scale.to_bits()),
+        )
     }
 
     /// A block under a decoded scale (`None`: NaN).

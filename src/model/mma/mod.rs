@@ -190,7 +190,10 @@ pub fn blackwell_block_scaled_step(
         let block: i128 = (j * BLOCK..(j + 1) * BLOCK)
             .map(|k| i128::from(a[k].to_half_units() * b[k].to_half_units()))
             .sum();
-        let (x, y) = (sa[j * BLOCK / scales.block_size()], sb[j * BLOCK / scales.block_size()]);
+        let (x, y) = (
+            sa[j * BLOCK / scales.block_size()],
+            sb[j * BLOCK / scales.block_size()],
+        );
         let scale = |s: ScaleFactor| Dyadic {
             mantissa: i128::from(s.significand),
             exponent: s.exponent,
@@ -346,9 +349,11 @@ mod tests {
         let a = codes(&[(16, 0x3)]);
         let b = codes(&[(16, 0x1)]);
         let big = E4m3::from_bits(0x7E);
-        let got = blackwell_mxf4nvf4_step(0.0, &a, [big, TINY, ONE, ONE], &b, [big, TINY, ONE, ONE]);
+        let got =
+            blackwell_mxf4nvf4_step(0.0, &a, [big, TINY, ONE, ONE], &b, [big, TINY, ONE, ONE]);
         assert_eq!(got, 2f32.powi(-19));
-        let got = blackwell_mxf4nvf4_step(0.0, &a, [ONE, TINY, ONE, ONE], &b, [ONE, TINY, ONE, ONE]);
+        let got =
+            blackwell_mxf4nvf4_step(0.0, &a, [ONE, TINY, ONE, ONE], &b, [ONE, TINY, ONE, ONE]);
         assert_eq!(got, 3.0 * 2f32.powi(-20));
     }
 
