@@ -13,7 +13,7 @@ use crate::model::bounds::{
     accumulator_range_in, epilogue_range, fp16_interval, fp16_interval_toward_zero, fp16_ordinal,
     Accumulator, Epilogue, KOrder, Range,
 };
-use crate::model::exact::{exact_dot, PreparedRow};
+use crate::model::exact_grid::exact_dot_grid;
 use crate::problem::{BlockScaledMatrix, DualGemmInputs};
 use half::f16;
 use serde::Serialize;
@@ -372,20 +372,17 @@ pub fn acceptance(
         unbounded: vec![false; len],
     };
     for l in 0..shape.l {
-        let (a, b1, b2) = (
-            PreparedRow::all_rows(&mutated.a, l),
-            PreparedRow::all_rows(&mutated.b1, l),
-            PreparedRow::all_rows(&mutated.b2, l),
-        );
-        for (m, a_row) in a.iter().enumerate() {
-            for n in 0..shape.n {
-                let x1 =
-                    accumulator_range_in(&exact_dot(a_row, &b1[n]), blocks, order, accumulator);
-                let x2 =
-                    accumulator_range_in(&exact_dot(a_row, &b2[n]), blocks, order, accumulator);
+        let elements = exact_dot_grid(
+            &mutated.a,
+            &[&mutated.b1, &mutated.b2],
+            l,
+            true,
+            None,
+            |_, _, d| {
+                let x1 = accumulator_range_in(&d[0], blocks, order, accumulator);
+                let x2 = accumulator_range_in(&d[1], blocks, order, accumulator);
                 let (x1, x2) = if swap { (x2, x1) } else { (x1, x2) };
                 let range = epilogue_range(epilogue, x1, x2);
-                let index = (m * shape.n + n) * shape.l + l;
                 let (lo, hi) = match problem {
                     WrongProblem::TruncatedOutput => fp16_interval_toward_zero(range),
                     WrongProblem::OverflowSaturated => {
@@ -394,10 +391,14 @@ pub fn acceptance(
                     }
                     _ => fp16_interval(range),
                 };
-                out.lo[index] = lo;
-                out.hi[index] = hi;
-                out.unbounded[index] = range == Range::Unbounded;
-            }
+                (lo, hi, range == Range::Unbounded)
+            },
+        );
+        for (i, (lo, hi, unbounded)) in elements.into_iter().enumerate() {
+            let index = i * shape.l + l;
+            out.lo[index] = lo;
+            out.hi[index] = hi;
+            out.unbounded[index] = unbounded;
         }
     }
     Some(out)

@@ -2,6 +2,7 @@
 
 pub mod bounds;
 pub mod exact;
+pub mod exact_grid;
 pub mod mma;
 pub mod portable_math;
 pub mod reference;

@@ -7,12 +7,12 @@
 //! thread count: each element is computed independently with integer and IEEE basic operations.
 
 use super::bounds::{accumulator_range, fp16_interval, silu_mul_range, KOrder};
-use super::exact::{exact_dot, fixed_to_f32_rne, ExactDot, PreparedRow, FIXED_POINT_EXPONENT};
+use super::exact::{fixed_to_f32_rne, ExactDot, FIXED_POINT_EXPONENT};
+use super::exact_grid::exact_dot_grid;
 use super::portable_math::silu;
 use crate::formats::fp16_from_f64_rne;
 use crate::problem::{DualGemmInputs, GemmInputs, GroupGemmInputs, ProblemInputs};
 use half::f16;
-use rayon::prelude::*;
 
 /// Version of the model's declared semantics. Golden files record it; bump it whenever any
 /// `expected`, `lo` or `hi` bit could change.
@@ -43,6 +43,15 @@ impl Reference {
     pub fn is_empty(&self) -> bool {
         self.expected.is_empty()
     }
+
+    /// Stores batch `l` of `[M, N, L]` outputs from its `[M, N]` elements.
+    fn store_batch(&mut self, l: usize, batches: usize, batch: &[(f16, f16, f16)]) {
+        for (i, &(e, lo, hi)) in batch.iter().enumerate() {
+            self.expected[i * batches + l] = e;
+            self.lo[i * batches + l] = lo;
+            self.hi[i * batches + l] = hi;
+        }
+    }
 }
 
 /// One output element of the dual GEMM from its two exact dot products.
@@ -56,12 +65,17 @@ pub fn dual_gemm_element(
         accumulator_range(d1, blocks, order),
         accumulator_range(d2, blocks, order),
     ));
+    (dual_gemm_expected_element(d1, d2), lo, hi)
+}
+
+/// The declared expected output of one dual-GEMM element (it reads only the sums and NaN flags).
+fn dual_gemm_expected_element(d1: &ExactDot, d2: &ExactDot) -> f16 {
     if d1.nan || d2.nan {
-        return (f16::NAN, lo, hi);
+        return f16::NAN;
     }
     let x1 = f64::from(fixed_to_f32_rne(d1.sum, FIXED_POINT_EXPONENT));
     let x2 = f64::from(fixed_to_f32_rne(d2.sum, FIXED_POINT_EXPONENT));
-    (fp16_from_f64_rne(silu(x1) * x2), lo, hi)
+    fp16_from_f64_rne(silu(x1) * x2)
 }
 
 /// One output element of the plain GEMM.
@@ -80,19 +94,15 @@ pub fn dual_gemm_reference(inputs: &DualGemmInputs, order: KOrder) -> Reference 
     let blocks = shape.scale_cols();
     let mut out = Reference::with_len(shape.m * shape.n * shape.l);
     for l in 0..shape.l {
-        let (a, b1, b2) = (
-            PreparedRow::all_rows(&inputs.a, l),
-            PreparedRow::all_rows(&inputs.b1, l),
-            PreparedRow::all_rows(&inputs.b2, l),
+        let batch = exact_dot_grid(
+            &inputs.a,
+            &[&inputs.b1, &inputs.b2],
+            l,
+            true,
+            None,
+            |_, _, d| dual_gemm_element(&d[0], &d[1], blocks, order),
         );
-        fill_rows(&mut out, shape.n, shape.l, l, |m, n| {
-            dual_gemm_element(
-                &exact_dot(&a[m], &b1[n]),
-                &exact_dot(&a[m], &b2[n]),
-                blocks,
-                order,
-            )
-        });
+        out.store_batch(l, shape.l, &batch);
     }
     out
 }
@@ -102,13 +112,31 @@ pub fn gemm_reference(inputs: &GemmInputs, order: KOrder) -> Reference {
     let blocks = shape.scale_cols();
     let mut out = Reference::with_len(shape.m * shape.n * shape.l);
     for l in 0..shape.l {
-        let (a, b) = (
-            PreparedRow::all_rows(&inputs.a, l),
-            PreparedRow::all_rows(&inputs.b, l),
-        );
-        fill_rows(&mut out, shape.n, shape.l, l, |m, n| {
-            gemm_element(&exact_dot(&a[m], &b[n]), blocks, order)
+        let batch = exact_dot_grid(&inputs.a, &[&inputs.b], l, true, None, |_, _, d| {
+            gemm_element(&d[0], blocks, order)
         });
+        out.store_batch(l, shape.l, &batch);
+    }
+    out
+}
+
+/// The expected output of the dual GEMM alone, without intervals (the statistics the intervals
+/// need are not computed): the same bits as [`dual_gemm_reference`]'s `expected`.
+pub fn dual_gemm_expected(inputs: &DualGemmInputs) -> Vec<f16> {
+    let shape = inputs.shape;
+    let mut out = vec![f16::ZERO; shape.m * shape.n * shape.l];
+    for l in 0..shape.l {
+        let batch = exact_dot_grid(
+            &inputs.a,
+            &[&inputs.b1, &inputs.b2],
+            l,
+            false,
+            None,
+            |_, _, d| dual_gemm_expected_element(&d[0], &d[1]),
+        );
+        for (i, e) in batch.into_iter().enumerate() {
+            out[i * shape.l + l] = e;
+        }
     }
     out
 }
@@ -139,29 +167,4 @@ pub fn group_gemm_reference(inputs: &GroupGemmInputs, order: KOrder) -> Referenc
         out.hi.extend(part.hi);
     }
     out
-}
-
-/// Fills batch `l` of `[M, N, L]` outputs, rows in parallel. Each element depends only on its own
-/// inputs, so the result does not depend on the thread count.
-fn fill_rows(
-    out: &mut Reference,
-    n: usize,
-    batches: usize,
-    l: usize,
-    element: impl Fn(usize, usize) -> (f16, f16, f16) + Sync,
-) {
-    let row_len = n * batches;
-    out.expected
-        .par_chunks_mut(row_len)
-        .zip(out.lo.par_chunks_mut(row_len))
-        .zip(out.hi.par_chunks_mut(row_len))
-        .enumerate()
-        .for_each(|(m, ((expected, lo), hi))| {
-            for col in 0..n {
-                let (e, low, high) = element(m, col);
-                expected[col * batches + l] = e;
-                lo[col * batches + l] = low;
-                hi[col * batches + l] = high;
-            }
-        });
 }
