@@ -10,7 +10,8 @@ use crate::error::{Error, Result};
 use crate::layout::BlockedScaleLayout;
 use crate::model::bounds::KOrder;
 use crate::model::{Reference, MODEL_VERSION};
-use crate::problem::{BlockScaledMatrix, DualGemmInputs, ProblemInputs, Shape};
+use crate::problem::tensors::{problem_inputs_from_tensors, ByteType, TensorRef};
+use crate::problem::{BlockScaledMatrix, DualGemmInputs, ProblemInputs, ProblemKind, Shape};
 use safetensors::tensor::{Dtype, TensorView};
 use safetensors::SafeTensors;
 use std::collections::{BTreeMap, HashMap};
@@ -270,6 +271,48 @@ impl CaseReader {
             ));
         }
         Ok(operand)
+    }
+
+    /// A user's own inputs of `problem` (names and layouts: [`problem::tensors`]); shapes come
+    /// from the tensors, no metadata is needed.
+    ///
+    /// [`problem::tensors`]: crate::problem::tensors
+    pub fn user_problem_inputs(&self, problem: ProblemKind) -> Result<ProblemInputs> {
+        let parsed = self.parsed()?;
+        let views: HashMap<String, (ByteType, Vec<usize>, &[u8])> = parsed
+            .tensors()
+            .into_iter()
+            .map(|(name, view)| {
+                let mut shape = view.shape().to_vec();
+                let dtype = match view.dtype() {
+                    Dtype::U8 => ByteType::U8,
+                    Dtype::F8_E4M3 => ByteType::E4m3,
+                    Dtype::F4 => {
+                        // safetensors counts 4-bit elements; the reader wants bytes.
+                        if let Some(last) = shape.last_mut() {
+                            *last /= 2;
+                        }
+                        ByteType::Fp4x2
+                    }
+                    Dtype::F32 => ByteType::Other("F32"),
+                    Dtype::F16 => ByteType::Other("F16"),
+                    Dtype::BF16 => ByteType::Other("BF16"),
+                    _ => ByteType::Other("a dtype other than U8, F4 or F8_E4M3"),
+                };
+                (name, (dtype, shape, view.data()))
+            })
+            .collect();
+        problem_inputs_from_tensors(
+            problem,
+            |name| {
+                views.get(name).map(|(dtype, shape, bytes)| TensorRef {
+                    dtype: *dtype,
+                    shape,
+                    bytes,
+                })
+            },
+            &self.path.display().to_string(),
+        )
     }
 
     pub fn dual_gemm_inputs(&self) -> Result<DualGemmInputs> {

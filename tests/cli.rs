@@ -281,3 +281,168 @@ fn reference_is_bit_identical_across_thread_counts() {
         "e4ae3afcfe7ca035c2ddb182a4170d2e1bb9045cdf661eab5e530abf0feeda93"
     );
 }
+
+/// `reference --inputs`: a user's own tensors (plain scales only, 2-D for L = 1, no metadata)
+/// give the same reference as the generated case they came from; the permuted scales, when
+/// given, must agree; wrong dtypes, shapes and missing tensors are exit 2 naming the tensor.
+#[test]
+fn reference_of_your_own_inputs() {
+    use nvfp4_oracle::model::gemm_reference;
+    use nvfp4_oracle::problem::generate::generate_gemm;
+    let shape = Shape::new(40, 72, 160, 1).unwrap();
+    let inputs = generate_dual_gemm(shape, Distribution::AdversarialNan, 8);
+    let want = dual_gemm_reference(&inputs, KOrder::Contiguous);
+    let user_file = |extra: &dyn Fn(&mut CaseWriter)| {
+        let mut writer = CaseWriter::default();
+        for (name, op) in [("a", &inputs.a), ("b1", &inputs.b1), ("b2", &inputs.b2)] {
+            writer
+                .tensor(
+                    name,
+                    Dtype::U8,
+                    vec![op.rows(), op.k() / 2],
+                    op.data().to_vec(),
+                )
+                .tensor(
+                    &format!("sf{name}"),
+                    Dtype::F8_E4M3,
+                    vec![op.rows(), op.k() / 16],
+                    op.scales().to_vec(),
+                );
+        }
+        extra(&mut writer);
+        writer
+    };
+    let path = scratch("user-inputs.safetensors");
+    let out = scratch("user-reference.safetensors");
+    let run = |writer: &mut CaseWriter| {
+        writer.write(&path).unwrap();
+        tool(&[
+            "reference",
+            "--inputs",
+            path.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ])
+    };
+    let ok = run(&mut user_file(&|_| {}));
+    assert!(ok.status.success(), "{}", text(&ok));
+    let case = CaseReader::open(&out).unwrap();
+    for (name, values) in [
+        ("expected", &want.expected),
+        ("lo", &want.lo),
+        ("hi", &want.hi),
+    ] {
+        let got = nvfp4_oracle::case_file::fp16_from_bytes(
+            &case.tensor(name, Dtype::F16, &[40, 72, 1]).unwrap(),
+        );
+        assert!(
+            got.iter()
+                .zip(values.iter())
+                .all(|(g, w)| g.to_bits() == w.to_bits()),
+            "{name}"
+        );
+    }
+    // The written case is a full case file: its own operands read back, permuted scales included.
+    assert_eq!(case.dual_gemm_inputs().unwrap(), inputs);
+
+    // Permuted scales that disagree with the plain ones.
+    let mut bad_permuted = inputs.b1.blocked_scales(0);
+    bad_permuted[0] ^= 0x08;
+    let dims = nvfp4_oracle::layout::BlockedScaleLayout(inputs.b1.scale_dims()).logical_shape();
+    let [_, _, row_atoms, _, col_atoms, batches] = dims;
+    let refused = run(&mut user_file(&|w| {
+        w.tensor(
+            "sfb1_permuted",
+            Dtype::F8_E4M3,
+            vec![batches, row_atoms, col_atoms, 32, 4, 4],
+            bad_permuted.clone(),
+        );
+    }));
+    assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("'sfb1_permuted' does not hold the same scales as 'sfb1'"),
+        "{}",
+        text(&refused)
+    );
+    // The right permuted scales are accepted.
+    let good = inputs.b1.blocked_scales(0);
+    let accepted = run(&mut user_file(&|w| {
+        w.tensor(
+            "sfb1_permuted",
+            Dtype::F8_E4M3,
+            vec![batches, row_atoms, col_atoms, 32, 4, 4],
+            good.clone(),
+        );
+    }));
+    assert!(accepted.status.success(), "{}", text(&accepted));
+
+    // Floats where packed FP4 belongs; scales of the wrong shape; a missing operand.
+    let floats = run(&mut user_file(&|w| {
+        w.tensor("a", Dtype::F32, vec![40, 40], vec![0; 40 * 40 * 4]);
+    }));
+    assert_eq!(floats.status.code(), Some(2));
+    assert!(
+        text(&floats).contains("tensor 'a' is Other(\"F32\")") || text(&floats).contains("'a'"),
+        "{}",
+        text(&floats)
+    );
+    let bad_scales = run(&mut user_file(&|w| {
+        w.tensor("sfb2", Dtype::F8_E4M3, vec![72, 9], vec![0x38; 72 * 9]);
+    }));
+    assert_eq!(bad_scales.status.code(), Some(2));
+    assert!(
+        text(&bad_scales).contains("'sfb2' has shape [72, 9]"),
+        "{}",
+        text(&bad_scales)
+    );
+    let mut no_b2 = CaseWriter::default();
+    no_b2.tensor("a", Dtype::U8, vec![1, 8], vec![0; 8]);
+    let missing = run(&mut no_b2);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(
+        text(&missing).contains("no tensor 'sfa'"),
+        "{}",
+        text(&missing)
+    );
+
+    // The GEMM, from the same reader.
+    let gemm = generate_gemm(Shape::new(8, 24, 64, 2).unwrap(), Distribution::Full, 4);
+    let mut writer = CaseWriter::default();
+    for (name, op) in [("a", &gemm.a), ("b", &gemm.b)] {
+        writer
+            .tensor(
+                name,
+                Dtype::U8,
+                vec![2, op.rows(), op.k() / 2],
+                op.data().to_vec(),
+            )
+            .tensor(
+                &format!("sf{name}"),
+                Dtype::U8,
+                vec![2, op.rows(), op.k() / 16],
+                op.scales().to_vec(),
+            );
+    }
+    writer.write(&path).unwrap();
+    let gemm_run = tool(&[
+        "reference",
+        "--problem",
+        "gemm",
+        "--inputs",
+        path.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(gemm_run.status.success(), "{}", text(&gemm_run));
+    let want = gemm_reference(&gemm, KOrder::Contiguous);
+    let got = nvfp4_oracle::case_file::fp16_from_bytes(
+        &CaseReader::open(&out)
+            .unwrap()
+            .tensor("expected", Dtype::F16, &[8, 24, 2])
+            .unwrap(),
+    );
+    assert!(got
+        .iter()
+        .zip(&want.expected)
+        .all(|(g, w)| g.to_bits() == w.to_bits()));
+}

@@ -1,9 +1,10 @@
 //! `nvfp4-oracle reference`: inputs plus the model's answer and acceptance interval.
 
 use super::generate::{inputs_writer, CaseArgs};
+use crate::case_file::{CaseReader, CaseWriter};
 use crate::error::Result;
 use crate::model::bounds::KOrder;
-use crate::model::{problem_reference, Reference, MODEL_VERSION};
+use crate::model::{problem_reference, MODEL_VERSION};
 use crate::problem::generate::generate_problem;
 use crate::problem::{Distribution, ProblemKind, Shape};
 use clap::Args;
@@ -12,9 +13,30 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 #[derive(Args, Debug)]
+#[command(
+    after_help = "Your own inputs: --inputs FILE.safetensors holds the problem's operands in the \
+case-file layout, L first: for each operand X (a, b1, b2 for the dual GEMM; a, b for gemm and gemv; \
+a0, b0, a1, b1, ... for group-gemm) its packed FP4 data X as uint8 [L, rows, K/2] (or F4 \
+[L, rows, K]) and its plain scales sfX as F8_E4M3 or uint8 [L, rows, K/16]; [rows, ...] means \
+L = 1. sfX_permuted (the blocked layout) is optional and, if present, checked against sfX. From \
+torch: x.permute(2, 0, 1).contiguous() for GPU MODE's [rows, K/2, L] tensors, viewed as uint8."
+)]
 pub struct ReferenceArgs {
-    #[command(flatten)]
-    pub case: CaseArgs,
+    /// Problem: dual-gemm, gemm, gemv or group-gemm (group-gemm only with --inputs).
+    #[arg(long, default_value = "dual-gemm")]
+    pub problem: ProblemKind,
+    /// Shape of generated inputs, MxNxK or MxNxKxL, e.g. 256x4096x7168 (K a multiple of 16).
+    #[arg(long, required_unless_present = "inputs", conflicts_with = "inputs")]
+    pub shape: Option<Shape>,
+    /// Input distribution of generated inputs: gpumode, full, adversarial, adversarial-nan.
+    #[arg(long, default_value = "gpumode", conflicts_with = "inputs")]
+    pub dist: Distribution,
+    /// Seed of the portable generator: the same seed gives the same bytes on every machine.
+    #[arg(long, default_value_t = 1111, conflicts_with = "inputs")]
+    pub seed: u64,
+    /// Your own inputs instead of generated ones (a safetensors file; layout below).
+    #[arg(long)]
+    pub inputs: Option<PathBuf>,
     /// K orders the interval must accept: `contiguous` (each accumulator sums one contiguous run of
     /// K, at most 16 split-K partials: every main loop, split-K and stream-K kernel) or `any`
     /// (blocks in any order; wider intervals).
@@ -27,32 +49,45 @@ pub struct ReferenceArgs {
 
 pub fn run(args: ReferenceArgs) -> Result<ExitCode> {
     let started = Instant::now();
-    let case = &args.case;
-    let mut writer = inputs_writer(case.problem, case.shape, case.dist, case.seed)?;
-    let reference =
-        compute_reference(case.problem, case.shape, case.dist, case.seed, args.k_order)?;
+    let (mut writer, inputs, what) = match (&args.inputs, args.shape) {
+        (Some(path), _) => {
+            let inputs = CaseReader::open(path)?.user_problem_inputs(args.problem)?;
+            let mut writer = CaseWriter::default();
+            writer
+                .problem_inputs(&inputs, USER_PADDING_FILL)
+                .meta("distribution", "user")
+                .meta("inputs", path.display())
+                .meta("blocked_padding_fill", format!("{USER_PADDING_FILL:#04x}"));
+            let what = format!("the {} inputs of {}", args.problem.name(), path.display());
+            (writer, inputs, what)
+        }
+        (None, Some(shape)) => {
+            let case = CaseArgs {
+                problem: args.problem,
+                shape,
+                dist: args.dist,
+                seed: args.seed,
+            };
+            let writer = inputs_writer(case.problem, shape, case.dist, case.seed)?;
+            let inputs = generate_problem(case.problem, shape, case.dist, case.seed);
+            (writer, inputs, case.describe())
+        }
+        (None, None) => unreachable!("clap requires --shape or --inputs"),
+    };
+    let reference = problem_reference(&inputs, args.k_order);
+    let (m, n, l) = inputs.output_dims();
+    let k = inputs.operands()[0].1.k();
     writer
-        .reference(case.shape, &reference, args.k_order)
+        .reference(Shape { m, n, k, l }, &reference, args.k_order)
         .write(&args.out)?;
     println!(
-        "wrote {} with its reference (model version {MODEL_VERSION}) to {} in {:.2} s",
-        case.describe(),
+        "wrote {what} with its reference (model version {MODEL_VERSION}) to {} in {:.2} s",
         args.out.display(),
         started.elapsed().as_secs_f64()
     );
     Ok(ExitCode::SUCCESS)
 }
 
-/// The model's reference for a generated case.
-pub fn compute_reference(
-    problem: ProblemKind,
-    shape: Shape,
-    dist: Distribution,
-    seed: u64,
-    order: KOrder,
-) -> Result<Reference> {
-    Ok(problem_reference(
-        &generate_problem(problem, shape, dist, seed),
-        order,
-    ))
-}
+/// The byte written into the padding of the blocked scales of a user's inputs (the written case
+/// file always carries `sfX_permuted`): 0, a zero scale, as torch's `to_blocked` pads.
+const USER_PADDING_FILL: u8 = 0;

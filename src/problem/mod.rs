@@ -4,6 +4,7 @@
 pub mod generate;
 pub mod operand;
 pub mod shape;
+pub mod tensors;
 
 pub use generate::Distribution;
 pub use operand::BlockScaledMatrix;
