@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::layout::BlockedScaleLayout;
 use crate::model::bounds::KOrder;
 use crate::model::{Reference, MODEL_VERSION};
-use crate::problem::tensors::{problem_inputs_from_tensors, ByteType, TensorRef};
+use crate::problem::tensors::{problem_inputs_from_tensors, ByteType, TensorMap};
 use crate::problem::{BlockScaledMatrix, DualGemmInputs, ProblemInputs, ProblemKind, Shape};
 use safetensors::tensor::{Dtype, TensorView};
 use safetensors::SafeTensors;
@@ -279,7 +279,7 @@ impl CaseReader {
     /// [`problem::tensors`]: crate::problem::tensors
     pub fn user_problem_inputs(&self, problem: ProblemKind) -> Result<ProblemInputs> {
         let parsed = self.parsed()?;
-        let views: HashMap<String, (ByteType, Vec<usize>, &[u8])> = parsed
+        let views: TensorMap<'_> = parsed
             .tensors()
             .into_iter()
             .map(|(name, view)| {
@@ -302,17 +302,7 @@ impl CaseReader {
                 (name, (dtype, shape, view.data()))
             })
             .collect();
-        problem_inputs_from_tensors(
-            problem,
-            |name| {
-                views.get(name).map(|(dtype, shape, bytes)| TensorRef {
-                    dtype: *dtype,
-                    shape,
-                    bytes,
-                })
-            },
-            &self.path.display().to_string(),
-        )
+        problem_inputs_from_tensors(problem, &views, &self.path.display().to_string())
     }
 
     pub fn dual_gemm_inputs(&self) -> Result<DualGemmInputs> {

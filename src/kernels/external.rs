@@ -16,7 +16,8 @@ use std::time::Duration;
 pub const PYTHON_ENV: &str = "NVFP4_ORACLE_PYTHON";
 
 /// The worker script, embedded so the binary alone can certify a submission.
-const SUBMISSION_WORKER: &str = include_str!("submission_worker.py");
+/// The worker script (also handed to the Python package, whose `to_gpumode` runs its `build_data`).
+pub const SUBMISSION_WORKER: &str = include_str!("submission_worker.py");
 
 /// Time a worker gets to start: imports, `load_inline` or Triton builds, `compile_kernel()`.
 const SUBMISSION_START_TIMEOUT: Duration = Duration::from_secs(600);

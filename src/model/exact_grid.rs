@@ -259,6 +259,8 @@ fn chunk<T: Copy, const STATS: bool>(
     }
 }
 
+// The same loops compiled for two instruction sets: two thin wrappers rather than a macro, so
+// that each reads as what it is.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx512f,avx512bw,avx512dq,avx512vl")]
 fn chunk_avx512<T: Copy, const STATS: bool>(

@@ -13,6 +13,7 @@ use super::portable_math::silu;
 use crate::formats::fp16_from_f64_rne;
 use crate::problem::{DualGemmInputs, GemmInputs, GroupGemmInputs, ProblemInputs};
 use half::f16;
+use ndarray::Array3;
 
 /// Version of the model's declared semantics. Golden files record it; bump it whenever any
 /// `expected`, `lo` or `hi` bit could change.
@@ -42,6 +43,15 @@ impl Reference {
 
     pub fn is_empty(&self) -> bool {
         self.expected.is_empty()
+    }
+
+    /// `expected`, `lo` and `hi` as `[M, N, L]` arrays for `dims` = (M, N, L) (for a grouped GEMM,
+    /// [`ProblemInputs::output_dims`](crate::problem::ProblemInputs::output_dims)), moved, not
+    /// copied (the Python package hands them to numpy as they are).
+    pub fn into_arrays(self, (m, n, l): (usize, usize, usize)) -> [Array3<f16>; 3] {
+        [self.expected, self.lo, self.hi].map(|values| {
+            Array3::from_shape_vec((m, n, l), values).expect("dims hold every element")
+        })
     }
 
     /// Stores batch `l` of `[M, N, L]` outputs from its `[M, N]` elements.

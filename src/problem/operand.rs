@@ -80,6 +80,21 @@ impl BlockScaledMatrix {
         &self.scales
     }
 
+    /// The packed data as `[L, rows, K/2]` bytes, without a copy.
+    pub fn data_array(&self) -> ndarray::ArrayView3<'_, u8> {
+        ndarray::ArrayView3::from_shape((self.batches, self.rows, self.k / 2), &self.data)
+            .expect("checked at construction")
+    }
+
+    /// The plain scales as `[L, rows, K/16]` e4m3 bytes, without a copy.
+    pub fn scales_array(&self) -> ndarray::ArrayView3<'_, u8> {
+        ndarray::ArrayView3::from_shape(
+            (self.batches, self.rows, self.k / SCALE_BLOCK),
+            &self.scales,
+        )
+        .expect("checked at construction")
+    }
+
     pub fn scale_dims(&self) -> ScaleDims {
         ScaleDims {
             rows: self.rows,

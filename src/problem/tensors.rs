@@ -16,6 +16,7 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::layout::{blocked_to_plain, BlockedScaleLayout};
+use std::collections::HashMap;
 
 /// How a tensor's bytes are typed. Data must be bytes of packed e2m1 pairs; scales e4m3 bytes.
 /// Both are one byte an element, so an unsigned-byte tensor is accepted for either.
@@ -50,13 +51,23 @@ pub struct TensorRef<'a> {
     pub bytes: &'a [u8],
 }
 
-/// The inputs of `problem` from the tensors `get` finds by name. `source` names them in errors
-/// (a file's path, "the arrays given").
-pub fn problem_inputs_from_tensors<'a>(
+/// Named tensors: element type, shape and bytes (row-major, contiguous) of each.
+pub type TensorMap<'a> = HashMap<String, (ByteType, Vec<usize>, &'a [u8])>;
+
+/// The inputs of `problem` from `tensors`. `source` names them in errors (a file's path, "the
+/// tensors given").
+pub fn problem_inputs_from_tensors(
     problem: ProblemKind,
-    get: impl Fn(&str) -> Option<TensorRef<'a>>,
+    tensors: &TensorMap<'_>,
     source: &str,
 ) -> Result<ProblemInputs> {
+    let get = |name: &str| {
+        tensors.get(name).map(|(dtype, shape, bytes)| TensorRef {
+            dtype: *dtype,
+            shape,
+            bytes,
+        })
+    };
     let fail = |reason: String| Error::file(source, reason);
     let need = |name: &str| {
         get(name).ok_or_else(|| {

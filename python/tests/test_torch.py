@@ -1,0 +1,58 @@
+"""The package's torch side: GPU MODE's data tuple (the door's own code), torch tensors of the
+NVFP4 dtypes, and certify() on trusted callables. Skipped, with the reason, without torch; on a
+GPU machine they run on CUDA, elsewhere on the CPU."""
+import numpy as np
+import pytest
+
+import nvfp4_oracle as oracle
+
+torch = pytest.importorskip("torch", reason="torch is not installed: to_gpumode, from_gpumode "
+                            "and certify need it (run these on a machine with torch)")
+
+
+def _device():
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def test_to_gpumode_round_trips_through_from_gpumode():
+    for problem in oracle.PROBLEMS:
+        case = oracle.generate(problem, "48x40x96x2", "full", 2)
+        data = oracle.to_gpumode(case, _device())
+        ref = oracle.reference(case)
+        back = oracle.reference(oracle.from_gpumode(data, problem), problem)
+        assert np.array_equal(ref.expected.view(np.uint16), back.expected.view(np.uint16)), problem
+    a, b1, b2, sfa, sfb1, sfb2, pa, pb1, pb2, c = oracle.to_gpumode(
+        oracle.generate("dual-gemm", "40x72x160x2", "full", 2), _device())
+    assert a.dtype == torch.float4_e2m1fn_x2 and tuple(a.shape) == (40, 80, 2)
+    assert sfa.dtype == torch.float8_e4m3fn and tuple(sfa.shape) == (40, 10, 2)
+    assert tuple(pa.shape) == (32, 4, 1, 4, 3, 2)
+    assert c.dtype == torch.float16 and tuple(c.shape) == (40, 72, 2)
+
+
+def test_reference_reads_torch_tensors_of_the_nvfp4_dtypes():
+    case = oracle.generate("dual-gemm", "40x72x160", "full", 2)
+    as_torch = {}
+    for k, v in case.tensors.items():
+        t = torch.from_numpy(v)
+        if k in ("a", "b1", "b2"):
+            t = t.view(torch.float4_e2m1fn_x2)
+        elif k.startswith("sf"):
+            t = t.view(torch.float8_e4m3fn)
+        as_torch[k] = t
+    assert np.array_equal(oracle.reference(as_torch).expected.view(np.uint16),
+                          oracle.reference(case).expected.view(np.uint16))
+    with pytest.raises(TypeError, match="torch.float32"):
+        oracle.reference({"a": torch.zeros(4, 8)})
+
+
+def test_certify_passes_a_correct_callable_and_names_the_case_a_wrong_one_fails():
+    def correct(data):
+        return torch.from_numpy(oracle.reference(oracle.from_gpumode(data)).expected)
+
+    def doubled(data):
+        return correct(data) * 2
+
+    assert oracle.certify(correct, cases=3, seed=1, device=_device()) >= 3
+    # The first edge case gives 0 (so does twice it); the next one fails.
+    with pytest.raises(AssertionError, match=r"dual-gemm case 2 failed: shape 1x1x16, dist full"):
+        oracle.certify(doubled, cases=3, seed=1, device=_device())
