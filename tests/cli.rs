@@ -345,6 +345,22 @@ fn reference_of_your_own_inputs() {
     // The written case is a full case file: its own operands read back, permuted scales included.
     assert_eq!(case.dual_gemm_inputs().unwrap(), inputs);
 
+    // The data as safetensors F4 (shape in 4-bit elements: [rows, K]) reads the same.
+    let as_f4 = run(&mut user_file(&|w| {
+        w.tensor("a", Dtype::F4, vec![40, 160], inputs.a.data().to_vec());
+    }));
+    assert!(as_f4.status.success(), "{}", text(&as_f4));
+    let f4_expected = nvfp4_oracle::case_file::fp16_from_bytes(
+        &CaseReader::open(&out)
+            .unwrap()
+            .tensor("expected", Dtype::F16, &[40, 72, 1])
+            .unwrap(),
+    );
+    assert!(f4_expected
+        .iter()
+        .zip(&want.expected)
+        .all(|(g, w)| g.to_bits() == w.to_bits()));
+
     // Permuted scales that disagree with the plain ones.
     let mut bad_permuted = inputs.b1.blocked_scales(0);
     bad_permuted[0] ^= 0x08;
