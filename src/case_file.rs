@@ -67,7 +67,6 @@ impl CaseWriter {
     ) -> &mut Self {
         let dims = operand.scale_dims();
         let blocked = BlockedScaleLayout(dims);
-        let [_, _, row_atoms, _, col_atoms, batches] = blocked.logical_shape();
         self.tensor(
             name,
             Dtype::U8,
@@ -83,7 +82,7 @@ impl CaseWriter {
         self.tensor(
             &format!("sf{name}_permuted"),
             Dtype::F8_E4M3,
-            vec![batches, row_atoms, col_atoms, 32, 4, 4],
+            blocked.storage_shape().to_vec(),
             operand.blocked_scales(padding_fill),
         )
     }
@@ -257,12 +256,10 @@ impl CaseReader {
             &[shape.l, rows, shape.scale_cols()],
         )?;
         let operand = BlockScaledMatrix::new(name, rows, shape.k, shape.l, data, scales)?;
-        let blocked = BlockedScaleLayout(operand.scale_dims());
-        let [_, _, row_atoms, _, col_atoms, batches] = blocked.logical_shape();
         let permuted = self.tensor(
             &format!("sf{name}_permuted"),
             Dtype::F8_E4M3,
-            &[batches, row_atoms, col_atoms, 32, 4, 4],
+            &BlockedScaleLayout(operand.scale_dims()).storage_shape(),
         )?;
         if crate::layout::blocked_to_plain(&permuted, operand.scale_dims()) != operand.scales() {
             return Err(Error::file(

@@ -364,13 +364,12 @@ fn reference_of_your_own_inputs() {
     // Permuted scales that disagree with the plain ones.
     let mut bad_permuted = inputs.b1.blocked_scales(0);
     bad_permuted[0] ^= 0x08;
-    let dims = nvfp4_oracle::layout::BlockedScaleLayout(inputs.b1.scale_dims()).logical_shape();
-    let [_, _, row_atoms, _, col_atoms, batches] = dims;
+    let storage = nvfp4_oracle::layout::BlockedScaleLayout(inputs.b1.scale_dims()).storage_shape();
     let refused = run(&mut user_file(&|w| {
         w.tensor(
             "sfb1_permuted",
             Dtype::F8_E4M3,
-            vec![batches, row_atoms, col_atoms, 32, 4, 4],
+            storage.to_vec(),
             bad_permuted.clone(),
         );
     }));
@@ -386,7 +385,7 @@ fn reference_of_your_own_inputs() {
         w.tensor(
             "sfb1_permuted",
             Dtype::F8_E4M3,
-            vec![batches, row_atoms, col_atoms, 32, 4, 4],
+            storage.to_vec(),
             good.clone(),
         );
     }));

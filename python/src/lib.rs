@@ -5,7 +5,7 @@
 
 use half::f16;
 use numpy::{IntoPyArray, PyArrayDyn, PyReadonlyArrayDyn, PyUntypedArrayMethods};
-use nvfp4_oracle::certify::campaign::{case_strategy, edge_cases};
+use nvfp4_oracle::certify::campaign::{case_runner, case_strategy, edge_cases};
 use nvfp4_oracle::compare::{judge, OutputShape};
 use nvfp4_oracle::kernels::interface::{KernelCase, ShapeSupport};
 use nvfp4_oracle::kernels::process::CaseFiles;
@@ -45,10 +45,8 @@ fn tensors_dict<'py>(
             format!("sf{name}"),
             operand.scales_array().to_owned().into_pyarray(py),
         )?;
-        let logical = BlockedScaleLayout(operand.scale_dims()).logical_shape();
-        let [_, _, row_atoms, _, col_atoms, batches] = logical;
         let blocked = ndarray::Array::from_shape_vec(
-            ndarray::IxDyn(&[batches, row_atoms, col_atoms, 32, 4, 4]),
+            ndarray::IxDyn(&BlockedScaleLayout(operand.scale_dims()).storage_shape()),
             operand.blocked_scales(padding_fill),
         )
         .expect("the blocked layout's size");
@@ -195,7 +193,6 @@ fn campaign(
     max_l: usize,
 ) -> PyResult<Vec<(String, String, u64)>> {
     use proptest::strategy::{Strategy, ValueTree};
-    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
     if m_multiple == 0 || n_multiple == 0 || k_multiple == 0 || k_multiple % 16 != 0 || max_l == 0 {
         return Err(PyValueError::new_err(
             "shape support: multiples must be positive, k_multiple a multiple of 16, max_l >= 1",
@@ -207,12 +204,7 @@ fn campaign(
         k_multiple,
         max_l,
     };
-    let mut seed_bytes = [0u8; 32];
-    seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    let mut runner = TestRunner::new_with_rng(
-        Config::default(),
-        TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
-    );
+    let mut runner = case_runner(seed);
     let strategy = case_strategy(support, Distribution::ALL.to_vec());
     let mut specs = edge_cases(support);
     for _ in 0..cases {

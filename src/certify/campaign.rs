@@ -81,6 +81,16 @@ pub fn case_strategy(
         .prop_map(|(shape, dist, seed)| CaseSpec { shape, dist, seed })
 }
 
+/// The random source of a campaign's cases: the same seed draws the same cases everywhere.
+pub fn case_runner(seed: u64) -> TestRunner {
+    let mut seed_bytes = [0u8; 32];
+    seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    TestRunner::new_with_rng(
+        Config::default(),
+        TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
+    )
+}
+
 /// What one case's run produced.
 pub struct CaseOutcome {
     pub spec: CaseSpec,
@@ -475,12 +485,7 @@ pub fn certify_variant(
         }
     }
     if failure.is_none() {
-        let mut seed_bytes = [0u8; 32];
-        seed_bytes[..8].copy_from_slice(&limits.seed.to_le_bytes());
-        let mut runner = TestRunner::new_with_rng(
-            Config::default(),
-            TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
-        );
+        let mut runner = case_runner(limits.seed);
         let strategy = case_strategy(support, dists);
         while coverage.cases < planned && !out_of_time() {
             let mut tree = strategy

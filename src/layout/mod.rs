@@ -77,6 +77,12 @@ impl BlockedScaleLayout {
     pub fn logical_shape(&self) -> [usize; 6] {
         [32, 4, self.row_atoms(), 4, self.col_atoms(), self.0.batches]
     }
+
+    /// The shape of the bytes in memory order, `[L, rest_mn, rest_k, 32, 4, 4]`: how case files
+    /// store the blocked scales (`sfX_permuted`), and what GPU MODE permutes into the logical one.
+    pub fn storage_shape(&self) -> [usize; 6] {
+        [self.0.batches, self.row_atoms(), self.col_atoms(), 32, 4, 4]
+    }
 }
 
 /// Rewrites plain scales into the blocked layout, padding with `fill`.

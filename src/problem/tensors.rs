@@ -195,9 +195,7 @@ fn read_operand<'a>(
         BlockScaledMatrix::new(name, rows, k, l, data.bytes.to_vec(), scales.bytes.to_vec())?;
     let permuted_name = format!("sf{name}_permuted");
     if let Some(permuted) = get(&permuted_name) {
-        let blocked = BlockedScaleLayout(operand.scale_dims());
-        let [_, _, row_atoms, _, col_atoms, batches] = blocked.logical_shape();
-        let want = [batches, row_atoms, col_atoms, 32, 4, 4];
+        let want = BlockedScaleLayout(operand.scale_dims()).storage_shape();
         if permuted.shape != want {
             return Err(fail(format!(
                 "tensor '{permuted_name}' has shape {:?}; the blocked layout of '{scales_name}' is {want:?}",
