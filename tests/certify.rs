@@ -204,7 +204,7 @@ fn certify_command_exit_codes() {
     );
 }
 
-/// Data shrinking (issue #15): every mutant that writes a wrong output is left with a handful of
+/// Data shrinking: every mutant that writes a wrong output is left with a handful of
 /// nonzero inputs, where one input read differently explains the output it is named, and the
 /// feature a bug depends on (FP4 codes, K tail, scale value) is found by controlled changes.
 #[test]

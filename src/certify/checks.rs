@@ -1,4 +1,4 @@
-//! Checks beyond the outputs of single runs (issue #14), for kernels that run on a GPU: the
+//! Checks beyond the outputs of single runs, for kernels that run on a GPU: the
 //! sample of cases they share, and the determinism check. compute-sanitizer is in
 //! [`super::sanitize`].
 //!

@@ -148,8 +148,8 @@ pub struct Certificate {
     pub gpu: Option<crate::gpu::device::DeviceInfo>,
     /// Python and torch versions (submissions).
     pub environment: KernelEnvironment,
-    /// GPU kernels: compute-sanitizer and the determinism check on a sample of cases (issue
-    /// #14); a finding fails the certificate. `checks_skipped` says why one did not run.
+    /// GPU kernels: compute-sanitizer and the determinism check on a sample of cases, for bugs
+    /// outputs do not show; a finding fails the certificate. `checks_skipped` says why one did not run.
     pub sanitizer: Option<super::sanitize::SanitizerReport>,
     pub determinism: Option<super::checks::DeterminismReport>,
     pub checks_skipped: Vec<String>,

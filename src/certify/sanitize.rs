@@ -1,5 +1,5 @@
-//! NVIDIA compute-sanitizer around a sample of cases (issue #14): races, uninitialized reads and
-//! out-of-bounds reads that do not change a tested output still ship bugs. For each tool the
+//! NVIDIA compute-sanitizer around a sample of cases, for bugs that outputs do not show: races,
+//! uninitialized reads and out-of-bounds reads that do not change a tested output still ship bugs. For each tool the
 //! kernel gets a fresh worker started under `compute-sanitizer --tool T` (through
 //! [`KernelUnderTest::under_tool`]), runs the sample, and shuts down; the tool's log is then read
 //! into findings in words. Buffers are allocations of exactly their size there (no canaries, no

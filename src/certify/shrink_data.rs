@@ -1,4 +1,4 @@
-//! Data shrinking (issue #15): after the shape of a failing dual-GEMM case has been shrunk, its
+//! Data shrinking: after the shape of a failing dual-GEMM case has been shrunk, its
 //! data is, while the kernel still fails: batches dropped, K blocks zeroed, single FP4 codes
 //! zeroed, the rest moved to +-1, scales moved to 1.0. What is left is usually one or two nonzero
 //! products, printed as a table with the expected and the observed output, and, where one
@@ -316,7 +316,7 @@ fn embed(inputs: &DualGemmInputs, shape: Shape, offset: Offset) -> Option<DualGe
 }
 
 /// Controlled changes of the shrunk case, each run and judged: which features the failure
-/// depends on, in words (issue #15's localization, for bugs outside the catalogue too).
+/// depends on, in words (localization: it works for bugs outside the diagnosis catalogue too).
 fn localize(shrinker: &mut Shrinker<'_>, inputs: &DualGemmInputs) -> Vec<String> {
     let mut found = Vec::new();
     let shape = inputs.shape;

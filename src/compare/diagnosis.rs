@@ -22,7 +22,8 @@ use serde::Serialize;
 /// was never written. (A kernel's own NaNs are 0x7E00 or 0x7FFF in practice.)
 pub const POISON: f16 = f16::from_bits(0x7D5A);
 
-/// The kind of bug, as the brief names them.
+/// The broad kind of a bug: the wrong problem computed, a misread scale layout, misread scales,
+/// numerics (accumulation or rounding), an incomplete output, out-of-bounds accesses, races.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BugClass {

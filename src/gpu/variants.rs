@@ -298,7 +298,7 @@ pub fn gpu_variants() -> Vec<GpuVariant> {
         baseline_like("hopper-test-spin", "TEST: baseline that spins forever", Some(TEST_SPIN), "nvfp4_dual_gemm_spin"),
         reversed_k,
         persistent_7,
-        // Bugs outputs may not show (issue #14): found by compute-sanitizer and by running cases
+        // Bugs outputs may not show: found by compute-sanitizer and by running cases
         // again with shared memory poisoned.
         baseline_like("hopper-test-race", "TEST: baseline without the barrier before a shared-memory slot is refilled (a race)", Some(TEST_RACE), "nvfp4_dual_gemm_race_missing_barrier"),
         baseline_like("hopper-test-uninit-shared", "TEST: baseline whose epilogue reads a shared-memory value it never initialized", Some(TEST_UNINIT_SHARED), "nvfp4_dual_gemm_uninit_shared"),

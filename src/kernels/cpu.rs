@@ -37,8 +37,8 @@ pub enum Bug {
     NEdgeOffByOne,
     ScalesOfBatch0,
     ScalePer32,
-    // Outside every class the diagnosis knows (issue #15): localization must still say what the
-    // failure depends on.
+    // Outside every class the diagnosis knows: after data shrinking, the controlled changes of the
+    // shrunk case must still say in words what the failure depends on.
     ScaleSignHonored,
     Fp4ThreeReadAsTwo,
 }

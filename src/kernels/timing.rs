@@ -1,4 +1,4 @@
-//! Timing an external kernel so that the kernel cannot falsify it (issue #13's threat model,
+//! Timing an external kernel so that the kernel cannot falsify it (the threat model is in
 //! docs/threat-model.md). The kernel runs in its worker; the parent drives four steps
 //! ([`super::process::Request`]): load every input set, warm up, run the timed loop (and the same
 //! loop without the calls), fetch the outputs of a sample of the timed calls. What the parent
