@@ -1,12 +1,28 @@
 //! nvfp4-oracle: a bit-exact CPU model of NVFP4 block-scaled GEMMs, and the tools built on it.
 //!
-//! Map of the crate (the README has the same map for the whole repository):
-//! - [`formats`]: e2m1 and e4m3fn, bit by bit, and FP4 packing.
-//! - [`quant`]: NVFP4 quantization with torchao's semantics.
-//! - [`layout`]: plain and blocked (tensor-core) scale layouts.
-//! - [`problem`]: shapes, typed inputs, deterministic input generators.
-//! - [`case_file`]: safetensors case files.
-//! - [`cli`]: the `nvfp4-oracle` subcommands.
+//! Map of the crate, every public module (the README maps the whole repository):
+//! - [`formats`]: e2m1 and e4m3fn, bit by bit, FP4 packing and the shared rounding core.
+//! - [`quant`]: NVFP4 quantization and dequantization with torchao's semantics.
+//! - [`layout`]: plain and blocked (tensor-core, 512-byte atom) scale layouts.
+//! - [`problem`]: the dual GEMM, GEMM, GEMV and grouped GEMM: shapes, typed and validated
+//!   inputs, deterministic input generators, inputs from named tensors.
+//! - [`model`]: exact dot products, the declared reference answer, acceptance intervals,
+//!   tensor-core adder models and the replay of a declared schedule.
+//! - [`compare`]: verdicts on a kernel's output (which elements fail, by how much, where) and
+//!   diagnosis against a catalogue of known bugs.
+//! - [`kernels`]: every kernel under test behind one interface: CPU kernels and planted-bug
+//!   mutants, the built-in GPU variants, submissions and C-ABI libraries, worker processes.
+//! - [`certify`]: campaigns of cases against the model, shrinking of the first failure,
+//!   compute-sanitizer and determinism checks, certificates.
+//! - [`gpu`]: device discovery, NVRTC compilation with a cache, the variant registry, the
+//!   hardened launch and the GPU worker side; CUDA is loaded at run time.
+//! - [`golden`]: the golden set's definition, its manifest, generate and verify.
+//! - [`case_file`]: safetensors case files (inputs, and for reference cases the answer and
+//!   its intervals), read and written with validation.
+//! - [`fuzzing`]: the bodies of the fuzz targets under `fuzz/`, shared with
+//!   `tests/fuzz_inputs.rs`.
+//! - [`error`]: the crate's error type, whose messages say what was wrong and what to do.
+//! - [`cli`]: the `nvfp4-oracle` subcommands and their exit codes.
 
 pub mod case_file;
 pub mod certify;

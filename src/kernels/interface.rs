@@ -182,7 +182,8 @@ pub struct KernelEnvironment {
 }
 
 /// What else happens on the GPU around one run: the determinism and shared-memory checks
-/// (src/certify/determinism.rs) run a case again under other conditions and compare the bits.
+/// (src/certify/checks.rs; the conditions are made on the GPU by src/gpu/conditions.rs) run a
+/// case again under other conditions and compare the bits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RunConditions {
     /// Just before the launch, fill as much of every SM's shared memory as a kernel can hold
