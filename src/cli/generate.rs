@@ -11,7 +11,10 @@ use std::process::ExitCode;
 /// What to generate: shared by `generate` and `reference`.
 #[derive(Args, Debug)]
 pub struct CaseArgs {
-    /// Problem: dual-gemm or gemm (group-gemm cases come from the golden set).
+    /// Problem: dual-gemm, gemm, gemv or group-gemm. gemv sets N to 1 (b is one row). For
+    /// group-gemm, L is the number of groups, all with the same K: the first is M x N, the others
+    /// draw their M from 1..=M and their N from 1..=N with the seed (the file's `groups` metadata
+    /// lists them).
     #[arg(long, default_value = "dual-gemm")]
     pub problem: ProblemKind,
     /// Shape as MxNxK or MxNxKxL, e.g. 256x4096x7168. K must be a multiple of 16.

@@ -49,13 +49,18 @@ pub struct Cli {
 pub enum Command {
     /// Write deterministic problem inputs (FP4 data, plain and permuted scales) to a safetensors file.
     Generate(generate::GenerateArgs),
-    /// Write a case: generated inputs plus the model's expected fp16 output and acceptance interval.
+    /// Write a case: inputs (generated, or yours with --inputs) plus the model's expected fp16
+    /// output and acceptance interval.
     Reference(reference::ReferenceArgs),
     /// Judge a kernel's output (tensor `c`) against a reference case. Exit 0 pass, 1 fail, 2 bad input.
     Check(check::CheckArgs),
     /// Fuzz kernels against the model, shrink and diagnose the first failure, write certificates.
-    /// Exit 0 if every selected kernel is certified, 1 if any failed, 2 on error, 3 (--exact) if
-    /// none failed but some kernel is not certified exact.
+    ///
+    /// Exit codes: 0 every selected kernel certified; 1 some kernel failed; 2 bad usage or input
+    /// (an unknown kernel, a broken submission, manifest or library); 3 (--exact only) none failed
+    /// but some kernel is not certified exact; 4 none failed but a kernel named on the command
+    /// line (--kernel, --submission, --library, --manifest) cannot run on this machine, so nothing
+    /// about it was judged.
     Certify(certify::CertifyArgs),
     /// List every kernel under test, what it solves and whether it can run on this machine.
     Variants,

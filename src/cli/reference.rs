@@ -22,7 +22,8 @@ L = 1. sfX_permuted (the blocked layout) is optional and, if present, checked ag
 torch: x.permute(2, 0, 1).contiguous() for GPU MODE's [rows, K/2, L] tensors, viewed as uint8."
 )]
 pub struct ReferenceArgs {
-    /// Problem: dual-gemm, gemm, gemv or group-gemm (group-gemm only with --inputs).
+    /// Problem: dual-gemm, gemm, gemv or group-gemm, generated (--shape; see `generate --help`
+    /// for what gemv and group-gemm make of it) or read from --inputs.
     #[arg(long, default_value = "dual-gemm")]
     pub problem: ProblemKind,
     /// Shape of generated inputs, MxNxK or MxNxKxL, e.g. 256x4096x7168 (K a multiple of 16).
