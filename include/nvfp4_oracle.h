@@ -6,7 +6,8 @@
  * the stream, and judges c against its model. The function must only enqueue work on `stream`
  * (it may also synchronize it) and must not keep pointers after it returns.
  *
- * Layouts are those of the GPU MODE problem (SPEC.md section 1), all contiguous, batch outermost:
+ * Layouts are those of the GPU MODE problem (docs/problem.md, section 3), all contiguous,
+ * batch outermost:
  *   a              [L][M][K/2]  packed e2m1, two values per byte, low nibble = even k
  *   b1, b2         [L][N][K/2]  same packing
  *   sfa            [L][M][K/16] e4m3fn, one scale per 16 consecutive k (sign bit to be ignored)

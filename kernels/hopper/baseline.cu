@@ -4,7 +4,7 @@
 //
 // NVFP4 dual GEMM with SiLU, Hopper baseline (sm_90a):
 //     C[m, n, l] = fp16( silu(A @ B1^T) * (A @ B2^T) )
-// with e2m1 operands and one e4m3 scale per 16 consecutive k (see shared/SPEC.md).
+// with e2m1 operands and one e4m3 scale per 16 consecutive k (see docs/problem.md).
 //
 // The classic, simple design, correct first:
 //   - one CTA per 128x128 output tile, grid = (ceil(N/128), ceil(M/128), L);

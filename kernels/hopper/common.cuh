@@ -1,7 +1,7 @@
 // Shared device code of the Hopper NVFP4 kernels (kernels/hopper/*.cu are each compiled as this
 // file followed by the kernel's own file; NVRTC is given no include path).
 //
-// Formats (shared/SPEC.md): A, B1, B2 are packed e2m1, two per byte, low nibble = even k, each row
+// Formats (docs/problem.md): A, B1, B2 are packed e2m1, two per byte, low nibble = even k, each row
 // K/2 contiguous bytes, batches after each other; one UE4M3 scale per 16 consecutive k, in the
 // blocked layout below; C is fp16 [M][N][L] with L fastest. fp16 is handled as unsigned short
 // bits and every special instruction is inline PTX, so no CUDA header is needed.

@@ -1,4 +1,4 @@
-//! The golden set: every competition test and benchmark shape of SPEC.md (dual GEMM and the
+//! The golden set: every competition test and benchmark shape of docs/problem.md (dual GEMM and the
 //! grouped-GEMM benchmark groups) in the gpumode and full distributions, and small cases each
 //! built to expose one named bug.
 
@@ -26,8 +26,8 @@ pub const DUAL_GEMM_BENCHMARKS: [(usize, usize, usize); 4] = [
     (512, 3072, 7168),
 ];
 
-/// Grouped-GEMM benchmarks: (group M values, N, K). SPEC.md gives the M ranges; these M values
-/// spread over them (multiples of 8, as the competition's).
+/// Grouped-GEMM benchmarks: (group M values, N, K). docs/problem.md gives the M ranges; these M
+/// values spread over them (multiples of 8, as the competition's).
 pub const GROUP_GEMM_BENCHMARKS: [(&[usize], usize, usize); 4] = [
     (&[40, 72, 104, 136, 168, 200, 232, 248], 4096, 7168),
     (&[40, 64, 88, 112, 136, 160, 184, 196], 7168, 2048),

@@ -27,7 +27,7 @@
 //!   exponents (subnormals at -14), zero terms ignored for the maximum, 25 fractional bits cut
 //!   toward zero, the sum truncated to f32; NaN results are 0x7FFFFFFF;
 //! - `hopper-hmma-f16-f32-published`: the published variant that aligns each product by its
-//!   leading bit (SPEC.md: 81.6% on the H100), kept for comparison.
+//!   leading bit (docs/problem.md: 81.6% on the H100), kept for comparison.
 
 pub mod adder;
 pub mod fast;
