@@ -38,6 +38,13 @@ pub enum Error {
     #[error("{path}: {reason}")]
     File { path: PathBuf, reason: String },
 
+    #[error("{what} needs about {needed} of memory; this machine has {available} available: use a smaller shape (or a machine with more memory)")]
+    TooLarge {
+        what: String,
+        needed: String,
+        available: String,
+    },
+
     #[error("{0}")]
     Usage(String),
 

@@ -272,3 +272,46 @@ fn failing_data_shrinks_to_a_few_inputs_and_a_single_misread_input_is_named() {
         }
     }
 }
+
+#[test]
+fn a_failing_case_regenerated_by_its_printed_command_is_byte_identical() {
+    // The sign-bit mutant fails only on adversarial-nan inputs, whose scales carry sign bits:
+    // the command must reproduce those too.
+    let dir = std::env::temp_dir().join(format!("nvfp4-oracle-regen-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mutant = CpuKernel::mutant(Bug::ScaleSignHonored);
+    let result = certify_variant(&mutant, limits(100, false), &[], |_, _| {});
+    let certificate =
+        Certificate::from_campaign(&mutant, &limits(100, false), result, &dir).unwrap();
+    let failure = certificate.failure.expect("the sign-bit mutant fails");
+    assert_eq!(failure.minimal_case.dist.name(), "adversarial-nan");
+    let regenerated = dir.join("regenerated.safetensors");
+    let words: Vec<&str> = failure.regenerate.split_whitespace().collect();
+    assert_eq!(words[0], "nvfp4-oracle", "{}", failure.regenerate);
+    let out_flag = words.iter().position(|w| *w == "--out").unwrap();
+    let mut args: Vec<String> = words[1..out_flag].iter().map(|w| w.to_string()).collect();
+    args.extend(["--out".into(), regenerated.display().to_string()]);
+    let run = Command::new(env!("CARGO_BIN_EXE_nvfp4-oracle"))
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    let read = |path: &std::path::Path| std::fs::read(path).unwrap();
+    let (ran, again) = (read(&failure.repro_case), read(&regenerated));
+    let ran = safetensors::SafeTensors::deserialize(&ran).unwrap();
+    let again = safetensors::SafeTensors::deserialize(&again).unwrap();
+    let mut names = ran.names();
+    names.sort();
+    assert!(names.len() >= 9, "{names:?}");
+    let mut signed_scales = 0;
+    for name in names {
+        let (x, y) = (ran.tensor(name).unwrap(), again.tensor(name).unwrap());
+        assert_eq!(x.shape(), y.shape(), "{name}");
+        assert!(x.data() == y.data(), "tensor {name} differs from the case the campaign ran");
+        if name.starts_with("sf") {
+            signed_scales += x.data().iter().filter(|b| **b & 0x80 != 0).count();
+        }
+    }
+    assert!(signed_scales > 0, "the case holds sign-set scales");
+    let _ = std::fs::remove_dir_all(dir);
+}

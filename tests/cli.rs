@@ -461,3 +461,26 @@ fn reference_of_your_own_inputs() {
         .zip(&want.expected)
         .all(|(g, w)| g.to_bits() == w.to_bits()));
 }
+
+#[test]
+fn a_shape_past_the_machines_memory_is_refused_at_once_with_its_size() {
+    let out_path = scratch("huge.safetensors");
+    let started = std::time::Instant::now();
+    let out = tool(&[
+        "reference",
+        "--problem",
+        "dual-gemm",
+        "--shape",
+        "100000x100000x16",
+        "--out",
+        out_path.to_str().unwrap(),
+    ]);
+    let message = text(&out);
+    assert_eq!(out.status.code(), Some(2), "{message}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(1), "{message}");
+    assert!(
+        message.contains("needs about") && message.contains("GiB"),
+        "{message}"
+    );
+    assert!(!out_path.exists());
+}

@@ -267,8 +267,7 @@ mod certify_exact {
                 "0",
                 "--seed",
                 "7",
-                "--golden",
-                "no-golden",
+                "--no-golden",
             ]);
             for kernel in kernels {
                 command.args(["--kernel", kernel]);

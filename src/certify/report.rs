@@ -111,9 +111,27 @@ pub struct FailureReport {
     pub repro_case: PathBuf,
     pub repro_output: PathBuf,
     pub replay: String,
+    /// Regenerates the minimal case's inputs and reference from its seed, byte for byte.
+    pub regenerate: String,
     /// The minimal case's data shrunk further, and its case file.
     pub minimal_data: Option<super::shrink_data::ShrunkData>,
     pub repro_minimal_data: Option<PathBuf>,
+}
+
+/// The command that regenerates a campaign case's inputs and reference from its seed: the same
+/// generator the campaign ran, so its output is byte for byte the case the kernel saw.
+pub fn regenerate_command(problem: crate::problem::ProblemKind, spec: CaseSpec) -> String {
+    let shape = spec.shape;
+    format!(
+        "nvfp4-oracle reference --problem {} --shape {}x{}x{}x{} --dist {} --seed {} --out case.safetensors",
+        problem.name(),
+        shape.m,
+        shape.n,
+        shape.k,
+        shape.l,
+        spec.dist.name(),
+        spec.seed
+    )
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -231,7 +249,6 @@ impl Certificate {
                         .comparison
                         .first_mismatch
                         .expect("a mismatch has a first element");
-                    let shape = m.minimal.shape;
                     ExactMismatchReport {
                         first_case: m.first,
                         minimal_case: m.minimal,
@@ -245,15 +262,7 @@ impl Certificate {
                             .iter()
                             .map(|s| s.to_string())
                             .collect(),
-                        regenerate: format!(
-                            "nvfp4-oracle reference --problem dual-gemm --shape {}x{}x{}x{} --dist {} --seed {} --out case.safetensors",
-                            shape.m,
-                            shape.n,
-                            shape.k,
-                            shape.l,
-                            m.minimal.dist.name(),
-                            m.minimal.seed
-                        ),
+                        regenerate: regenerate_command(kernel.problem(), m.minimal),
                     }
                 }),
             }
@@ -349,6 +358,7 @@ impl Certificate {
                     repro_case.display(),
                     repro_output.display()
                 ),
+                regenerate: regenerate_command(kernel.problem(), minimal.spec),
                 repro_case,
                 repro_output,
                 minimal_data: failure.data,
@@ -452,7 +462,7 @@ impl Certificate {
         }
         if let Some(f) = &self.failure {
             md.push_str(&format!(
-                "\n## Failure\n\n- first failing case: {} {} seed {}\n- minimal case after {} shrink steps: **{} {} seed {}**\n- verdict: {}\n- diagnosis: **{}**\n- replay: `{}`\n\n```\n{}```\n",
+                "\n## Failure\n\n- first failing case: {} {} seed {}\n- minimal case after {} shrink steps: **{} {} seed {}**\n- verdict: {}\n- diagnosis: **{}**\n- replay: `{}`\n- regenerate its inputs from the seed: `{}`\n\n```\n{}```\n",
                 f.first_case.shape,
                 f.first_case.dist.name(),
                 f.first_case.seed,
@@ -463,6 +473,7 @@ impl Certificate {
                 f.verdict,
                 f.diagnosis,
                 f.replay,
+                f.regenerate,
                 f.failure_map
             ));
             if let Some(data) = &f.minimal_data {

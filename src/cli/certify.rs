@@ -64,9 +64,13 @@ pub struct CertifyArgs {
     pub determinism: usize,
     #[command(flatten)]
     pub external: ExternalArgs,
-    /// Golden directory whose small dual-GEMM cases every campaign runs first.
-    #[arg(long, default_value = "golden")]
-    pub golden: PathBuf,
+    /// A golden directory (its manifest.json) whose small dual-GEMM cases every campaign runs
+    /// first. Default: the golden set built into this binary, the same wherever it runs.
+    #[arg(long, value_name = "DIR")]
+    pub golden: Option<PathBuf>,
+    /// Run no golden cases (only the edge and random ones).
+    #[arg(long, conflicts_with = "golden")]
+    pub no_golden: bool,
     /// Where certificates (JSON, Markdown) and minimal repros are written.
     #[arg(long, default_value = "certify-report")]
     pub report_dir: PathBuf,
@@ -89,7 +93,7 @@ fn select(
     if patterns.is_empty() {
         return Ok(all
             .into_iter()
-            .filter(|k| !k.name().contains("mutant") && k.availability().is_ok())
+            .filter(|k| !k.is_deliberately_broken() && k.availability().is_ok())
             .filter(|k| !exact || k.schedule().is_some())
             .collect());
     }
@@ -161,12 +165,10 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             ""
         }
     );
-    let golden = match crate::golden::read_manifest(&args.golden) {
-        Ok(manifest) => crate::golden::campaign_cases(&manifest),
-        Err(err) => {
-            eprintln!("note: running without golden cases ({err})");
-            Vec::new()
-        }
+    let golden = match &args.golden {
+        _ if args.no_golden => Vec::new(),
+        Some(dir) => crate::golden::campaign_cases(&crate::golden::read_manifest(dir)?),
+        None => crate::golden::builtin_campaign_cases(),
     };
     let mut any_failed = false;
     let mut any_not_exact = false;
@@ -320,7 +322,70 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
-    use super::matches;
+    use super::{matches, select};
+    use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
+    use crate::problem::ProblemKind;
+    use half::f16;
+
+    /// A registry entry as a GPU machine would list it: a name, whether it is deliberately
+    /// broken, whether it can run here.
+    struct Listed(&'static str, bool, bool);
+
+    impl KernelUnderTest for Listed {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn description(&self) -> String {
+            String::new()
+        }
+        fn is_deliberately_broken(&self) -> bool {
+            self.1
+        }
+        fn problem(&self) -> ProblemKind {
+            ProblemKind::DualGemm
+        }
+        fn support(&self) -> ShapeSupport {
+            ShapeSupport::ANY
+        }
+        fn availability(&self) -> Result<(), String> {
+            if self.2 {
+                Ok(())
+            } else {
+                Err("no GPU".into())
+            }
+        }
+        fn run(&self, _: &KernelCase, _: &mut [f16]) -> Result<(), KernelFailure> {
+            Ok(())
+        }
+    }
+
+    fn gpu_registry() -> Vec<Box<dyn KernelUnderTest>> {
+        [
+            Listed("cpu-tiled", false, true),
+            Listed("cpu-mutant-gemm-only", true, true),
+            Listed("hopper-baseline", false, true),
+            Listed("hopper-test-spin", true, true),
+            Listed("hopper-test-oob-write", true, true),
+            Listed("hopper-test-persistent-7-ctas", true, true),
+            Listed("blackwell-baseline", false, false),
+        ]
+        .into_iter()
+        .map(|k| Box::new(k) as Box<dyn KernelUnderTest>)
+        .collect()
+    }
+
+    fn names(kernels: &[Box<dyn KernelUnderTest>]) -> Vec<&str> {
+        kernels.iter().map(|k| k.name()).collect()
+    }
+
+    #[test]
+    fn a_bare_certify_selects_no_deliberately_broken_kernel() {
+        let chosen = select(gpu_registry(), &[], false).unwrap();
+        assert_eq!(names(&chosen), ["cpu-tiled", "hopper-baseline"]);
+        // Named, a broken kernel is certified all the same.
+        let named = select(gpu_registry(), &["hopper-test-*".into()], false).unwrap();
+        assert_eq!(names(&named).len(), 3);
+    }
 
     #[test]
     fn wildcards() {

@@ -52,6 +52,7 @@ impl CaseArgs {
 
 pub fn run(args: GenerateArgs) -> Result<ExitCode> {
     let case = &args.case;
+    crate::problem::memory::check_fits(case.problem, case.shape, false)?;
     inputs_writer(case.problem, case.shape, case.dist, case.seed)?.write(&args.out)?;
     println!("wrote {} to {}", case.describe(), args.out.display());
     Ok(ExitCode::SUCCESS)

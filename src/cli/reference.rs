@@ -6,6 +6,7 @@ use crate::error::Result;
 use crate::model::bounds::KOrder;
 use crate::model::{problem_reference, MODEL_VERSION};
 use crate::problem::generate::generate_problem;
+use crate::problem::memory::check_fits;
 use crate::problem::{Distribution, ProblemKind, Shape};
 use clap::Args;
 use std::path::PathBuf;
@@ -53,6 +54,9 @@ pub fn run(args: ReferenceArgs) -> Result<ExitCode> {
     let (mut writer, inputs, what) = match (&args.inputs, args.shape) {
         (Some(path), _) => {
             let inputs = CaseReader::open(path)?.user_problem_inputs(args.problem)?;
+            let (m, n, l) = inputs.output_dims();
+            let k = inputs.operands()[0].1.k();
+            check_fits(args.problem, Shape { m, n, k, l }, true)?;
             let mut writer = CaseWriter::default();
             writer
                 .problem_inputs(&inputs, USER_PADDING_FILL)
@@ -63,6 +67,7 @@ pub fn run(args: ReferenceArgs) -> Result<ExitCode> {
             (writer, inputs, what)
         }
         (None, Some(shape)) => {
+            check_fits(args.problem, shape, true)?;
             let case = CaseArgs {
                 problem: args.problem,
                 shape,

@@ -318,3 +318,17 @@ pub fn campaign_cases(manifest: &Manifest) -> Vec<crate::certify::campaign::Case
         })
         .collect()
 }
+
+/// The same cases from the golden set built into the binary (the definitions a manifest is
+/// written from), so that a campaign runs them wherever it is started.
+pub fn builtin_campaign_cases() -> Vec<crate::certify::campaign::CaseSpec> {
+    set::golden_set()
+        .into_iter()
+        .filter(|case| case.problem == ProblemKind::DualGemm && case.stored_whole)
+        .map(|case| crate::certify::campaign::CaseSpec {
+            shape: case.shapes[0],
+            dist: case.dist,
+            seed: case.seed,
+        })
+        .collect()
+}

@@ -2,6 +2,7 @@
 //! grouped GEMM, as typed, validated inputs; and their deterministic input generators.
 
 pub mod generate;
+pub mod memory;
 pub mod operand;
 pub mod shape;
 pub mod tensors;
