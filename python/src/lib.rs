@@ -5,9 +5,10 @@
 
 use half::f16;
 use numpy::{IntoPyArray, PyArrayDyn, PyReadonlyArrayDyn, PyUntypedArrayMethods};
-use nvfp4_oracle::certify::campaign::{case_runner, case_strategy, edge_cases};
+use nvfp4_oracle::certify::report::{Certificate, Status};
+use nvfp4_oracle::certify::{certify_variant, CampaignLimits};
 use nvfp4_oracle::compare::{judge, OutputShape};
-use nvfp4_oracle::kernels::interface::{KernelCase, ShapeSupport};
+use nvfp4_oracle::kernels::interface::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
 use nvfp4_oracle::kernels::process::CaseFiles;
 use nvfp4_oracle::layout::BlockedScaleLayout;
 use nvfp4_oracle::model::bounds::KOrder;
@@ -15,10 +16,13 @@ use nvfp4_oracle::model::problem_reference;
 use nvfp4_oracle::problem::generate::generate_problem;
 use nvfp4_oracle::problem::tensors::{problem_inputs_from_tensors, ByteType, TensorMap};
 use nvfp4_oracle::problem::{Distribution, ProblemInputs, ProblemKind, Shape};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
 
 fn value_error(err: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(err.to_string())
@@ -100,14 +104,36 @@ fn inputs_from_arrays(
 
 type Fp16Array<'py> = Bound<'py, PyArrayDyn<f16>>;
 
-/// `reference(problem, tensors, k_order) -> (expected, lo, hi)`, float16 `[M, N, L]`.
+/// The output tensors a kernel of `inputs` returns, as `(M, N, L)` each: one, or for the grouped
+/// GEMM one per group (`(M_g, N_g, 1)`; the reference holds them one after another).
+fn output_tensor_dims(inputs: &ProblemInputs) -> Vec<(usize, usize, usize)> {
+    match inputs {
+        ProblemInputs::GroupGemm(groups) => groups
+            .groups
+            .iter()
+            .map(|g| (g.shape.m, g.shape.n, 1))
+            .collect(),
+        inputs => vec![inputs.output_dims()],
+    }
+}
+
+/// `reference(problem, tensors, k_order) -> (expected, lo, hi, k, outputs)`: float16 `[M, N, L]`
+/// arrays, the problem's K (the first group's for the grouped GEMM), and the output tensors'
+/// `(M, N, L)` shapes (one per group for the grouped GEMM).
 #[pyfunction]
+#[allow(clippy::type_complexity)]
 fn reference<'py>(
     py: Python<'py>,
     problem: &str,
     tensors: HashMap<String, (String, PyReadonlyArrayDyn<'py, u8>)>,
     k_order: &str,
-) -> PyResult<(Fp16Array<'py>, Fp16Array<'py>, Fp16Array<'py>)> {
+) -> PyResult<(
+    Fp16Array<'py>,
+    Fp16Array<'py>,
+    Fp16Array<'py>,
+    usize,
+    Vec<(usize, usize, usize)>,
+)> {
     let (problem, order): (ProblemKind, KOrder) = (parse(problem)?, parse(k_order)?);
     let inputs = inputs_from_arrays(problem, tensors)?;
     // The model releases the GIL: it runs on rayon's threads for seconds on large shapes.
@@ -115,7 +141,8 @@ fn reference<'py>(
     let [expected, lo, hi] = reference
         .into_arrays(dims)
         .map(|a| a.into_dyn().into_pyarray(py));
-    Ok((expected, lo, hi))
+    let k = inputs.operands()[0].1.k();
+    Ok((expected, lo, hi, k, output_tensor_dims(&inputs)))
 }
 
 fn fp16_values(name: &str, array: &PyReadonlyArrayDyn<'_, f16>) -> PyResult<Vec<f16>> {
@@ -181,44 +208,226 @@ fn worker_source() -> &'static str {
     nvfp4_oracle::kernels::external::SUBMISSION_WORKER
 }
 
-/// `campaign(cases, seed, m_multiple, n_multiple, k_multiple, max_l)`: the CLI campaign's edge
-/// cases, then `cases` random ones, as `(shape, dist, seed)` tuples.
+/// A Python callable as a kernel under test: the package's `certify` hands the Rust campaign
+/// (edge cases, random cases, shrinking, diagnosis, data shrinking: `certify_variant`, as the
+/// CLI's `certify`) this kernel, whose every run takes the GIL and calls `runner`.
+///
+/// `runner(tensors, padding_fill, outputs, shape) -> (outcome, value)` (`outputs`: each output
+/// tensor's `(M, N, L)`, one per group for the grouped GEMM; `shape`: the reference's) is the
+/// package's `_Runner`: it builds what the user's callable takes (GPU MODE's data tuple, or a
+/// `Case`), calls it, and answers `("ok", float16 array of the output's elements)` or
+/// `(failure, message)` with failure one of `Raised`, `BadOutput`, `OutOfBounds`,
+/// `ModifiedInputs` (the [`KernelFailure`] variants). An exception out of `runner` itself (a
+/// `KeyboardInterrupt`, or a bug of the package) is not a verdict on the kernel: it stops the
+/// campaign ([`Stop`]) and `certify` raises it.
+struct PyCallableKernel {
+    name: String,
+    problem: ProblemKind,
+    support: ShapeSupport,
+    runner: Py<PyAny>,
+    stopped: Mutex<Option<PyErr>>,
+}
+
+/// The unwinding payload that stops a campaign from inside [`PyCallableKernel::run`] (raised
+/// with `resume_unwind`, so no panic message is printed; caught in [`certify`]).
+struct Stop;
+
+impl PyCallableKernel {
+    fn call(
+        &self,
+        py: Python<'_>,
+        case: &KernelCase,
+        output: &mut [f16],
+    ) -> PyResult<Result<(), KernelFailure>> {
+        // Ctrl-C between cases (the campaign runs on the thread that called certify).
+        py.check_signals()?;
+        let tensors = tensors_dict(py, &case.inputs, case.padding_fill)?;
+        let reply = self.runner.bind(py).call1((
+            tensors,
+            case.padding_fill,
+            output_tensor_dims(&case.inputs),
+            case.inputs.output_dims(),
+        ))?;
+        let (outcome, value): (String, Bound<'_, PyAny>) = reply.extract()?;
+        let message = || value.extract::<String>();
+        Ok(match outcome.as_str() {
+            "ok" => {
+                let array: PyReadonlyArrayDyn<'_, f16> = value.extract()?;
+                let values = array.as_slice()?;
+                if values.len() != output.len() {
+                    return Err(PyRuntimeError::new_err(format!(
+                        "nvfp4_oracle internal error: the runner gave {} output elements, the case has {}",
+                        values.len(),
+                        output.len()
+                    )));
+                }
+                output.copy_from_slice(values);
+                Ok(())
+            }
+            "Raised" => Err(KernelFailure::Raised(message()?)),
+            "BadOutput" => Err(KernelFailure::BadOutput(message()?)),
+            "OutOfBounds" => Err(KernelFailure::OutOfBounds(message()?)),
+            "ModifiedInputs" => Err(KernelFailure::ModifiedInputs(message()?)),
+            other => {
+                return Err(PyRuntimeError::new_err(format!(
+                    "nvfp4_oracle internal error: the runner answered {other:?}"
+                )))
+            }
+        })
+    }
+}
+
+impl KernelUnderTest for PyCallableKernel {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn description(&self) -> String {
+        format!("the Python callable {}", self.name)
+    }
+
+    fn is_deliberately_broken(&self) -> bool {
+        false
+    }
+
+    fn problem(&self) -> ProblemKind {
+        self.problem
+    }
+
+    fn support(&self) -> ShapeSupport {
+        self.support
+    }
+
+    fn availability(&self) -> Result<(), String> {
+        Ok(())
+    }
+
+    fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure> {
+        if self.stopped.lock().expect("not poisoned").is_some() {
+            std::panic::resume_unwind(Box::new(Stop));
+        }
+        match Python::attach(|py| self.call(py, case, output)) {
+            Ok(result) => result,
+            Err(err) => {
+                *self.stopped.lock().expect("not poisoned") = Some(err);
+                std::panic::resume_unwind(Box::new(Stop))
+            }
+        }
+    }
+}
+
+/// One line: the certificate's status, cases, and for a failure the first and the minimal
+/// failing case, the verdict and the diagnosis.
+fn certificate_summary(c: &Certificate) -> String {
+    let mut line = format!(
+        "{} ({}): {:?} after {} cases (seed {}, {}, {:.1} s)",
+        c.kernel,
+        c.problem,
+        c.status,
+        c.coverage.cases,
+        c.seed,
+        c.supported_shapes,
+        c.elapsed_seconds
+    );
+    if let Some(f) = &c.failure {
+        line.push_str(&format!(
+            "; first failing case {} {} seed {}; minimal repro {} {} seed {} ({} shrink steps): {}; diagnosis: {}",
+            f.first_case.shape,
+            f.first_case.dist.name(),
+            f.first_case.seed,
+            f.minimal_case.shape,
+            f.minimal_case.dist.name(),
+            f.minimal_case.seed,
+            f.shrink_steps,
+            f.verdict,
+            f.diagnosis
+        ));
+    }
+    line
+}
+
+/// `certify(runner, name, problem, support, cases, seed, only_gpumode, k_order, time_budget,
+/// report_dir, write_certificate) -> (passed, certificate JSON, certificate Markdown, summary)`:
+/// the CLI's campaign (`certify_variant`, no golden cases) on a Python callable
+/// ([`PyCallableKernel`]); `support` is `(m_multiple, n_multiple, k_multiple, max_l)`. A
+/// failure's repro files go into `report_dir`; with `write_certificate` the certificate's JSON
+/// and Markdown too.
 #[pyfunction]
-fn campaign(
+#[allow(clippy::too_many_arguments)]
+fn certify(
+    py: Python<'_>,
+    runner: Py<PyAny>,
+    name: String,
+    problem: &str,
+    support: (usize, usize, usize, usize),
     cases: usize,
     seed: u64,
-    m_multiple: usize,
-    n_multiple: usize,
-    k_multiple: usize,
-    max_l: usize,
-) -> PyResult<Vec<(String, String, u64)>> {
-    use proptest::strategy::{Strategy, ValueTree};
+    only_gpumode: bool,
+    k_order: &str,
+    time_budget: Option<f64>,
+    report_dir: &str,
+    write_certificate: bool,
+) -> PyResult<(bool, String, String, String)> {
+    let (problem, order): (ProblemKind, KOrder) = (parse(problem)?, parse(k_order)?);
+    let (m_multiple, n_multiple, k_multiple, max_l) = support;
     if m_multiple == 0 || n_multiple == 0 || k_multiple == 0 || k_multiple % 16 != 0 || max_l == 0 {
         return Err(PyValueError::new_err(
             "shape support: multiples must be positive, k_multiple a multiple of 16, max_l >= 1",
         ));
     }
-    let support = ShapeSupport {
-        m_multiple,
-        n_multiple,
-        k_multiple,
-        max_l,
+    let time_budget = time_budget
+        .map(Duration::try_from_secs_f64)
+        .transpose()
+        .map_err(|err| value_error(format!("time_budget: {err}")))?;
+    let kernel = PyCallableKernel {
+        name,
+        problem,
+        support: ShapeSupport {
+            m_multiple,
+            n_multiple,
+            k_multiple,
+            max_l,
+        },
+        runner,
+        stopped: Mutex::new(None),
     };
-    let mut runner = case_runner(seed);
-    let strategy = case_strategy(support, Distribution::ALL.to_vec());
-    let mut specs = edge_cases(support);
-    for _ in 0..cases {
-        specs.push(
-            strategy
-                .new_tree(&mut runner)
-                .map_err(value_error)?
-                .current(),
-        );
+    let limits = CampaignLimits {
+        cases,
+        time_budget,
+        seed,
+        order,
+        only_gpumode,
+        exact: false,
+    };
+    let dir = Path::new(report_dir);
+    // The campaign runs without the GIL; each of the kernel's runs takes it.
+    let campaign = py.detach(|| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let result = certify_variant(&kernel, limits, &[], |_, _| {});
+            let certificate = Certificate::from_campaign(&kernel, &limits, result, dir)
+                .map_err(|err| err.to_string())?;
+            if write_certificate {
+                certificate.write(dir).map_err(|err| err.to_string())?;
+            }
+            let json = serde_json::to_string(&certificate).map_err(|err| err.to_string())?;
+            Ok::<_, String>((
+                certificate.status != Status::Failed,
+                json,
+                certificate.markdown(),
+                certificate_summary(&certificate),
+            ))
+        }))
+    });
+    match campaign {
+        Ok(answer) => answer.map_err(PyOSError::new_err),
+        Err(payload) if payload.is::<Stop>() => Err(kernel
+            .stopped
+            .lock()
+            .expect("not poisoned")
+            .take()
+            .expect("a stopped campaign keeps its exception")),
+        Err(payload) => std::panic::resume_unwind(payload),
     }
-    Ok(specs
-        .into_iter()
-        .map(|c| (c.shape.to_string(), c.dist.name().to_string(), c.seed))
-        .collect())
 }
 
 #[pymodule]
@@ -228,7 +437,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(write_case_dir, m)?)?;
     m.add_function(wrap_pyfunction!(worker_source, m)?)?;
-    m.add_function(wrap_pyfunction!(campaign, m)?)?;
+    m.add_function(wrap_pyfunction!(certify, m)?)?;
     m.add("MODEL_VERSION", nvfp4_oracle::model::MODEL_VERSION)?;
     Ok(())
 }

@@ -1,6 +1,9 @@
 """The Python package against the model, with numpy only (CI has no torch): every function, the
 answers checked where they can be worked out by hand, and every kind of bad input named."""
 import math
+import os
+import re
+import shutil
 
 import numpy as np
 import pytest
@@ -98,8 +101,6 @@ def test_check_reports_like_the_cli():
     nan_out = ref.expected.copy()
     nan_out[0, 0, 0] = np.float16("nan")
     assert oracle.check(ref, nan_out).details["unexpected_nan"] == 1
-    # The same elements as a flat or (M, N*L) array are accepted; a wrong size is not.
-    assert oracle.check(ref, ref.expected.reshape(-1)).passed
     with pytest.raises(ValueError, match="the output has shape"):
         oracle.check(ref, ref.expected[:10])
 
@@ -162,3 +163,255 @@ def test_non_contiguous_arrays_are_read():
     strided = {k: np.asfortranarray(v) for k, v in t.items()}
     assert np.array_equal(oracle.reference(strided, "gemm").expected.view(np.uint16),
                           oracle.reference(t, "gemm").expected.view(np.uint16))
+
+
+def test_check_takes_exactly_the_shape_the_cli_takes():
+    # Same elements, other shapes: the CLI's check refuses them (exit 2), so does check().
+    ref = oracle.reference(oracle.generate("dual-gemm", "64x96x256x2", "gpumode", 4))
+    e = ref.expected
+    for wrong in (e.reshape(-1), e.reshape(64, 192), e.reshape(96, 64, 2), e[None],
+                  e.transpose(1, 0, 2)):
+        with pytest.raises(ValueError) as raised:
+            oracle.check(ref, wrong)
+        message = str(raised.value)
+        assert f"the output has shape {list(wrong.shape)}" in message
+        assert "expected exactly [M, N, L] = [64, 96, 2], float16" in message
+    assert oracle.check(ref, e).passed
+    assert oracle.check(ref, np.asfortranarray(e)).passed  # any strides, the exact shape
+    # GEMV: [M, 1, L], not [M, L].
+    gemv = oracle.reference(oracle.generate("gemv", "40x1x64x2", "full", 1))
+    assert gemv.shape == (40, 1, 2)
+    with pytest.raises(ValueError, match=r"has shape \[40, 2\]; expected exactly \[M, N, L\] "
+                                         r"= \[40, 1, 2\]"):
+        oracle.check(gemv, gemv.expected.reshape(40, 2))
+
+
+def test_check_names_the_accepted_types_and_the_given_one():
+    ref = oracle.reference(oracle.generate("dual-gemm", "8x16x32", "full", 1))
+    accepted = "not a numpy array or torch tensor of float16"
+    with pytest.raises(TypeError, match=f"the output is a list, {accepted}: dual-gemm has one "
+                                        r"output, \[M, N, L\] = \[8, 16, 1\]"):
+        oracle.check(ref, [1, 2])
+    with pytest.raises(TypeError, match=f"the output is an int, {accepted}"):
+        oracle.check(ref, 3)
+    with pytest.raises(TypeError, match=f"the output is a str, {accepted}"):
+        oracle.check(ref, "c")
+    with pytest.raises(TypeError, match="the output is numpy float32; the problems' outputs are "
+                                        "float16"):
+        oracle.check(ref, ref.expected.astype(np.float32))
+
+
+def test_group_gemm_outputs_are_each_exactly_their_groups_shape():
+    case = oracle.generate("group-gemm", "48x40x96x3", "full", 1)
+    ref = oracle.reference(case)
+    assert len(ref.outputs) == 3 and all(d[2] == 1 for d in ref.outputs)
+    flat, at, parts = ref.expected.reshape(-1), 0, []
+    for m, n, _ in ref.outputs:
+        parts.append(flat[at:at + m * n].reshape(m, n, 1))
+        at += m * n
+    assert oracle.check(ref, parts).passed
+    assert oracle.check(ref, tuple(parts)).passed
+    assert oracle.check(ref, ref.expected).passed  # the CLI's form: one [M, N, L] array
+    m0, n0, _ = ref.outputs[0]
+    with pytest.raises(ValueError, match=rf"output 1 \(group 1\) has shape \[{ref.outputs[1][0]}"
+                                         rf", {ref.outputs[1][1]}\]; expected exactly"):
+        oracle.check(ref, [parts[0], parts[1][..., 0], parts[2]])
+    with pytest.raises(ValueError, match="a list of 2 tensors; the case has 3 groups"):
+        oracle.check(ref, parts[:2])
+    with pytest.raises(TypeError, match="output 2 \\(group 2\\) is a list"):
+        oracle.check(ref, [parts[0], parts[1], [0.0]])
+
+
+@pytest.mark.parametrize("seed", [-1, 2**64, -(2**70)])
+def test_seeds_outside_u64_are_a_value_error(seed):
+    with pytest.raises(ValueError, match=re.escape(f"seed must be an integer in 0..2**64-1, got "
+                                                  f"{seed}")):
+        oracle.generate("gemm", "8x8x16", seed=seed)
+    with pytest.raises(ValueError, match="seed must be an integer in 0..2"):
+        oracle.certify(lambda case: None, cases=0, seed=seed, data="case")
+
+
+def test_seed_types_and_the_largest_seed():
+    for bad in ("7", 1.5, None, True):
+        with pytest.raises(TypeError, match="seed must be an integer in 0..2"):
+            oracle.generate("gemm", "8x8x16", seed=bad)
+    top = oracle.generate("gemm", "8x8x16", "full", 2**64 - 1)
+    assert np.array_equal(top.tensors["a"], oracle.generate("gemm", "8x8x16", "full",
+                                                            np.uint64(2**64 - 1)).tensors["a"])
+
+
+def test_reference_and_verdict_say_what_they_hold():
+    ref = oracle.reference(oracle.generate("dual-gemm", "64x96x256x2", "gpumode", 4))
+    assert repr(ref) == "Reference(dual-gemm 64x96x256 L=2, expected/lo/hi fp16 [64, 96, 2])"
+    assert (ref.k, ref.outputs, ref.k_order) == (256, [(64, 96, 2)], "contiguous")
+    wide = oracle.reference(oracle.generate("gemv", "40x1x64", "full", 1), k_order="any")
+    assert repr(wide) == "Reference(gemv 40x1x64 L=1, k_order any, expected/lo/hi fp16 [40, 1, 1])"
+    groups = oracle.reference(oracle.generate("group-gemm", "48x40x96x3", "full", 1))
+    text = repr(groups)
+    assert text.startswith("Reference(group-gemm 3 groups ") and text.endswith(
+        f"expected/lo/hi fp16 {list(groups.shape)})")
+    # One made by hand, without K.
+    z = np.zeros((2, 3, 1), np.float16)
+    assert repr(oracle.Reference(z, z, z, "gemm")) == (
+        "Reference(gemm 2x3x? L=1, expected/lo/hi fp16 [2, 3, 1])")
+    verdict = oracle.check(ref, ref.expected)
+    assert repr(verdict) == "Verdict(PASS, 0 of 12288 failed)"
+    assert str(verdict) == verdict.report and verdict.report.startswith("PASS")
+
+
+# certify() with data='case': a numpy callable, no torch. The campaign is the CLI's (Rust).
+
+def correct_kernel(case):
+    return oracle.reference(case).expected
+
+
+def doubled_kernel(case):
+    with np.errstate(over="ignore"):
+        return correct_kernel(case) * np.float16(2)
+
+
+def silu_on_b2_kernel(case):
+    """SiLU on the second GEMM: the dual GEMM of the case with b1 and b2 swapped."""
+    swap = {"b1": "b2", "b2": "b1"}
+    tensors = {}
+    for name, t in case.tensors.items():
+        for old, new in swap.items():
+            if name in (old, "sf" + old, "sf" + old + "_permuted"):
+                name = name.replace(old, new)
+                break
+        tensors[name] = t
+    return oracle.reference(tensors, case.problem).expected
+
+
+def test_certify_runs_the_cli_campaign_on_a_correct_numpy_callable():
+    result = oracle.certify(correct_kernel, cases=3, seed=1, data="case")
+    assert isinstance(result, oracle.Certification) and result.passed and bool(result)
+    # The CLI's 20 edge cases, then the 3 random ones.
+    assert result.cases == 23 and result >= 23 and int(result) == 23
+    assert result.status == "certified" and result.failure is None and result.report_dir is None
+    assert repr(result).startswith("Certification(python-correct_kernel (dual-gemm): Certified "
+                                   "after 23 cases (seed 1, K % 16 == 0, L <= 8, ")
+    assert str(result).startswith("# Certificate: python-correct_kernel")
+    assert result.assert_ok() is result
+    assert sum(result.details["coverage"]["by_distribution"].values()) == 23
+    # Same seed, same cases; gpumode only; every problem.
+    again = oracle.certify(correct_kernel, cases=3, seed=1, data="case")
+    assert again.details["coverage"] == result.details["coverage"]
+    only = oracle.certify(correct_kernel, cases=2, seed=1, data="case", dists=("gpumode",))
+    assert set(only.details["coverage"]["by_distribution"]) == {"gpumode"}
+    for problem in ("gemm", "gemv", "group-gemm"):
+        assert oracle.certify(correct_kernel, problem, cases=2, seed=3, data="case").passed
+
+    def group_list_kernel(case):
+        ref = oracle.reference(case)
+        flat, at, outs = ref.expected.reshape(-1), 0, []
+        for m, n, _ in ref.outputs:
+            outs.append(flat[at:at + m * n].reshape(m, n, 1))
+            at += m * n
+        return outs
+
+    assert oracle.certify(group_list_kernel, "group-gemm", cases=2, seed=3, data="case").passed
+
+
+def test_certify_shrinks_and_diagnoses_a_wrong_callable(tmp_path):
+    with pytest.raises(AssertionError) as raised:
+        oracle.certify(silu_on_b2_kernel, cases=5, seed=2, data="case",
+                       report_dir=tmp_path / "raised")
+    text = str(raised.value)
+    assert text.startswith("nvfp4-oracle certify: python-silu_on_b2_kernel (dual-gemm): Failed")
+    assert "silu-on-second-gemm" in text and "## Failure" in text and "minimal case" in text
+
+    result = oracle.certify(silu_on_b2_kernel, cases=5, seed=2, data="case",
+                            raise_on_failure=False, report_dir=str(tmp_path))
+    assert not result and result.status == "failed"
+    assert result.diagnosis.startswith("silu-on-second-gemm")
+    assert result.minimal_case["shape"] == {"m": 1, "n": 1, "k": 16, "l": 1}
+    assert "minimal repro 1x1x16" in repr(result)
+    for key in ("repro_case", "repro_output"):
+        assert os.path.isfile(result.failure[key]), key
+    assert result.failure["replay"].startswith("nvfp4-oracle check --case ")
+    assert os.path.isfile(tmp_path / "python-silu_on_b2_kernel.json")
+    assert (tmp_path / "python-silu_on_b2_kernel.md").read_text() == result.text
+    with pytest.raises(AssertionError, match="silu-on-second-gemm"):
+        result.assert_ok()
+
+    doubled = oracle.certify(doubled_kernel, cases=5, seed=2, data="case",
+                             raise_on_failure=False, name="twice")
+    assert doubled.details["kernel"] == "python-twice" and not doubled.passed
+    assert os.path.isfile(doubled.failure["repro_case"])  # in a temporary report_dir
+    assert doubled.report_dir and os.path.isdir(doubled.report_dir)
+    shutil.rmtree(doubled.report_dir)
+
+
+def test_certify_turns_exceptions_and_broken_outputs_into_verdicts(tmp_path):
+    def raises(case):
+        raise RuntimeError("no kernel here")
+
+    result = oracle.certify(raises, cases=0, data="case", raise_on_failure=False,
+                            report_dir=tmp_path)
+    assert result.failure["verdict"].startswith(
+        "the kernel raised an exception: RuntimeError: no kernel here at test_oracle.py:")
+    assert result.minimal_case["shape"] == {"m": 1, "n": 1, "k": 16, "l": 1}
+
+    def flat(case):
+        return correct_kernel(case).reshape(-1)
+
+    result = oracle.certify(flat, cases=0, data="case", raise_on_failure=False,
+                            report_dir=tmp_path)
+    assert "the kernel's output breaks the contract: the output has shape [1]; expected " \
+           "exactly [M, N, L] = [1, 1, 1]" in result.failure["verdict"]
+
+    def writes_its_input(case):
+        case.tensors["a"][...] = 0
+        return correct_kernel(case)
+
+    result = oracle.certify(writes_its_input, cases=0, data="case", raise_on_failure=False,
+                            report_dir=tmp_path)
+    assert result.failure["verdict"] == "the kernel modified its inputs: input a: its contents " \
+                                        "changed"
+
+
+def test_certify_stops_at_an_interrupt():
+    class Stop(BaseException):
+        pass
+
+    calls = []
+
+    def interrupted(case):
+        calls.append(1)
+        if len(calls) == 3:
+            raise Stop()
+        return correct_kernel(case)
+
+    with pytest.raises(Stop):
+        oracle.certify(interrupted, cases=5, data="case")
+    assert len(calls) == 3  # not run again, not shrunk
+
+
+def test_certify_bad_arguments():
+    with pytest.raises(ValueError, match=r"dists must be all of .* or \('gpumode',\)"):
+        oracle.certify(correct_kernel, data="case", dists=("full", "gpumode"))
+    with pytest.raises(ValueError, match="unknown distribution 'normal'"):
+        oracle.certify(correct_kernel, data="case", dists=("normal",))
+    with pytest.raises(ValueError, match="unknown data 'torch'"):
+        oracle.certify(correct_kernel, data="torch")
+    with pytest.raises(ValueError, match="cases must be an integer >= 0, got -1"):
+        oracle.certify(correct_kernel, cases=-1, data="case")
+    with pytest.raises(ValueError, match="m_multiple must be an integer >= 1, got 0"):
+        oracle.certify(correct_kernel, m_multiple=0, data="case")
+    with pytest.raises(ValueError, match="k_multiple a multiple of 16"):
+        oracle.certify(correct_kernel, k_multiple=8, data="case")
+    with pytest.raises(ValueError, match="time_budget must be a positive number"):
+        oracle.certify(correct_kernel, time_budget=-1, data="case")
+    with pytest.raises(TypeError, match="fn must be callable"):
+        oracle.certify(5, data="case")
+
+
+def test_certify_of_gpumode_data_says_it_needs_torch():
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match=r"data='case'\) runs a numpy callable without it"):
+            oracle.certify(correct_kernel)
+    else:
+        pytest.skip("torch is installed: test_torch.py certifies GPU MODE callables")

@@ -52,7 +52,46 @@ def test_certify_passes_a_correct_callable_and_names_the_case_a_wrong_one_fails(
     def doubled(data):
         return correct(data) * 2
 
-    assert oracle.certify(correct, cases=3, seed=1, device=_device()) >= 3
-    # The first edge case gives 0 (so does twice it); the next one fails.
-    with pytest.raises(AssertionError, match=r"dual-gemm case 2 failed: shape 1x1x16, dist full"):
+    result = oracle.certify(correct, cases=3, seed=1, device=_device())
+    assert result >= 3 and result.passed and result.cases == 23
+    assert repr(result).startswith("Certification(python-correct (dual-gemm): Certified")
+    # The first edge case gives 0 (so does twice it); the next one fails, and is shrunk and
+    # diagnosed by the CLI's campaign.
+    with pytest.raises(AssertionError, match=r"python-doubled \(dual-gemm\): Failed after 2 "
+                                             r"cases .*first failing case 1x1x16 full seed 1"):
         oracle.certify(doubled, cases=3, seed=1, device=_device())
+
+
+def test_certify_judges_in_place_outputs_group_outputs_and_the_doors_checks(tmp_path):
+    def in_place(data):
+        expected = oracle.reference(oracle.from_gpumode(data)).expected
+        data[-1].copy_(torch.from_numpy(expected).to(data[-1].device))
+
+    assert oracle.certify(in_place, cases=2, seed=3, device=_device()).passed
+
+    def groups(data):
+        ref = oracle.reference(oracle.from_gpumode(data, "group-gemm"), "group-gemm")
+        flat, at, outs = ref.expected.reshape(-1), 0, []
+        for m, n, _ in ref.outputs:
+            outs.append(torch.from_numpy(flat[at:at + m * n].reshape(m, n, 1).copy()))
+            at += m * n
+        return outs
+
+    assert oracle.certify(groups, "group-gemm", cases=2, seed=3, device=_device()).passed
+
+    def writes_its_scales(data):
+        out = oracle.reference(oracle.from_gpumode(data)).expected
+        data[3].view(torch.uint8).fill_(0)
+        return torch.from_numpy(out)
+
+    result = oracle.certify(writes_its_scales, cases=0, device=_device(),
+                            raise_on_failure=False, report_dir=tmp_path)
+    assert result.failure["verdict"] == ("the kernel modified its inputs: input sfa: its "
+                                         "contents changed")
+
+    def wrong_dtype(data):
+        return torch.from_numpy(oracle.reference(oracle.from_gpumode(data)).expected).float()
+
+    result = oracle.certify(wrong_dtype, cases=0, device=_device(), raise_on_failure=False,
+                            report_dir=tmp_path)
+    assert "the output is a torch.float32 tensor" in result.failure["verdict"]
