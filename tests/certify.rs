@@ -295,7 +295,11 @@ fn a_failing_case_regenerated_by_its_printed_command_is_byte_identical() {
         .args(&args)
         .output()
         .unwrap();
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     let read = |path: &std::path::Path| std::fs::read(path).unwrap();
     let (ran, again) = (read(&failure.repro_case), read(&regenerated));
     let ran = safetensors::SafeTensors::deserialize(&ran).unwrap();
@@ -307,7 +311,10 @@ fn a_failing_case_regenerated_by_its_printed_command_is_byte_identical() {
     for name in names {
         let (x, y) = (ran.tensor(name).unwrap(), again.tensor(name).unwrap());
         assert_eq!(x.shape(), y.shape(), "{name}");
-        assert!(x.data() == y.data(), "tensor {name} differs from the case the campaign ran");
+        assert!(
+            x.data() == y.data(),
+            "tensor {name} differs from the case the campaign ran"
+        );
         if name.starts_with("sf") {
             signed_scales += x.data().iter().filter(|b| **b & 0x80 != 0).count();
         }

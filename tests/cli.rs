@@ -477,10 +477,26 @@ fn a_shape_past_the_machines_memory_is_refused_at_once_with_its_size() {
     ]);
     let message = text(&out);
     assert_eq!(out.status.code(), Some(2), "{message}");
-    assert!(started.elapsed() < std::time::Duration::from_secs(1), "{message}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(1),
+        "{message}"
+    );
     assert!(
         message.contains("needs about") && message.contains("GiB"),
         "{message}"
     );
     assert!(!out_path.exists());
+}
+
+#[test]
+fn bench_with_nothing_to_time_exits_non_zero() {
+    if nvfp4_oracle::gpu::device::device_info().is_ok() {
+        return; // with a GPU, bench has something to time: tested on the GPU machine
+    }
+    let dir = scratch("bench-report");
+    let out = tool(&["bench", "--no-torch", "--report-dir", dir.to_str().unwrap()]);
+    let message = text(&out);
+    assert_eq!(out.status.code(), Some(4), "{message}");
+    assert!(message.contains("nothing timed"), "{message}");
+    assert!(!dir.join("bench.json").exists(), "no report of nothing");
 }

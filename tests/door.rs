@@ -3,6 +3,8 @@
 //! the case files, manifest parsing and its errors, and the CLI's exit codes for bad input.
 //! With torch and a GPU, the real door is exercised by docs/results/door_run.sh.
 
+mod common;
+
 use half::f16;
 use nvfp4_oracle::kernels::isolated::{IsolatedKernel, KernelInfo};
 use nvfp4_oracle::kernels::manifest::{ArchRequirement, KernelCode, Manifest};
@@ -65,7 +67,7 @@ fn small_case() -> (KernelCase, Vec<f16>) {
 macro_rules! need_python {
     () => {
         if python().is_none() {
-            eprintln!("skipped: no python3 here to run the fake worker");
+            common::skip("no python3 here to run the fake worker");
             return;
         }
     };
@@ -351,10 +353,12 @@ fn bad_input_at_the_door_exits_2_with_a_message_naming_the_file() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("/nonexistent/python3"), "{err}");
 
-    // No torch for this python3 (CI's): exit 2, saying so. With torch but no GPU: exit 4.
+    // No torch for this python3 (CI's): the machine cannot run it, exit 4, saying so, with an
+    // "unavailable" certificate. With torch but no GPU: exit 4 too.
     if python().is_some() {
         let has_torch = Command::new("python3")
             .args(["-c", "import torch"])
+            .stderr(std::process::Stdio::null())
             .status()
             .is_ok_and(|s| s.success());
         let (code, err) = oracle(
@@ -370,8 +374,19 @@ fn bad_input_at_the_door_exits_2_with_a_message_naming_the_file() {
         if has_torch {
             assert!(code == 4 || code == 0 || code == 1, "{code}: {err}");
         } else {
-            assert_eq!(code, 2, "{err}");
-            assert!(err.contains("torch is not installed"), "{err}");
+            assert_eq!(code, 4, "{err}");
+            assert!(err.contains("certificate(s) written"), "{err}");
+            // A submission without a manifest is named after its folder and file.
+            let json = std::fs::read_dir(&report)
+                .unwrap()
+                .map(|entry| entry.unwrap().path())
+                .find(|path| path.extension().is_some_and(|e| e == "json"))
+                .expect("a certificate was written");
+            let certificate = std::fs::read_to_string(json).unwrap();
+            assert!(
+                certificate.contains("torch is not installed"),
+                "{certificate}"
+            );
         }
     }
     let _ = std::fs::remove_dir_all(dir);

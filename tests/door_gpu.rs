@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{oracle_binary as binary, torch_gpu};
+use common::oracle_binary as binary;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -28,11 +28,9 @@ fn certify(manifest: &Path, cases: usize) -> (i32, String) {
 }
 
 #[test]
+#[ignore = "needs torch and a CUDA GPU: run with -- --include-ignored on a GPU machine"]
 fn python_examples_certified_and_their_broken_copies_rejected() {
-    if let Err(reason) = torch_gpu() {
-        eprintln!("skipped: {reason}");
-        return;
-    }
+    common::require_torch_gpu();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/submissions");
     let root = if root.exists() {
         root

@@ -25,7 +25,7 @@ echo "bench exit $?" >> $R/bench.log
 # The GPU tests (tests/gpu.rs), from a test binary built with the release binary and carried as
 # .carry/gpu_test (`cargo test --release --test gpu --no-run` prints its path).
 if [ -x .carry/gpu_test ]; then
-  NVFP4_ORACLE_WORKER=.carry/nvfp4-oracle .carry/gpu_test > $R/gpu-tests.log 2>&1
+  NVFP4_ORACLE_WORKER=.carry/nvfp4-oracle .carry/gpu_test --include-ignored > $R/gpu-tests.log 2>&1
   echo "gpu tests exit $?" >> $R/gpu-tests.log
 fi
 rm -f $R/*.safetensors $E/*.safetensors $T/*.safetensors

@@ -14,9 +14,10 @@ use nvfp4_oracle::layout::BlockedScaleLayout;
 use nvfp4_oracle::model::bounds::KOrder;
 use nvfp4_oracle::model::problem_reference;
 use nvfp4_oracle::problem::generate::generate_problem;
+use nvfp4_oracle::problem::memory::check_fits;
 use nvfp4_oracle::problem::tensors::{problem_inputs_from_tensors, ByteType, TensorMap};
 use nvfp4_oracle::problem::{Distribution, ProblemInputs, ProblemKind, Shape};
-use pyo3::exceptions::{PyOSError, PyRuntimeError, PyTypeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use std::collections::HashMap;
@@ -70,6 +71,7 @@ fn generate<'py>(
 ) -> PyResult<(Bound<'py, PyDict>, u8)> {
     let (problem, shape, dist): (ProblemKind, Shape, Distribution) =
         (parse(problem)?, parse(shape)?, parse(dist)?);
+    check_fits(problem, shape, false).map_err(|err| PyMemoryError::new_err(err.to_string()))?;
     let inputs = generate_problem(problem, shape, dist, seed);
     let fill = dist.blocked_padding_fill();
     Ok((tensors_dict(py, &inputs, fill)?, fill))
@@ -136,6 +138,10 @@ fn reference<'py>(
 )> {
     let (problem, order): (ProblemKind, KOrder) = (parse(problem)?, parse(k_order)?);
     let inputs = inputs_from_arrays(problem, tensors)?;
+    let (m, n, l) = inputs.output_dims();
+    let k = inputs.operands()[0].1.k();
+    check_fits(problem, Shape { m, n, k, l }, true)
+        .map_err(|err| PyMemoryError::new_err(err.to_string()))?;
     // The model releases the GIL: it runs on rayon's threads for seconds on large shapes.
     let (reference, dims) = py.detach(|| (problem_reference(&inputs, order), inputs.output_dims()));
     let [expected, lo, hi] = reference

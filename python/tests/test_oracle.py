@@ -415,3 +415,12 @@ def test_certify_of_gpumode_data_says_it_needs_torch():
             oracle.certify(correct_kernel)
     else:
         pytest.skip("torch is installed: test_torch.py certifies GPU MODE callables")
+
+
+def test_a_shape_past_the_machines_memory_is_refused_at_once():
+    import time
+    case = oracle.generate("dual-gemm", "100000x100000x16", dist="gpumode", seed=1)
+    started = time.monotonic()
+    with pytest.raises(MemoryError, match=r"needs about .* GiB of memory"):
+        oracle.reference(case)
+    assert time.monotonic() - started < 1.0

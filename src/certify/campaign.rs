@@ -206,6 +206,10 @@ pub struct Coverage {
     pub cases: usize,
     pub by_distribution: std::collections::BTreeMap<String, usize>,
     pub by_shape_class: std::collections::BTreeMap<String, usize>,
+    /// What the campaign planned beside the random cases: the fixed edge cases (smallest
+    /// shapes, tile edges, a K tail, L > 1) and the golden cases the kernel supports.
+    pub planned_edge_cases: usize,
+    pub planned_golden_cases: usize,
     /// Which of the 16 FP4 codes and of the 16 e4m3 exponent fields (NaN counted apart) occurred.
     pub fp4_codes_seen: Vec<u8>,
     pub scale_exponents_seen: Vec<u8>,
@@ -302,7 +306,7 @@ fn merge(seen: &mut Vec<u8>, flags: &[bool; 16]) {
 }
 
 /// "aligned" when every dimension is a multiple of the 128 x 128 x 256 competition tiles, else
-/// "edge"; "batched" when L > 1; "tiny" below one tile.
+/// "unaligned"; "batched" when L > 1; "tiny" below one tile.
 pub fn shape_class(shape: Shape) -> &'static str {
     if shape.l > 1 {
         "batched"
@@ -311,7 +315,7 @@ pub fn shape_class(shape: Shape) -> &'static str {
     } else if shape.m % 128 == 0 && shape.n % 128 == 0 && shape.k % 256 == 0 {
         "aligned"
     } else {
-        "edge"
+        "unaligned"
     }
 }
 
@@ -393,16 +397,18 @@ pub fn certify_variant(
         mismatch: None,
     });
     // Edge cases first: they start at the smallest shape, so most bugs are caught small.
-    let fixed: Vec<CaseSpec> = edge_cases(support)
+    let edges: Vec<CaseSpec> = edge_cases(support)
         .into_iter()
-        .chain(
-            golden
-                .iter()
-                .copied()
-                .filter(|spec| support.supports(spec.shape)),
-        )
         .filter(|spec| dists.contains(&spec.dist))
         .collect();
+    let goldens: Vec<CaseSpec> = golden
+        .iter()
+        .copied()
+        .filter(|spec| support.supports(spec.shape) && dists.contains(&spec.dist))
+        .collect();
+    coverage.planned_edge_cases = edges.len();
+    coverage.planned_golden_cases = goldens.len();
+    let fixed: Vec<CaseSpec> = edges.into_iter().chain(goldens).collect();
     let planned = fixed.len() + limits.cases;
     let out_of_time = || {
         limits

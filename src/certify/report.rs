@@ -139,11 +139,69 @@ pub struct Machine {
     pub os: &'static str,
     pub arch: &'static str,
     pub cpus: usize,
+    /// The CPU's model name (/proc/cpuinfo), where it can be read.
+    pub cpu_model: Option<String>,
+}
+
+impl Machine {
+    pub fn this() -> Self {
+        let cpu_model = std::fs::read_to_string("/proc/cpuinfo")
+            .ok()
+            .and_then(|text| {
+                text.lines()
+                    .find(|line| line.starts_with("model name"))
+                    .and_then(|line| line.split_once(':'))
+                    .map(|(_, name)| name.trim().to_string())
+            });
+        Machine {
+            os: std::env::consts::OS,
+            arch: std::env::consts::ARCH,
+            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cpu_model,
+        }
+    }
+}
+
+/// The commit this binary was built from (see build.rs).
+pub const BUILD: &str = env!("NVFP4_ORACLE_BUILD");
+
+/// Now, in UTC, as `2026-11-24T18:09:10Z`: a date with no dependency on the local time zone.
+pub fn utc_now() -> String {
+    let seconds = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let (days, rest) = (seconds / 86_400, seconds % 86_400);
+    // Civil date from days since 1970-01-01 (the proleptic Gregorian calendar, in 400-year
+    // eras of 146,097 days).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let day_of_era = z.rem_euclid(146_097);
+    let year_of_era =
+        (day_of_era - day_of_era / 1_460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_index = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_index + 2) / 5 + 1;
+    let month = if month_index < 10 {
+        month_index + 3
+    } else {
+        month_index - 9
+    };
+    let year = year_of_era + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Certificate {
     pub tool: String,
+    /// The commit the tool was built from ("+modified": with uncommitted changes).
+    pub build: &'static str,
+    /// When the certificate was made, UTC.
+    pub created: String,
     pub model_version: &'static str,
     pub kernel: String,
     /// SHA-256 of the kernel's source (GPU variants): `bench` trusts certificates of the same hash.
@@ -177,6 +235,8 @@ impl Certificate {
     fn base(kernel: &dyn KernelUnderTest, limits: &CampaignLimits) -> Self {
         Certificate {
             tool: concat!("nvfp4-oracle ", env!("CARGO_PKG_VERSION")).to_string(),
+            build: BUILD,
+            created: utc_now(),
             model_version: MODEL_VERSION,
             kernel: kernel.name().to_string(),
             source_hash: kernel.source_hash(),
@@ -192,11 +252,7 @@ impl Certificate {
             coverage: Coverage::default(),
             failure: None,
             exact: None,
-            machine: Machine {
-                os: std::env::consts::OS,
-                arch: std::env::consts::ARCH,
-                cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-            },
+            machine: Machine::this(),
             gpu: if kernel.runs_on_gpu() {
                 crate::gpu::device::device_info().as_ref().ok().cloned()
             } else {
@@ -368,29 +424,58 @@ impl Certificate {
         Ok(certificate)
     }
 
+    /// "62 of 62 planned: 24 fixed edge cases, 18 golden, 20 random (as requested)".
+    fn cases_run_in_words(&self) -> String {
+        let c = &self.coverage;
+        let planned = c.planned_edge_cases + c.planned_golden_cases + self.cases_requested;
+        if self.unavailable_reason.is_some() {
+            return "0 (not run)".to_string();
+        }
+        format!(
+            "{} of {planned} planned: {} fixed edge, {} golden and {} random (--cases){}",
+            c.cases,
+            c.planned_edge_cases,
+            c.planned_golden_cases,
+            self.cases_requested,
+            if c.cases < planned && self.failure.is_some() {
+                "; the campaign stops at the first failure"
+            } else if c.cases < planned {
+                "; stopped by the time budget"
+            } else {
+                ""
+            }
+        )
+    }
+
     pub fn markdown(&self) -> String {
         let c = &self.coverage;
         let mut md = format!(
-            "# Certificate: {}\n\n| | |\n|---|---|\n| status | **{:?}** |\n| problem | {} |\n| supported shapes | {} |\n| cases run | {} (requested {}) |\n| by distribution | {} |\n| by shape class | {} |\n| FP4 codes seen | {} of 16 |\n| scale exponent fields seen | {} of 16{} |\n| worst distance from the model's answer (passing cases, elements with intervals <= 2 ulps) | {} ulps |\n| seed | {} |\n| K order accepted | {} |\n| model version | {} |\n| tool | {} |\n| machine | {} {} with {} CPUs |\n| time | {:.1} s |\n",
+            "# Certificate: {}\n\n| | |\n|---|---|\n| status | **{:?}** |\n| problem | {} |\n| supported shapes | {} |\n| cases run | {} |\n| by distribution | {} |\n| by shape class (aligned: every dimension a multiple of 128 x 128 x 256) | {} |\n| FP4 codes seen | {} of 16 |\n| scale exponent fields seen | {} of 16{} |\n| worst distance from the model's answer (passing cases, elements with intervals <= 2 ulps) | {} |\n| seed | {} |\n| K order accepted | {} |\n| model version | {} |\n| tool | {} (build {}) |\n| machine | {} {} with {} CPUs{} |\n| created | {} |\n| time | {:.1} s |\n",
             self.kernel,
             self.status,
             self.problem,
             self.supported_shapes,
-            c.cases,
-            self.cases_requested,
+            self.cases_run_in_words(),
             c.by_distribution.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", "),
             c.by_shape_class.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", "),
             c.fp4_codes_seen.len(),
             c.scale_exponents_seen.len(),
             if c.nan_scales_seen { ", NaN scales too" } else { "" },
-            c.worst_ulps_from_expected,
+            if c.cases == 0 {
+                "- (no case ran)".to_string()
+            } else {
+                crate::compare::diagnosis::plural(c.worst_ulps_from_expected as usize, "ulp")
+            },
             self.seed,
             self.k_order,
             self.model_version,
             self.tool,
+            self.build,
             self.machine.os,
             self.machine.arch,
             self.machine.cpus,
+            self.machine.cpu_model.as_ref().map_or(String::new(), |m| format!(" ({m})")),
+            self.created,
             self.elapsed_seconds,
         );
         if let Some(gpu) = &self.gpu {
@@ -440,11 +525,11 @@ impl Certificate {
             ));
             if let Some(m) = &exact.mismatch {
                 md.push_str(&format!(
-                    "- first differing case: {} {} seed {}; minimal after {} shrink steps: **{} {} seed {}** ({} of {} elements differ)\n- first difference: {}\n- the first differing output matches: {}\n- regenerate: `{}`\n",
+                    "- first differing case: {} {} seed {}; minimal after {}: **{} {} seed {}** ({} of {} elements differ)\n- first difference: {}\n- the first differing output matches: {}\n- regenerate: `{}`\n",
                     m.first_case.shape,
                     m.first_case.dist.name(),
                     m.first_case.seed,
-                    m.shrink_steps,
+                    crate::compare::diagnosis::plural(m.shrink_steps, "shrink step"),
                     m.minimal_case.shape,
                     m.minimal_case.dist.name(),
                     m.minimal_case.seed,
@@ -462,11 +547,11 @@ impl Certificate {
         }
         if let Some(f) = &self.failure {
             md.push_str(&format!(
-                "\n## Failure\n\n- first failing case: {} {} seed {}\n- minimal case after {} shrink steps: **{} {} seed {}**\n- verdict: {}\n- diagnosis: **{}**\n- replay: `{}`\n- regenerate its inputs from the seed: `{}`\n\n```\n{}```\n",
+                "\n## Failure\n\n- first failing case: {} {} seed {}\n- minimal case after {}: **{} {} seed {}**\n- verdict: {}\n- diagnosis: **{}**\n- replay: `{}`\n- regenerate its inputs from the seed: `{}`\n\n```\n{}```\n",
                 f.first_case.shape,
                 f.first_case.dist.name(),
                 f.first_case.seed,
-                f.shrink_steps,
+                crate::compare::diagnosis::plural(f.shrink_steps, "shrink step"),
                 f.minimal_case.shape,
                 f.minimal_case.dist.name(),
                 f.minimal_case.seed,

@@ -133,7 +133,13 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         clocks: Vec::new(),
         findings: Vec::new(),
     };
+    let mut unavailable = Vec::new();
     for variant in &variants {
+        if let Err(reason) = crate::kernels::nvrtc::gpu_availability(Some(variant.arch)) {
+            eprintln!("skipping {}: cannot run here: {reason}", variant.name);
+            unavailable.push(variant.name.to_string());
+            continue;
+        }
         let is_trusted = trusted(&args.report_dir, variant.name, &variant.source_hash());
         if !is_trusted && !args.force_untrusted {
             eprintln!(
@@ -177,6 +183,20 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             .any(|k| k.problem() == ProblemKind::DualGemm);
     if !args.no_torch && any_dual {
         report.torch = torch_baseline(&shapes, args.reps);
+    }
+    if report.timings.is_empty() {
+        // Nothing was timed: no table to write, and no success to report.
+        return Ok(
+            if !unavailable.is_empty() || crate::gpu::device::device_info().is_err() {
+                eprintln!("nothing timed: no selected kernel can run on this machine");
+                ExitCode::from(super::EXIT_UNAVAILABLE)
+            } else {
+                eprintln!(
+                "nothing timed: no selected kernel has a certificate it can be timed on (see the lines above)"
+            );
+                ExitCode::from(super::EXIT_FAIL)
+            },
+        );
     }
     let markdown = render(&report);
     print!("{markdown}");

@@ -174,8 +174,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     let mut any_not_exact = false;
     let mut any_unavailable = false;
     let mut unusable = Vec::new();
-    println!("| kernel | status | cases | time (s) | minimal repro | diagnosis |");
-    println!("|---|---|---|---|---|---|");
+    let mut written = 0;
     for kernel in &kernels {
         // An external kernel's worker is always started: it reports a broken submission or
         // library on any machine. A built-in kernel that cannot run here is not started.
@@ -225,6 +224,11 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             }
         };
         certificate.write(&args.report_dir)?;
+        if written == 0 {
+            println!("| kernel | status | cases | time (s) | minimal repro | diagnosis |");
+            println!("|---|---|---|---|---|---|");
+        }
+        written += 1;
         if let Some(contract) = certificate.failure.as_ref().and_then(|f| {
             f.verdict
                 .starts_with("the kernel's output breaks the contract")
@@ -303,7 +307,14 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             certificate.kernel, certificate.coverage.cases, certificate.elapsed_seconds
         );
     }
-    eprintln!("certificates written to {}", args.report_dir.display());
+    if written > 0 {
+        eprintln!(
+            "{written} certificate(s) written to {}",
+            args.report_dir.display()
+        );
+    } else {
+        eprintln!("no certificate written: no kernel could be started");
+    }
     if any_unavailable && explicit {
         eprintln!("note: some kernel named on the command line cannot run on this machine (exit 4 unless a worse outcome)");
     }

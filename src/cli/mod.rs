@@ -3,7 +3,7 @@
 //! Exit codes are stable for CI: 0 success (or pass), 1 a verdict of failure, 2 bad usage or bad
 //! input (unreadable file, wrong shape, unknown name), 3 (`certify --exact` only) every output
 //! inside the intervals but some kernel not certified exact, 4 (`certify`) a kernel named on the
-//! command line cannot run on this machine. clap's own usage errors also exit 2.
+//! command line cannot run on this machine, or (`bench`) nothing could be timed here. clap's own usage errors also exit 2.
 
 mod bench;
 mod bench_external;
@@ -26,7 +26,8 @@ pub const EXIT_BAD_INPUT: u8 = 2;
 pub const EXIT_NOT_EXACT: u8 = 3;
 /// `certify`: nothing failed, but a kernel named on the command line (--kernel, --submission,
 /// --library, --manifest) cannot run on this machine (no GPU, another architecture, a package
-/// only its platform has), so nothing about it was judged.
+/// only its platform has, no torch), so nothing about it was judged. `bench`: nothing could be
+/// timed on this machine.
 pub const EXIT_UNAVAILABLE: u8 = 4;
 
 #[derive(Parser, Debug)]
@@ -65,6 +66,10 @@ pub enum Command {
     /// List every kernel under test, what it solves and whether it can run on this machine.
     Variants,
     /// Time certified GPU variants (CUDA events, L2 flushed, rotating inputs) against torch.
+    ///
+    /// Exit codes: 0 timed, 1 a timing not trusted (a wrong timed output, the parent's clock
+    /// disagreeing, a crash or hang while timed) or nothing selected has a certificate to be
+    /// timed on, 2 bad usage or input, 4 nothing could be timed on this machine (no GPU).
     Bench(bench::BenchArgs),
     /// Generate or verify the golden files (regression without a GPU).
     Golden(golden::GoldenArgs),

@@ -433,8 +433,8 @@ pub struct Evidence {
 pub struct Diagnosis {
     /// Elements still holding the poison fill.
     pub unwritten: usize,
-    /// Rows m (min, max) of the unwritten elements, if any.
-    pub unwritten_rows: Option<(usize, usize)>,
+    /// Where the unwritten elements are, in words ("rows m 0 to 5, every column"), if any.
+    pub unwritten_where: Option<String>,
     /// The best explanation, if one matches every element it can bound.
     pub best: Option<Evidence>,
     /// Every entry's score, best first.
@@ -445,10 +445,10 @@ impl Diagnosis {
     /// One line for reports.
     pub fn summary(&self) -> String {
         if self.unwritten > 0 {
-            let (first, last) = self.unwritten_rows.unwrap_or((0, 0));
             return format!(
-                "incomplete output: {} elements never written (rows {first}..={last})",
-                self.unwritten
+                "incomplete output: {} never written ({})",
+                plural(self.unwritten, "element"),
+                self.unwritten_where.as_deref().unwrap_or("")
             );
         }
         match &self.best {
@@ -503,18 +503,71 @@ pub struct Observation<'a> {
     pub output: &'a [f16],
 }
 
+/// "3 elements", "1 element".
+pub fn plural(count: usize, noun: &str) -> String {
+    format!("{count} {noun}{}", if count == 1 { "" } else { "s" })
+}
+
+/// A set of indices in words: "0", "0 to 127", "3 of 0 to 200".
+pub fn index_span(indices: &[usize]) -> String {
+    let mut sorted = indices.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    match (sorted.first(), sorted.last()) {
+        (Some(first), Some(last)) if first == last => format!("{first}"),
+        (Some(first), Some(last)) if sorted.len() == last - first + 1 => {
+            format!("{first} to {last}")
+        }
+        (Some(first), Some(last)) => format!("{} of {first} to {last}", sorted.len()),
+        _ => String::new(),
+    }
+}
+
+/// Where unwritten (row, column) elements lie, in words: whole rows, whole columns, or both
+/// named.
+fn unwritten_where(elements: &[(usize, usize)], shape: crate::problem::Shape) -> String {
+    let rows: Vec<usize> = elements.iter().map(|e| e.0).collect();
+    let columns: Vec<usize> = elements.iter().map(|e| e.1).collect();
+    let distinct = |v: &[usize]| {
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        v.dedup();
+        v.len()
+    };
+    let (row_count, column_count) = (distinct(&rows), distinct(&columns));
+    let (row_word, column_word) = (
+        if row_count == 1 { "row" } else { "rows" },
+        if column_count == 1 {
+            "column"
+        } else {
+            "columns"
+        },
+    );
+    if column_count == shape.n && row_count < shape.m {
+        format!("{row_word} m {}, every column", index_span(&rows))
+    } else if row_count == shape.m && column_count < shape.n {
+        format!("{column_word} n {}, every row", index_span(&columns))
+    } else {
+        format!(
+            "{row_word} m {}, {column_word} n {}",
+            index_span(&rows),
+            index_span(&columns)
+        )
+    }
+}
+
 /// Diagnoses a failing kernel from one or more of its runs, the minimal failing case first. More
 /// runs (larger shapes) separate bug classes that a tiny case cannot tell apart: a wrong problem
 /// explains the kernel only if it holds every element of every run it can bound.
 pub fn diagnose(observations: &[Observation], order: KOrder) -> Diagnosis {
     let first = &observations[0];
     let shape = first.inputs.shape;
-    let unwritten_rows: Vec<usize> = first
+    let unwritten: Vec<(usize, usize)> = first
         .output
         .iter()
         .enumerate()
         .filter(|(_, x)| x.to_bits() == POISON.to_bits())
-        .map(|(i, _)| i / (shape.n * shape.l))
+        .map(|(i, _)| (i / (shape.n * shape.l), i / shape.l % shape.n))
         .collect();
     let mut candidates: Vec<Evidence> = WrongProblem::ALL
         .iter()
@@ -573,10 +626,8 @@ pub fn diagnose(observations: &[Observation], order: KOrder) -> Diagnosis {
         .filter(|e| e.matched == e.considered)
         .cloned();
     Diagnosis {
-        unwritten: unwritten_rows.len(),
-        unwritten_rows: unwritten_rows
-            .first()
-            .map(|&first| (first, *unwritten_rows.last().unwrap_or(&first))),
+        unwritten: unwritten.len(),
+        unwritten_where: (!unwritten.is_empty()).then(|| unwritten_where(&unwritten, shape)),
         best,
         candidates,
     }

@@ -284,6 +284,11 @@ impl KernelUnderTest for CpuKernel {
             .to_string()
     }
 
+    /// The hash of this file: a built-in kernel's source is compiled into the binary.
+    fn source_hash(&self) -> Option<String> {
+        Some(super::interface::source_hash_of(include_str!("cpu.rs")))
+    }
+
     fn is_deliberately_broken(&self) -> bool {
         self.bug.is_some()
     }

@@ -94,6 +94,13 @@ impl KernelUnderTest for CpuHopperSim {
         }
     }
 
+    /// The hash of this file: a built-in kernel's source is compiled into the binary.
+    fn source_hash(&self) -> Option<String> {
+        Some(super::interface::source_hash_of(include_str!(
+            "cpu_hopper_sim.rs"
+        )))
+    }
+
     fn is_deliberately_broken(&self) -> bool {
         self.reversed_k
     }

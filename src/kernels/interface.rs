@@ -227,6 +227,12 @@ pub struct ToolWrapper {
     pub slowdown: u32,
 }
 
+/// SHA-256 of a kernel's source text, in hex: what certificates record and `bench` compares.
+pub fn source_hash_of(source: &str) -> String {
+    use sha2::{Digest, Sha256};
+    format!("{:x}", Sha256::digest(source.as_bytes()))
+}
+
 /// A kernel under test. `run` writes `[M, N, L]` fp16 into `output`, which the harness has filled
 /// with the poison NaN ([`crate::compare::diagnosis::POISON`]).
 pub trait KernelUnderTest: Sync {

@@ -358,12 +358,13 @@ def main():
         import torch
     except Exception as exc:
         start_failed(f"torch is not installed for {sys.executable} ({type(exc).__name__}: {exc}); "
-                     f"install torch, or name another interpreter with NVFP4_ORACLE_PYTHON")
+                     f"install torch, or name another interpreter with NVFP4_ORACLE_PYTHON",
+                     unavailable=True)
     versions = {"python": sys.version.split()[0], "torch": torch.__version__,
                 "torch_cuda": torch.version.cuda}
     if not hasattr(torch, "float4_e2m1fn_x2") or not hasattr(torch, "float8_e4m3fn"):
         start_failed(f"torch {torch.__version__} has no float4_e2m1fn_x2 / float8_e4m3fn dtypes "
-                     f"(GPU MODE's NVFP4 problems need torch 2.8 or later)")
+                     f"(GPU MODE's NVFP4 problems need torch 2.8 or later)", unavailable=True)
 
     if torch.cuda.is_available():
         trusted = TrustedCuda(torch)

@@ -40,12 +40,20 @@ pub fn model_bytes(kind: ProblemKind, shape: Shape, with_reference: bool) -> u12
 /// The memory this process may still use: the least of the machine's available memory, the
 /// cgroup's remaining allowance and the address-space limit, where each can be read.
 pub fn available_bytes() -> Option<u128> {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").ok().and_then(|text| {
-        text.lines()
-            .find_map(|line| line.strip_prefix("MemAvailable:"))
-            .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse::<u128>().ok())
-            .map(|kib| kib * 1024)
-    });
+    let meminfo = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("MemAvailable:"))
+                .and_then(|rest| {
+                    rest.trim()
+                        .trim_end_matches("kB")
+                        .trim()
+                        .parse::<u128>()
+                        .ok()
+                })
+                .map(|kib| kib * 1024)
+        });
     let read_number = |path: &str| {
         std::fs::read_to_string(path)
             .ok()
@@ -112,7 +120,15 @@ mod tests {
         let message = check_fits(ProblemKind::DualGemm, shape, true)
             .unwrap_err()
             .to_string();
-        assert!(message.contains("GiB") && message.contains("16777216x16777216x16"), "{message}");
-        assert!(check_fits(ProblemKind::DualGemm, Shape::new(128, 128, 64, 1).unwrap(), true).is_ok());
+        assert!(
+            message.contains("GiB") && message.contains("16777216x16777216x16"),
+            "{message}"
+        );
+        assert!(check_fits(
+            ProblemKind::DualGemm,
+            Shape::new(128, 128, 64, 1).unwrap(),
+            true
+        )
+        .is_ok());
     }
 }

@@ -68,3 +68,31 @@ pub fn torch_gpu() -> Result<(), String> {
         _ => Err("python3 has no torch".into()),
     }
 }
+
+/// Records that the running test did nothing, and why: printed (seen with --nocapture) and
+/// appended to `target/tmp/skipped-tests.log`, which `.ci/run` prints after the tests, so a
+/// skipped test never passes unseen.
+pub fn skip(reason: &str) {
+    use std::io::Write;
+    let test = std::thread::current()
+        .name()
+        .unwrap_or("a test")
+        .to_string();
+    eprintln!("skipped: {reason}");
+    let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("skipped-tests.log");
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+    {
+        let _ = writeln!(file, "{test}: {reason}");
+    }
+}
+
+/// For the tests marked `#[ignore]` because they need torch and a CUDA GPU: run on purpose
+/// (`-- --include-ignored`) on a machine without them, they fail saying why.
+pub fn require_torch_gpu() {
+    if let Err(reason) = torch_gpu() {
+        panic!("this test needs torch and a CUDA GPU: {reason}");
+    }
+}

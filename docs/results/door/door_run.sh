@@ -76,7 +76,7 @@ bench)
   run bench $B bench --kernel hopper-baseline $args --reps ${REPS:-50} --report-dir "$R/certs"
   # tests/door_gpu.rs, from its test binary carried as .carry/door_gpu_test
   # (`cargo test --release --test door_gpu --no-run` prints its path).
-  if [ -x .carry/door_gpu_test ]; then run door-gpu-tests env NVFP4_ORACLE_BIN=$B .carry/door_gpu_test --nocapture; fi
+  if [ -x .carry/door_gpu_test ]; then run door-gpu-tests env NVFP4_ORACLE_BIN=$B .carry/door_gpu_test --include-ignored --nocapture; fi
   ;;
 esac
 rm -f "$R"/*/*.safetensors
