@@ -21,11 +21,11 @@ fn main() {
         None => "unknown".to_string(),
     };
     println!("cargo:rustc-env=NVFP4_ORACLE_BUILD={build}");
-    // A new commit, or a change to the index, moves HEAD's ref or the index.
-    for path in [".git/HEAD", ".git/index", ".git/refs/heads"] {
+    // Run again after a new commit (HEAD or a branch ref moves) or an edit to what the binary
+    // is built from (so "+modified" stays true).
+    for path in [".git/HEAD", ".git/refs/heads", "src", "kernels", "Cargo.toml", "build.rs"] {
         if std::path::Path::new(path).exists() {
             println!("cargo:rerun-if-changed={path}");
         }
     }
-    println!("cargo:rerun-if-changed=build.rs");
 }
