@@ -17,7 +17,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-WORKER = os.path.join(HERE, "..", "src", "kernels", "submission_worker.py")
+WORKER = os.path.join(HERE, "..", "src", "worker", "submission_worker.py")
 
 # Per problem: the competition's shapes plus edges the oracle draws (M, N not multiples of 128, K
 # not a multiple of 64, L > 1). Group GEMM: (ms, ns, ks).

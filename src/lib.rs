@@ -10,12 +10,16 @@
 //!   tensor-core adder models and the replay of a declared schedule.
 //! - [`compare`]: verdicts on a kernel's output (which elements fail, by how much, where) and
 //!   diagnosis against a catalogue of known bugs.
-//! - [`kernels`]: every kernel under test behind one interface: CPU kernels and planted-bug
-//!   mutants, the built-in GPU variants, submissions and C-ABI libraries, worker processes.
+//! - [`kernels`]: the interface every kernel under test meets, the CPU kernels and planted-bug
+//!   mutants that run in process, and the manifest that describes an external kernel.
 //! - [`certify`]: campaigns of cases against the model, shrinking of the first failure,
 //!   compute-sanitizer and determinism checks, certificates.
 //! - [`gpu`]: device discovery, NVRTC compilation with a cache, the variant registry, the
-//!   hardened launch and the GPU worker side; CUDA is loaded at run time.
+//!   hardened launch, C-ABI libraries and the in-process bench; CUDA is loaded at run time.
+//! - [`worker`]: the process boundary: the worker protocol, the parent's side (starting workers,
+//!   the watchdog, worker-backed kernels: the built-in GPU variants, submissions and C-ABI
+//!   libraries, and the registry of every kernel), the serving sides (`gpu-worker` in Rust,
+//!   `submission_worker.py` in Python), timing that the kernel cannot falsify, the sandbox.
 //! - [`golden`]: the golden set's definition, its manifest, generate and verify.
 //! - [`case_file`]: safetensors case files (inputs, and for reference cases the answer and
 //!   its intervals), read and written with validation.
@@ -38,5 +42,6 @@ pub mod layout;
 pub mod model;
 pub mod problem;
 pub mod quant;
+pub mod worker;
 
 pub use error::{Error, Result};

@@ -6,14 +6,15 @@
 mod common;
 
 use half::f16;
-use nvfp4_oracle::kernels::isolated::{IsolatedKernel, KernelInfo};
 use nvfp4_oracle::kernels::manifest::{ArchRequirement, KernelCode, Manifest};
-use nvfp4_oracle::kernels::process::{CaseFiles, WorkerCommand};
 use nvfp4_oracle::kernels::{
     KernelCase, KernelFailure, KernelUnderTest, PrepareError, ShapeSupport,
 };
 use nvfp4_oracle::problem::generate::generate_dual_gemm;
 use nvfp4_oracle::problem::{Distribution, ProblemKind, Shape};
+use nvfp4_oracle::worker::isolated::{IsolatedKernel, KernelInfo};
+use nvfp4_oracle::worker::parent::WorkerCommand;
+use nvfp4_oracle::worker::protocol::CaseFiles;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -397,7 +398,7 @@ fn the_submission_worker_is_valid_python() {
     need_python!();
     let status = Command::new("python3")
         .args(["-c", "import ast, sys; ast.parse(open(sys.argv[1]).read())"])
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/kernels/submission_worker.py"))
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/worker/submission_worker.py"))
         .status()
         .unwrap();
     assert!(status.success());

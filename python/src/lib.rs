@@ -9,7 +9,6 @@ use nvfp4_oracle::certify::report::{Certificate, Status};
 use nvfp4_oracle::certify::{certify_variant, CampaignLimits};
 use nvfp4_oracle::compare::{judge, OutputShape};
 use nvfp4_oracle::kernels::interface::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
-use nvfp4_oracle::kernels::process::CaseFiles;
 use nvfp4_oracle::layout::BlockedScaleLayout;
 use nvfp4_oracle::model::bounds::KOrder;
 use nvfp4_oracle::model::problem_reference;
@@ -17,6 +16,7 @@ use nvfp4_oracle::problem::generate::generate_problem;
 use nvfp4_oracle::problem::memory::check_fits;
 use nvfp4_oracle::problem::tensors::{problem_inputs_from_tensors, ByteType, TensorMap};
 use nvfp4_oracle::problem::{Distribution, ProblemInputs, ProblemKind, Shape};
+use nvfp4_oracle::worker::protocol::CaseFiles;
 use pyo3::exceptions::{PyMemoryError, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -211,7 +211,7 @@ fn write_case_dir(
 /// The submission worker's source (the door's code that builds GPU MODE's data tuple).
 #[pyfunction]
 fn worker_source() -> &'static str {
-    nvfp4_oracle::kernels::external::SUBMISSION_WORKER
+    nvfp4_oracle::worker::external::SUBMISSION_WORKER
 }
 
 /// A Python callable as a kernel under test: the package's `certify` hands the Rust campaign

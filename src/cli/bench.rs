@@ -135,7 +135,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     };
     let mut unavailable = Vec::new();
     for variant in &variants {
-        if let Err(reason) = crate::kernels::nvrtc::gpu_availability(Some(variant.arch)) {
+        if let Err(reason) = crate::worker::nvrtc::gpu_availability(Some(variant.arch)) {
             eprintln!("skipping {}: cannot run here: {reason}", variant.name);
             unavailable.push(variant.name.to_string());
             continue;

@@ -1,5 +1,5 @@
 //! `bench` for external kernels: timed in their worker so that the kernel cannot falsify the
-//! result ([`crate::kernels::timing`]), every shape's timing checked three ways: outputs of timed
+//! result ([`crate::worker::timing`]), every shape's timing checked three ways: outputs of timed
 //! calls drawn after the loop and judged against the model, the parent's wall clock against the
 //! reported samples, and a crash or hang while timed.
 
@@ -9,14 +9,14 @@ use crate::error::{Error, Result};
 use crate::golden::set::{DUAL_GEMM_BENCHMARKS, GROUP_GEMM_BENCHMARKS};
 use crate::gpu::bench::Timing;
 use crate::gpu::device::device_info;
-use crate::kernels::isolated::IsolatedKernel;
-use crate::kernels::process::CaseFiles;
-use crate::kernels::timing::median;
 use crate::kernels::{KernelCase, KernelUnderTest};
 use crate::model::bounds::KOrder;
 use crate::model::problem_reference;
 use crate::problem::generate::{generate_group_gemm, generate_problem};
 use crate::problem::{Distribution, ProblemInputs, ProblemKind, Shape};
+use crate::worker::isolated::IsolatedKernel;
+use crate::worker::protocol::CaseFiles;
+use crate::worker::timing::median;
 use serde::Serialize;
 use std::time::Duration;
 

@@ -7,8 +7,9 @@ use crate::certify::checks::run_checks;
 use crate::certify::report::{Certificate, ExactOutcome, Status};
 use crate::certify::{certify_variant, CampaignLimits};
 use crate::error::{Error, Result};
-use crate::kernels::{registry, KernelUnderTest, PrepareError};
+use crate::kernels::{KernelUnderTest, PrepareError};
 use crate::model::bounds::KOrder;
+use crate::worker::registry;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::PathBuf;
@@ -144,7 +145,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     };
     std::fs::create_dir_all(&args.report_dir)
         .map_err(|err| Error::file(&args.report_dir, format!("cannot create: {err}")))?;
-    if crate::kernels::registry()
+    if crate::worker::registry()
         .iter()
         .all(|k| k.name().starts_with("cpu-"))
     {

@@ -1,10 +1,10 @@
 //! The command-line flags that name external kernels, shared by `certify` and `bench`.
 
 use crate::error::{Error, Result};
-use crate::kernels::external::external_kernel;
-use crate::kernels::isolated::IsolatedKernel;
 use crate::kernels::manifest::{KernelCode, Manifest};
 use crate::problem::ProblemKind;
+use crate::worker::external::external_kernel;
+use crate::worker::isolated::IsolatedKernel;
 use clap::Args;
 use std::path::PathBuf;
 

@@ -103,7 +103,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             symbol,
             arch,
         } => {
-            use crate::gpu::worker::{serve, WorkerTarget};
+            use crate::worker::serve::{serve, WorkerTarget};
             let target = match (variant, library, symbol) {
                 (Some(name), _, _) => WorkerTarget::Variant(name),
                 (None, Some(path), Some(symbol)) => WorkerTarget::Library { path, symbol },

@@ -2,7 +2,7 @@
 
 use crate::error::Result;
 use crate::gpu::device::device_info;
-use crate::kernels::registry;
+use crate::worker::registry;
 use std::process::ExitCode;
 
 pub fn run() -> Result<ExitCode> {

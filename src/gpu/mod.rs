@@ -1,6 +1,9 @@
 //! The GPU backend: device discovery, NVRTC compilation with a cache, the variant registry, the
-//! hardened launch, and the worker processes that isolate each variant. CUDA is loaded at run
-//! time: on a machine without it every GPU variant reports why it cannot run.
+//! hardened launch, the C-ABI library loader, the determinism check's conditions and the
+//! in-process bench of the built-in variants. CUDA is loaded at run time: on a machine without
+//! it every GPU variant reports why it cannot run. The worker processes that run each GPU kernel
+//! in isolation, and the `gpu-worker` serving loop built on this module, are in the `worker`
+//! module, which uses this one.
 
 pub mod bench;
 pub mod compile;
@@ -8,6 +11,4 @@ pub mod conditions;
 pub mod device;
 pub mod launch;
 pub mod library;
-pub mod library_timing;
 pub mod variants;
-pub mod worker;

@@ -1,11 +1,11 @@
 //! The built-in GPU variants (`kernels/`, compiled with NVRTC at run time) as kernels under
 //! test: each runs in a `nvfp4-oracle gpu-worker --variant NAME` process.
 
-use super::interface::KernelUnderTest;
 use super::isolated::{IsolatedKernel, KernelInfo};
-use super::process::WorkerCommand;
+use super::parent::WorkerCommand;
 use crate::gpu::device::device_info;
 use crate::gpu::variants::{gpu_variants, Arch, GpuVariant};
+use crate::kernels::KernelUnderTest;
 use crate::problem::ProblemKind;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -268,7 +268,7 @@ class TrustedCuda:
 
 
 class Timing:
-    """The worker's side of a timing (src/kernels/timing.rs drives it): inputs for every call
+    """The worker's side of a timing (src/worker/timing.rs drives it): inputs for every call
     loaded first, each timed call between CUDA events after an L2 flush, its output copied aside
     right after, then a device-wide synchronize whose duration is reported (work the call left
     running), and one more at the end of the loop."""

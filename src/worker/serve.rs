@@ -1,19 +1,19 @@
 //! The worker side of `nvfp4-oracle gpu-worker`: one process serves one GPU kernel, either a
 //! built-in NVRTC variant or a symbol of a user's shared library (the C ABI of
 //! `include/nvfp4_oracle.h`), one case per request, with the hardened launch
-//! ([`super::launch::hardened_launch`]). The protocol and the parent's side are in
-//! `crate::kernels::process`.
+//! ([`crate::gpu::launch::hardened_launch`]). The protocol is in [`super::protocol`], the
+//! parent's side in [`super::parent`].
 
-use super::compile::compile_variant;
-use super::conditions::Conditions;
-use super::device::open_device;
-use super::launch::{configure_function, hardened_launch, LaunchBuffers, PreparedLaunch};
-use super::library::LoadedLibrary;
 use super::library_timing::LibraryTiming;
-use super::variants::gpu_variants;
+use super::protocol::{CaseFiles, Reply, Request};
 use crate::error::{Error, Result};
+use crate::gpu::compile::compile_variant;
+use crate::gpu::conditions::Conditions;
+use crate::gpu::device::{open_device, DeviceInfo};
+use crate::gpu::launch::{configure_function, hardened_launch, LaunchBuffers, PreparedLaunch};
+use crate::gpu::library::LoadedLibrary;
+use crate::gpu::variants::{gpu_variants, GpuVariant};
 use crate::kernels::manifest::ArchRequirement;
-use crate::kernels::process::{Reply, Request};
 use crate::kernels::{KernelEnvironment, KernelFailure, RunConditions};
 use cudarc::driver::{CudaFunction, CudaStream};
 use std::io::{BufRead, Write};
@@ -29,7 +29,7 @@ pub enum WorkerTarget {
 /// A kernel ready to launch on given buffers.
 enum Loaded {
     Variant {
-        variant: super::variants::GpuVariant,
+        variant: GpuVariant,
         function: CudaFunction,
         sm_count: u32,
     },
@@ -45,7 +45,7 @@ fn reply(message: &Reply) {
 fn load_variant(
     name: &str,
     stream: &Arc<CudaStream>,
-    info: &super::device::DeviceInfo,
+    info: &DeviceInfo,
 ) -> std::result::Result<Loaded, (bool, String)> {
     let variant = gpu_variants()
         .into_iter()
@@ -163,7 +163,7 @@ pub fn serve(target: WorkerTarget, arch: Option<ArchRequirement>) -> Result<()> 
 }
 
 pub(super) fn read_case(
-    files: &crate::kernels::process::CaseFiles,
+    files: &CaseFiles,
 ) -> std::result::Result<crate::kernels::KernelCase, KernelFailure> {
     files
         .read()
@@ -192,7 +192,7 @@ pub(super) fn lmn_to_mnl(lmn: &[u16], shape: crate::problem::Shape) -> Vec<u16> 
 fn run_request(
     stream: &Arc<CudaStream>,
     loaded: &Loaded,
-    files: &crate::kernels::process::CaseFiles,
+    files: &CaseFiles,
     output_path: &std::path::Path,
     around: Option<(&Conditions, RunConditions)>,
 ) -> std::result::Result<(), KernelFailure> {

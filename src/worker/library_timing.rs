@@ -1,11 +1,11 @@
-//! The worker's side of timing a C-ABI library (`crate::kernels::timing` drives it): every set
+//! The worker's side of timing a C-ABI library ([`super::timing`] drives it): every set
 //! of inputs uploaded first, CUDA events around each call after an L2 flush, each timed call's
 //! output copied aside right after it, the outputs the parent picks written back.
 
-use super::launch::LaunchBuffers;
-use super::library::LoadedLibrary;
-use super::worker::{lmn_to_mnl, read_case};
-use crate::kernels::process::{Reply, Request, TimedCalls};
+use super::protocol::{CaseFiles, Reply, Request, TimedCalls};
+use super::serve::{lmn_to_mnl, read_case};
+use crate::gpu::launch::LaunchBuffers;
+use crate::gpu::library::LoadedLibrary;
 use crate::kernels::{DualGemmCase, KernelFailure};
 use crate::problem::Shape;
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
@@ -98,7 +98,7 @@ impl LibraryTiming {
     fn prepare(
         &mut self,
         stream: &Arc<CudaStream>,
-        sets: &[crate::kernels::process::CaseFiles],
+        sets: &[CaseFiles],
         warmup: usize,
     ) -> Result<(), KernelFailure> {
         self.sets.clear();

@@ -1,6 +1,6 @@
 //! Timing an external kernel so that the kernel cannot falsify it (the threat model is in
 //! docs/threat-model.md). The kernel runs in its worker; the parent drives four steps
-//! ([`super::process::Request`]): load every input set, warm up, run the timed loop (and the same
+//! ([`super::protocol::Request`]): load every input set, warm up, run the timed loop (and the same
 //! loop without the calls), fetch the outputs of a sample of the timed calls. What the parent
 //! can trust, it measures or checks itself:
 //! - every timed call gets inputs no call has seen, so an answer computed once cannot be replayed;
@@ -13,8 +13,9 @@
 //!   that took: work still running then (a side stream) is measured call by call, even where it
 //!   is too short to stand out in the loop's total.
 
-use super::interface::KernelFailure;
-use super::process::{CaseFiles, Reply, Request, TimedCalls, Worker};
+use super::parent::Worker;
+use super::protocol::{CaseFiles, Reply, Request, TimedCalls};
+use crate::kernels::KernelFailure;
 use half::f16;
 use std::path::Path;
 use std::time::{Duration, Instant};

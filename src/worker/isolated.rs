@@ -1,13 +1,14 @@
-//! A kernel under test that runs in a worker process ([`super::process`]): what the three
+//! A kernel under test that runs in a worker process ([`super::parent`]): what the three
 //! worker-backed sources (NVRTC variants, shared libraries, Python submissions) have in common.
 //! Each source only says how to start its worker and describes its kernel.
 
-use super::interface::{
+use super::parent::{Worker, WorkerCommand};
+use super::protocol::CaseFiles;
+use super::timing::TimedRun;
+use crate::kernels::{
     KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError, RunConditions,
     ShapeSupport, ToolWrapper,
 };
-use super::process::{CaseFiles, Worker, WorkerCommand};
-use super::timing::TimedRun;
 use crate::model::mma::schedule::Schedule;
 use crate::problem::ProblemKind;
 use half::f16;

@@ -4,11 +4,11 @@
 //! described by a [`Manifest`] and run in worker processes like the built-in GPU variants.
 
 use super::isolated::{IsolatedKernel, KernelInfo};
-use super::manifest::{KernelCode, Manifest};
 use super::nvrtc::{worker_program, CASE_TIMEOUT};
-use super::process::WorkerCommand;
+use super::parent::WorkerCommand;
 use crate::error::{Error, Result};
 use crate::gpu::device::device_info;
+use crate::kernels::manifest::{KernelCode, Manifest};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

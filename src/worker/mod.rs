@@ -1,0 +1,43 @@
+//! The process boundary, in one folder: every GPU kernel under test (a built-in NVRTC variant, a
+//! user's C-ABI library, a Python submission) runs in a worker process of its own, so that a
+//! crash, a hang or a corrupted CUDA context is a verdict for one case instead of the end of the
+//! campaign, and the answer stays out of the kernel's reach (a worker receives inputs only).
+//! - [`protocol`]: the messages both sides exchange ([`protocol::Request`], [`protocol::Reply`],
+//!   [`protocol::CaseFiles`], [`protocol::TimedCalls`]), one JSON line each;
+//! - the parent's side: [`parent`] starts a worker, sends it requests and keeps the watchdog;
+//!   [`isolated`] makes a worker-backed kernel a `crate::kernels::KernelUnderTest`; [`nvrtc`]
+//!   (the built-in variants) and [`external`] (what users bring, described by a
+//!   `crate::kernels::manifest`) build those kernels; [`registry`] lists every kernel;
+//! - the serving sides: [`serve`], the `nvfp4-oracle gpu-worker` loop in Rust (variants and C-ABI
+//!   libraries, on `crate::gpu`), and `submission_worker.py`, the Python one (submissions,
+//!   embedded in the binary as [`external::SUBMISSION_WORKER`]);
+//! - timing an external kernel so that it cannot falsify it: [`timing`] is the parent's side,
+//!   [`library_timing`] the Rust worker's side (the Python worker's is in `submission_worker.py`);
+//! - [`sandbox`]: the operating-system boundary around a worker process.
+//!
+//! This module may use `crate::kernels` (the contract) and `crate::gpu` (the backend); neither
+//! uses it.
+
+pub mod external;
+pub mod isolated;
+pub mod library_timing;
+pub mod nvrtc;
+pub mod parent;
+pub mod protocol;
+pub mod sandbox;
+pub mod serve;
+pub mod timing;
+
+use crate::kernels::{cpu, cpu_hopper_sim, KernelUnderTest};
+
+/// Every kernel built into this binary, in listing order: the CPU kernels, then the GPU variants.
+pub fn registry() -> Vec<Box<dyn KernelUnderTest>> {
+    let mut kernels: Vec<Box<dyn KernelUnderTest>> = cpu::cpu_kernels()
+        .into_iter()
+        .map(|k| Box::new(k) as Box<dyn KernelUnderTest>)
+        .collect();
+    kernels.push(Box::new(cpu_hopper_sim::CpuHopperSim::correct()));
+    kernels.push(Box::new(cpu_hopper_sim::CpuHopperSim::reordered_k_mutant()));
+    kernels.extend(nvrtc::nvrtc_kernels());
+    kernels
+}

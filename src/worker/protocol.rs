@@ -1,0 +1,206 @@
+//! The worker protocol, the same for every worker (the parent's side is [`super::parent`]; the
+//! serving sides are [`super::serve`] and `submission_worker.py`): the parent writes one JSON
+//! [`Request`] per line on the worker's stdin; the worker answers each with one JSON [`Reply`] on
+//! its stdout, on a line that starts with [`REPLY_MARKER`] (anything else a kernel prints is not
+//! a reply and goes to the log). The first reply, before any request, says whether the worker
+//! started. A case's inputs travel as raw files (one per tensor, bytes in storage order) in a
+//! fresh directory ([`CaseFiles`]); the output comes back as a raw file of `[M, N, L]` fp16 bits.
+
+use crate::kernels::{KernelCase, KernelEnvironment, KernelFailure, RunConditions};
+use crate::problem::{BlockScaledMatrix, ProblemInputs, ProblemKind};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Every reply line starts with this; other lines on a worker's stdout are the kernel's prints.
+pub const REPLY_MARKER: &str = "@@nvfp4-oracle-reply@@ ";
+
+/// Where one case's inputs are, and what they are. For each operand `X` of the problem's data
+/// tuple (`a`, `b1`, `b2` for the dual GEMM; `a`, `b` for the GEMM and GEMV; `a0`, `b0`, `a1`, ...
+/// for the grouped GEMM) the directory holds `X.bin` (packed FP4, `[L][rows][K/2]`), `sfX.bin`
+/// (plain scales, `[L][rows][K/16]`) and `sfX_permuted.bin` (the blocked layout).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CaseFiles {
+    pub problem: ProblemKind,
+    /// The case's shape ([`KernelCase::shape`]).
+    pub m: usize,
+    pub n: usize,
+    pub k: usize,
+    pub l: usize,
+    /// The grouped GEMM's groups, (M, N, K) each with L = 1; empty for the other problems.
+    pub groups: Vec<[usize; 3]>,
+    pub dir: PathBuf,
+    /// The bits the output buffer is filled with before the call.
+    pub poison: u16,
+    /// The byte the blocked scales' padding holds; a GEMV's b is padded to 128 rows with it.
+    pub padding_fill: u8,
+}
+
+impl CaseFiles {
+    pub fn tensor_path(&self, name: &str) -> PathBuf {
+        self.dir.join(format!("{name}.bin"))
+    }
+
+    /// Writes `case` into `dir` (created if needed).
+    pub fn write(case: &KernelCase, dir: &Path) -> std::io::Result<CaseFiles> {
+        std::fs::create_dir_all(dir)?;
+        let s = case.shape();
+        let groups = match &case.inputs {
+            ProblemInputs::GroupGemm(g) => g
+                .groups
+                .iter()
+                .map(|g| [g.shape.m, g.shape.n, g.shape.k])
+                .collect(),
+            _ => Vec::new(),
+        };
+        let files = CaseFiles {
+            problem: case.problem(),
+            m: s.m,
+            n: s.n,
+            k: s.k,
+            l: s.l,
+            groups,
+            dir: dir.to_path_buf(),
+            poison: crate::compare::diagnosis::POISON.to_bits(),
+            padding_fill: case.padding_fill,
+        };
+        for ((name, operand), blocked) in case.inputs.operands().iter().zip(&case.blocked) {
+            std::fs::write(files.tensor_path(name), operand.data())?;
+            std::fs::write(files.tensor_path(&format!("sf{name}")), operand.scales())?;
+            std::fs::write(files.tensor_path(&format!("sf{name}_permuted")), blocked)?;
+        }
+        Ok(files)
+    }
+
+    /// Reads the case back (the worker's side), checking every size.
+    pub fn read(&self) -> crate::Result<KernelCase> {
+        use crate::problem::{DualGemmInputs, GemmInputs, GroupGemmInputs, Shape};
+        let read = |name: &str| {
+            let path = self.tensor_path(name);
+            std::fs::read(&path).map_err(|err| crate::Error::file(&path, err))
+        };
+        let operand = |name: &str, rows: usize, shape: Shape| -> crate::Result<BlockScaledMatrix> {
+            BlockScaledMatrix::new(
+                name,
+                rows,
+                shape.k,
+                shape.l,
+                read(name)?,
+                read(&format!("sf{name}"))?,
+            )
+        };
+        let shape = Shape::new(self.m, self.n, self.k, self.l)?;
+        let gemm = |suffix: &str, shape: Shape| -> crate::Result<GemmInputs> {
+            GemmInputs::new(
+                shape,
+                operand(&format!("a{suffix}"), shape.m, shape)?,
+                operand(&format!("b{suffix}"), shape.n, shape)?,
+            )
+        };
+        let inputs = match self.problem {
+            ProblemKind::DualGemm => ProblemInputs::DualGemm(DualGemmInputs::new(
+                shape,
+                operand("a", shape.m, shape)?,
+                operand("b1", shape.n, shape)?,
+                operand("b2", shape.n, shape)?,
+            )?),
+            ProblemKind::Gemm => ProblemInputs::Gemm(gemm("", shape)?),
+            ProblemKind::Gemv => ProblemInputs::Gemv(gemm("", shape)?),
+            ProblemKind::GroupGemm => ProblemInputs::GroupGemm(GroupGemmInputs::new(
+                self.groups
+                    .iter()
+                    .enumerate()
+                    .map(|(g, &[m, n, k])| gemm(&g.to_string(), Shape::new(m, n, k, 1)?))
+                    .collect::<crate::Result<Vec<_>>>()?,
+            )?),
+        };
+        let blocked = inputs
+            .operands()
+            .iter()
+            .map(|(name, operand)| {
+                let name = format!("sf{name}_permuted");
+                let bytes = read(&name)?;
+                let expected = operand.blocked_scales(0).len();
+                if bytes.len() != expected {
+                    return Err(crate::Error::TensorSize {
+                        name,
+                        expected,
+                        actual: bytes.len(),
+                    });
+                }
+                Ok(bytes)
+            })
+            .collect::<crate::Result<Vec<_>>>()?;
+        Ok(KernelCase {
+            inputs,
+            blocked,
+            padding_fill: self.padding_fill,
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Request {
+    /// Run the kernel once on fresh buffers, write the output's `[M, N, L]` fp16 bits to
+    /// `output`.
+    Run {
+        case: CaseFiles,
+        output: PathBuf,
+        #[serde(default)]
+        conditions: RunConditions,
+    },
+    /// Timing, step 1: load every set of inputs onto the GPU (the first `warmup` for warm-up
+    /// calls, then one per timed call: no timed call sees inputs twice). Answered `Done`.
+    Prepare { sets: Vec<CaseFiles>, warmup: usize },
+    /// Timing, step 2: the warm-up calls. Answered `Done`.
+    Warmup,
+    /// Timing, step 3: one call per timed set, each after an L2 flush, between two CUDA events,
+    /// its output copied aside right after; then a device-wide synchronize. With `null`, the
+    /// same loop without the calls (the loop's own cost, for the parent's wall-clock bound).
+    /// Answered `Timed`.
+    Loop { null: bool },
+    /// Timing, step 4: write the copied-aside outputs of the timed calls `indices` to `paths`
+    /// (chosen by the parent after the loop). Answered `Done`.
+    Outputs {
+        indices: Vec<usize>,
+        paths: Vec<PathBuf>,
+    },
+}
+
+/// What the worker measured in one timing loop.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TimedCalls {
+    /// One per timed call, microseconds between CUDA events around the call.
+    pub samples_us: Vec<f64>,
+    /// The worker's wall clock around the whole loop.
+    pub wall_us: f64,
+    /// One per timed call: how long a device-wide synchronize took once the call's end event
+    /// had completed (and its output had been copied aside). An honest kernel has nothing left
+    /// running then; work on a stream the events do not see shows up here.
+    #[serde(default)]
+    pub after_end_us: Vec<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub enum Reply {
+    Ready {
+        environment: KernelEnvironment,
+    },
+    /// The worker could not start. `unavailable`: because of this machine (no GPU, another
+    /// architecture, a package only the kernel's platform has), not because of the kernel.
+    StartFailed {
+        unavailable: bool,
+        reason: String,
+    },
+    Done(Result<(), KernelFailure>),
+    Timed(Result<TimedCalls, KernelFailure>),
+}
+
+impl Reply {
+    /// One protocol line (the worker's side).
+    pub fn line(&self) -> String {
+        format!(
+            "{REPLY_MARKER}{}",
+            serde_json::to_string(self).expect("replies serialize")
+        )
+    }
+}
