@@ -7,5 +7,6 @@ pub mod checks;
 pub mod report;
 pub mod sanitize;
 pub mod shrink_data;
+pub mod signing;
 
 pub use campaign::{certify_variant, CampaignLimits, CampaignResult};

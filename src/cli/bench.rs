@@ -57,16 +57,24 @@ pub(super) struct BenchReport {
     pub findings: Vec<String>,
 }
 
-/// A certificate of this source hash that says certified.
+/// A certificate this oracle signed, of this source hash, this model version and this build,
+/// that says certified; a certificate that fails only its signature is named on stderr (an
+/// edited or forged certificate is worth saying so).
 pub(super) fn trusted(dir: &Path, name: &str, hash: &str) -> bool {
-    let Ok(text) = std::fs::read_to_string(dir.join(format!("{name}.json"))) else {
+    let path = dir.join(format!("{name}.json"));
+    let Ok(text) = std::fs::read_to_string(&path) else {
         return false;
     };
     let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {
         return false;
     };
+    if let Err(why) = crate::certify::signing::verify(&value) {
+        eprintln!("not trusting {}: {why}", path.display());
+        return false;
+    }
     value["status"] == serde_json::json!("certified")
         && value["source_hash"] == serde_json::json!(hash)
+        && value["model_version"] == serde_json::json!(crate::model::MODEL_VERSION)
 }
 
 fn torch_baseline(shapes: &[Shape], reps: usize) -> Option<serde_json::Value> {

@@ -1,0 +1,124 @@
+//! Certificates `bench` can trust: each certificate's JSON is signed with HMAC-SHA-256 under a
+//! key kept in the oracle's secrets directory ([`secrets_dir`]), which every worker's sandbox
+//! covers, so neither a kernel nor anything it left behind can forge or edit a certificate
+//! that `bench` then believes. The signature covers the whole certificate in a canonical form
+//! (serde_json's sorted keys), so no field can change without it failing.
+
+use crate::error::{Error, Result};
+use crate::worker::sandbox::secrets_dir;
+use hmac::{Hmac, Mac};
+use sha2::Sha256;
+use std::path::PathBuf;
+
+/// The field of a certificate's JSON that holds its signature.
+pub const SIGNATURE_FIELD: &str = "signature";
+
+fn key_path() -> PathBuf {
+    secrets_dir().join("certificate.key")
+}
+
+/// The signing key, made (32 random bytes, mode 0600 in a 0700 directory) on first use.
+fn key() -> Result<Vec<u8>> {
+    let path = key_path();
+    if let Ok(bytes) = std::fs::read(&path) {
+        if bytes.len() >= 32 {
+            return Ok(bytes);
+        }
+    }
+    let dir = secrets_dir();
+    std::fs::create_dir_all(&dir)
+        .map_err(|err| Error::file(&dir, format!("cannot create: {err}")))?;
+    let mut bytes = vec![0u8; 32];
+    use std::io::Read;
+    std::fs::File::open("/dev/urandom")
+        .and_then(|mut f| f.read_exact(&mut bytes))
+        .map_err(|err| Error::file("/dev/urandom", err))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)
+            .and_then(|mut f| f.write_all(&bytes))
+            .map_err(|err| Error::file(&path, format!("cannot write the signing key: {err}")))?;
+    }
+    #[cfg(not(unix))]
+    std::fs::write(&path, &bytes).map_err(|err| Error::file(&path, err))?;
+    Ok(bytes)
+}
+
+fn mac_of(key: &[u8], certificate: &serde_json::Value) -> String {
+    let mut unsigned = certificate.clone();
+    if let Some(object) = unsigned.as_object_mut() {
+        object.remove(SIGNATURE_FIELD);
+    }
+    let canonical = serde_json::to_string(&unsigned).expect("a JSON value serializes");
+    let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes any key length");
+    mac.update(canonical.as_bytes());
+    format!("{:x}", mac.finalize().into_bytes())
+}
+
+/// Adds the signature field to a certificate's JSON.
+pub fn sign(certificate: &mut serde_json::Value) -> Result<()> {
+    let signature = mac_of(&key()?, certificate);
+    if let Some(object) = certificate.as_object_mut() {
+        object.insert(SIGNATURE_FIELD.into(), serde_json::Value::String(signature));
+    }
+    Ok(())
+}
+
+/// Why a certificate's JSON is not to be trusted, or `Ok` when its signature is this oracle's.
+pub fn verify(certificate: &serde_json::Value) -> std::result::Result<(), String> {
+    let Some(given) = certificate.get(SIGNATURE_FIELD).and_then(|s| s.as_str()) else {
+        return Err("it is not signed".into());
+    };
+    let key = std::fs::read(key_path()).map_err(|err| {
+        format!(
+            "the signing key {} cannot be read: {err}",
+            key_path().display()
+        )
+    })?;
+    let expected = mac_of(&key, certificate);
+    if constant_time_eq(expected.as_bytes(), given.as_bytes()) {
+        Ok(())
+    } else {
+        Err(
+            "its signature does not match its content (it was edited, or signed by another key)"
+                .into(),
+        )
+    }
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_edited_certificate_fails_and_the_signed_one_passes() {
+        let dir = std::env::temp_dir().join(format!("nvfp4-oracle-secrets-{}", std::process::id()));
+        // SAFETY: this test alone reads the variable in this process's tests of this module.
+        unsafe { std::env::set_var("NVFP4_ORACLE_SECRETS", &dir) };
+        let mut certificate =
+            serde_json::json!({"kernel": "k", "status": "failed", "elapsed_seconds": 0.1});
+        assert!(verify(&certificate).is_err(), "unsigned");
+        sign(&mut certificate).unwrap();
+        assert_eq!(verify(&certificate), Ok(()));
+        let mut forged = certificate.clone();
+        forged["status"] = serde_json::json!("certified");
+        assert!(verify(&forged).unwrap_err().contains("does not match"));
+        // Through text, as bench reads it.
+        let text = serde_json::to_string_pretty(&certificate).unwrap();
+        assert_eq!(verify(&serde_json::from_str(&text).unwrap()), Ok(()));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
