@@ -53,6 +53,7 @@ fn fake_kernel(name: &str, args: &[&str], case_timeout: Duration) -> IsolatedKer
                 .collect(),
             env: Vec::new(),
             start_timeout: Duration::from_secs(3),
+            sandbox: None,
         },
         std::sync::Arc::new(|| Ok(())),
         case_timeout,
@@ -563,4 +564,101 @@ fn the_determinism_check_reaches_the_worker_through_the_protocol() {
     assert!(report.findings[0]
         .verdict
         .starts_with("reads shared memory it never wrote"));
+}
+
+/// The sandbox, tried from inside by a hostile fake worker: it cannot read the parent's memory
+/// or ptrace it, cannot write the report directory, and the daemon it starts dies with it.
+#[test]
+fn a_sandboxed_worker_cannot_reach_the_parent_the_reports_or_outlive_itself() {
+    need_python!();
+    // The launcher is the oracle binary (the test harness is not).
+    // SAFETY: set before this test's worker starts; no other test of this binary reads it.
+    unsafe { std::env::set_var("NVFP4_ORACLE_WORKER", env!("CARGO_BIN_EXE_nvfp4-oracle")) };
+    let launcher = PathBuf::from(env!("CARGO_BIN_EXE_nvfp4-oracle"));
+    let isolation = nvfp4_oracle::worker::sandbox::isolation(&launcher);
+    if !isolation.sandboxed {
+        common::skip(&format!(
+            "no sandbox on this machine: {}",
+            isolation.description
+        ));
+        return;
+    }
+    let reports =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("reports-{}", std::process::id()));
+    std::fs::create_dir_all(&reports).unwrap();
+    let marker = format!("nvfp4-sandbox-test-{}", std::process::id());
+    let mut kernel = fake_kernel("hostile", &["hostile"], Duration::from_secs(5));
+    kernel = {
+        let mut command = WorkerCommand {
+            program: PathBuf::from("python3"),
+            args: vec![
+                fixture("fake_worker.py").display().to_string(),
+                "hostile".into(),
+            ],
+            env: vec![
+                (
+                    "NVFP4_TEST_PARENT_PID".into(),
+                    std::process::id().to_string(),
+                ),
+                (
+                    "NVFP4_TEST_REPORT_DIR".into(),
+                    reports.display().to_string(),
+                ),
+                ("NVFP4_TEST_MARKER".into(), marker.clone()),
+            ],
+            start_timeout: Duration::from_secs(10),
+            sandbox: Some(nvfp4_oracle::worker::sandbox::SandboxPaths::default()),
+        };
+        command
+            .env
+            .push(("PYTHONDONTWRITEBYTECODE".into(), "1".into()));
+        drop(kernel);
+        IsolatedKernel::new(
+            KernelInfo {
+                name: format!("fake-hostile-{}", std::process::id()),
+                description: "hostile fake worker".into(),
+                problem: ProblemKind::DualGemm,
+                support: ShapeSupport::ANY,
+                schedule: None,
+                source_hash: "0".repeat(64),
+                deliberately_broken: true,
+                nondeterministic: false,
+            },
+            command,
+            std::sync::Arc::new(|| Ok(())),
+            Duration::from_secs(5),
+        )
+    };
+    kernel.prepare().unwrap();
+    let environment = kernel.environment();
+    let results: serde_json::Value =
+        serde_json::from_str(environment.python.as_deref().unwrap()).unwrap();
+    assert!(
+        environment
+            .isolation
+            .as_deref()
+            .unwrap()
+            .starts_with("sandboxed:"),
+        "{environment:?}"
+    );
+    for attempt in ["read-parent-memory", "write-report-dir", "ptrace-parent"] {
+        let outcome = results[attempt].as_str().unwrap();
+        assert!(outcome.starts_with("refused"), "{attempt}: {outcome}");
+    }
+    assert_eq!(results["daemon"], "started");
+    assert!(!reports.join("forged.json").exists());
+    drop(kernel);
+    // The daemon's command line holds the marker: nothing may be left running with it.
+    let alive = || {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .filter_map(|entry| std::fs::read(entry.ok()?.path().join("cmdline")).ok())
+            .any(|cmdline| String::from_utf8_lossy(&cmdline).contains(&marker))
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while alive() && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(!alive(), "a process the worker started outlived it");
+    let _ = std::fs::remove_dir_all(reports);
 }

@@ -494,6 +494,9 @@ impl Certificate {
                 self.environment.torch_cuda.as_deref().unwrap_or("none")
             ));
         }
+        if let Some(isolation) = &self.environment.isolation {
+            md.push_str(&format!("\nWorker isolation: {isolation}\n"));
+        }
         if let Some(hash) = &self.source_hash {
             md.push_str(&format!("\nSource SHA-256: `{hash}`\n"));
         }

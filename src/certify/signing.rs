@@ -53,6 +53,12 @@ fn key() -> Result<Vec<u8>> {
     Ok(bytes)
 }
 
+/// Makes the key now, before any worker starts: a sandbox hides the secrets directory only if
+/// it exists when the sandbox is built.
+pub fn ensure_key() -> Result<()> {
+    key().map(|_| ())
+}
+
 fn mac_of(key: &[u8], certificate: &serde_json::Value) -> String {
     let mut unsigned = certificate.clone();
     if let Some(object) = unsigned.as_object_mut() {

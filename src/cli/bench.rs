@@ -45,6 +45,8 @@ pub struct BenchArgs {
 #[derive(Serialize)]
 pub(super) struct BenchReport {
     pub device: String,
+    /// External kernels: the operating-system boundary each one's worker ran in.
+    pub isolation: Vec<(String, String)>,
     command: String,
     pub timings: Vec<(Timing, bool)>,
     torch: Option<serde_json::Value>,
@@ -107,6 +109,10 @@ fn torch_baseline(shapes: &[Shape], reps: usize) -> Option<serde_json::Value> {
 }
 
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
+    // Before any worker starts: this process's memory out of a worker's reach, and the key that
+    // signs certificates made (so that every sandbox hides it).
+    crate::worker::sandbox::protect_parent();
+    crate::certify::signing::ensure_key()?;
     let shapes: Vec<Shape> = if args.shapes.is_empty() {
         DUAL_GEMM_BENCHMARKS
             .iter()
@@ -134,6 +140,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     }
     let mut report = BenchReport {
         device: String::new(),
+        isolation: Vec::new(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
         timings: Vec::new(),
         torch: None,
@@ -228,8 +235,14 @@ fn render(report: &BenchReport) -> String {
     let torch = report.torch.as_ref();
     let ceiling = torch.and_then(|t| t["ceiling_tflops"].as_f64());
     let mut md = format!(
-        "Device: {}\n\nCommand: `{}`\n\n",
-        report.device, report.command
+        "Device: {}\n\nCommand: `{}`\n\n{}",
+        report.device,
+        report.command,
+        report
+            .isolation
+            .iter()
+            .map(|(kernel, isolation)| format!("Worker isolation of {kernel}: {isolation}\n\n"))
+            .collect::<String>()
     );
     if let Some(c) = ceiling {
         md.push_str(&format!(

@@ -22,8 +22,19 @@ use std::time::Duration;
 
 /// Warm-up calls before each timed loop (each on its own inputs).
 const WARM_UP: usize = 3;
-/// The first seed of the inputs of a shape's calls (call i gets `FIRST_SEED + i`).
-const FIRST_SEED: u64 = 1111;
+/// The first seed of the inputs of a shape's calls (call i gets `first + i`): drawn from the
+/// clock for every run, so that no kernel can compute its timed calls' answers in advance from
+/// a seed it knows.
+fn first_seed() -> u64 {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64);
+    // splitmix64's finalizer spreads the clock's low bits over the word.
+    let mut z = nanos ^ (u64::from(std::process::id()) << 32);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (z ^ (z >> 31)) >> 1
+}
 
 /// One timed call of an external kernel whose output was judged.
 #[derive(Serialize)]
@@ -157,13 +168,18 @@ pub fn bench_external(
     }
     let info = device_info().as_ref().map_err(|e| Error::Gpu(e.clone()))?;
     report.device = info.describe();
+    if let Some(isolation) = kernel.environment().isolation {
+        report.isolation.push((name.to_string(), isolation));
+    }
     let problem = kernel.problem();
     let bench_shapes: Vec<BenchShape> = if args.shapes.is_empty() {
         default_bench_shapes(problem)
     } else {
         shapes.iter().map(|&s| BenchShape::One(s)).collect()
     };
-    let scratch = std::env::temp_dir().join(format!("nvfp4-oracle-bench-{}", std::process::id()));
+    // The timed sets live in the kernel's input directory, read-only to a sandboxed worker.
+    let scratch = kernel.input_dir().join("bench");
+    let first = first_seed();
     for bench_shape in &bench_shapes {
         let shape = bench_shape.label(problem);
         if !kernel.support().supports(shape) {
@@ -174,14 +190,14 @@ pub fn bench_external(
         let _ = std::fs::remove_dir_all(&scratch);
         let sets = (0..WARM_UP + args.reps)
             .map(|i| {
-                let case = KernelCase::new(bench_shape.inputs(problem, FIRST_SEED + i as u64), 0);
+                let case = KernelCase::new(bench_shape.inputs(problem, first + i as u64), 0);
                 CaseFiles::write(&case, &scratch.join(format!("set{i}")))
             })
             .collect::<std::io::Result<Vec<_>>>()
             .map_err(|err| Error::file(&scratch, err))?;
-        let first = KernelCase::new(bench_shape.inputs(problem, FIRST_SEED), 0);
+        let first_case = KernelCase::new(bench_shape.inputs(problem, first), 0);
         let per_call = Duration::from_secs(
-            10 + (2 * first.inputs.output_len() * shape.k / 100_000_000_000) as u64,
+            10 + (2 * first_case.inputs.output_len() * shape.k / 100_000_000_000) as u64,
         );
         let timed = kernel.time(
             &sets,
@@ -219,7 +235,7 @@ pub fn bench_external(
                 .push(format!("{name} on {shape}: {finding}"));
         }
         for (call, output) in &run.outputs {
-            let seed = FIRST_SEED + (WARM_UP + call) as u64;
+            let seed = first + (WARM_UP + call) as u64;
             let inputs = bench_shape.inputs(problem, seed);
             let reference = problem_reference(&inputs, KOrder::Contiguous);
             let (m, n, l) = inputs.output_dims();

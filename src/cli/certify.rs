@@ -115,6 +115,10 @@ fn select(
 }
 
 pub fn run(args: CertifyArgs) -> Result<ExitCode> {
+    // Before any worker starts: this process's memory out of a worker's reach, and the key that
+    // signs certificates made (so that every sandbox hides it).
+    crate::worker::sandbox::protect_parent();
+    crate::certify::signing::ensure_key()?;
     let external: Vec<Box<dyn KernelUnderTest>> = args
         .external
         .kernels()?

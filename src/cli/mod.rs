@@ -86,6 +86,27 @@ pub enum Command {
         #[arg(long)]
         arch: Option<String>,
     },
+    /// Internal: run a worker inside the sandbox (src/worker/sandbox.rs); `--probe` builds the
+    /// sandbox, checks it from inside and says what holds.
+    #[command(hide = true)]
+    Sandbox {
+        /// A directory the worker may write (bound in at the same path); repeatable.
+        #[arg(long)]
+        writable: Vec<std::path::PathBuf>,
+        /// A directory the worker may read (bound in read-only at the same path); repeatable.
+        #[arg(long)]
+        readable: Vec<std::path::PathBuf>,
+        /// A directory the worker must not see (covered by an empty tmpfs); repeatable.
+        #[arg(long)]
+        hide: Vec<std::path::PathBuf>,
+        #[arg(long)]
+        workdir: Option<std::path::PathBuf>,
+        #[arg(long)]
+        probe: bool,
+        /// The worker's program and arguments.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
 }
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
@@ -97,6 +118,28 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Variants => variants::run(),
         Command::Bench(args) => bench::run(args),
         Command::Golden(args) => golden::run(args),
+        Command::Sandbox {
+            writable,
+            readable,
+            hide,
+            workdir,
+            probe,
+            command,
+        } => {
+            let args = crate::worker::sandbox::LauncherArgs {
+                paths: crate::worker::sandbox::SandboxPaths {
+                    writable,
+                    readable,
+                    hidden: hide,
+                    workdir,
+                },
+                probe,
+                program: command[0].clone().into(),
+                args: command[1..].to_vec(),
+            };
+            let code = crate::worker::sandbox::launch(&args);
+            Ok(ExitCode::from(u8::try_from(code).unwrap_or(125)))
+        }
         Command::GpuWorker {
             variant,
             library,

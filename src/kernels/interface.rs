@@ -179,6 +179,10 @@ pub struct KernelEnvironment {
     pub torch: Option<String>,
     /// The CUDA version torch was built with.
     pub torch_cuda: Option<String>,
+    /// The operating-system boundary its worker ran in, in words (set by the parent, never
+    /// taken from the worker).
+    #[serde(default)]
+    pub isolation: Option<String>,
 }
 
 /// What else happens on the GPU around one run: the determinism and shared-memory checks

@@ -6,6 +6,7 @@
 use super::isolated::{IsolatedKernel, KernelInfo};
 use super::nvrtc::{worker_program, CASE_TIMEOUT};
 use super::parent::WorkerCommand;
+use super::sandbox::{secrets_dir, SandboxPaths};
 use crate::error::{Error, Result};
 use crate::gpu::device::device_info;
 use crate::kernels::manifest::{KernelCode, Manifest};
@@ -29,12 +30,13 @@ pub fn python_program() -> PathBuf {
     std::env::var_os(PYTHON_ENV).map_or_else(|| PathBuf::from("python3"), PathBuf::from)
 }
 
-/// Writes the worker script where the worker can run it (once per process).
+/// Writes the worker script where the worker can run it (once per process), in a directory of
+/// its own: the sandbox binds that directory in, read-only.
 fn worker_script() -> Result<PathBuf> {
-    let path = std::env::temp_dir().join(format!(
-        "nvfp4-oracle-{}-submission_worker.py",
-        std::process::id()
-    ));
+    let dir = std::env::temp_dir().join(format!("nvfp4-oracle-{}-worker", std::process::id()));
+    std::fs::create_dir_all(&dir)
+        .map_err(|err| Error::file(&dir, format!("cannot create: {err}")))?;
+    let path = dir.join("submission_worker.py");
     if !path.exists() {
         std::fs::write(&path, SUBMISSION_WORKER)
             .map_err(|err| Error::file(&path, format!("cannot write the worker script: {err}")))?;
@@ -52,9 +54,25 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
         .arch
         .map(|arch| vec!["--arch".to_string(), arch.to_string()])
         .unwrap_or_default();
+    // Untrusted code runs in the sandbox, which must let it read its own folder (a submission
+    // imports its neighbours; a library may load others) and the worker script.
+    let parent_dir = |path: &Path| absolute(path).parent().map(Path::to_path_buf);
+    let sandbox = |readable: Vec<PathBuf>| {
+        Some(SandboxPaths {
+            readable,
+            hidden: vec![secrets_dir()],
+            ..SandboxPaths::default()
+        })
+    };
     let (command, case_timeout) = match &manifest.code {
         KernelCode::Submission(path) => (
             WorkerCommand {
+                sandbox: sandbox(
+                    [parent_dir(path), parent_dir(&worker_script()?)]
+                        .into_iter()
+                        .flatten()
+                        .collect(),
+                ),
                 program: python_program(),
                 args: [
                     "-u".to_string(),
@@ -74,6 +92,7 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
         ),
         KernelCode::Library { path, symbol } => (
             WorkerCommand {
+                sandbox: sandbox(parent_dir(path).into_iter().collect()),
                 program: worker_program(),
                 args: [
                     "gpu-worker".to_string(),

@@ -65,6 +65,12 @@ impl IsolatedKernel {
         }
     }
 
+    /// Where the parent writes this kernel's inputs (bench's timed sets included): read-only
+    /// to a sandboxed worker.
+    pub fn input_dir(&self) -> PathBuf {
+        self.scratch.join(super::parent::INPUTS)
+    }
+
     fn case_timeout(&self, case: &KernelCase) -> Duration {
         let s = case.shape();
         self.case_timeout_base
@@ -74,12 +80,38 @@ impl IsolatedKernel {
     /// A started worker in `slot`, starting one if there is none.
     fn ensure_started(&self, slot: &mut Option<Worker>) -> Result<(), PrepareError> {
         if slot.is_none() {
-            std::fs::create_dir_all(&self.scratch).map_err(|err| {
-                PrepareError::Unusable(format!("cannot create {}: {err}", self.scratch.display()))
-            })?;
-            let worker = Worker::start(&self.command, &self.scratch.join("worker.log"))?;
-            *self.environment.lock().unwrap_or_else(|p| p.into_inner()) =
-                worker.environment.clone();
+            for dir in [
+                self.scratch.clone(),
+                self.input_dir(),
+                self.scratch.join(super::parent::OUTPUTS),
+            ] {
+                std::fs::create_dir_all(&dir).map_err(|err| {
+                    PrepareError::Unusable(format!("cannot create {}: {err}", dir.display()))
+                })?;
+            }
+            let (command, isolation) = match &self.command.sandbox {
+                Some(paths) => {
+                    let mut paths = paths.clone();
+                    paths.readable.push(self.input_dir());
+                    let cache = super::sandbox::cache_dir(&self.info.name);
+                    std::fs::create_dir_all(&cache).map_err(|err| {
+                        PrepareError::Unusable(format!("cannot create {}: {err}", cache.display()))
+                    })?;
+                    let (command, isolation) = super::sandbox::wrap(
+                        &self.command,
+                        &paths,
+                        &self.scratch.join(super::parent::OUTPUTS),
+                        &cache,
+                    );
+                    (command, Some(isolation.description_for_certificate()))
+                }
+                None => (self.command.clone(), None),
+            };
+            let worker = Worker::start(&command, &self.scratch.join("worker.log"))?;
+            let mut environment = worker.environment.clone();
+            // What the parent knows, never what the worker says.
+            environment.isolation = isolation;
+            *self.environment.lock().unwrap_or_else(|p| p.into_inner()) = environment;
             *slot = Some(worker);
         }
         Ok(())
@@ -198,6 +230,7 @@ impl KernelUnderTest for IsolatedKernel {
             args,
             env: self.command.env.iter().chain(&tool.env).cloned().collect(),
             start_timeout: self.command.start_timeout * tool.slowdown,
+            sandbox: self.command.sandbox.clone(),
         };
         let mut info = self.info.clone();
         info.name = format!("{}-{}", self.info.name, tool.label);

@@ -60,6 +60,8 @@ pub fn nvrtc_kernel(variant: &GpuVariant) -> IsolatedKernel {
             args: vec!["gpu-worker".into(), "--variant".into(), variant.name.into()],
             env: Vec::new(),
             start_timeout: START_TIMEOUT,
+            // The oracle's own kernels: not sandboxed.
+            sandbox: None,
         },
         std::sync::Arc::new(move || gpu_availability(Some(arch))),
         CASE_TIMEOUT,

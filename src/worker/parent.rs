@@ -18,6 +18,23 @@ use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::Duration;
 
+/// Under a worker's scratch directory: the inputs the parent writes (read-only to a sandboxed
+/// worker) and the outputs the worker writes (its only writable place besides its caches).
+pub const INPUTS: &str = "inputs";
+pub const OUTPUTS: &str = "outputs";
+
+/// Reads a file a worker wrote, never through a symbolic link it may have planted there.
+pub fn read_output(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read;
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NOFOLLOW);
+    let mut bytes = Vec::new();
+    options.open(path)?.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 /// How to start a worker.
 #[derive(Debug, Clone)]
 pub struct WorkerCommand {
@@ -27,6 +44,9 @@ pub struct WorkerCommand {
     pub env: Vec<(String, String)>,
     /// Time the worker gets to start and answer Ready (compilation included).
     pub start_timeout: Duration,
+    /// Untrusted code: run it in the sandbox, with these paths besides its scratch directory
+    /// (see [`super::sandbox`]); `None` for the oracle's own workers.
+    pub sandbox: Option<super::sandbox::SandboxPaths>,
 }
 
 /// A running worker process. Dropping it kills the process.
@@ -181,10 +201,10 @@ impl Worker {
         timeout: Duration,
     ) -> Result<(), KernelFailure> {
         let crashed = |err: std::io::Error| KernelFailure::Crashed(err.to_string());
-        let dir = scratch.join("case");
+        let dir = scratch.join(INPUTS).join("case");
         let _ = std::fs::remove_dir_all(&dir);
         let files = CaseFiles::write(case, &dir).map_err(crashed)?;
-        let output_path = scratch.join("output.bin");
+        let output_path = scratch.join(OUTPUTS).join("output.bin");
         let _ = std::fs::remove_file(&output_path);
         self.send(&Request::Run {
             case: files,
@@ -200,7 +220,7 @@ impl Worker {
                 ))
             }
         }
-        let bytes = std::fs::read(&output_path).map_err(crashed)?;
+        let bytes = read_output(&output_path).map_err(crashed)?;
         if bytes.len() != 2 * output.len() {
             return Err(KernelFailure::BadOutput(format!(
                 "{} bytes of output for {} fp16 elements",

@@ -48,10 +48,44 @@ pub struct Isolation {
     pub description: String,
 }
 
+impl Isolation {
+    /// For a certificate: what held, or that nothing did and why.
+    pub fn description_for_certificate(&self) -> String {
+        if self.sandboxed {
+            format!("sandboxed: {}", self.description)
+        } else {
+            format!("NOT sandboxed: {}", self.description)
+        }
+    }
+}
+
+/// Where a sandboxed kernel's compilers keep their caches between its own workers (load_inline
+/// builds take a minute): one directory per kernel name, so a kernel can reach no other's.
+pub fn cache_dir(kernel: &str) -> PathBuf {
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
+        .unwrap_or_else(std::env::temp_dir);
+    let name: String = kernel
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    base.join("nvfp4-oracle").join("worker-cache").join(name)
+}
+
 /// How a worker is to be sandboxed: the directories it may write and those it must not see.
 #[derive(Debug, Clone, Default)]
 pub struct SandboxPaths {
     pub writable: Vec<PathBuf>,
+    /// Directories bound in read-only at the same paths (a submission's folder, the worker
+    /// script's): needed where they lie under /tmp, which the sandbox replaces.
+    pub readable: Vec<PathBuf>,
     pub hidden: Vec<PathBuf>,
     /// The worker's working directory (one of `writable`).
     pub workdir: Option<PathBuf>,
@@ -64,6 +98,9 @@ pub fn launcher_args(paths: &SandboxPaths, program: &Path, args: &[String]) -> V
     for dir in &paths.writable {
         out.extend(["--writable".into(), dir.display().to_string()]);
     }
+    for dir in &paths.readable {
+        out.extend(["--readable".into(), dir.display().to_string()]);
+    }
     for dir in &paths.hidden {
         out.extend(["--hide".into(), dir.display().to_string()]);
     }
@@ -74,6 +111,48 @@ pub fn launcher_args(paths: &SandboxPaths, program: &Path, args: &[String]) -> V
     out.push(program.display().to_string());
     out.extend(args.iter().cloned());
     out
+}
+
+/// The command that runs `command` in the sandbox with `scratch` (the worker's own directory,
+/// also its working directory) and `cache` (where its compilers keep their caches between its
+/// own workers) writable, and the isolation that holds; `command` itself, and why it is not
+/// sandboxed, where the sandbox cannot be built here.
+pub fn wrap(
+    command: &super::parent::WorkerCommand,
+    paths: &SandboxPaths,
+    scratch: &Path,
+    cache: &Path,
+) -> (super::parent::WorkerCommand, Isolation) {
+    let launcher = super::nvrtc::worker_program();
+    let isolation = isolation(&launcher).clone();
+    if !isolation.sandboxed {
+        return (command.clone(), isolation);
+    }
+    let mut paths = paths.clone();
+    paths
+        .writable
+        .extend([scratch.to_path_buf(), cache.to_path_buf()]);
+    paths.workdir = Some(scratch.to_path_buf());
+    let mut env = command.env.clone();
+    // Compilers' caches (load_inline, Triton, the CUDA JIT, inductor) in the writable cache:
+    // the rest of the file system is read-only in the sandbox.
+    let dir = |name: &str| cache.join(name).display().to_string();
+    env.extend([
+        ("XDG_CACHE_HOME".to_string(), cache.display().to_string()),
+        ("TORCH_EXTENSIONS_DIR".into(), dir("torch_extensions")),
+        ("TRITON_HOME".into(), cache.display().to_string()),
+        ("TRITON_CACHE_DIR".into(), dir("triton")),
+        ("TORCHINDUCTOR_CACHE_DIR".into(), dir("inductor")),
+        ("CUDA_CACHE_PATH".into(), dir("nv")),
+    ]);
+    let wrapped = super::parent::WorkerCommand {
+        program: launcher.clone(),
+        args: launcher_args(&paths, &command.program, &command.args),
+        env,
+        start_timeout: command.start_timeout,
+        sandbox: None,
+    };
+    (wrapped, isolation)
 }
 
 /// The isolation workers get on this machine: the launcher is tried once (`launcher sandbox
@@ -278,6 +357,16 @@ mod linux {
         let root = Path::new("/");
         mount("none", root, "", (libc::MS_REC | libc::MS_PRIVATE) as _, "")?;
         // Every directory the worker may write, opened before /tmp is covered.
+        let open_all = |dirs: &'_ [std::path::PathBuf]| -> Result<Vec<(std::fs::File, std::path::PathBuf)>, String> {
+            dirs.iter()
+                .map(|dir| {
+                    std::fs::File::open(dir)
+                        .map(|file| (file, dir.clone()))
+                        .map_err(|e| format!("{}: {e}", dir.display()))
+                })
+                .collect()
+        };
+        let readable = open_all(&args.paths.readable)?;
         let writable: Vec<(std::fs::File, &Path)> = args
             .paths
             .writable
@@ -320,7 +409,14 @@ mod linux {
             // flag a user namespace locks).
             set_attr(dir, 0, MOUNT_ATTR_RDONLY, 0)?;
         }
+        for (file, dir) in &readable {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            let source = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(file));
+            mount(&source, dir, "", (libc::MS_BIND | libc::MS_REC) as _, "")?;
+            set_attr(dir, MOUNT_ATTR_RDONLY, 0, AT_RECURSIVE)?;
+        }
         drop(writable);
+        drop(readable);
         // SAFETY: fork in a single-threaded process; the child only makes system calls and
         // execs (or exits).
         let child = unsafe { libc::fork() };

@@ -169,7 +169,11 @@ impl Worker {
         let indices: Vec<usize> = pick(timed).into_iter().filter(|&i| i < timed).collect();
         let paths: Vec<_> = indices
             .iter()
-            .map(|i| scratch.join(format!("timed-output-{i}.bin")))
+            .map(|i| {
+                scratch
+                    .join(super::parent::OUTPUTS)
+                    .join(format!("timed-output-{i}.bin"))
+            })
             .collect();
         for path in &paths {
             let _ = std::fs::remove_file(path);
@@ -183,7 +187,7 @@ impl Worker {
             .into_iter()
             .zip(&paths)
             .map(|(i, path)| {
-                let bytes = std::fs::read(path)
+                let bytes = super::parent::read_output(path)
                     .map_err(|err| KernelFailure::Crashed(format!("{}: {err}", path.display())))?;
                 let _ = std::fs::remove_file(path);
                 Ok((
