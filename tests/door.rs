@@ -505,7 +505,7 @@ fn every_problem_goes_through_the_campaign_and_its_failures_are_shrunk_and_writt
 fn the_parents_clock_bounds_the_times_a_worker_reports() {
     need_python!();
     let dir = std::env::temp_dir().join(format!("nvfp4-door-timing-{}", std::process::id()));
-    let sets: Vec<CaseFiles> = (0..23)
+    let warmup: Vec<CaseFiles> = (0..3)
         .map(|i| {
             let (case, _) = small_case();
             CaseFiles::write(&case, &dir.join(format!("set{i}"))).unwrap()
@@ -514,7 +514,13 @@ fn the_parents_clock_bounds_the_times_a_worker_reports() {
     for (mode, lies) in [("time-honest", false), ("time-liar", true)] {
         let kernel = fake_kernel(mode, &[mode], Duration::from_secs(5));
         let run = kernel
-            .time(&sets, 3, |n| vec![0, n - 1], Duration::from_secs(1))
+            .time(
+                &warmup,
+                20,
+                |_| small_case().0,
+                |n| vec![0, n - 1],
+                Duration::from_secs(1),
+            )
             .unwrap();
         assert_eq!(run.calls.samples_us.len(), 20);
         assert_eq!(run.outputs.len(), 2, "the two picked outputs came back");
@@ -522,8 +528,10 @@ fn the_parents_clock_bounds_the_times_a_worker_reports() {
         let finding = run.wall_clock_finding();
         assert_eq!(finding.is_some(), lies, "{mode}: {finding:?}");
         if let Some(text) = finding {
-            assert!(text.contains("continued after it returned"), "{text}");
+            assert!(text.contains("outside its timed call"), "{text}");
         }
+        // Each timed call's inputs existed during its call (the fake worker checks) and not after.
+        assert!(!kernel.input_dir().join("timed-call").exists());
     }
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -573,8 +581,8 @@ fn a_sandboxed_worker_cannot_reach_the_parent_the_reports_or_outlive_itself() {
     need_python!();
     // The launcher is the oracle binary (the test harness is not).
     // SAFETY: set before this test's worker starts; no other test of this binary reads it.
-    unsafe { std::env::set_var("NVFP4_ORACLE_WORKER", env!("CARGO_BIN_EXE_nvfp4-oracle")) };
-    let launcher = PathBuf::from(env!("CARGO_BIN_EXE_nvfp4-oracle"));
+    let launcher = common::oracle_binary();
+    unsafe { std::env::set_var("NVFP4_ORACLE_WORKER", &launcher) };
     let isolation = nvfp4_oracle::worker::sandbox::isolation(&launcher);
     if !isolation.sandboxed {
         common::skip(&format!(

@@ -119,13 +119,16 @@ impl IsolatedKernel {
 }
 
 impl IsolatedKernel {
-    /// Times the kernel in its worker (see [`super::timing`]) on `sets`, the first `warmup` of
-    /// them for warm-up calls; `pick` chooses, after the timed loop, which timed calls' outputs
-    /// come back. `per_call` is the watchdog of one call.
+    /// Times the kernel in its worker (see [`super::timing`]): warm-up calls on
+    /// `warmup_sets`, then `timed` calls, call i on the case `make_case(i)`, whose files are
+    /// written into the input directory just before its call and removed after it; `pick`
+    /// chooses, after the timed loop, which timed calls' outputs come back. `per_call` is the
+    /// watchdog of one call.
     pub fn time(
         &self,
-        sets: &[CaseFiles],
-        warmup: usize,
+        warmup_sets: &[CaseFiles],
+        timed: usize,
+        make_case: impl Fn(usize) -> KernelCase,
         pick: impl FnOnce(usize) -> Vec<usize>,
         per_call: Duration,
     ) -> Result<TimedRun, KernelFailure> {
@@ -133,8 +136,13 @@ impl IsolatedKernel {
         self.ensure_started(&mut slot)
             .map_err(|err| KernelFailure::Crashed(format!("starting the worker: {err}")))?;
         let worker = slot.as_mut().expect("started above");
-        let timeout = self.case_timeout_base + per_call * sets.len() as u32;
-        let result = worker.time(sets, warmup, pick, &self.scratch, timeout);
+        let timeout = self.case_timeout_base + per_call * (warmup_sets.len() + 1) as u32;
+        let dir = self.input_dir().join("timed-call");
+        let write_set = |i: usize| {
+            let _ = std::fs::remove_dir_all(&dir);
+            CaseFiles::write(&make_case(i), &dir)
+        };
+        let result = worker.time(warmup_sets, timed, write_set, pick, &self.scratch, timeout);
         if matches!(
             result,
             Err(KernelFailure::Hung(_) | KernelFailure::Crashed(_))

@@ -1,6 +1,7 @@
-//! The worker's side of timing a C-ABI library ([`super::timing`] drives it): every set
-//! of inputs uploaded first, CUDA events around each call after an L2 flush, each timed call's
-//! output copied aside right after it, the outputs the parent picks written back.
+//! The worker's side of timing a C-ABI library ([`super::timing`] drives it): the warm-up sets
+//! uploaded and run, then each call's inputs uploaded with its own request, CUDA events around
+//! the call after an L2 flush, the output copied aside right after it, the outputs the parent
+//! picks written back.
 
 use super::protocol::{CaseFiles, Reply, Request, TimedCalls};
 use super::serve::{lmn_to_mnl, read_case};
@@ -68,10 +69,12 @@ impl Uploaded {
 /// What a timing has prepared so far.
 #[derive(Default)]
 pub struct LibraryTiming {
+    /// The warm-up sets.
     sets: Vec<Uploaded>,
-    warmup: usize,
-    /// The timed calls' outputs, copied aside right after each call.
-    snapshots: Vec<CudaSlice<u16>>,
+    /// The timed calls' outputs, copied aside right after each call, with their shapes.
+    snapshots: Vec<(CudaSlice<u16>, Shape)>,
+    /// The L2 flush buffer, made once.
+    flush: Option<CudaSlice<u8>>,
 }
 
 impl LibraryTiming {
@@ -85,7 +88,7 @@ impl LibraryTiming {
         match request {
             Request::Prepare { sets, warmup } => Reply::Done(self.prepare(stream, &sets, warmup)),
             Request::Warmup => Reply::Done(self.warmup(stream, library)),
-            Request::Loop { null } => Reply::Timed(self.run_loop(stream, library, null)),
+            Request::Call { set, null } => Reply::Timed(self.call(stream, library, &set, null)),
             Request::Outputs { indices, paths } => {
                 Reply::Done(self.outputs(stream, &indices, &paths))
             }
@@ -103,12 +106,11 @@ impl LibraryTiming {
     ) -> Result<(), KernelFailure> {
         self.sets.clear();
         self.snapshots.clear();
-        for files in sets {
+        for files in &sets[..warmup.min(sets.len())] {
             let case = read_case(files)?;
             self.sets
                 .push(Uploaded::new(stream, case.dual_or_refuse()?)?);
         }
-        self.warmup = warmup.min(self.sets.len());
         Ok(())
     }
 
@@ -117,24 +119,30 @@ impl LibraryTiming {
         stream: &Arc<CudaStream>,
         library: &LoadedLibrary,
     ) -> Result<(), KernelFailure> {
-        for set in &mut self.sets[..self.warmup] {
+        for set in &mut self.sets {
             let buffers = set.buffers(stream);
             library.call(&buffers, set.shape, stream)?;
         }
         stream.synchronize().map_err(crashed)
     }
 
-    fn run_loop(
+    fn call(
         &mut self,
         stream: &Arc<CudaStream>,
         library: &LoadedLibrary,
+        files: &CaseFiles,
         null: bool,
     ) -> Result<TimedCalls, KernelFailure> {
         let ctx = stream.context();
-        let l2 = ctx
-            .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
-            .map_err(crashed)? as usize;
-        let mut flush: CudaSlice<u8> = stream.alloc_zeros(4 * l2).map_err(crashed)?;
+        if self.flush.is_none() {
+            let l2 = ctx
+                .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+                .map_err(crashed)? as usize;
+            self.flush = Some(stream.alloc_zeros(4 * l2).map_err(crashed)?);
+        }
+        let case = read_case(files)?;
+        let mut set = Uploaded::new(stream, case.dual_or_refuse()?)?;
+        ctx.synchronize().map_err(crashed)?;
         let start = ctx
             .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
             .map_err(crashed)?;
@@ -142,32 +150,27 @@ impl LibraryTiming {
             .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
             .map_err(crashed)?;
         let wall = std::time::Instant::now();
-        let mut samples_us = Vec::new();
-        let mut after_end_us = Vec::new();
-        let mut snapshots = Vec::new();
-        for set in &mut self.sets[self.warmup..] {
-            stream.memset_zeros(&mut flush).map_err(crashed)?;
-            let buffers = set.buffers(stream);
-            start.record(stream).map_err(crashed)?;
-            if !null {
-                library.call(&buffers, set.shape, stream)?;
-            }
-            end.record(stream).map_err(crashed)?;
-            end.synchronize().map_err(crashed)?;
-            samples_us.push(f64::from(start.elapsed_ms(&end).map_err(crashed)?) * 1000.0);
-            snapshots.push(stream.clone_dtod(&set.output).map_err(crashed)?);
-            let after_end = std::time::Instant::now();
-            ctx.synchronize().map_err(crashed)?;
-            after_end_us.push(after_end.elapsed().as_secs_f64() * 1e6);
-        }
-        stream.context().synchronize().map_err(crashed)?;
+        let flush = self.flush.as_mut().expect("made above");
+        stream.memset_zeros(flush).map_err(crashed)?;
+        let buffers = set.buffers(stream);
+        start.record(stream).map_err(crashed)?;
         if !null {
-            self.snapshots = snapshots;
+            library.call(&buffers, set.shape, stream)?;
+        }
+        end.record(stream).map_err(crashed)?;
+        end.synchronize().map_err(crashed)?;
+        let sample = f64::from(start.elapsed_ms(&end).map_err(crashed)?) * 1000.0;
+        let snapshot = stream.clone_dtod(&set.output).map_err(crashed)?;
+        let after_end = std::time::Instant::now();
+        ctx.synchronize().map_err(crashed)?;
+        let after_end_us = after_end.elapsed().as_secs_f64() * 1e6;
+        if !null {
+            self.snapshots.push((snapshot, set.shape));
         }
         Ok(TimedCalls {
-            samples_us,
+            samples_us: vec![sample],
             wall_us: wall.elapsed().as_secs_f64() * 1e6,
-            after_end_us,
+            after_end_us: vec![after_end_us],
         })
     }
 
@@ -178,13 +181,11 @@ impl LibraryTiming {
         paths: &[std::path::PathBuf],
     ) -> Result<(), KernelFailure> {
         for (&i, path) in indices.iter().zip(paths) {
-            let (Some(snapshot), Some(set)) =
-                (self.snapshots.get(i), self.sets.get(self.warmup + i))
-            else {
+            let Some((snapshot, shape)) = self.snapshots.get(i) else {
                 return Err(KernelFailure::Crashed(format!("no timed call {i}")));
             };
             let lmn = stream.clone_dtoh(snapshot).map_err(crashed)?;
-            let bytes: Vec<u8> = lmn_to_mnl(&lmn, set.shape)
+            let bytes: Vec<u8> = lmn_to_mnl(&lmn, *shape)
                 .iter()
                 .flat_map(|bits| bits.to_le_bytes())
                 .collect();

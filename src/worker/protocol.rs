@@ -148,16 +148,17 @@ pub enum Request {
         #[serde(default)]
         conditions: RunConditions,
     },
-    /// Timing, step 1: load every set of inputs onto the GPU (the first `warmup` for warm-up
-    /// calls, then one per timed call: no timed call sees inputs twice). Answered `Done`.
+    /// Timing, step 1: load the warm-up sets onto the GPU (`warmup` of them; the timed calls'
+    /// inputs come one by one with their calls). Answered `Done`.
     Prepare { sets: Vec<CaseFiles>, warmup: usize },
     /// Timing, step 2: the warm-up calls. Answered `Done`.
     Warmup,
-    /// Timing, step 3: one call per timed set, each after an L2 flush, between two CUDA events,
-    /// its output copied aside right after; then a device-wide synchronize. With `null`, the
-    /// same loop without the calls (the loop's own cost, for the parent's wall-clock bound).
-    /// Answered `Timed`.
-    Loop { null: bool },
+    /// Timing, step 3, once per call: load `set` onto the GPU, synchronize, flush L2, call the
+    /// kernel between two CUDA events, copy its output aside, synchronize the device (how long
+    /// that took is the call's after-end time). With `null`, the same without the kernel (the
+    /// request's own cost, for the parent's wall-clock bound; its output is not kept).
+    /// Answered `Timed` with one sample.
+    Call { set: CaseFiles, null: bool },
     /// Timing, step 4: write the copied-aside outputs of the timed calls `indices` to `paths`
     /// (chosen by the parent after the loop). Answered `Done`.
     Outputs {

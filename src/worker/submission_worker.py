@@ -268,34 +268,34 @@ class TrustedCuda:
 
 
 class Timing:
-    """The worker's side of a timing (src/worker/timing.rs drives it): inputs for every call
-    loaded first, each timed call between CUDA events after an L2 flush, its output copied aside
-    right after, then a device-wide synchronize whose duration is reported (work the call left
-    running), and one more at the end of the loop."""
+    """The worker's side of a timing (src/worker/timing.rs drives it): the warm-up sets loaded
+    and run, then one request per call: its inputs loaded (they exist from this request on),
+    the call between CUDA events after an L2 flush, its output copied aside right after, then a
+    device-wide synchronize whose duration is reported (work the call left running)."""
 
     def __init__(self, torch, kernel, device, trusted, submission):
         self.torch, self.kernel, self.device = torch, kernel, device
         self.cuda, self.submission = trusted, submission
-        self.sets, self.warmup, self.snapshots = [], 0, []
+        self.sets, self.snapshots, self.flush = [], [], None
 
     def serve(self, name, body):
         try:
             if name == "Prepare":
-                self.sets = [build_data(self.torch, case, self.device) for case in body["sets"]]
-                self.warmup = min(body["warmup"], len(self.sets))
+                self.sets = [build_data(self.torch, case, self.device)
+                             for case in body["sets"][:body["warmup"]]]
                 self.snapshots = []
                 return {"Done": {"Ok": None}}
             if name == "Warmup":
-                for data, _, _ in self.sets[:self.warmup]:
+                for data, _, _ in self.sets:
                     self.kernel(data)
                 self.cuda.synchronize()
                 return {"Done": {"Ok": None}}
-            if name == "Loop":
-                return {"Timed": self.loop(body["null"])}
+            if name == "Call":
+                return {"Timed": self.call(body["set"], body["null"])}
             if name == "Outputs":
                 for i, path in zip(body["indices"], body["paths"]):
-                    _, _, shapes = self.sets[self.warmup + i]
-                    data, failure = output_bytes(self.torch, self.snapshots[i], shapes, self.device)
+                    snapshot, shapes = self.snapshots[i]
+                    data, failure = output_bytes(self.torch, snapshot, shapes, self.device)
                     if failure is not None:
                         return {"Done": {"Err": failure}}
                     with open(path, "wb") as f:
@@ -303,35 +303,35 @@ class Timing:
                 return {"Done": {"Ok": None}}
         except Exception as exc:
             failure = {"Raised": exception_text(exc, self.submission)}
-            return {"Timed": {"Err": failure}} if name == "Loop" else {"Done": {"Err": failure}}
+            return {"Timed": {"Err": failure}} if name == "Call" else {"Done": {"Err": failure}}
         return {"Done": {"Err": {"Crashed": f"unknown timing request {name}"}}}
 
-    def loop(self, null):
+    def call(self, case, null):
         torch, cuda = self.torch, self.cuda
-        l2 = torch.cuda.get_device_properties(self.device).L2_cache_size
-        flush = torch.empty(max(4 * l2, 1 << 20), dtype=torch.uint8, device=self.device)
-        start, end = cuda.event(), cuda.event()
-        samples, snapshots, after_end = [], [], []
-        wall = cuda.perf_counter()
-        for data, _, _ in self.sets[self.warmup:]:
-            flush.zero_()
-            cuda.record(start)
-            out = data[-1] if null else self.kernel(data)
-            cuda.record(end)
-            samples.append(cuda.elapsed_us(start, end))
-            outs = out if isinstance(out, (list, tuple)) else [out]
-            snapshots.append([t.detach().clone() if isinstance(t, torch.Tensor) else t for t in outs]
-                             if isinstance(out, (list, tuple)) else
-                             (out.detach().clone() if isinstance(out, torch.Tensor) else out))
-            # Anything still running on the device now was left behind by the call.
-            after = cuda.perf_counter()
-            cuda.synchronize()
-            after_end.append((cuda.perf_counter() - after) * 1e6)
+        if self.flush is None:
+            l2 = torch.cuda.get_device_properties(self.device).L2_cache_size
+            self.flush = torch.empty(max(4 * l2, 1 << 20), dtype=torch.uint8, device=self.device)
+        data, _, shapes = build_data(torch, case, self.device)
+        # The loading is done before the call's clock starts.
         cuda.synchronize()
+        start, end = cuda.event(), cuda.event()
+        wall = cuda.perf_counter()
+        self.flush.zero_()
+        cuda.record(start)
+        out = data[-1] if null else self.kernel(data)
+        cuda.record(end)
+        sample = cuda.elapsed_us(start, end)
+        snapshot = ([t.detach().clone() if isinstance(t, torch.Tensor) else t for t in out]
+                    if isinstance(out, (list, tuple)) else
+                    (out.detach().clone() if isinstance(out, torch.Tensor) else out))
+        # Anything still running on the device now was left behind by the call.
+        after = cuda.perf_counter()
+        cuda.synchronize()
+        after_end = (cuda.perf_counter() - after) * 1e6
         if not null:
-            self.snapshots = snapshots
-        return {"Ok": {"samples_us": samples, "wall_us": (cuda.perf_counter() - wall) * 1e6,
-                       "after_end_us": after_end}}
+            self.snapshots.append((snapshot, shapes))
+        return {"Ok": {"samples_us": [sample], "wall_us": (cuda.perf_counter() - wall) * 1e6,
+                       "after_end_us": [after_end]}}
 
 
 def required_parameters(function):

@@ -1,17 +1,25 @@
 //! Timing an external kernel so that the kernel cannot falsify it (the threat model is in
-//! docs/threat-model.md). The kernel runs in its worker; the parent drives four steps
-//! ([`super::protocol::Request`]): load every input set, warm up, run the timed loop (and the same
-//! loop without the calls), fetch the outputs of a sample of the timed calls. What the parent
-//! can trust, it measures or checks itself:
-//! - every timed call gets inputs no call has seen, so an answer computed once cannot be replayed;
+//! docs/threat-model.md). The kernel runs in its worker; the parent drives it
+//! ([`super::protocol::Request`]): load the warm-up sets and warm up, then one request per call,
+//! first without the kernel (the calls' own cost) and then timed, then fetch the outputs of a
+//! sample of the timed calls. What the parent can trust, it measures or checks itself:
+//! - a timed call's inputs exist only from its own request on: the parent writes its files
+//!   just before asking for the call and removes them after, so no kernel can read them ahead
+//!   (in its memory, on the GPU or on disk) and compute answers in advance;
+//! - every timed call gets inputs no call has seen, from seeds drawn per run, so an answer
+//!   computed once cannot be replayed;
 //! - every timed call's output is copied aside right after it, and the parent chooses which to
 //!   judge only after the loop has ended, so a kernel cannot be right only when checked;
-//! - the parent's own clock around the device-synchronized loop bounds what the worker reports:
-//!   work left running after a call returns (a side stream), or CUDA-event times forged inside
-//!   the worker, show up as parent time the reported samples do not account for;
+//! - the parent's own clock around each call (request sent to reply received, the worker's
+//!   loading of the inputs and a device-wide synchronize included) bounds what the worker
+//!   reports, call by call against the same request without the kernel: work done before the
+//!   call began (on inputs that have just arrived), left running after it returned, or
+//!   CUDA-event times forged inside the worker, all show up as parent time the samples do not
+//!   account for; and the mean of those parent-bounded times must agree with the reported
+//!   median, so doing every call's work in one call and none in the others (the median then
+//!   falls to nothing) is a finding too;
 //! - after each call's end event the worker synchronizes the whole device and reports how long
-//!   that took: work still running then (a side stream) is measured call by call, even where it
-//!   is too short to stand out in the loop's total.
+//!   that took: work still running then (a side stream) is measured call by call.
 
 use super::parent::Worker;
 use super::protocol::{CaseFiles, Reply, Request, TimedCalls};
@@ -25,21 +33,26 @@ use std::time::{Duration, Instant};
 pub struct TimedRun {
     /// The worker's CUDA-event samples, one per timed call.
     pub calls: TimedCalls,
-    /// The same loop without the calls.
+    /// The same requests without the kernel.
     pub null_loop: TimedCalls,
-    /// The parent's wall clock around the timed loop and around the null loop (request sent to
-    /// reply received; each loop ends with a device-wide synchronize).
-    pub parent_wall_us: f64,
-    pub null_parent_wall_us: f64,
+    /// The parent's wall clock around each timed call and each call without the kernel
+    /// (request sent to reply received: the inputs' loading, the call and a device-wide
+    /// synchronize).
+    pub parent_call_us: Vec<f64>,
+    pub null_parent_call_us: Vec<f64>,
     /// (timed call index, its output) for the calls the parent chose to check.
     pub outputs: Vec<(usize, Vec<f16>)>,
 }
 
-/// The slack, beyond the null loop's cost, that the parent's clock allows over the reported
-/// samples before the timing is not trusted: a quarter of the samples' sum plus 100 us a call
-/// (host-side jitter of an honest loop stays well inside it: docs/results/exploits/).
+/// The slack the parent's clock allows a call beyond its reported sample and the same request
+/// without the kernel, before the timing is not trusted: a quarter of the median sample plus
+/// 100 us (the host-side jitter of an honest worker stays well inside it:
+/// docs/results/sandbox/). Medians, so that one slow load does not raise a false alarm.
 pub const WALL_SLACK_RATIO: f64 = 0.25;
 pub const WALL_SLACK_PER_CALL_US: f64 = 100.0;
+/// A single call may take this long beyond its sample (a page fault, a collection pause)
+/// before it is weighed against the run's samples.
+pub const MIN_HIDDEN_US: f64 = 5_000.0;
 
 /// How much longer than in the loop without calls the device may stay busy after a call's end
 /// event, before the timing is not trusted: 10% of the call's median sample, at least 25 us
@@ -79,37 +92,78 @@ impl TimedRun {
         })
     }
 
-    /// Why the parent's clock disagrees with the reported samples, if it does.
+    /// Why the parent's clock disagrees with the reported samples, if it does: call by call
+    /// (the median of what each call took beyond its sample, against the same without the
+    /// kernel), and over the run (the mean parent-bounded time of a call against the median
+    /// sample that is reported).
     pub fn wall_clock_finding(&self) -> Option<String> {
-        let calls = self.calls.samples_us.len().max(1) as f64;
-        let reported: f64 = self.calls.samples_us.iter().sum();
-        let overhead =
-            (self.null_parent_wall_us - self.null_loop.samples_us.iter().sum::<f64>()).max(0.0);
-        let allowed =
-            reported * (1.0 + WALL_SLACK_RATIO) + overhead + WALL_SLACK_PER_CALL_US * calls;
-        (self.parent_wall_us > allowed).then(|| {
+        let sample = median(&self.calls.samples_us)?;
+        let excess: Vec<f64> = self
+            .parent_call_us
+            .iter()
+            .zip(&self.calls.samples_us)
+            .map(|(wall, sample)| wall - sample)
+            .collect();
+        let null_excess: Vec<f64> = self
+            .null_parent_call_us
+            .iter()
+            .zip(&self.null_loop.samples_us)
+            .map(|(wall, sample)| wall - sample)
+            .collect();
+        let idle = median(&null_excess).unwrap_or(0.0);
+        let allowed = WALL_SLACK_RATIO * sample + WALL_SLACK_PER_CALL_US;
+        let unaccounted = median(&excess).unwrap_or(0.0) - idle;
+        if unaccounted > allowed {
+            return Some(format!(
+                "timing not trusted: the kernel worked outside its timed call (before it began,                  on inputs that had just arrived, or after it returned), or its timings were                  falsified: the parent measured a median {:.1} us per call beyond its CUDA-event                  sample ({sample:.1} us), {idle:.1} us without the kernel",
+                median(&excess).unwrap_or(0.0)
+            ));
+        }
+        // All the work in a few calls, the others served from a cache: with honest samples
+        // the mean disagrees with the median; with forged ones, one call's parent time holds
+        // more than every sample together.
+        let mean = self.calls.samples_us.iter().sum::<f64>() / excess.len().max(1) as f64;
+        if mean > sample * (1.0 + WALL_SLACK_RATIO) + WALL_SLACK_PER_CALL_US {
+            return Some(format!(
+                "timing not trusted: the median hides work: the calls' mean is {mean:.1} us, \
+                 the median {sample:.1} us (work done in a few calls, the others served from a \
+                 cache)"
+            ));
+        }
+        let total: f64 = self.calls.samples_us.iter().sum();
+        let worst = excess.iter().map(|e| e - idle).fold(0.0, f64::max);
+        (worst > total.max(MIN_HIDDEN_US)).then(|| {
             format!(
-                "timing not trusted: the kernel's work continued after it returned, or its \
-                 timings were falsified: the parent measured {:.1} us per call around the \
-                 synchronized loop, the kernel's CUDA events {:.1} us, the loop itself {:.1} us",
-                self.parent_wall_us / calls,
-                reported / calls,
-                overhead / calls
+                "timing not trusted: the median hides work: one call took {worst:.1} us by the \
+                 parent's clock beyond its sample, more than all {} reported samples together \
+                 ({total:.1} us)",
+                excess.len()
             )
         })
     }
+
+    /// The parent-bounded mean time of a call (its wall time beyond the median request
+    /// without the kernel), reported beside the median.
+    pub fn parent_bounded_mean_us(&self) -> f64 {
+        let null_call = median(&self.null_parent_call_us).unwrap_or(0.0);
+        let total: f64 = self
+            .parent_call_us
+            .iter()
+            .map(|wall| (wall - null_call).max(0.0))
+            .sum();
+        total / self.parent_call_us.len().max(1) as f64
+    }
 }
 
-/// The timed loop's watchdog, from what the warm-up calls took: 20 times as long a call (at
-/// least 1 ms) for every timed call, plus 10 s. A kernel that is slow only while timed (a
-/// sleep once it sees the timing loop) is stopped after seconds, not after the case watchdog
-/// of every call; without warm-up calls the caller's `timeout` alone bounds the loop.
-fn loop_watchdog(warmup_took: Duration, warmup: usize, timed: usize) -> Duration {
+/// One call's watchdog, from what the warm-up calls took: 20 times as long a call (at least
+/// 1 ms), plus 10 s. A kernel that is slow only while timed (a sleep once it sees the timing
+/// loop) is stopped after seconds; without warm-up calls the caller's `timeout` alone bounds it.
+fn call_watchdog(warmup_took: Duration, warmup: usize) -> Duration {
     if warmup == 0 {
         return Duration::MAX;
     }
     let per_call = (warmup_took / warmup as u32).max(Duration::from_millis(1));
-    Duration::from_secs(10) + per_call * 20 * timed as u32
+    Duration::from_secs(10) + per_call * 20
 }
 
 fn expect_done(reply: Reply) -> Result<(), KernelFailure> {
@@ -130,41 +184,78 @@ fn expect_timed(reply: Reply) -> Result<TimedCalls, KernelFailure> {
     }
 }
 
+/// Sums one call's replies into the run's.
+fn append(into: &mut TimedCalls, call: TimedCalls) {
+    into.samples_us.extend(call.samples_us);
+    into.after_end_us.extend(call.after_end_us);
+    into.wall_us += call.wall_us;
+}
+
 impl Worker {
-    /// Times the kernel on `sets` (the first `warmup` for warm-up calls, one per timed call
-    /// after), then fetches the outputs of the timed calls `pick(number of timed calls)` chooses
-    /// after the loop. `timeout` bounds each step; outputs are written under `scratch`.
+    /// Times the kernel: warm-up calls on `warmup_sets`, then `timed` calls, call i on the
+    /// inputs `write_set(i)` writes just before it (and removed after it), each first measured
+    /// without the kernel (on the warm-up sets, whose inputs are no secret); then fetches the
+    /// outputs of the timed calls `pick(timed)` chooses after the loop. `timeout` bounds each
+    /// step; outputs are written under `scratch`.
     pub fn time(
         &mut self,
-        sets: &[CaseFiles],
-        warmup: usize,
+        warmup_sets: &[CaseFiles],
+        timed: usize,
+        mut write_set: impl FnMut(usize) -> std::io::Result<CaseFiles>,
         pick: impl FnOnce(usize) -> Vec<usize>,
         scratch: &Path,
         timeout: Duration,
     ) -> Result<TimedRun, KernelFailure> {
-        let timed = sets.len().saturating_sub(warmup);
+        if warmup_sets.is_empty() {
+            return Err(KernelFailure::Crashed(
+                "timing needs at least one warm-up set".into(),
+            ));
+        }
         self.send(&Request::Prepare {
-            sets: sets.to_vec(),
-            warmup,
+            sets: warmup_sets.to_vec(),
+            warmup: warmup_sets.len(),
         })?;
         expect_done(self.receive(timeout)?)?;
         let warming = Instant::now();
         self.send(&Request::Warmup)?;
         expect_done(self.receive(timeout)?)?;
-        let loop_timeout = loop_watchdog(warming.elapsed(), warmup, timed).min(timeout);
-        let mut timed_loop = |null: bool| -> Result<(TimedCalls, f64), KernelFailure> {
+        let per_call = call_watchdog(warming.elapsed(), warmup_sets.len()).min(timeout);
+        let mut call = |set: CaseFiles, null: bool| -> Result<(TimedCalls, f64), KernelFailure> {
             let started = Instant::now();
-            self.send(&Request::Loop { null })?;
-            let calls = expect_timed(self.receive(loop_timeout)?)?;
-            Ok((calls, started.elapsed().as_secs_f64() * 1e6))
+            self.send(&Request::Call { set, null })?;
+            let reply = expect_timed(self.receive(per_call)?)?;
+            let took = started.elapsed().as_secs_f64() * 1e6;
+            if reply.samples_us.len() != 1 || reply.after_end_us.len() != 1 {
+                return Err(KernelFailure::Crashed(format!(
+                    "the worker answered a call with {} samples and {} after-end times",
+                    reply.samples_us.len(),
+                    reply.after_end_us.len()
+                )));
+            }
+            Ok((reply, took))
         };
-        let (null_loop, null_parent_wall_us) = timed_loop(true)?;
-        let (calls, parent_wall_us) = timed_loop(false)?;
-        if calls.samples_us.len() != timed {
-            return Err(KernelFailure::Crashed(format!(
-                "the worker reported {} timed calls, not {timed}",
-                calls.samples_us.len()
-            )));
+        let empty = || TimedCalls {
+            samples_us: Vec::new(),
+            wall_us: 0.0,
+            after_end_us: Vec::new(),
+        };
+        let (mut null_loop, mut null_parent_call_us) = (empty(), Vec::new());
+        for i in 0..timed {
+            let (reply, took) = call(warmup_sets[i % warmup_sets.len()].clone(), true)?;
+            append(&mut null_loop, reply);
+            null_parent_call_us.push(took);
+        }
+        let (mut calls, mut parent_call_us) = (empty(), Vec::new());
+        for i in 0..timed {
+            let set = write_set(i).map_err(|err| {
+                KernelFailure::Crashed(format!("writing timed call {i}'s inputs: {err}"))
+            })?;
+            let dir = set.dir.clone();
+            let result = call(set, false);
+            let _ = std::fs::remove_dir_all(&dir);
+            let (reply, took) = result?;
+            append(&mut calls, reply);
+            parent_call_us.push(took);
         }
         let indices: Vec<usize> = pick(timed).into_iter().filter(|&i| i < timed).collect();
         let paths: Vec<_> = indices
@@ -202,8 +293,8 @@ impl Worker {
         Ok(TimedRun {
             calls,
             null_loop,
-            parent_wall_us,
-            null_parent_wall_us,
+            parent_call_us,
+            null_parent_call_us,
             outputs,
         })
     }
@@ -222,18 +313,55 @@ mod tests {
         TimedRun {
             calls: calls(samples, after),
             null_loop: calls(2.0, idle_after),
-            parent_wall_us: 9.0 * (samples + after),
-            null_parent_wall_us: 9.0 * (2.0 + idle_after),
+            parent_call_us: vec![samples + after + 900.0; 9],
+            null_parent_call_us: vec![2.0 + idle_after + 900.0; 9],
             outputs: vec![],
         }
     }
 
     #[test]
-    fn the_loop_watchdog_follows_the_warm_up() {
+    fn the_call_watchdog_follows_the_warm_up() {
         let ms = Duration::from_millis;
-        assert_eq!(loop_watchdog(ms(30), 3, 30), ms(10_000 + 20 * 10 * 30));
-        assert_eq!(loop_watchdog(ms(0), 3, 30), ms(10_000 + 20 * 30));
-        assert_eq!(loop_watchdog(ms(30), 0, 30), Duration::MAX);
+        assert_eq!(call_watchdog(ms(30), 3), ms(10_000 + 20 * 10));
+        assert_eq!(call_watchdog(ms(0), 3), ms(10_000 + 20));
+        assert_eq!(call_watchdog(ms(30), 0), Duration::MAX);
+    }
+
+    #[test]
+    fn the_parents_clock_call_by_call() {
+        // Honest: each call's wall time is its sample plus the same cost as without the kernel.
+        assert_eq!(run(800.0, 9.0, 6.0).wall_clock_finding(), None);
+        // Work before the call (on inputs that just arrived) or a forged sample: 500 us a call
+        // the samples do not show.
+        let mut early = run(800.0, 9.0, 9.0);
+        early.parent_call_us.iter_mut().for_each(|w| *w += 500.0);
+        let finding = early.wall_clock_finding().expect("a finding");
+        assert!(finding.contains("outside its timed call"), "{finding}");
+        // A slow load on one call in nine moves no median, and is less than the run's samples.
+        let mut jitter = run(800.0, 9.0, 9.0);
+        jitter.parent_call_us[3] += 5_000.0;
+        assert_eq!(jitter.wall_clock_finding(), None);
+    }
+
+    #[test]
+    fn all_the_work_in_one_call_is_not_hidden_by_the_median() {
+        // Batch-and-skip: one call does nine calls' work, the others return a cache; its
+        // sample says so.
+        let mut batch = run(10.0, 9.0, 9.0);
+        batch.calls.samples_us[0] = 9.0 * 800.0;
+        batch.parent_call_us = vec![10.0 + 9.0 + 900.0; 9];
+        batch.parent_call_us[0] = 9.0 * 800.0 + 9.0 + 900.0;
+        let finding = batch.wall_clock_finding().expect("a finding");
+        assert!(finding.contains("the median hides work"), "{finding}");
+        assert!((batch.parent_bounded_mean_us() - 807.0).abs() < 10.0);
+        // The same with the big call's sample forged: the parent's clock holds it.
+        let mut forged = batch.clone();
+        forged.calls.samples_us[0] = 10.0;
+        let finding = forged.wall_clock_finding().expect("a finding");
+        assert!(
+            finding.contains("more than all 9 reported samples"),
+            "{finding}"
+        );
     }
 
     #[test]
