@@ -23,7 +23,14 @@ fn main() {
     println!("cargo:rustc-env=NVFP4_ORACLE_BUILD={build}");
     // Run again after a new commit (HEAD or a branch ref moves) or an edit to what the binary
     // is built from (so "+modified" stays true).
-    for path in [".git/HEAD", ".git/refs/heads", "src", "kernels", "Cargo.toml", "build.rs"] {
+    for path in [
+        ".git/HEAD",
+        ".git/refs/heads",
+        "src",
+        "kernels",
+        "Cargo.toml",
+        "build.rs",
+    ] {
         if std::path::Path::new(path).exists() {
             println!("cargo:rerun-if-changed={path}");
         }

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The worker sandbox and the per-call timing on a GPU machine where everything runs as root, one
+# device call per stage (each under 10 minutes):
+#   bash docs/results/sandbox/run.sh sandbox    # the probe; the hostile fake worker test; the
+#                                               # examples certified (compute-sanitizer and the
+#                                               # determinism check run inside the sandbox) and
+#                                               # timed; an edited certificate refused by bench
+#   bash docs/results/sandbox/run.sh exploits   # the new exploits and the timing ones
+#                                               # (EXPLOITS=a,b,... to choose)
+# From the repository root on the GPU machine, with the release binary at .carry/nvfp4-oracle and
+# test binaries (`cargo test --release --test door --test exploits --no-run` prints their paths)
+# at .carry/door_test and .carry/exploits_test. Everything goes to $OUT (or /tmp/sandbox-out):
+# <stage>.log (every command, its output, time and exit code), and for the sandbox stage
+# certificates.md and bench.md.
+set -u
+stage=${1:-sandbox}
+export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
+export PATH=/usr/local/cuda/bin:$PATH
+B=$PWD/.carry/nvfp4-oracle
+O=${OUT:-/tmp/sandbox-out}
+R=/tmp/sandbox/$stage
+LOG=$O/$stage.log
+mkdir -p "$R" "$O"
+S=examples/submissions
+GOOD="$S/torch/kernel.toml $S/triton/kernel.toml $S/cuda_inline/kernel.toml $S/library/kernel.toml"
+run() {  # run NAME command...: appended to the stage's log with its time and exit code
+  local name=$1; shift
+  { echo; echo "=== $name"; echo "\$ $*"; } >> "$LOG"
+  local started=$SECONDS
+  "$@" >> "$LOG" 2>&1
+  local code=$?
+  echo "exit $code ($((SECONDS - started)) s)" >> "$LOG"
+  echo "$name: exit $code ($((SECONDS - started)) s)"
+}
+case $stage in
+sandbox)
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
+  { id; uname -r; } >> "$LOG"
+  run probe $B sandbox --probe -- true
+  run hostile-fake-worker env NVFP4_ORACLE_BIN=$B .carry/door_test a_sandboxed --nocapture
+  run build-library bash $S/library/build.sh
+  for m in $GOOD; do run "certify-$(basename "$(dirname "$m")")" $B certify --manifest "$m" --cases 200 --seed 2026 --report-dir "$R/certs"; done
+  run certify-hopper-baseline $B certify --kernel hopper-baseline --cases 200 --seed 2026 --report-dir "$R/certs"
+  args=""; for m in $GOOD; do args="$args --manifest $m"; done
+  run bench $B bench --kernel hopper-baseline $args --reps 50 --report-dir "$R/certs"
+  cp "$R/certs/bench.md" "$O/bench.md"
+  cat "$R"/certs/*.md > "$O/certificates.md"
+  # A certificate edited after certify (its seed) is not trusted by bench.
+  sed -i 's/"seed": 2026/"seed": 2027/' "$R/certs/example-torch.json"
+  run bench-edited-certificate $B bench --manifest $S/torch/kernel.toml --reps 5 --no-torch --report-dir "$R/certs"
+  ;;
+exploits)
+  list=${EXPLOITS:-parent_memory,certificate_forgery,read_ahead,batch_and_skip,ptrace_parent}
+  run exploits env EXPLOIT="$list" NVFP4_ORACLE_BIN=$B .carry/exploits_test --include-ignored --nocapture
+  ;;
+esac
