@@ -294,14 +294,14 @@ fn render(report: &BenchReport) -> String {
         }
     }
     if !report.clocks.is_empty() {
-        md.push_str("\nClocks around the external kernels' timed calls: the CUDA-event median (reported above); the parent-bounded mean (the parent's clock around each call beyond the median request without the kernel: it must agree with the median); the parent's clock around a request (loading the call's inputs, the call, a device-wide synchronize), median, with and without the kernel; the median time the device stayed busy after a call's end event, with and without the kernel:\n\n| kernel | shape | events median us | parent-bounded mean us | request us | request without kernel us | busy after end us | busy after end, no kernel us |\n|---|---|---|---|---|---|---|---|\n");
+        md.push_str("\nClocks around the external kernels' timed calls: the CUDA-event median (reported above) and mean (they must agree); the parent's clock around a request (loading the call's inputs, the call, a device-wide synchronize), median, with and without the kernel; the median time the device stayed busy after a call's end event, with and without the kernel:\n\n| kernel | shape | events median us | events mean us | request us | request without kernel us | busy after end us | busy after end, no kernel us |\n|---|---|---|---|---|---|---|---|\n");
         for c in &report.clocks {
             md.push_str(&format!(
                 "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |\n",
                 c.kernel,
                 c.shape,
                 c.events_us_median,
-                c.parent_bounded_mean_us,
+                c.events_us_mean,
                 c.parent_call_us_median,
                 c.null_call_us_median,
                 c.after_end_us_median,

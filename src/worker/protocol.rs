@@ -153,7 +153,8 @@ pub enum Request {
     Prepare { sets: Vec<CaseFiles>, warmup: usize },
     /// Timing, step 2: the warm-up calls. Answered `Done`.
     Warmup,
-    /// Timing, step 3, once per call: load `set` onto the GPU, synchronize, flush L2, call the
+    /// Timing, step 3, once per call: load `set` onto the GPU, call the kernel once untimed on
+    /// a warm-up set (the same with and without `null`), synchronize, flush L2, call the
     /// kernel between two CUDA events, copy its output aside, synchronize the device (how long
     /// that took is the call's after-end time). With `null`, the same without the kernel (the
     /// request's own cost, for the parent's wall-clock bound; its output is not kept).
