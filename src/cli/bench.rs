@@ -57,6 +57,9 @@ pub(super) struct BenchReport {
     /// Why a timing is not trusted (a wrong timed output, the parent's clock disagreeing with
     /// the reported times, a crash or hang while timed): each makes `bench` exit 1.
     pub findings: Vec<String>,
+    /// The parent's per-call clock bound where it disagrees: reported, not a finding (see
+    /// bench_external.rs).
+    pub clock_notes: Vec<String>,
 }
 
 /// A certificate this oracle signed, of this source hash, this model version and this build,
@@ -147,6 +150,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         spot_checks: Vec::new(),
         clocks: Vec::new(),
         findings: Vec::new(),
+        clock_notes: Vec::new(),
     };
     let mut unavailable = Vec::new();
     for variant in &variants {
@@ -307,6 +311,12 @@ fn render(report: &BenchReport) -> String {
                 c.after_end_us_median,
                 c.null_after_end_us_median
             ));
+        }
+    }
+    if !report.clock_notes.is_empty() {
+        md.push_str("\nNotes of the parent's per-call clock (reported, not findings):\n\n");
+        for note in &report.clock_notes {
+            md.push_str(&format!("- {note}\n"));
         }
     }
     if !report.findings.is_empty() {

@@ -238,13 +238,21 @@ pub fn bench_external(
             after_end_us_median: median(&run.calls.after_end_us).unwrap_or(0.0),
             null_after_end_us_median: median(&run.null_loop.after_end_us).unwrap_or(0.0),
         });
-        for finding in [run.after_end_finding(), run.wall_clock_finding()]
+        for finding in [run.after_end_finding(), run.batch_finding()]
             .into_iter()
             .flatten()
         {
             report
                 .findings
                 .push(format!("{name} on {shape}: {finding}"));
+        }
+        // The per-call bound of the parent's clock is reported, not yet a finding: on the H100
+        // the loading of a call's inputs varies by milliseconds between requests, more than
+        // its slack, and it raised false alarms on honest kernels (docs/results/sandbox/).
+        if let Some(note) = run.wall_clock_finding() {
+            report
+                .clock_notes
+                .push(format!("{name} on {shape}: {note}"));
         }
         for (call, output) in &run.outputs {
             let seed = first + (WARM_UP + call) as u64;
