@@ -129,6 +129,20 @@ pub fn wrap(
         return (command.clone(), isolation);
     }
     let mut paths = paths.clone();
+    // The program and every file named on its command line must stay readable, wherever they
+    // lie (a checkout under /tmp, which the sandbox replaces): their folders are bound in
+    // read-only.
+    for path in std::iter::once(command.program.as_path())
+        .chain(command.args.iter().map(Path::new))
+        .filter(|p| p.is_absolute() && p.exists())
+    {
+        let dir = if path.is_dir() { Some(path) } else { path.parent() };
+        if let Some(dir) = dir {
+            if !paths.readable.iter().any(|d| d == dir) {
+                paths.readable.push(dir.to_path_buf());
+            }
+        }
+    }
     paths
         .writable
         .extend([scratch.to_path_buf(), cache.to_path_buf()]);
