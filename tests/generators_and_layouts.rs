@@ -37,8 +37,11 @@ fn generated_bytes_are_pinned() {
             "d3956b173a565cd5ebcc5e56cd7127babf45679b3c2c10d3ed74922b8b97ca4f",
         ),
         (
+            // Re-pinned when the scale sign bits the campaign always set moved into the
+            // generator (so `generate` gives the campaign's bytes); no expected, lo or hi bit
+            // changed (tests/golden.rs), so the model version stands.
             Distribution::AdversarialNan,
-            "dc2e58c5402bf17f71ecb130370dc7f16268a5753972cf804e80a4f22e9113d5",
+            "811f36374d56f0af7b70590b571e2b07b4d2fa3872b1d6137c37eccaea467079",
         ),
     ];
     for (dist, expected) in pinned {
