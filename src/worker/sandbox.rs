@@ -136,7 +136,11 @@ pub fn wrap(
         .chain(command.args.iter().map(Path::new))
         .filter(|p| p.is_absolute() && p.exists())
     {
-        let dir = if path.is_dir() { Some(path) } else { path.parent() };
+        let dir = if path.is_dir() {
+            Some(path)
+        } else {
+            path.parent()
+        };
         if let Some(dir) = dir {
             if !paths.readable.iter().any(|d| d == dir) {
                 paths.readable.push(dir.to_path_buf());
