@@ -543,10 +543,30 @@ fn a_worker_runs_under_a_tool_whose_reports_become_findings() {
     let kernel = fake_kernel("tool", &["zeros"], Duration::from_secs(5));
     let scratch = std::env::temp_dir().join(format!("nvfp4-tool-{}", std::process::id()));
     let report = sanitize(&kernel, 2, &fixture("fake_sanitizer.sh"), &scratch, 1);
+    // The worker under the tool gets the environment of a plain run: nothing the harness sets
+    // tells a kernel that it is being checked.
+    let logged = std::fs::read_dir(&scratch)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().ends_with(".env"))
+        .expect("the fake sanitizer writes the environment it was given");
+    let given = std::fs::read_to_string(&logged).unwrap();
+    for (key, value) in given.lines().filter_map(|l| l.split_once('=')) {
+        if ["NVFP4_ORACLE", "PYTORCH", "CUDA"]
+            .iter()
+            .any(|prefix| key.starts_with(prefix))
+        {
+            assert_eq!(
+                std::env::var(key).ok().as_deref(),
+                Some(value),
+                "the harness set {key} for the run under the tool only"
+            );
+        }
+    }
     let _ = std::fs::remove_dir_all(&scratch);
     assert_eq!(report.tools.len(), 4);
     for run in &report.tools {
-        // Every tool started the worker (with exact allocations asked for) and ran both cases.
+        // Every tool started the worker and ran both cases.
         assert_eq!((run.cases_run, &run.note), (2, &None), "{run:?}");
     }
     let findings: Vec<_> = report.findings().collect();

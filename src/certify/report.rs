@@ -20,7 +20,7 @@ fn failure_class(failure: &KernelFailure) -> Option<BugClass> {
         KernelFailure::OutOfBounds(_) | KernelFailure::ModifiedInputs(_) => {
             Some(BugClass::OutOfBounds)
         }
-        KernelFailure::Hung(_) => Some(BugClass::Race),
+        KernelFailure::Hung(_) | KernelFailure::Unordered(_) => Some(BugClass::Race),
         KernelFailure::Crashed(_) | KernelFailure::Refused(_) => Some(BugClass::OutOfBounds),
         KernelFailure::Raised(_) | KernelFailure::BadOutput(_) => None,
     }
@@ -496,6 +496,9 @@ impl Certificate {
         }
         if let Some(isolation) = &self.environment.isolation {
             md.push_str(&format!("\nWorker isolation: {isolation}\n"));
+        }
+        if let Some(guard_pages) = &self.environment.guard_pages {
+            md.push_str(&format!("Tensor placement: {guard_pages}\n"));
         }
         if let Some(hash) = &self.source_hash {
             md.push_str(&format!("\nSource SHA-256: `{hash}`\n"));

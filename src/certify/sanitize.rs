@@ -6,7 +6,6 @@
 //! torch caching allocator), so that a read one byte past a tensor is outside any allocation.
 
 use super::checks::check_cases;
-use crate::gpu::launch::EXACT_ALLOCATIONS_ENV;
 use crate::kernels::{KernelUnderTest, ToolWrapper};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -305,16 +304,8 @@ pub fn sanitize(
         .collect();
         args.extend(["--log-file".to_string(), log.display().to_string()]);
         let wrapper = ToolWrapper {
-            label: tool.name().to_string(),
             program: sanitizer.to_path_buf(),
             args,
-            env: vec![
-                (EXACT_ALLOCATIONS_ENV.to_string(), "1".to_string()),
-                (
-                    "PYTORCH_NO_CUDA_MEMORY_CACHING".to_string(),
-                    "1".to_string(),
-                ),
-            ],
             slowdown: 20,
         };
         let mut run = ToolRun {

@@ -298,10 +298,10 @@ fn render(report: &BenchReport) -> String {
         }
     }
     if !report.clocks.is_empty() {
-        md.push_str("\nClocks around the external kernels' timed calls: the CUDA-event median (reported above) and mean (they must agree); the parent's clock around a request (loading the call's inputs, the call, a device-wide synchronize), median, with and without the kernel; the median time the device stayed busy after a call's end event, with and without the kernel:\n\n| kernel | shape | events median us | events mean us | request us | request without kernel us | busy after end us | busy after end, no kernel us |\n|---|---|---|---|---|---|---|---|\n");
+        md.push_str("\nClocks around the external kernels' timed calls: the CUDA-event median (reported above) and mean (they must agree); the parent's clock around a request (loading the call's inputs, the call, a device-wide synchronize), median, with and without the kernel; the median time the device stayed busy after a call's end event, with and without the kernel; the floor no kernel can beat on this GPU (its memory and compute rooflines), below which a median is a finding:\n\n| kernel | shape | events median us | events mean us | request us | request without kernel us | busy after end us | busy after end, no kernel us | floor us |\n|---|---|---|---|---|---|---|---|---|\n");
         for c in &report.clocks {
             md.push_str(&format!(
-                "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} |\n",
+                "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} |\n",
                 c.kernel,
                 c.shape,
                 c.events_us_median,
@@ -309,7 +309,9 @@ fn render(report: &BenchReport) -> String {
                 c.parent_call_us_median,
                 c.null_call_us_median,
                 c.after_end_us_median,
-                c.null_after_end_us_median
+                c.null_after_end_us_median,
+                c.floor_us
+                    .map_or("unknown".to_string(), |f| format!("{f:.1}"))
             ));
         }
     }

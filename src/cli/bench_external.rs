@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::golden::set::{DUAL_GEMM_BENCHMARKS, GROUP_GEMM_BENCHMARKS};
 use crate::gpu::bench::Timing;
 use crate::gpu::device::device_info;
+use crate::gpu::roofline::{self, below_floor_finding};
 use crate::kernels::{KernelCase, KernelUnderTest};
 use crate::model::bounds::KOrder;
 use crate::model::problem_reference;
@@ -64,6 +65,8 @@ pub struct Clocks {
     /// Median time the device stayed busy after a call's end event (and without calls).
     pub after_end_us_median: f64,
     pub null_after_end_us_median: f64,
+    /// The least time any kernel can take for the shape on this GPU (src/gpu/roofline.rs).
+    pub floor_us: Option<f64>,
 }
 
 /// A benchmark shape of any problem.
@@ -202,6 +205,7 @@ pub fn bench_external(
             .collect::<std::io::Result<Vec<_>>>()
             .map_err(|err| Error::file(&scratch, err))?;
         let first_case = KernelCase::new(bench_shape.inputs(problem, first), 0);
+        let floor = roofline::floor(&first_case.inputs, info);
         let per_call = Duration::from_secs(
             10 + (2 * first_case.inputs.output_len() * shape.k / 100_000_000_000) as u64,
         );
@@ -237,10 +241,19 @@ pub fn bench_external(
             null_call_us_median: median(&run.null_parent_call_us).unwrap_or(0.0),
             after_end_us_median: median(&run.calls.after_end_us).unwrap_or(0.0),
             null_after_end_us_median: median(&run.null_loop.after_end_us).unwrap_or(0.0),
+            floor_us: floor.as_ref().map(|f| f.us),
         });
-        for finding in [run.after_end_finding(), run.batch_finding()]
-            .into_iter()
-            .flatten()
+        let below_floor = floor.as_ref().and_then(|floor| {
+            below_floor_finding(median(&run.calls.samples_us).unwrap_or(0.0), floor)
+        });
+        for finding in [
+            run.after_end_finding(),
+            run.batch_finding(),
+            run.threads_finding(),
+            below_floor,
+        ]
+        .into_iter()
+        .flatten()
         {
             report
                 .findings

@@ -19,6 +19,9 @@ pub struct DeviceInfo {
     /// The SM clock the driver reports (maximum boost), MHz.
     pub sm_clock_mhz: Option<i32>,
     pub l2_bytes: usize,
+    /// Peak DRAM bandwidth, bytes per second: twice the memory clock (double data rate) times
+    /// the bus width, as the driver reports them.
+    pub memory_bandwidth: Option<f64>,
 }
 
 /// The NVIDIA kernel module's release, where Linux shows it.
@@ -84,6 +87,15 @@ pub fn open_device() -> Result<(Arc<CudaContext>, DeviceInfo), String> {
         l2_bytes: ctx
             .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
             .map_err(|err| err.to_string())? as usize,
+        memory_bandwidth: match (
+            ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE),
+            ctx.attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH),
+        ) {
+            (Ok(khz), Ok(bits)) if khz > 0 && bits > 0 => {
+                Some(2.0 * khz as f64 * 1e3 * bits as f64 / 8.0)
+            }
+            _ => None,
+        },
     };
     Ok((ctx, info))
 }

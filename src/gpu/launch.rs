@@ -1,67 +1,19 @@
 //! The hardened launch, run inside the worker process: a kernel under test may be buggy or
-//! dishonest, so every launch gets fresh allocations, the output starts as poison, canary bytes
-//! surround every buffer, and inputs are compared before and after.
+//! dishonest, so every launch gets fresh allocations that end at unmapped memory (fenced.rs),
+//! the output starts as poison, canary bytes surround every buffer, and inputs are compared
+//! before and after.
 
+use super::fenced::{FencedBuffer, CANARY_BYTE};
 use super::variants::GpuVariant;
 use crate::compare::diagnosis::POISON;
 use crate::kernels::{DualGemmCase, KernelFailure};
 use crate::problem::Shape;
 use cudarc::driver::sys::{self, CUdeviceptr};
-use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DeviceRepr, LaunchConfig,
-    PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use std::sync::Arc;
-
-/// Guard bytes before and after every buffer.
-const CANARY_BYTES: usize = 4096;
-const CANARY_BYTE: u8 = 0xA5;
-
-/// Set in a worker's environment when it runs under compute-sanitizer: every buffer is then an
-/// allocation of exactly its size, with no canaries, so that memcheck sees a read one byte past
-/// a tensor (inside a canary it would be a read of valid memory).
-pub const EXACT_ALLOCATIONS_ENV: &str = "NVFP4_ORACLE_EXACT_ALLOCATIONS";
-
-fn canary_len() -> usize {
-    if std::env::var_os(EXACT_ALLOCATIONS_ENV).is_some() {
-        0
-    } else {
-        CANARY_BYTES
-    }
-}
 
 fn crashed(err: impl std::fmt::Display) -> KernelFailure {
     KernelFailure::Crashed(err.to_string())
-}
-
-/// Host bytes with canaries around `body`, and the device copy.
-struct Guarded {
-    host: Vec<u8>,
-    device: CudaSlice<u8>,
-    canary: usize,
-}
-
-impl Guarded {
-    fn upload(stream: &Arc<CudaStream>, body: &[u8]) -> Result<Self, KernelFailure> {
-        let canary = canary_len();
-        let mut host = vec![CANARY_BYTE; body.len() + 2 * canary];
-        host[canary..canary + body.len()].copy_from_slice(body);
-        let device = stream.clone_htod(&host).map_err(crashed)?;
-        Ok(Guarded {
-            host,
-            device,
-            canary,
-        })
-    }
-
-    fn body_len(&self) -> usize {
-        self.host.len() - 2 * self.canary
-    }
-
-    /// The device bytes after the launch.
-    fn download(&self, stream: &Arc<CudaStream>) -> Result<Vec<u8>, KernelFailure> {
-        stream.clone_dtoh(&self.device).map_err(crashed)
-    }
 }
 
 /// Runs `launch` on `case`'s inputs in fresh guarded buffers and returns the output's fp16 bits
@@ -87,64 +39,60 @@ pub fn hardened_launch(
         ("sfb1", inputs.b1.scales()),
         ("sfb2", inputs.b2.scales()),
     ];
-    let guarded: Vec<Guarded> = named_inputs
+    let guarded: Vec<FencedBuffer> = named_inputs
         .iter()
-        .map(|(_, bytes)| Guarded::upload(stream, bytes))
-        .collect::<Result<_, _>>()?;
+        .map(|(_, bytes)| FencedBuffer::upload(stream, bytes))
+        .collect::<Result<_, _>>()
+        .map_err(crashed)?;
     let elements = shape.m * shape.n * shape.l;
     let poison: Vec<u8> = std::iter::repeat_n(POISON.to_bits().to_le_bytes(), elements)
         .flatten()
         .collect();
-    let mut output = Guarded::upload(stream, &poison)?;
-
-    let output_len = output.body_len();
-    let canary = output.canary;
-    {
-        // The pointers (and the stream-ordering guards) live only for the launch.
-        let views: Vec<_> = guarded
-            .iter()
-            .map(|g| g.device.slice(g.canary..g.canary + g.body_len()))
-            .collect();
-        let mut output_view = output.device.slice_mut(canary..canary + output_len);
-        let input_ptrs: Vec<_> = views.iter().map(|v| v.device_ptr(stream)).collect();
-        let (output_ptr, _output_guard) = output_view.device_ptr_mut(stream);
-        let buffers = LaunchBuffers {
-            inputs: std::array::from_fn(|i| input_ptrs[i].0),
-            plain_scales: std::array::from_fn(|i| input_ptrs[6 + i].0),
-            output: output_ptr,
-        };
-        launch(&buffers)?;
-    }
+    let output = FencedBuffer::upload(stream, &poison).map_err(crashed)?;
+    let buffers = LaunchBuffers {
+        inputs: std::array::from_fn(|i| guarded[i].body_ptr()),
+        plain_scales: std::array::from_fn(|i| guarded[6 + i].body_ptr()),
+        output: output.body_ptr(),
+    };
+    // The buffers outlive the launch: they are dropped after this synchronize (or, when the
+    // launch fails, with a context that is no longer used).
+    launch(&buffers)?;
     stream.synchronize().map_err(crashed)?;
 
-    let after = output.download(stream)?;
-    let canaries_intact = |bytes: &[u8]| {
-        bytes[..canary]
-            .iter()
-            .chain(&bytes[bytes.len() - canary..])
-            .all(|&b| b == CANARY_BYTE)
-    };
-    if !canaries_intact(&after) {
-        let first = after
-            .iter()
-            .enumerate()
-            .find(|&(i, &b)| (i < canary || i >= after.len() - canary) && b != CANARY_BYTE)
-            .map(|(i, _)| i);
-        let position = first.map_or(String::new(), |i| {
-            if i < canary {
-                format!(" ({} bytes before c)", canary - i)
-            } else {
-                format!(" (byte {} past the end of c)", i - (after.len() - canary))
-            }
-        });
-        return Err(KernelFailure::OutOfBounds(format!(
-            "the canary around c was overwritten{position}"
+    // The output as the caller reads it: after its stream, and only its stream, is done.
+    let after = output.download_window(stream).map_err(crashed)?;
+    stream.context().synchronize().map_err(crashed)?;
+    let settled = output.download_window(stream).map_err(crashed)?;
+    if settled != after {
+        let changed = settled.iter().zip(&after).filter(|(a, b)| a != b).count();
+        return Err(KernelFailure::Unordered(format!(
+            "{changed} bytes of c changed after the caller's stream had finished: the kernel's \
+             work continued on another stream"
         )));
     }
-    for ((name, _), buffer) in named_inputs.iter().zip(&guarded) {
-        let now = buffer.download(stream)?;
-        if now != buffer.host {
-            let kind = if canaries_intact(&now) {
+    let lead = output.lead();
+    let body_end = lead + output.body_len();
+    if let Some(i) = after
+        .iter()
+        .enumerate()
+        .position(|(i, &b)| (i < lead || i >= body_end) && b != CANARY_BYTE)
+    {
+        let position = if i < lead {
+            format!("{} bytes before c", lead - i)
+        } else {
+            format!("byte {} past the end of c", i - body_end)
+        };
+        return Err(KernelFailure::OutOfBounds(format!(
+            "the canary around c was overwritten ({position})"
+        )));
+    }
+    for ((name, body), buffer) in named_inputs.iter().zip(&guarded) {
+        let now = buffer.download_window(stream).map_err(crashed)?;
+        let expected = buffer.expected_window(body);
+        if now != expected {
+            let lead = buffer.lead();
+            let body_changed = now[lead..lead + body.len()] != expected[lead..lead + body.len()];
+            let kind = if body_changed {
                 "its contents changed"
             } else {
                 "its canary was overwritten"
@@ -154,8 +102,7 @@ pub fn hardened_launch(
             )));
         }
     }
-    output.host = after;
-    Ok(output.host[canary..canary + output_len]
+    Ok(after[lead..body_end]
         .chunks_exact(2)
         .map(|b| u16::from_le_bytes([b[0], b[1]]))
         .collect())

@@ -9,6 +9,8 @@ pub mod bench;
 pub mod compile;
 pub mod conditions;
 pub mod device;
+pub mod fenced;
 pub mod launch;
 pub mod library;
+pub mod roofline;
 pub mod variants;

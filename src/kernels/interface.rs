@@ -149,6 +149,11 @@ pub enum KernelFailure {
     OutOfBounds(String),
     #[error("the kernel modified its inputs: {0}")]
     ModifiedInputs(String),
+    /// The output read on the caller's stream right after the call returned differs from the
+    /// output once the whole device is idle: the kernel left work running (on a stream of its
+    /// own) that the caller's next operation does not wait for.
+    #[error("work not ordered on the caller's stream: {0}")]
+    Unordered(String),
     /// A Python submission raised (the message names the exception and its last frame).
     #[error("the kernel raised an exception: {0}")]
     Raised(String),
@@ -183,6 +188,10 @@ pub struct KernelEnvironment {
     /// taken from the worker).
     #[serde(default)]
     pub isolation: Option<String>,
+    /// How the worker placed the tensors it hands the kernel (guard pages after each, or
+    /// canaries only), as the worker reported it.
+    #[serde(default)]
+    pub guard_pages: Option<String>,
 }
 
 /// What else happens on the GPU around one run: the determinism and shared-memory checks
@@ -221,12 +230,10 @@ impl RunConditions {
 /// command line follows `args`.
 #[derive(Debug, Clone)]
 pub struct ToolWrapper {
-    /// Names the kernel's wrapped copy (its scratch directory), e.g. "racecheck".
-    pub label: String,
     pub program: std::path::PathBuf,
     pub args: Vec<String>,
-    /// Added to the worker's environment.
-    pub env: Vec<(String, String)>,
+    // No environment of its own: a worker under a tool sees the environment of a plain run (a
+    // kernel must not be able to tell the two apart by it).
     /// How much longer than usual the worker may take to start and to run a case.
     pub slowdown: u32,
 }

@@ -52,8 +52,15 @@ impl IsolatedKernel {
         availability: AvailabilityCheck,
         case_timeout_base: Duration,
     ) -> Self {
-        let scratch =
-            std::env::temp_dir().join(format!("nvfp4-oracle-{}-{}", std::process::id(), info.name));
+        // A number, not the purpose: the worker sees these paths, and a copy started under
+        // compute-sanitizer must not be told apart from a plain one by them.
+        static COPIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let copy = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let scratch = std::env::temp_dir().join(format!(
+            "nvfp4-oracle-{}-{}-{copy}",
+            std::process::id(),
+            info.name
+        ));
         IsolatedKernel {
             info,
             command,
@@ -236,20 +243,16 @@ impl KernelUnderTest for IsolatedKernel {
         let command = WorkerCommand {
             program: tool.program.clone(),
             args,
-            env: self.command.env.iter().chain(&tool.env).cloned().collect(),
+            env: self.command.env.clone(),
             start_timeout: self.command.start_timeout * tool.slowdown,
             sandbox: self.command.sandbox.clone(),
         };
-        let mut info = self.info.clone();
-        info.name = format!("{}-{}", self.info.name, tool.label);
-        let mut wrapped = IsolatedKernel::new(
-            info,
+        Some(Box::new(IsolatedKernel::new(
+            self.info.clone(),
             command,
             self.availability.clone(),
             self.case_timeout_base * tool.slowdown,
-        );
-        wrapped.info.name = self.info.name.clone();
-        Some(Box::new(wrapped))
+        )))
     }
 
     fn run_under(

@@ -182,6 +182,7 @@ impl LibraryTiming {
             samples_us: vec![sample],
             wall_us: wall.elapsed().as_secs_f64() * 1e6,
             after_end_us: vec![after_end_us],
+            other_threads: Vec::new(),
         })
     }
 

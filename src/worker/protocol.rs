@@ -180,6 +180,10 @@ pub struct TimedCalls {
     /// running then; work on a stream the events do not see shows up here.
     #[serde(default)]
     pub after_end_us: Vec<f64>,
+    /// One per timed call of a Python worker: how many Python threads besides its own were
+    /// alive at the call (a kernel's thread could work on the inputs before the call began).
+    #[serde(default)]
+    pub other_threads: Vec<u32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -12,6 +12,7 @@ the original stdout, each line prefixed with the marker below; the submission's 
 stderr (fd 1 is pointed there), which the parent keeps as a log.
 """
 import argparse
+import ctypes
 import importlib.util
 import json
 import os
@@ -20,11 +21,12 @@ import traceback
 import types
 
 MARKER = "@@nvfp4-oracle-reply@@ "
-# Guard bytes before and after every tensor; none under compute-sanitizer, where every tensor is
-# then an allocation of exactly its size (the parent also turns torch's caching allocator off)
-# so that memcheck sees a read one byte past a tensor.
-CANARY = 0 if os.environ.get("NVFP4_ORACLE_EXACT_ALLOCATIONS") else 4096
+# Canary bytes before every tensor (and in the alignment slack after it), checked after each call.
+CANARY = 4096
 CANARY_BYTE = 0xA5
+# Where a tensor starts: cudaMalloc's promise, so a kernel may assume what it could assume of
+# a torch allocation.
+ALIGNMENT = 256
 SCALE_BLOCK = 16
 
 _channel = None   # the protocol's reply channel, set up by take_over_stdio()
@@ -65,21 +67,157 @@ def exception_text(exc, submission):
     return f"{type(exc).__name__}: {exc}{where}"
 
 
+class CudaVirtualMemory:
+    """CUDA's virtual memory management through the driver API (libcuda, which torch has
+    loaded): a range of addresses is reserved, physical memory mapped into part of it, and the
+    rest left unmapped, so that an access there faults like a segmentation fault on the CPU.
+    None of torch's allocators can place a tensor's end at such a boundary."""
+
+    class Location(ctypes.Structure):
+        _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+    class AllocFlags(ctypes.Structure):
+        _fields_ = [("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
+                    ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
+
+    class AllocationProp(ctypes.Structure):
+        pass
+
+    class AccessDesc(ctypes.Structure):
+        pass
+
+    AllocationProp._fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int),
+                               ("location", Location), ("win32HandleMetaData", ctypes.c_void_p),
+                               ("allocFlags", AllocFlags)]
+    AccessDesc._fields_ = [("location", Location), ("flags", ctypes.c_int)]
+    PINNED, ON_DEVICE, READ_WRITE = 1, 1, 3
+
+    def __init__(self, device_index):
+        self.cuda = ctypes.CDLL("libcuda.so.1")
+        for name in ("cuMemGetAllocationGranularity", "cuMemAddressReserve", "cuMemCreate",
+                     "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemRelease",
+                     "cuMemAddressFree"):
+            getattr(self.cuda, name).restype = ctypes.c_int
+        self.prop = self.AllocationProp()
+        self.prop.type = self.PINNED
+        self.prop.location.type = self.ON_DEVICE
+        self.prop.location.id = device_index
+        self.access = self.AccessDesc()
+        self.access.location.type = self.ON_DEVICE
+        self.access.location.id = device_index
+        self.access.flags = self.READ_WRITE
+        granularity = ctypes.c_size_t()
+        self.check("cuMemGetAllocationGranularity", self.cuda.cuMemGetAllocationGranularity(
+            ctypes.byref(granularity), ctypes.byref(self.prop), 0))
+        self.granularity = granularity.value
+
+    def check(self, what, status):
+        if status != 0:
+            raise RuntimeError(f"{what} failed with CUDA driver error {status}")
+
+    def fenced(self, body_len):
+        """(base address, mapped length, release function) of a mapping of at least `CANARY` +
+        `body_len` bytes with one unmapped granule before it and one after it."""
+        g = self.granularity
+        mapped = -(-(CANARY + body_len + ALIGNMENT) // g) * g
+        reserved = mapped + 2 * g
+        va = ctypes.c_uint64()
+        handle = ctypes.c_uint64()
+        self.check("cuMemAddressReserve", self.cuda.cuMemAddressReserve(
+            ctypes.byref(va), ctypes.c_size_t(reserved), ctypes.c_size_t(0), ctypes.c_uint64(0),
+            ctypes.c_uint64(0)))
+        try:
+            self.check("cuMemCreate", self.cuda.cuMemCreate(
+                ctypes.byref(handle), ctypes.c_size_t(mapped), ctypes.byref(self.prop),
+                ctypes.c_uint64(0)))
+        except RuntimeError:
+            self.cuda.cuMemAddressFree(va, ctypes.c_size_t(reserved))
+            raise
+        base = va.value + g
+        release = lambda cuda=self.cuda: (
+            cuda.cuMemUnmap(ctypes.c_uint64(base), ctypes.c_size_t(mapped)),
+            cuda.cuMemRelease(handle),
+            cuda.cuMemAddressFree(va, ctypes.c_size_t(reserved)))
+        try:
+            self.check("cuMemMap", self.cuda.cuMemMap(
+                ctypes.c_uint64(base), ctypes.c_size_t(mapped), ctypes.c_size_t(0), handle,
+                ctypes.c_uint64(0)))
+            self.check("cuMemSetAccess", self.cuda.cuMemSetAccess(
+                ctypes.c_uint64(base), ctypes.c_size_t(mapped), ctypes.byref(self.access),
+                ctypes.c_size_t(1)))
+        except RuntimeError:
+            release()
+            raise
+        return base, mapped, release
+
+
+class FencedBytes:
+    """Device memory torch can wrap (CUDA array interface), freed when the last tensor viewing
+    it goes: torch holds this object until then."""
+
+    def __init__(self, base, length, release):
+        self.release = release
+        self.__cuda_array_interface__ = {"shape": (length,), "typestr": "|u1",
+                                         "data": (base, False), "version": 2, "strides": None}
+
+    def __del__(self):
+        self.release()
+
+
+_virtual_memory = {}
+
+
+def virtual_memory(torch, device):
+    """The device's CudaVirtualMemory, or the reason there is none (then tensors get torch
+    allocations with canaries only)."""
+    if device.type != "cuda":
+        return "not a CUDA device"
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if index not in _virtual_memory:
+        try:
+            torch.empty(1, device=device)  # the primary context, current on this thread
+            _virtual_memory[index] = CudaVirtualMemory(index)
+        except Exception as exc:
+            _virtual_memory[index] = f"{type(exc).__name__}: {exc}"
+    return _virtual_memory[index]
+
+
+def guard_pages(torch, device):
+    """How tensors are placed on `device`, in words (the worker reports it once)."""
+    memory = virtual_memory(torch, device)
+    if isinstance(memory, str):
+        return f"canaries only (no guard pages: {memory})"
+    return (f"every tensor ends within {ALIGNMENT - 1} bytes of an unmapped page "
+            f"(canaries before it and in the gap)")
+
+
 class Guarded:
-    """One tensor's bytes inside a larger allocation with canary bytes on both sides."""
+    """One tensor's bytes placed so that the tensor ends just before unmapped memory (a read or
+    write past it faults), with canary bytes before it and in the few bytes of alignment slack
+    after it. Without CUDA virtual memory (a CPU tensor, an old driver), canaries on both sides
+    of an ordinary allocation."""
 
     def __init__(self, torch, body, device):
         self.n = body.numel()
         self.host = body
-        self.buffer = torch.full((self.n + 2 * CANARY,), CANARY_BYTE, dtype=torch.uint8, device=device)
-        self.buffer[CANARY:CANARY + self.n].copy_(body)
+        memory = virtual_memory(torch, device)
+        if isinstance(memory, str):
+            self.buffer = torch.full((self.n + 2 * CANARY,), CANARY_BYTE, dtype=torch.uint8,
+                                     device=device)
+            self.start = CANARY
+        else:
+            base, mapped, release = memory.fenced(self.n)
+            self.buffer = torch.as_tensor(FencedBytes(base, mapped, release), device=device)
+            self.buffer.fill_(CANARY_BYTE)
+            self.start = mapped - (-(-self.n // ALIGNMENT) * ALIGNMENT)
+        self.buffer[self.start:self.start + self.n].copy_(body)
 
     def body(self):
-        return self.buffer[CANARY:CANARY + self.n]
+        return self.buffer[self.start:self.start + self.n]
 
     def canaries_intact(self, torch):
-        return bool((self.buffer[:CANARY] == CANARY_BYTE).all()) and bool(
-            (self.buffer[CANARY + self.n:] == CANARY_BYTE).all())
+        return bool((self.buffer[:self.start] == CANARY_BYTE).all()) and bool(
+            (self.buffer[self.start + self.n:] == CANARY_BYTE).all())
 
 
 def read_tensor(torch, path, n):
@@ -209,7 +347,9 @@ def output_bytes(torch, out, expected_shapes, device):
     body = []
     for i, (t, shape) in enumerate(zip(outs, expected_shapes)):
         which = f"output {i}" if len(expected_shapes) > 1 else "output"
-        if not isinstance(t, torch.Tensor):
+        # The exact type, checked before anything else touches it: a subclass's methods are the
+        # submission's code, which must not run in the checker (a lazy result computed there).
+        if type(t) is not torch.Tensor:
             return None, {"BadOutput": f"{which} is a {type(t).__name__}, not a torch.Tensor"}
         if t.dtype != torch.float16:
             return None, {"BadOutput": f"{which} dtype is {t.dtype}, expected torch.float16"}
@@ -219,6 +359,57 @@ def output_bytes(torch, out, expected_shapes, device):
             return None, {"BadOutput": f"{which} shape is {tuple(t.shape)}, expected {tuple(shape)} (M, N, L)"}
         body.append(tensor_bytes(torch, t))
     return b"".join(body), None
+
+
+def output_tensors(torch, out):
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    return [t if type(t) is torch.Tensor and t.dtype == torch.float16 else None for t in outs]
+
+
+# How long the caller's stream stays busy before the inputs arrive (GPU clock cycles, about
+# 2 ms on a Hopper GPU): longer than it takes Python to launch a submission's first kernels.
+DELIVERY_DELAY_CYCLES = 4_000_000
+
+
+def deliver_on_stream(torch, trusted, guarded):
+    """Makes the inputs arrive the way a calling program's do: written by work still queued on
+    its stream when the call begins. The input bytes are hidden (canary bytes) and written back
+    behind a delay on the caller's stream, so a kernel whose work does not wait for that stream
+    reads the canary bytes and computes a wrong output. An honest kernel (its work on the
+    current stream, or on a stream made to wait for it) sees no difference."""
+    sleep = getattr(torch.cuda, "_sleep", None)
+    with trusted.on_stream(trusted.stream):
+        inputs = [g for name, g in guarded.items() if not name.startswith("c") and g.n]
+        if sleep is None or not inputs:
+            return
+        saved = [g.body().clone() for g in inputs if g.buffer.is_cuda]
+        for g in inputs:
+            if g.buffer.is_cuda:
+                g.body().fill_(CANARY_BYTE)
+        sleep(DELIVERY_DELAY_CYCLES)
+        for g, body in zip([g for g in inputs if g.buffer.is_cuda], saved):
+            g.body().copy_(body)
+
+
+def ordered_copy(torch, trusted, out):
+    """Copies of the fp16 output tensors, enqueued on the caller's stream (captured before the
+    submission was imported) right after the call returned."""
+    with trusted.on_stream(trusted.stream):
+        return [t.detach().clone() if t is not None else None for t in output_tensors(torch, out)]
+
+
+def unordered(torch, early, out):
+    """None, or the failure when the output changed after the caller's stream had finished."""
+    for i, (before, after) in enumerate(zip(early, output_tensors(torch, out))):
+        if before is None or after is None or before.shape != after.shape:
+            continue
+        changed = before.view(torch.int16) != after.detach().view(torch.int16)
+        if bool(changed.any()):
+            which = f"output {i}" if len(early) > 1 else "the output"
+            return {"Unordered": f"{int(changed.sum())} of {changed.numel()} elements of {which} "
+                                 f"changed after the caller's stream had finished: the kernel's "
+                                 f"work continued on another stream"}
+    return None
 
 
 def around(torch, conditions, device):
@@ -254,7 +445,9 @@ class TrustedCuda:
         self._elapsed = getattr(base, "elapsed_time", None) or torch.cuda.Event.elapsed_time
         self.synchronize = getattr(torch._C, "_cuda_synchronize", None) or torch.cuda.synchronize
         self.perf_counter = time.perf_counter
+        self.current_frames = sys._current_frames
         self.stream = torch.cuda.current_stream()
+        self.on_stream = torch.cuda.stream
 
     def event(self):
         return self.Event(enable_timing=True)
@@ -311,15 +504,18 @@ class Timing:
         if self.flush is None:
             l2 = torch.cuda.get_device_properties(self.device).L2_cache_size
             self.flush = torch.empty(max(4 * l2, 1 << 20), dtype=torch.uint8, device=self.device)
-        data, _, shapes = build_data(torch, case, self.device)
-        # One untimed call on a warm-up set first, with or without the kernel alike: the
-        # loading leaves the host's caches and the GPU's clocks cold, and an honest call
-        # should not pay for that.
+        # One untimed call on a warm-up set first, with or without the kernel alike, so that
+        # an honest call does not pay for cold caches and clocks. It comes before the timed
+        # inputs exist: code of the kernel's that runs while they do is the timed call's.
         warm = self.sets[self.calls % len(self.sets)][0] if self.sets else None
         self.calls += 1
         if warm is not None:
             self.kernel(warm)
-        # The loading and the warm call are done before the call's clock starts.
+        cuda.synchronize()
+        data, _, shapes = build_data(torch, case, self.device)
+        # Python threads of the kernel's, alive beside its call, could work on the inputs
+        # while the worker loads and synchronizes, outside the timed call.
+        threads = len(cuda.current_frames()) - 1
         cuda.synchronize()
         start, end = cuda.event(), cuda.event()
         wall = cuda.perf_counter()
@@ -328,9 +524,9 @@ class Timing:
         out = data[-1] if null else self.kernel(data)
         cuda.record(end)
         sample = cuda.elapsed_us(start, end)
-        snapshot = ([t.detach().clone() if isinstance(t, torch.Tensor) else t for t in out]
+        snapshot = ([t.detach().clone() if type(t) is torch.Tensor else t for t in out]
                     if isinstance(out, (list, tuple)) else
-                    (out.detach().clone() if isinstance(out, torch.Tensor) else out))
+                    (out.detach().clone() if type(out) is torch.Tensor else out))
         # Anything still running on the device now was left behind by the call.
         after = cuda.perf_counter()
         cuda.synchronize()
@@ -338,7 +534,7 @@ class Timing:
         if not null:
             self.snapshots.append((snapshot, shapes))
         return {"Ok": {"samples_us": [sample], "wall_us": (cuda.perf_counter() - wall) * 1e6,
-                       "after_end_us": [after_end]}}
+                       "after_end_us": [after_end], "other_threads": [threads]}}
 
 
 def required_parameters(function):
@@ -426,6 +622,7 @@ def main():
             start_failed(f"{submission}: compile_kernel() raised {exception_text(exc, submission)}")
 
     device = torch.device("cuda")
+    versions["guard_pages"] = guard_pages(torch, device)
     reply({"Ready": {"environment": versions}})
 
     timing = Timing(torch, kernel, device, trusted, submission)
@@ -442,7 +639,11 @@ def main():
         trusted.synchronize()
         try:
             around(torch, run.get("conditions") or {}, device)
+            deliver_on_stream(torch, trusted, guarded)
             out = kernel(data)
+            # Read the output as the calling program would: a copy enqueued on the caller's
+            # stream right after the call returns sees only the work ordered before it.
+            early = ordered_copy(torch, trusted, out)
             trusted.synchronize()
         except Exception as exc:
             text = exception_text(exc, submission)
@@ -456,6 +657,8 @@ def main():
         failure = check_after(torch, guarded)
         if failure is None:
             body, failure = output_bytes(torch, out, shapes, device)
+        if failure is None:
+            failure = unordered(torch, early, out)
         if failure is None:
             with open(run["output"], "wb") as f:
                 f.write(body)

@@ -139,6 +139,18 @@ impl TimedRun {
 }
 
 impl TimedRun {
+    /// Threads of the kernel's alive beside its timed calls: they could have computed a call's
+    /// answer while the worker loaded its inputs, outside the timed call.
+    pub fn threads_finding(&self) -> Option<String> {
+        let most = self.calls.other_threads.iter().copied().max().unwrap_or(0);
+        (most > 0).then(|| {
+            format!(
+                "timing not trusted: the kernel keeps {most} Python thread(s) of its own alive \
+                 beside its calls, which can work on a call's inputs before the call begins"
+            )
+        })
+    }
+
     /// All the work in a few calls, the others served from a cache: the samples' mean then
     /// disagrees with the reported median.
     pub fn batch_finding(&self) -> Option<String> {
@@ -188,6 +200,7 @@ fn expect_timed(reply: Reply) -> Result<TimedCalls, KernelFailure> {
 fn append(into: &mut TimedCalls, call: TimedCalls) {
     into.samples_us.extend(call.samples_us);
     into.after_end_us.extend(call.after_end_us);
+    into.other_threads.extend(call.other_threads);
     into.wall_us += call.wall_us;
 }
 
@@ -238,6 +251,7 @@ impl Worker {
             samples_us: Vec::new(),
             wall_us: 0.0,
             after_end_us: Vec::new(),
+            other_threads: Vec::new(),
         };
         let (mut null_loop, mut null_parent_call_us) = (empty(), Vec::new());
         for i in 0..timed {
@@ -309,6 +323,7 @@ mod tests {
             samples_us: vec![sample; 9],
             wall_us: 0.0,
             after_end_us: vec![after; 9],
+            other_threads: vec![0; 9],
         };
         TimedRun {
             calls: calls(samples, after),
@@ -361,6 +376,15 @@ mod tests {
             finding.contains("more than all 9 reported samples"),
             "{finding}"
         );
+    }
+
+    #[test]
+    fn a_thread_beside_the_calls_is_not_trusted() {
+        let mut run = run(800.0, 9.0, 6.0);
+        assert_eq!(run.threads_finding(), None);
+        run.calls.other_threads[4] = 1;
+        let finding = run.threads_finding().expect("a finding");
+        assert!(finding.contains("1 Python thread(s)"), "{finding}");
     }
 
     #[test]

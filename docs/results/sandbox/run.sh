@@ -5,6 +5,8 @@
 #                                               # examples certified (compute-sanitizer and the
 #                                               # determinism check run inside the sandbox) and
 #                                               # timed; an edited certificate refused by bench
+#   bash docs/results/sandbox/run.sh fenced     # guard pages and the caller's stream: the
+#                                               # examples, the library and a Hopper variant
 #   bash docs/results/sandbox/run.sh exploits   # the new exploits and the timing ones
 #                                               # (EXPLOITS=a,b,... to choose)
 # From the repository root on the GPU machine, with the release binary at .carry/nvfp4-oracle and
@@ -48,6 +50,18 @@ sandbox)
   # A certificate edited after certify (its seed) is not trusted by bench.
   sed -i 's/"seed": 2026/"seed": 2027/' "$R/certs/example-torch.json"
   run bench-edited-certificate $B bench --manifest $S/torch/kernel.toml --reps 5 --no-torch --report-dir "$R/certs"
+  ;;
+fenced)
+  # Tensors that end at unmapped memory, the inputs delivered on the caller's stream, the
+  # output read there: the examples, the C-ABI library and a Hopper variant still certify
+  # (compute-sanitizer included), and the kernels that read past an input or leave their work
+  # on a side stream do not.
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
+  run build-library bash $S/library/build.sh
+  for m in $GOOD; do run "certify-$(basename "$(dirname "$m")")" $B certify --manifest "$m" --cases 200 --seed 2026 --report-dir "$R/certs"; done
+  run certify-hopper-baseline $B certify --kernel hopper-baseline --cases 200 --seed 2026 --report-dir "$R/certs"
+  run certify-oob-read-no-sanitizer $B certify --kernel hopper-test-oob-read --cases 50 --seed 2026 --sanitize 0 --report-dir "$R/certs"
+  cat "$R"/certs/*.md > "$O/certificates.md"
   ;;
 exploits)
   list=${EXPLOITS:-parent_memory,certificate_forgery,read_ahead,batch_and_skip,ptrace_parent}

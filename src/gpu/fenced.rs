@@ -1,0 +1,182 @@
+//! Device buffers that end at unmapped memory, so that a kernel reading or writing past the end
+//! of a tensor faults in every run, not only under compute-sanitizer.
+//!
+//! CUDA's virtual memory management reserves a range of addresses and maps physical memory into
+//! part of it: one granule (2 MiB on Hopper) before and one after the mapping stay unmapped.
+//! The body is placed at the end of the mapping, aligned to [`ALIGNMENT`] as cudaMalloc aligns,
+//! so it ends at most `ALIGNMENT - 1` bytes before the unmapped granule; those slack bytes and
+//! [`CANARY_BYTES`] before the body hold [`CANARY_BYTE`], checked after the launch.
+//! `submission_worker.py` places the Python door's tensors the same way.
+
+use cudarc::driver::sys::{self, CUdeviceptr};
+use cudarc::driver::CudaStream;
+use std::sync::Arc;
+
+/// Canary bytes checked before every buffer's body.
+pub const CANARY_BYTES: usize = 4096;
+pub const CANARY_BYTE: u8 = 0xA5;
+/// Where a body starts: cudaMalloc's alignment, so a kernel may assume what it could assume of
+/// an ordinary allocation.
+pub const ALIGNMENT: usize = 256;
+
+fn check(what: &str, result: sys::CUresult) -> Result<(), String> {
+    if result == sys::CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(format!("{what} failed: {result:?}"))
+    }
+}
+
+/// One fenced device buffer; freed (unmapped) on drop, which the caller must not do while a
+/// launch may still use it.
+pub struct FencedBuffer {
+    reserved: CUdeviceptr,
+    reserved_len: usize,
+    mapped: CUdeviceptr,
+    mapped_len: usize,
+    handle: Option<sys::CUmemGenericAllocationHandle>,
+    is_mapped: bool,
+    /// Offset of the body in the mapping.
+    start: usize,
+    len: usize,
+}
+
+impl FencedBuffer {
+    /// A buffer whose body holds `body`, canaries around it, uploaded on `stream`.
+    pub fn upload(stream: &Arc<CudaStream>, body: &[u8]) -> Result<Self, String> {
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| e.to_string())?;
+        let device = stream.context().cu_device();
+        // SAFETY: zeroed is a valid bit pattern for these plain C structs.
+        let mut prop: sys::CUmemAllocationProp = unsafe { std::mem::zeroed() };
+        prop.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = device;
+        let mut granularity = 0usize;
+        // SAFETY: both pointers are valid for the call.
+        check("cuMemGetAllocationGranularity", unsafe {
+            sys::cuMemGetAllocationGranularity(
+                &mut granularity,
+                &prop,
+                sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM,
+            )
+        })?;
+        let padded = body.len().div_ceil(ALIGNMENT) * ALIGNMENT;
+        let mapped_len = (CANARY_BYTES + padded).div_ceil(granularity) * granularity;
+        let reserved_len = mapped_len + 2 * granularity;
+        let mut buffer = FencedBuffer {
+            reserved: 0,
+            reserved_len,
+            mapped: 0,
+            mapped_len,
+            handle: None,
+            is_mapped: false,
+            start: mapped_len - padded,
+            len: body.len(),
+        };
+        // SAFETY: out-pointers valid for the calls; sizes are multiples of the granularity.
+        unsafe {
+            check(
+                "cuMemAddressReserve",
+                sys::cuMemAddressReserve(&mut buffer.reserved, reserved_len, 0, 0, 0),
+            )?;
+            let mut handle = 0;
+            check(
+                "cuMemCreate",
+                sys::cuMemCreate(&mut handle, mapped_len, &prop, 0),
+            )?;
+            buffer.handle = Some(handle);
+            buffer.mapped = buffer.reserved + granularity as u64;
+            check(
+                "cuMemMap",
+                sys::cuMemMap(buffer.mapped, mapped_len, 0, handle, 0),
+            )?;
+            buffer.is_mapped = true;
+            let mut access: sys::CUmemAccessDesc = std::mem::zeroed();
+            access.location = prop.location;
+            access.flags = sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+            check(
+                "cuMemSetAccess",
+                sys::cuMemSetAccess(buffer.mapped, mapped_len, &access, 1),
+            )?;
+            let raw = stream.cu_stream();
+            check(
+                "cuMemsetD8Async",
+                sys::cuMemsetD8Async(buffer.mapped, CANARY_BYTE, mapped_len, raw),
+            )?;
+            if !body.is_empty() {
+                check(
+                    "cuMemcpyHtoDAsync",
+                    sys::cuMemcpyHtoDAsync_v2(
+                        buffer.body_ptr(),
+                        body.as_ptr().cast(),
+                        body.len(),
+                        raw,
+                    ),
+                )?;
+            }
+        }
+        // The host bytes must stay alive until the copy is done.
+        stream.synchronize().map_err(|e| e.to_string())?;
+        Ok(buffer)
+    }
+
+    pub fn body_ptr(&self) -> CUdeviceptr {
+        self.mapped + self.start as u64
+    }
+
+    pub fn body_len(&self) -> usize {
+        self.len
+    }
+
+    /// The canary bytes checked before the body.
+    pub fn lead(&self) -> usize {
+        CANARY_BYTES.min(self.start)
+    }
+
+    /// The checked window: `lead()` canary bytes, the body, and the slack up to the unmapped
+    /// granule.
+    pub fn download_window(&self, stream: &Arc<CudaStream>) -> Result<Vec<u8>, String> {
+        let from = self.start - self.lead();
+        let mut bytes = vec![0u8; self.mapped_len - from];
+        // SAFETY: the window lies inside the mapping; the host buffer has its length and
+        // outlives the synchronize below.
+        check("cuMemcpyDtoHAsync", unsafe {
+            sys::cuMemcpyDtoHAsync_v2(
+                bytes.as_mut_ptr().cast(),
+                self.mapped + from as u64,
+                bytes.len(),
+                stream.cu_stream(),
+            )
+        })?;
+        stream.synchronize().map_err(|e| e.to_string())?;
+        Ok(bytes)
+    }
+
+    /// The window as uploaded: canaries, `body`, canaries.
+    pub fn expected_window(&self, body: &[u8]) -> Vec<u8> {
+        let mut bytes = vec![CANARY_BYTE; self.mapped_len - (self.start - self.lead())];
+        bytes[self.lead()..self.lead() + body.len()].copy_from_slice(body);
+        bytes
+    }
+}
+
+impl Drop for FencedBuffer {
+    fn drop(&mut self) {
+        // SAFETY: each step undoes one that succeeded; errors (a context a crash made unusable)
+        // leave nothing more to free.
+        unsafe {
+            if self.is_mapped {
+                let _ = sys::cuMemUnmap(self.mapped, self.mapped_len);
+            }
+            if let Some(handle) = self.handle {
+                let _ = sys::cuMemRelease(handle);
+            }
+            if self.reserved != 0 {
+                let _ = sys::cuMemAddressFree(self.reserved, self.reserved_len);
+            }
+        }
+    }
+}
