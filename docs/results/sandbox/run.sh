@@ -7,6 +7,8 @@
 #                                               # timed; an edited certificate refused by bench
 #   bash docs/results/sandbox/run.sh fenced     # guard pages and the caller's stream: the
 #                                               # examples, the library and a Hopper variant
+#   bash docs/results/sandbox/run.sh boundary   # the Hopper variants, examples and library
+#                                               # certified and timed in one bench run
 #   bash docs/results/sandbox/run.sh exploits   # the new exploits and the timing ones
 #                                               # (EXPLOITS=a,b,... to choose)
 # From the repository root on the GPU machine, with the release binary at .carry/nvfp4-oracle and
@@ -62,6 +64,20 @@ fenced)
   run certify-hopper-baseline $B certify --kernel hopper-baseline --cases 200 --seed 2026 --report-dir "$R/certs"
   run certify-oob-read-no-sanitizer $B certify --kernel hopper-test-oob-read --cases 50 --seed 2026 --sanitize 0 --report-dir "$R/certs"
   cat "$R"/certs/*.md > "$O/certificates.md"
+  ;;
+boundary)
+  # What the boundary costs: the five Hopper variants, the four examples and the C-ABI library
+  # certified (compute-sanitizer left to the fenced stage) and timed in one bench run, to set
+  # beside docs/results/bench.md and docs/results/sandbox/h100/bench.md.
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
+  run build-library bash $S/library/build.sh
+  HOPPER="hopper-baseline hopper-persistent hopper-warp-specialized hopper-cluster-pair hopper-splitk-pair"
+  kargs=""; for k in $HOPPER; do kargs="$kargs --kernel $k"; done
+  run certify-hopper $B certify $kargs --cases 200 --seed 2026 --sanitize 0 --report-dir "$R/certs"
+  for m in $GOOD; do run "certify-$(basename "$(dirname "$m")")" $B certify --manifest "$m" --cases 200 --seed 2026 --sanitize 0 --report-dir "$R/certs"; done
+  margs=""; for m in $GOOD; do margs="$margs --manifest $m"; done
+  run bench $B bench $kargs $margs --reps 50 --report-dir "$R/certs"
+  cp "$R/certs/bench.md" "$O/bench.md"
   ;;
 exploits)
   list=${EXPLOITS:-parent_memory,certificate_forgery,read_ahead,batch_and_skip,ptrace_parent}
