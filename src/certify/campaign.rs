@@ -11,6 +11,7 @@
 //! against the intervals, and the result says "correct within the intervals, schedule differs
 //! from the declared one" with the first differing element.
 
+use super::production::production_cases;
 use crate::compare::diagnosis::{diagnose, Diagnosis, Observation, POISON};
 use crate::compare::{judge, OutputShape, Verdict};
 use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
@@ -210,6 +211,10 @@ pub struct Coverage {
     /// shapes, tile edges, a K tail, L > 1) and the golden cases the kernel supports.
     pub planned_edge_cases: usize,
     pub planned_golden_cases: usize,
+    /// The production shapes (benchmark and competition test shapes, src/certify/production.rs)
+    /// and, when they are fewer or thinner than a GPU kernel's, why.
+    pub planned_production_cases: usize,
+    pub production_note: Option<String>,
     /// Which of the 16 FP4 codes and of the 16 e4m3 exponent fields (NaN counted apart) occurred.
     pub fp4_codes_seen: Vec<u8>,
     pub scale_exponents_seen: Vec<u8>,
@@ -240,16 +245,13 @@ pub struct ExactCoverage {
 }
 
 impl Coverage {
-    fn record(&mut self, outcome: &CaseOutcome) {
+    fn record(&mut self, outcome: &CaseOutcome, class: &str) {
         self.cases += 1;
         *self
             .by_distribution
             .entry(outcome.spec.dist.name().to_string())
             .or_default() += 1;
-        *self
-            .by_shape_class
-            .entry(shape_class(outcome.spec.shape).to_string())
-            .or_default() += 1;
+        *self.by_shape_class.entry(class.to_string()).or_default() += 1;
         let mut codes = [false; 16];
         let mut exponents = [false; 16];
         for (_, operand) in outcome.case.inputs.operands() {
@@ -406,9 +408,18 @@ pub fn certify_variant(
         .copied()
         .filter(|spec| support.supports(spec.shape) && dists.contains(&spec.dist))
         .collect();
+    // Production shapes last among the fixed cases: a bug that shows small is caught small.
+    let (production, production_note) =
+        production_cases(kernel.problem(), support, kernel.runs_on_gpu(), &dists);
     coverage.planned_edge_cases = edges.len();
     coverage.planned_golden_cases = goldens.len();
-    let fixed: Vec<CaseSpec> = edges.into_iter().chain(goldens).collect();
+    coverage.planned_production_cases = production.len();
+    coverage.production_note = production_note;
+    let fixed: Vec<CaseSpec> = edges
+        .into_iter()
+        .chain(goldens)
+        .chain(production.iter().copied())
+        .collect();
     let planned = fixed.len() + limits.cases;
     let out_of_time = || {
         limits
@@ -421,7 +432,12 @@ pub fn certify_variant(
                           tree: Option<&mut dyn ValueTree<Value = CaseSpec>>,
                           coverage: &mut Coverage|
      -> Option<Failure> {
-        coverage.record(&outcome);
+        let class = if production.contains(&outcome.spec) {
+            "production"
+        } else {
+            shape_class(outcome.spec.shape)
+        };
+        coverage.record(&outcome, class);
         progress(coverage.cases, planned);
         if outcome.failed() {
             return Some(shrink(kernel, outcome, tree, limits.order, schedule));
@@ -657,7 +673,8 @@ fn smaller_specs(spec: CaseSpec, support: ShapeSupport) -> Vec<CaseSpec> {
 }
 
 /// Diagnoses from the minimal case plus larger runs (the first failing case, and a 192x160x784
-/// case in the failing and in the gpumode distribution) that separate look-alike bug classes.
+/// case in the failing and in the gpumode distribution) that separate look-alike bug classes;
+/// of those, the runs that fail.
 fn diagnose_with_more_runs(
     kernel: &dyn KernelUnderTest,
     minimal: &CaseOutcome,
@@ -687,7 +704,9 @@ fn diagnose_with_more_runs(
     .into_iter()
     .filter(|spec| *spec != minimal.spec)
     .map(|spec| run_case(kernel, spec, order, None))
-    .filter(|outcome| outcome.result.is_ok())
+    // A run the kernel gets right is no evidence for any class (a bug that shows only at some
+    // depths or widths would contradict every class there).
+    .filter(|outcome| outcome.result.is_ok() && outcome.failed())
     .collect();
     let observations: Vec<Observation> = std::iter::once(minimal)
         .chain(&extra)

@@ -4,6 +4,7 @@
 
 pub mod campaign;
 pub mod checks;
+pub mod production;
 pub mod report;
 pub mod sanitize;
 pub mod shrink_data;

@@ -2,8 +2,9 @@
 //! failure as two safetensors files that `nvfp4-oracle check` replays.
 
 use super::campaign::{CampaignLimits, CampaignResult, CaseSpec, Coverage, ExactCoverage};
+use super::shrink_data::ShrunkData;
 use crate::case_file::{fp16_bytes, CaseWriter};
-use crate::compare::diagnosis::{BugClass, Evidence};
+use crate::compare::diagnosis::{BugClass, Diagnosis, Evidence};
 use crate::error::{Error, Result};
 use crate::kernels::{KernelEnvironment, KernelFailure, KernelUnderTest};
 use crate::model::mma::schedule::Schedule;
@@ -23,6 +24,24 @@ fn failure_class(failure: &KernelFailure) -> Option<BugClass> {
         KernelFailure::Hung(_) | KernelFailure::Unordered(_) => Some(BugClass::Race),
         KernelFailure::Crashed(_) | KernelFailure::Refused(_) => Some(BugClass::OutOfBounds),
         KernelFailure::Raised(_) | KernelFailure::BadOutput(_) => None,
+    }
+}
+
+/// The diagnosis in one line; when no known class explains the failure, what the shrunk case
+/// showed instead ("B1[0, 6, 0] read as -2 instead of -3", "depends on the batch").
+fn with_localization(diagnosis: &Diagnosis, data: Option<&ShrunkData>) -> String {
+    let summary = diagnosis.summary();
+    if diagnosis.best.is_some() || diagnosis.unwritten > 0 {
+        return summary;
+    }
+    let words = data.and_then(|data| {
+        data.explanation
+            .clone()
+            .or_else(|| (!data.localization.is_empty()).then(|| data.localization.join("; ")))
+    });
+    match words {
+        Some(words) => format!("{summary}: {words}"),
+        None => summary,
     }
 }
 
@@ -403,7 +422,7 @@ impl Certificate {
                         },
                         Ok(_) => "not diagnosed".to_string(),
                     },
-                    |d| d.summary(),
+                    |d| with_localization(d, failure.data.as_ref()),
                 ),
                 diagnosis_candidates: failure
                     .diagnosis
@@ -427,15 +446,19 @@ impl Certificate {
     /// "62 of 62 planned: 24 fixed edge cases, 18 golden, 20 random (as requested)".
     fn cases_run_in_words(&self) -> String {
         let c = &self.coverage;
-        let planned = c.planned_edge_cases + c.planned_golden_cases + self.cases_requested;
+        let planned = c.planned_edge_cases
+            + c.planned_golden_cases
+            + c.planned_production_cases
+            + self.cases_requested;
         if self.unavailable_reason.is_some() {
             return "0 (not run)".to_string();
         }
         format!(
-            "{} of {planned} planned: {} fixed edge, {} golden and {} random (--cases){}",
+            "{} of {planned} planned: {} fixed edge, {} golden, {} at production shapes and {} random (--cases){}",
             c.cases,
             c.planned_edge_cases,
             c.planned_golden_cases,
+            c.planned_production_cases,
             self.cases_requested,
             if c.cases < planned && self.failure.is_some() {
                 "; the campaign stops at the first failure"
@@ -478,6 +501,9 @@ impl Certificate {
             self.created,
             self.elapsed_seconds,
         );
+        if let Some(note) = &c.production_note {
+            md.push_str(&format!("| production shapes | {note} |\n"));
+        }
         if let Some(gpu) = &self.gpu {
             md.push_str(&format!(
                 "\nGPU: {}, driver {}, CUDA {}, SM clock {} MHz\n",

@@ -77,9 +77,35 @@ pub(super) fn trusted(dir: &Path, name: &str, hash: &str) -> bool {
         eprintln!("not trusting {}: {why}", path.display());
         return false;
     }
-    value["status"] == serde_json::json!("certified")
-        && value["source_hash"] == serde_json::json!(hash)
-        && value["model_version"] == serde_json::json!(crate::model::MODEL_VERSION)
+    if value["status"] != serde_json::json!("certified")
+        || value["source_hash"] != serde_json::json!(hash)
+        || value["model_version"] != serde_json::json!(crate::model::MODEL_VERSION)
+    {
+        return false;
+    }
+    // bench times production shapes: the certificate must have covered them.
+    let coverage = &value["coverage"];
+    let planned = coverage["planned_production_cases"].as_u64();
+    let ran = coverage["by_shape_class"]["production"]
+        .as_u64()
+        .unwrap_or(0);
+    match planned {
+        None => {
+            eprintln!(
+                "not trusting {}: certified before production shapes were part of every campaign; certify it again",
+                path.display()
+            );
+            false
+        }
+        Some(planned) if ran < planned => {
+            eprintln!(
+                "not trusting {}: {ran} of its {planned} production-shape cases ran; certify it again without a time budget",
+                path.display()
+            );
+            false
+        }
+        Some(_) => true,
+    }
 }
 
 fn torch_baseline(shapes: &[Shape], reps: usize) -> Option<serde_json::Value> {

@@ -426,6 +426,10 @@ pub struct Evidence {
     pub considered: usize,
     /// Sum of interval widths in ulps over the considered elements: smaller is more specific.
     pub total_width: u64,
+    /// Whether it bounds and holds every element of the minimal case that the correct model
+    /// rejects: a class that leaves the failure itself unbounded (its intervals too wide to say
+    /// anything there) explains nothing, however many other elements it holds.
+    pub explains_failure: bool,
 }
 
 /// The diagnosis of one failing output.
@@ -468,15 +472,9 @@ impl Diagnosis {
                     e.considered
                 )
             }
-            None => match self.candidates.first() {
-                Some(e) => format!(
-                    "no known bug class (closest: {} in {}/{} elements)",
-                    e.problem.name(),
-                    e.matched,
-                    e.considered
-                ),
-                None => "no known bug class".to_string(),
-            },
+            // No "closest" class: one that does not hold every element points the wrong way
+            // (the localization of the shrunk case says what was read wrong instead).
+            None => "no known bug class".to_string(),
         }
     }
 
@@ -488,8 +486,11 @@ impl Diagnosis {
     pub fn also_consistent(&self) -> Vec<WrongProblem> {
         self.candidates
             .iter()
-            .skip(1)
-            .filter(|e| e.matched == e.considered)
+            .filter(|e| {
+                e.matched == e.considered
+                    && e.explains_failure
+                    && Some(e.problem) != self.best_problem()
+            })
             .map(|e| e.problem)
             .collect()
     }
@@ -569,6 +570,11 @@ pub fn diagnose(observations: &[Observation], order: KOrder) -> Diagnosis {
         .filter(|(_, x)| x.to_bits() == POISON.to_bits())
         .map(|(i, _)| (i / (shape.n * shape.l), i / shape.l % shape.n))
         .collect();
+    // The elements of the minimal case outside the correct model's intervals.
+    let correct = crate::model::reference::dual_gemm_reference(first.inputs, order);
+    let failing: Vec<usize> = (0..first.output.len())
+        .filter(|&i| !inside(first.output[i], correct.lo[i], correct.hi[i]))
+        .collect();
     let mut candidates: Vec<Evidence> = WrongProblem::ALL
         .iter()
         .filter_map(|&problem| {
@@ -579,6 +585,7 @@ pub fn diagnose(observations: &[Observation], order: KOrder) -> Diagnosis {
                 matched: 0,
                 considered: 0,
                 total_width: 0,
+                explains_failure: false,
             };
             let mut applicable = 0;
             for (index, observation) in observations.iter().enumerate() {
@@ -590,6 +597,12 @@ pub fn diagnose(observations: &[Observation], order: KOrder) -> Diagnosis {
                     }
                     continue;
                 };
+                if index == 0 {
+                    evidence.explains_failure = failing.iter().all(|&i| {
+                        !acceptance.unbounded[i]
+                            && inside(observation.output[i], acceptance.lo[i], acceptance.hi[i])
+                    });
+                }
                 applicable += observation.output.len();
                 for (i, &value) in observation.output.iter().enumerate() {
                     if acceptance.unbounded[i] {
@@ -622,8 +635,8 @@ pub fn diagnose(observations: &[Observation], order: KOrder) -> Diagnosis {
             .unwrap_or(std::cmp::Ordering::Equal)
     });
     let best = candidates
-        .first()
-        .filter(|e| e.matched == e.considered)
+        .iter()
+        .find(|e| e.matched == e.considered && e.explains_failure)
         .cloned();
     Diagnosis {
         unwritten: unwritten.len(),

@@ -41,10 +41,13 @@ pub enum Bug {
     // shrunk case must still say in words what the failure depends on.
     ScaleSignHonored,
     Fp4ThreeReadAsTwo,
+    // Wrong only at production depths and widths: a deep-K path and a wide-N epilogue.
+    DeepKScalePer32,
+    WideNSiluOnD2,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 22] = [
+    pub const ALL: [Bug; 24] = [
         Bug::GemmOnly,
         Bug::SiluWrongGemm,
         Bug::ScalesIgnored,
@@ -67,6 +70,8 @@ impl Bug {
         Bug::ScalePer32,
         Bug::ScaleSignHonored,
         Bug::Fp4ThreeReadAsTwo,
+        Bug::DeepKScalePer32,
+        Bug::WideNSiluOnD2,
     ];
 
     pub fn slug(self) -> &'static str {
@@ -93,6 +98,8 @@ impl Bug {
             Bug::ScalePer32 => "scale-per-32",
             Bug::ScaleSignHonored => "scale-sign-honored",
             Bug::Fp4ThreeReadAsTwo => "fp4-three-read-as-two",
+            Bug::DeepKScalePer32 => "deep-k-scale-per-32",
+            Bug::WideNSiluOnD2 => "wide-n-silu-on-d2",
         }
     }
 
@@ -124,6 +131,12 @@ impl Bug {
             Bug::ScalePer32 => "reads the scale of column k/32 instead of k/16",
             Bug::ScaleSignHonored => "multiplies by a scale's sign bit (tensor cores ignore it)",
             Bug::Fp4ThreeReadAsTwo => "a decode table with a typo: FP4 3.0 read as 2.0",
+            Bug::DeepKScalePer32 => {
+                "when K > 4096 (a deep-K path), reads the scale of column k/32 instead of k/16"
+            }
+            Bug::WideNSiluOnD2 => {
+                "when N > 2048 (a wide-N epilogue), applies silu to A@B2 instead of A@B1"
+            }
         }
     }
 }
@@ -178,9 +191,8 @@ impl CpuKernel {
         &self,
         blocked: &[u8],
         layout: &BlockedScaleLayout,
-        row: usize,
-        block: usize,
-        batch: usize,
+        (row, block, batch): (usize, usize, usize),
+        k: usize,
     ) -> f32 {
         if self.has(Bug::ScalesIgnored) {
             return 1.0;
@@ -190,7 +202,7 @@ impl CpuKernel {
         } else {
             batch
         };
-        let block = if self.has(Bug::ScalePer32) {
+        let block = if self.has(Bug::ScalePer32) || (self.has(Bug::DeepKScalePer32) && k > 4096) {
             block / 2
         } else {
             block
@@ -246,8 +258,10 @@ impl CpuKernel {
         }
     }
 
-    fn epilogue(&self, x1: f32, x2: f32) -> f16 {
+    fn epilogue(&self, x1: f32, x2: f32, n: usize) -> f16 {
+        let wide_n_bug = self.has(Bug::WideNSiluOnD2) && n > 2048;
         let y = match self.bug {
+            _ if wide_n_bug => x2 / (1.0 + (-x2).exp()) * x1,
             Some(Bug::GemmOnly) => x1,
             Some(Bug::GemmB2Only) => x2,
             Some(Bug::NoSilu) => x1 * x2,
@@ -329,7 +343,7 @@ impl KernelUnderTest for CpuKernel {
             let data_batch = if self.has(Bug::BatchIgnored) { 0 } else { l };
             let scales_of = |blocked: &[u8], layout: &BlockedScaleLayout, row: usize| -> Vec<f32> {
                 (0..blocks)
-                    .map(|j| self.scale(blocked, layout, row, j, l))
+                    .map(|j| self.scale(blocked, layout, (row, j, l), shape.k))
                     .collect()
             };
             let sb1: Vec<Vec<f32>> = (0..shape.n)
@@ -360,7 +374,7 @@ impl KernelUnderTest for CpuKernel {
                             &sb2[n],
                             shape.k,
                         );
-                        row[n * shape.l + l] = self.epilogue(x1, x2);
+                        row[n * shape.l + l] = self.epilogue(x1, x2, shape.n);
                     }
                 });
         }

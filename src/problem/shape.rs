@@ -47,6 +47,17 @@ impl Shape {
                 });
             }
         }
+        // The accumulator error bound (docs/numerics.md section 4) holds up to K near 10.7
+        // million in any order; K stops well before it.
+        const K_LIMIT: usize = 1 << 22;
+        if k > K_LIMIT {
+            return Err(Error::InvalidShape {
+                dimension: "K",
+                value: k,
+                requirement:
+                    "must be at most 2^22 (the model's error bound holds up to about 10.7 million)",
+            });
+        }
         Ok(Shape { m, n, k, l })
     }
 
@@ -113,5 +124,30 @@ mod tests {
         assert!(message("1x1x16x0").contains("L = 0"));
         assert!(message("12x12").contains("expected MxNxK"));
         assert!(message("axbxc").contains("expected MxNxK"));
+    }
+
+    /// Past K = 2^22 the accumulator bound is refused up front, not asserted on later.
+    #[test]
+    fn k_stays_where_the_error_bound_holds() {
+        let deepest = Shape::new(1, 1, 1 << 22, 1).expect("K = 2^22 is allowed");
+        let dot = crate::model::exact::ExactDot {
+            sum: 0,
+            prefix_max: 0,
+            prefix_min: 0,
+            positive_blocks: 1,
+            negative_blocks: 1,
+            abs_terms: 1,
+            nan: false,
+        };
+        // Would panic if the bound were not valid at this depth (the default, contiguous order;
+        // `any` charges its combining adds quadratically in the number of blocks and is valid
+        // to far smaller K: docs/numerics.md section 4).
+        crate::model::bounds::accumulator_range(
+            &dot,
+            deepest.scale_cols(),
+            crate::model::bounds::KOrder::Contiguous,
+        );
+        let message = Shape::new(1, 1, (1 << 22) + 16, 1).unwrap_err().to_string();
+        assert!(message.contains("at most 2^22"), "{message}");
     }
 }

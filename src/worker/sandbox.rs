@@ -626,8 +626,8 @@ fn self_check(args: &LauncherArgs, user_namespace: bool) -> Result<String, Strin
             .map(|v| v.trim().to_string())
             .unwrap_or_default()
     };
-    if field("CapEff:").trim_start_matches('0') != ""
-        || field("CapBnd:").trim_start_matches('0') != ""
+    if !field("CapEff:").trim_start_matches('0').is_empty()
+        || !field("CapBnd:").trim_start_matches('0').is_empty()
     {
         return Err(format!(
             "capabilities remain: CapEff {}, CapBnd {}",
