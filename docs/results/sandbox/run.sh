@@ -9,6 +9,7 @@
 #                                               # examples, the library and a Hopper variant
 #   bash docs/results/sandbox/run.sh boundary   # the Hopper variants, examples and library
 #                                               # certified and timed in one bench run
+#   bash docs/results/sandbox/run.sh production # certified with the production shapes
 #   bash docs/results/sandbox/run.sh exploits   # the new exploits and the timing ones
 #                                               # (EXPLOITS=a,b,... to choose)
 # From the repository root on the GPU machine, with the release binary at .carry/nvfp4-oracle and
@@ -78,6 +79,18 @@ boundary)
   margs=""; for m in $GOOD; do margs="$margs --manifest $m"; done
   run bench $B bench $kargs $margs --reps 50 --report-dir "$R/certs"
   cp "$R/certs/bench.md" "$O/bench.md"
+  ;;
+production)
+  # Every campaign now runs the production shapes (benchmark and competition test shapes, whole,
+  # every distribution): the Hopper variants and the examples certified with them, each
+  # campaign's time in its certificate (set beside the boundary stage's, which ran without).
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
+  run build-library bash $S/library/build.sh
+  for k in hopper-baseline hopper-persistent hopper-warp-specialized hopper-cluster-pair hopper-splitk-pair; do
+    run "certify-$k" $B certify --kernel $k --cases 200 --seed 2026 --sanitize 0 --report-dir "$R/certs"
+  done
+  for m in $GOOD; do run "certify-$(basename "$(dirname "$m")")" $B certify --manifest "$m" --cases 200 --seed 2026 --sanitize 0 --report-dir "$R/certs"; done
+  grep -h "^| cases run\|^| time\|^| by shape class\|^# Certificate" "$R"/certs/*.md > "$O/coverage.md"
   ;;
 exploits)
   list=${EXPLOITS:-parent_memory,certificate_forgery,read_ahead,batch_and_skip,ptrace_parent}
