@@ -500,3 +500,37 @@ fn bench_with_nothing_to_time_exits_non_zero() {
     assert!(message.contains("nothing timed"), "{message}");
     assert!(!dir.join("bench.json").exists(), "no report of nothing");
 }
+
+/// A K deeper than the error bound of the chosen order holds is a usage error, not a panic.
+#[test]
+fn reference_refuses_a_k_too_deep_for_its_order() {
+    let out_path = scratch("deep-any.safetensors");
+    let out = tool(&[
+        "reference",
+        "--problem",
+        "gemm",
+        "--shape",
+        "1x1x40000",
+        "--k-order",
+        "any",
+        "--out",
+        out_path.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(
+        text(&out).contains("too deep for --k-order any"),
+        "{}",
+        text(&out)
+    );
+    // The default order holds there.
+    let out = tool(&[
+        "reference",
+        "--problem",
+        "gemm",
+        "--shape",
+        "1x1x40000",
+        "--out",
+        out_path.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+}

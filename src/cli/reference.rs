@@ -2,8 +2,8 @@
 
 use super::generate::{inputs_writer, CaseArgs};
 use crate::case_file::{CaseReader, CaseWriter};
-use crate::error::Result;
-use crate::model::bounds::KOrder;
+use crate::error::{Error, Result};
+use crate::model::bounds::{max_blocks, KOrder};
 use crate::model::{problem_reference, MODEL_VERSION};
 use crate::problem::generate::generate_problem;
 use crate::problem::memory::check_fits;
@@ -80,6 +80,15 @@ pub fn run(args: ReferenceArgs) -> Result<ExitCode> {
         }
         (None, None) => unreachable!("clap requires --shape or --inputs"),
     };
+    let blocks = inputs.operands()[0].1.k() / 16;
+    if blocks > max_blocks(args.k_order) {
+        return Err(Error::Usage(format!(
+            "K = {} is too deep for --k-order {}: its error bound holds up to K = {} (docs/numerics.md section 4)",
+            blocks * 16,
+            args.k_order.name(),
+            max_blocks(args.k_order) * 16
+        )));
+    }
     let reference = problem_reference(&inputs, args.k_order);
     let (m, n, l) = inputs.output_dims();
     let k = inputs.operands()[0].1.k();

@@ -106,6 +106,30 @@ pub enum Range {
     Unbounded,
 }
 
+/// The deepest K (in 16-blocks) at which the f32 bound of `order` holds (its denominator stays
+/// above 1/2): every K `Shape::new` allows under `contiguous`, about 2,000 blocks under `any`.
+pub fn max_blocks(order: KOrder) -> usize {
+    let holds = |blocks: usize| {
+        let steps = blocks as f64;
+        let splits = match order {
+            KOrder::Contiguous => blocks.min(MAX_SPLITS) as f64,
+            KOrder::Any => steps,
+        };
+        1.0 - STEP_ERROR * steps - F32_ULP * (splits - 1.0) * splits > 0.5
+    };
+    // The largest holding count, by bisection (the denominator falls with K).
+    let (mut lo, mut hi) = (1usize, 1usize << 40);
+    while lo + 1 < hi {
+        let mid = lo + (hi - lo) / 2;
+        if holds(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
 /// The values a contract-abiding kernel's f32 accumulator can hold for this dot product.
 pub fn accumulator_range(dot: &ExactDot, blocks: usize, order: KOrder) -> Range {
     let range = accumulator_range_in(dot, blocks, order, Accumulator::F32);
@@ -296,6 +320,24 @@ pub fn width_ulps(lo: f16, hi: f16) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_bound_holds_to_the_depth_it_reports() {
+        let dot = ExactDot {
+            positive_blocks: 1,
+            negative_blocks: 1,
+            abs_terms: 1,
+            ..ExactDot::default()
+        };
+        // Every K a shape may have, in the default order; about 32,000 in any order.
+        assert!(max_blocks(KOrder::Contiguous) >= (1 << 22) / 16);
+        let any = max_blocks(KOrder::Any);
+        assert!((2_000..2_100).contains(&any), "{any}");
+        for order in KOrder::ALL {
+            // Would panic past the depth.
+            accumulator_range(&dot, max_blocks(order).min((1 << 22) / 16), order);
+        }
+    }
 
     #[test]
     fn ordinals_and_widths() {
