@@ -12,9 +12,11 @@
 //!   diagnosis against a catalogue of known bugs.
 //! - [`kernels`]: the interface every kernel under test meets, the CPU kernels and planted-bug
 //!   mutants that run in process, and the manifest that describes an external kernel.
-//! - [`certify`]: campaigns of cases against the model, shrinking of the first failure,
-//!   compute-sanitizer and determinism checks, certificates.
+//! - [`certify`]: campaigns of cases against the model (the production shapes among them),
+//!   shrinking of the first failure, compute-sanitizer and determinism checks, signed
+//!   certificates.
 //! - [`gpu`]: device discovery, NVRTC compilation with a cache, the variant registry, the
+//!   fenced buffers every launch uses, the roofline floor bench checks times against, the
 //!   hardened launch, C-ABI libraries and the in-process bench; CUDA is loaded at run time.
 //! - [`worker`]: the process boundary: the worker protocol, the parent's side (starting workers,
 //!   the watchdog, worker-backed kernels: the built-in GPU variants, submissions and C-ABI
