@@ -45,6 +45,7 @@ fn fake_kernel(name: &str, args: &[&str], case_timeout: Duration) -> IsolatedKer
             source_hash: "0".repeat(64),
             deliberately_broken: false,
             nondeterministic: false,
+            accumulation: None,
         },
         WorkerCommand {
             program: PathBuf::from("python3"),
@@ -240,6 +241,16 @@ fn manifests_are_validated_with_messages_that_name_the_problem() {
         "name = \"v\"\nproblem = \"gemv\"\nsubmission = \"submission.py\"\n",
     );
     assert_eq!(Manifest::read(&gemv).unwrap().problem, ProblemKind::Gemv);
+    assert_eq!(Manifest::read(&gemv).unwrap().accumulation, None);
+    let fp32 = write(
+        &dir,
+        "fp32.toml",
+        "name = \"f\"\naccumulation = \"per-product\"\nsubmission = \"submission.py\"\n",
+    );
+    assert_eq!(
+        Manifest::read(&fp32).unwrap().accumulation,
+        Some(nvfp4_oracle::model::bounds::KOrder::PerProduct)
+    );
 
     let cases = [
         ("name = \"x\"\nsubmission = \"submission.py\"\ncolour = \"red\"\n", "colour"),
@@ -254,6 +265,7 @@ fn manifests_are_validated_with_messages_that_name_the_problem() {
         ("name = \"x\"\nproblem = \"matmul\"\nsubmission = \"submission.py\"\n", "unknown problem"),
         ("name = \"x\"\nsubmission = \"submission.py\"\n[schedule]\nmma = \"ampere\"\nk_order = \"increasing\"\nepilogue = \"silu-mul-f64-rne\"\n", "schedule.mma 'ampere'"),
         ("this is not toml", "invalid manifest"),
+        ("name = \"x\"\naccumulation = \"fp16\"\nsubmission = \"submission.py\"\n", "accumulation 'fp16'"),
     ];
     for (text, expected) in cases {
         let path = write(&dir, "bad.toml", text);
@@ -651,6 +663,7 @@ fn a_sandboxed_worker_cannot_reach_the_parent_the_reports_or_outlive_itself() {
                 source_hash: "0".repeat(64),
                 deliberately_broken: true,
                 nondeterministic: false,
+                accumulation: None,
             },
             command,
             std::sync::Arc::new(|| Ok(())),

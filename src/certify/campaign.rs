@@ -336,6 +336,11 @@ pub struct CampaignLimits {
 }
 
 impl CampaignLimits {
+    /// The order whose intervals judge `kernel`: the one it declares, else `order`.
+    pub fn order_for(&self, kernel: &dyn KernelUnderTest) -> KOrder {
+        kernel.declared_order().unwrap_or(self.order)
+    }
+
     fn distributions(&self) -> Vec<Distribution> {
         if self.only_gpumode {
             vec![Distribution::Gpumode]
@@ -387,6 +392,7 @@ pub fn certify_variant(
 ) -> CampaignResult {
     let started = Instant::now();
     let support = kernel.support();
+    let order = limits.order_for(kernel);
     let mut coverage = Coverage::default();
     let dists = limits.distributions();
     let schedule = if limits.exact {
@@ -440,7 +446,7 @@ pub fn certify_variant(
         coverage.record(&outcome, class);
         progress(coverage.cases, planned);
         if outcome.failed() {
-            return Some(shrink(kernel, outcome, tree, limits.order, schedule));
+            return Some(shrink(kernel, outcome, tree, order, schedule));
         }
         let exact = exact.as_mut()?;
         if exact.mismatch.is_some() || !outcome.exact_mismatch() {
@@ -448,19 +454,12 @@ pub fn certify_variant(
         }
         let first = outcome.spec;
         let matching = matching_schedules(&outcome, schedule);
-        let (minimal, shrink_steps) =
-            shrink_case(kernel, outcome, tree, limits.order, schedule, |o| {
-                o.failed() || o.exact_mismatch()
-            });
+        let (minimal, shrink_steps) = shrink_case(kernel, outcome, tree, order, schedule, |o| {
+            o.failed() || o.exact_mismatch()
+        });
         if minimal.failed() {
             // Shrinking the schedule difference found a case outside the intervals.
-            return Some(diagnosed(
-                kernel,
-                minimal,
-                first,
-                shrink_steps,
-                limits.order,
-            ));
+            return Some(diagnosed(kernel, minimal, first, shrink_steps, order));
         }
         exact.mismatch = Some(ExactFailure {
             first,
@@ -473,7 +472,7 @@ pub fn certify_variant(
     };
     let mut failure = None;
     for spec in fixed.iter().copied() {
-        let outcome = run_case(kernel, spec, limits.order, schedule);
+        let outcome = run_case(kernel, spec, order, schedule);
         failure = judge_case(outcome, None, &mut coverage);
         if failure.is_some() {
             break;
@@ -486,7 +485,7 @@ pub fn certify_variant(
             let mut tree = strategy
                 .new_tree(&mut runner)
                 .expect("the case strategy never rejects");
-            let outcome = run_case(kernel, tree.current(), limits.order, schedule);
+            let outcome = run_case(kernel, tree.current(), order, schedule);
             failure = judge_case(outcome, Some(&mut tree), &mut coverage);
             if failure.is_some() {
                 break;

@@ -265,7 +265,7 @@ impl Certificate {
             unavailable_reason: None,
             seed: limits.seed,
             cases_requested: limits.cases,
-            k_order: limits.order.name(),
+            k_order: limits.order_for(kernel).name(),
             only_gpumode: limits.only_gpumode,
             elapsed_seconds: 0.0,
             coverage: Coverage::default(),
@@ -370,7 +370,7 @@ impl Certificate {
                     "blocked_padding_fill",
                     format!("{:#04x}", minimal.case.padding_fill),
                 );
-            writer.reference(shape, &minimal.reference, limits.order);
+            writer.reference(shape, &minimal.reference, limits.order_for(kernel));
             writer.write(&repro_case)?;
             CaseWriter::default()
                 .tensor(
@@ -386,12 +386,13 @@ impl Certificate {
                     let path =
                         dir.join(format!("{}-repro-minimal-data.safetensors", kernel.name()));
                     let problem = crate::problem::ProblemInputs::DualGemm(inputs.clone());
-                    let reference = crate::model::problem_reference(&problem, limits.order);
+                    let reference =
+                        crate::model::problem_reference(&problem, limits.order_for(kernel));
                     let mut writer = CaseWriter::default();
                     writer
                         .problem_inputs(&problem, minimal.case.padding_fill)
                         .meta("shrunk_from_seed", minimal.spec.seed);
-                    writer.reference(inputs.shape, &reference, limits.order);
+                    writer.reference(inputs.shape, &reference, limits.order_for(kernel));
                     writer.write(&path)?;
                     Some(path)
                 }

@@ -299,6 +299,12 @@ pub trait KernelUnderTest: Sync {
     fn declares_nondeterminism(&self) -> bool {
         false
     }
+    /// The accumulation the kernel declares when it is not the default contract's (blocks of 16
+    /// summed before each rounding), e.g. [`KOrder::PerProduct`]: its campaign's intervals are
+    /// then that order's, whatever `--k-order` says.
+    fn declared_order(&self) -> Option<crate::model::bounds::KOrder> {
+        None
+    }
     /// The accumulation schedule the kernel declares, if any: `certify --exact` replays it.
     fn schedule(&self) -> Option<Schedule> {
         None

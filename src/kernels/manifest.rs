@@ -12,6 +12,9 @@
 //! nondeterministic = false              # optional: outputs may differ between runs (atomics-
 //!                                       # based split-K); certify then skips its determinism check
 //! arch = "sm_90"                        # optional: sm_XY (at least X.Y) or sm_XYa (exactly X.Y)
+//! accumulation = "per-product"          # optional: one f32 FMA per product (an fp32 CUDA-core
+//!                                       # GEMM, torch's fp32 matmul); default: blocks of 16
+//!                                       # summed before each rounding (tensor cores)
 //!
 //! [shapes]                              # optional: the declared support
 //! k_multiple = 64                       # m_multiple, n_multiple, k_multiple, max_l
@@ -24,6 +27,7 @@
 
 use super::interface::ShapeSupport;
 use crate::error::{Error, Result};
+use crate::model::bounds::KOrder;
 use crate::model::mma::schedule::{KChunkOrder, MmaModel, OutputEpilogue, Schedule};
 use crate::problem::ProblemKind;
 use serde::Deserialize;
@@ -42,6 +46,7 @@ struct ManifestFile {
     deliberately_broken: Option<bool>,
     nondeterministic: Option<bool>,
     arch: Option<String>,
+    accumulation: Option<String>,
     shapes: Option<ShapesTable>,
     schedule: Option<ScheduleTable>,
 }
@@ -135,6 +140,8 @@ pub struct Manifest {
     pub arch: Option<ArchRequirement>,
     pub support: ShapeSupport,
     pub schedule: Option<Schedule>,
+    /// `accumulation = "per-product"`: the intervals of [`KOrder::PerProduct`].
+    pub accumulation: Option<KOrder>,
     /// SHA-256 of the kernel's file(s) and the manifest: certificates and `bench` are keyed by it.
     pub hash: String,
 }
@@ -303,6 +310,16 @@ impl Manifest {
             None => None,
             Some(table) => Some(parse_schedule(path, table)?),
         };
+        let accumulation = match file.accumulation.as_deref() {
+            None | Some("blocks") => None,
+            Some("per-product") => Some(KOrder::PerProduct),
+            Some(other) => {
+                return Err(bad(
+                    path,
+                    format!("accumulation '{other}': expected blocks (the default) or per-product"),
+                ))
+            }
+        };
         let code_file = match &code {
             KernelCode::Submission(p) => {
                 require_file(p, "submission").map_err(|err| bad(path, err))?;
@@ -330,6 +347,7 @@ impl Manifest {
             arch,
             support,
             schedule,
+            accumulation,
             hash,
         })
     }
@@ -387,6 +405,7 @@ impl Manifest {
             arch: None,
             support: ShapeSupport::ANY,
             schedule: None,
+            accumulation: None,
         })
     }
 }

@@ -1,7 +1,8 @@
 //! The kernel contract and the kernels that run in this process:
 //! - [`interface`]: the contract every kernel under test meets ([`KernelUnderTest`]), with the
 //!   case it is given, its failures and the conditions it runs under;
-//! - [`cpu`], [`cpu_hopper_sim`]: built-in CPU kernels and planted-bug mutants (run anywhere);
+//! - [`cpu`], [`cpu_hopper_sim`], [`cpu_fma`]: built-in CPU kernels and planted-bug mutants
+//!   (run anywhere);
 //! - [`manifest`]: the TOML file that describes an external kernel (a GPU MODE `submission.py`
 //!   or a compiled kernel behind the C ABI of `include/nvfp4_oracle.h`).
 //!
@@ -11,6 +12,7 @@
 //! use it; the campaign (`certify`) sees only the trait.
 
 pub mod cpu;
+pub mod cpu_fma;
 pub mod cpu_hopper_sim;
 pub mod interface;
 pub mod manifest;

@@ -21,6 +21,7 @@
 use super::exact::{fixed_to_f64, ExactDot, FIXED_POINT_EXPONENT};
 use super::portable_math::{silu, SILU_ARGMIN};
 use crate::formats::fp16_from_f64_rne;
+use crate::problem::SCALE_BLOCK;
 use half::f16;
 
 /// f32's unit roundoff for truncation: one ulp relative, 2^-23.
@@ -43,15 +44,39 @@ pub enum KOrder {
     Contiguous,
     /// Any order of blocks, any number of accumulators.
     Any,
+    /// Every product added by its own f32 fused multiply-add, rounded to nearest (`fmaf`, what
+    /// cuBLAS SGEMM and torch's fp32 matmul do), K in order within each of at most
+    /// [`MAX_SPLITS`] contiguous runs: a CUDA-core kernel that does not sum a scale block first.
+    PerProduct,
 }
 
 impl KOrder {
-    pub const ALL: [KOrder; 2] = [KOrder::Contiguous, KOrder::Any];
+    pub const ALL: [KOrder; 3] = [KOrder::Contiguous, KOrder::Any, KOrder::PerProduct];
 
     pub fn name(self) -> &'static str {
         match self {
             KOrder::Contiguous => "contiguous",
             KOrder::Any => "any",
+            KOrder::PerProduct => "per-product",
+        }
+    }
+
+    /// (steps, per-step error factor in units of the accumulator's ulp, partial sums combined)
+    /// for `blocks` scale blocks.
+    fn steps(self, blocks: usize) -> (f64, f64, f64) {
+        match self {
+            KOrder::Contiguous => (
+                blocks as f64,
+                STEP_ERROR_ULPS,
+                blocks.min(MAX_SPLITS) as f64,
+            ),
+            KOrder::Any => (blocks as f64, STEP_ERROR_ULPS, blocks as f64),
+            // One rounding to nearest per product: at most half an ulp of the result.
+            KOrder::PerProduct => (
+                (blocks * SCALE_BLOCK) as f64,
+                0.5,
+                blocks.min(MAX_SPLITS) as f64,
+            ),
         }
     }
 }
@@ -110,12 +135,8 @@ pub enum Range {
 /// above 1/2): every K `Shape::new` allows under `contiguous`, about 2,000 blocks under `any`.
 pub fn max_blocks(order: KOrder) -> usize {
     let holds = |blocks: usize| {
-        let steps = blocks as f64;
-        let splits = match order {
-            KOrder::Contiguous => blocks.min(MAX_SPLITS) as f64,
-            KOrder::Any => steps,
-        };
-        1.0 - STEP_ERROR * steps - F32_ULP * (splits - 1.0) * splits > 0.5
+        let (steps, factor, splits) = order.steps(blocks);
+        1.0 - factor * F32_ULP * steps - F32_ULP * (splits - 1.0) * splits > 0.5
     };
     // The largest holding count, by bisection (the denominator falls with K).
     let (mut lo, mut hi) = (1usize, 1usize << 40);
@@ -154,22 +175,26 @@ pub fn accumulator_range_in(
     }
     let exact = fixed_to_f64(dot.sum, FIXED_POINT_EXPONENT);
     let abs_terms = fixed_to_f64(dot.abs_terms, FIXED_POINT_EXPONENT);
-    let steps = blocks as f64;
+    let (steps, factor, splits) = order.steps(blocks);
     // A bounds every accumulator's exact partial sum. The final adds of p partials see operands
     // bounded by C (sums of several runs are subsets of blocks, so C <= the subset bound too);
     // their error is at most F32_ULP (p - 1)(C + p E).
     let subset = fixed_to_f64(dot.max_subset_sum(), FIXED_POINT_EXPONENT);
-    let (partial, splits, combined) = match order {
-        KOrder::Contiguous => {
-            let run = fixed_to_f64(dot.max_run_sum(), FIXED_POINT_EXPONENT);
-            let splits = blocks.min(MAX_SPLITS) as f64;
-            (run, splits, subset.min(splits * run))
+    let run = fixed_to_f64(dot.max_run_sum(), FIXED_POINT_EXPONENT);
+    let (partial, combined) = match order {
+        KOrder::Contiguous => (run, subset.min(splits * run)),
+        KOrder::Any => (subset, subset),
+        // A partial sum that stops inside a block differs from a block prefix by at most that
+        // block's sum of magnitudes: every run of products is within the block runs' range
+        // plus twice the largest block's.
+        KOrder::PerProduct => {
+            let inside = 2.0 * fixed_to_f64(dot.max_block_abs, FIXED_POINT_EXPONENT);
+            (run + inside, splits * (run + inside))
         }
-        KOrder::Any => (subset, steps, subset),
     };
-    // E <= c (steps (A + E) + T) + u (p - 1)(C + p E), solved for E; c = STEP_ERROR_ULPS u.
+    // E <= c (steps (A + E) + T) + u (p - 1)(C + p E), solved for E; c = factor u.
     let (unit, max) = accumulator.unit_and_max();
-    let step_error = STEP_ERROR_ULPS * unit;
+    let step_error = factor * unit;
     let numerator = step_error * (steps * partial + abs_terms) + unit * (splits - 1.0) * combined;
     let denominator = 1.0 - step_error * steps - unit * (splits - 1.0) * splits;
     if denominator <= 0.5 {

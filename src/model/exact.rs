@@ -32,6 +32,9 @@ pub struct ExactDot {
     pub negative_blocks: i128,
     /// Sum of |term| over every individual product.
     pub abs_terms: i128,
+    /// The largest sum of |term| over the products of one 16-block: a partial sum inside a
+    /// block differs from the block's prefix by at most this (the per-product bound's runs).
+    pub max_block_abs: i128,
     /// A NaN scale took part: the tensor cores give NaN, whatever the data.
     pub nan: bool,
 }
@@ -141,7 +144,9 @@ pub fn exact_dot(a: &PreparedRow, b: &PreparedRow) -> ExactDot {
         } else {
             out.negative_blocks -= block;
         }
-        out.abs_terms += i128::from((i64::from(abs) * significand) << shift);
+        let block_abs = i128::from((i64::from(abs) * significand) << shift);
+        out.abs_terms += block_abs;
+        out.max_block_abs = out.max_block_abs.max(block_abs);
     }
     out
 }

@@ -145,6 +145,7 @@ struct TileStats<const R: usize> {
     prefix_min: [[i64; LANES]; R],
     abs_blocks: [[i64; LANES]; R],
     abs_terms: [[i64; LANES]; R],
+    max_block_abs: [[i64; LANES]; R],
 }
 
 impl<const R: usize> TileStats<R> {
@@ -154,6 +155,7 @@ impl<const R: usize> TileStats<R> {
         prefix_min: [[0; LANES]; R],
         abs_blocks: [[0; LANES]; R],
         abs_terms: [[0; LANES]; R],
+        max_block_abs: [[0; LANES]; R],
     };
 
     fn dot(&self, r: usize, lane: usize, nan: bool) -> ExactDot {
@@ -166,6 +168,7 @@ impl<const R: usize> TileStats<R> {
             positive_blocks: i128::from((abs_blocks + sum) / 2),
             negative_blocks: i128::from((abs_blocks - sum) / 2),
             abs_terms: i128::from(self.abs_terms[r][lane]),
+            max_block_abs: i128::from(self.max_block_abs[r][lane]),
             nan,
         }
     }
@@ -219,7 +222,9 @@ fn tile_kernel<const STATS: bool, const R: usize>(
                     st.prefix_max[r][lane] = st.prefix_max[r][lane].max(sum);
                     st.prefix_min[r][lane] = st.prefix_min[r][lane].min(sum);
                     st.abs_blocks[r][lane] += term.abs();
-                    st.abs_terms[r][lane] += i64::from(i32::from(u[r][lane]) * a_scale) * b_scale;
+                    let block_abs = i64::from(i32::from(u[r][lane]) * a_scale) * b_scale;
+                    st.abs_terms[r][lane] += block_abs;
+                    st.max_block_abs[r][lane] = st.max_block_abs[r][lane].max(block_abs);
                 }
             }
         }

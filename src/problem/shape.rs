@@ -131,13 +131,10 @@ mod tests {
     fn k_stays_where_the_error_bound_holds() {
         let deepest = Shape::new(1, 1, 1 << 22, 1).expect("K = 2^22 is allowed");
         let dot = crate::model::exact::ExactDot {
-            sum: 0,
-            prefix_max: 0,
-            prefix_min: 0,
             positive_blocks: 1,
             negative_blocks: 1,
             abs_terms: 1,
-            nan: false,
+            ..Default::default()
         };
         // Would panic if the bound were not valid at this depth (the default, contiguous order;
         // `any` charges its combining adds quadratically in the number of blocks and is valid

@@ -121,6 +121,7 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
             source_hash: manifest.hash.clone(),
             deliberately_broken: manifest.deliberately_broken,
             nondeterministic: manifest.nondeterministic,
+            accumulation: manifest.accumulation,
         },
         command,
         std::sync::Arc::new(move || match device_info() {

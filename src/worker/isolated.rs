@@ -29,6 +29,8 @@ pub struct KernelInfo {
     pub deliberately_broken: bool,
     /// Declared (manifest) to give outputs that may differ between runs.
     pub nondeterministic: bool,
+    /// Declared (manifest) accumulation other than the default contract's.
+    pub accumulation: Option<crate::model::bounds::KOrder>,
 }
 
 /// Says why the kernel cannot run on this machine, without starting anything.
@@ -195,6 +197,10 @@ impl KernelUnderTest for IsolatedKernel {
 
     fn schedule(&self) -> Option<Schedule> {
         self.info.schedule
+    }
+
+    fn declared_order(&self) -> Option<crate::model::bounds::KOrder> {
+        self.info.accumulation
     }
 
     fn availability(&self) -> Result<(), String> {

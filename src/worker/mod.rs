@@ -28,7 +28,7 @@ pub mod sandbox;
 pub mod serve;
 pub mod timing;
 
-use crate::kernels::{cpu, cpu_hopper_sim, KernelUnderTest};
+use crate::kernels::{cpu, cpu_fma, cpu_hopper_sim, KernelUnderTest};
 
 /// Every kernel built into this binary, in listing order: the CPU kernels, then the GPU variants.
 pub fn registry() -> Vec<Box<dyn KernelUnderTest>> {
@@ -37,6 +37,7 @@ pub fn registry() -> Vec<Box<dyn KernelUnderTest>> {
         .map(|k| Box::new(k) as Box<dyn KernelUnderTest>)
         .collect();
     kernels.push(Box::new(cpu_hopper_sim::CpuHopperSim::correct()));
+    kernels.push(Box::new(cpu_fma::CpuFmaPerProduct));
     kernels.push(Box::new(cpu_hopper_sim::CpuHopperSim::reordered_k_mutant()));
     kernels.extend(nvrtc::nvrtc_kernels());
     kernels

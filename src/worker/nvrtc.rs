@@ -54,6 +54,7 @@ pub fn nvrtc_kernel(variant: &GpuVariant) -> IsolatedKernel {
             source_hash: variant.source_hash(),
             deliberately_broken: variant.test_kernel,
             nondeterministic: false,
+            accumulation: None,
         },
         WorkerCommand {
             program: worker_program(),
