@@ -141,7 +141,7 @@ fn the_per_product_contract_certifies_it_and_still_catches_fp16_accumulation() {
         "cpu-fma-per-product failed: {:?}",
         result.failure.map(|f| f.minimal.spec)
     );
-    assert!(result.coverage.by_shape_class.get("production").is_some());
+    assert!(result.coverage.by_shape_class.contains_key("production"));
     let fp16 = certify_variant(
         &CpuKernel::mutant(Bug::Fp16Accumulation),
         limits(300, KOrder::PerProduct),
