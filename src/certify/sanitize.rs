@@ -307,6 +307,7 @@ pub fn sanitize(
             program: sanitizer.to_path_buf(),
             args,
             slowdown: 20,
+            writes: vec![scratch.to_path_buf()],
         };
         let mut run = ToolRun {
             tool,

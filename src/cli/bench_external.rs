@@ -24,9 +24,17 @@ use std::time::Duration;
 /// Warm-up calls before each timed loop (each on its own inputs).
 const WARM_UP: usize = 3;
 /// The first seed of the inputs of a shape's calls (call i gets `first + i`): drawn from the
-/// clock for every run, so that no kernel can compute its timed calls' answers in advance from
-/// a seed it knows.
+/// operating system's random source for every run (the clock where there is none), so that no
+/// kernel can compute its timed calls' answers in advance from a seed it knows or can guess.
 fn first_seed() -> u64 {
+    use std::io::Read;
+    let mut bytes = [0u8; 8];
+    if std::fs::File::open("/dev/urandom")
+        .and_then(|mut random| random.read_exact(&mut bytes))
+        .is_ok()
+    {
+        return u64::from_le_bytes(bytes) >> 1;
+    }
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_nanos() as u64);

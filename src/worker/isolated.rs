@@ -54,12 +54,14 @@ impl IsolatedKernel {
         availability: AvailabilityCheck,
         case_timeout_base: Duration,
     ) -> Self {
-        // A number, not the purpose: the worker sees these paths, and a copy started under
-        // compute-sanitizer must not be told apart from a plain one by them.
+        // A random tag, not the purpose or an order: the worker sees these paths, and a copy
+        // started under compute-sanitizer must not be told apart from a plain one by them.
+        use std::hash::BuildHasher;
         static COPIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let copy = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tag = std::collections::hash_map::RandomState::new().hash_one(copy);
         let scratch = std::env::temp_dir().join(format!(
-            "nvfp4-oracle-{}-{}-{copy}",
+            "nvfp4-oracle-{}-{}-{tag:016x}",
             std::process::id(),
             info.name
         ));
@@ -251,7 +253,12 @@ impl KernelUnderTest for IsolatedKernel {
             args,
             env: self.command.env.clone(),
             start_timeout: self.command.start_timeout * tool.slowdown,
-            sandbox: self.command.sandbox.clone(),
+            // The tool runs inside the sandbox with the worker: its log directory must be
+            // writable there (a kernel could then tamper with that log: docs/threat-model.md).
+            sandbox: self.command.sandbox.clone().map(|mut paths| {
+                paths.writable.extend(tool.writes.iter().cloned());
+                paths
+            }),
         };
         Some(Box::new(IsolatedKernel::new(
             self.info.clone(),

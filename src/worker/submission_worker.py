@@ -504,14 +504,6 @@ class Timing:
         if self.flush is None:
             l2 = torch.cuda.get_device_properties(self.device).L2_cache_size
             self.flush = torch.empty(max(4 * l2, 1 << 20), dtype=torch.uint8, device=self.device)
-        # One untimed call on a warm-up set first, with or without the kernel alike, so that
-        # an honest call does not pay for cold caches and clocks. It comes before the timed
-        # inputs exist: code of the kernel's that runs while they do is the timed call's.
-        warm = self.sets[self.calls % len(self.sets)][0] if self.sets else None
-        self.calls += 1
-        if warm is not None:
-            self.kernel(warm)
-        cuda.synchronize()
         data, _, shapes = build_data(torch, case, self.device)
         # Python threads of the kernel's, alive beside its call, could work on the inputs
         # while the worker loads and synchronizes, outside the timed call.
@@ -533,6 +525,16 @@ class Timing:
         after_end = (cuda.perf_counter() - after) * 1e6
         if not null:
             self.snapshots.append((snapshot, shapes))
+        del data
+        # One untimed call on a warm-up set for the next call, with or without the kernel alike,
+        # so that an honest call does not pay for cold caches and clocks. It runs here, before
+        # the reply: the parent writes the next call's input files only after it, so no code of
+        # the kernel's runs while a timed call's inputs exist except that call.
+        warm = self.sets[self.calls % len(self.sets)][0] if self.sets else None
+        self.calls += 1
+        if warm is not None:
+            self.kernel(warm)
+        cuda.synchronize()
         return {"Ok": {"samples_us": [sample], "wall_us": (cuda.perf_counter() - wall) * 1e6,
                        "after_end_us": [after_end], "other_threads": [threads]}}
 
