@@ -2,8 +2,9 @@
 //! uninitialized reads and out-of-bounds reads that do not change a tested output still ship bugs. For each tool the
 //! kernel gets a fresh worker started under `compute-sanitizer --tool T` (through
 //! [`KernelUnderTest::under_tool`]), runs the sample, and shuts down; the tool's log is then read
-//! into findings in words. Buffers are allocations of exactly their size there (no canaries, no
-//! torch caching allocator), so that a read one byte past a tensor is outside any allocation.
+//! into findings in words. The worker's environment and buffers are those of a plain run: every
+//! tensor ends at unmapped memory (src/gpu/fenced.rs) in every run, so a kernel gains nothing by
+//! behaving differently under the tool.
 
 use super::checks::check_cases;
 use crate::kernels::{KernelUnderTest, ToolWrapper};

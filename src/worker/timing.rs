@@ -117,7 +117,10 @@ impl TimedRun {
         let unaccounted = median(&excess).unwrap_or(0.0) - idle;
         if unaccounted > allowed {
             return Some(format!(
-                "timing not trusted: the kernel worked outside its timed call (before it began,                  on inputs that had just arrived, or after it returned), or its timings were                  falsified: the parent measured a median {:.1} us per call beyond its CUDA-event                  sample ({sample:.1} us), {idle:.1} us without the kernel",
+                "timing not trusted: the kernel worked outside its timed call (before it began, \
+                 on inputs that had just arrived, or after it returned), or its timings were \
+                 falsified: the parent measured a median {:.1} us per call beyond its CUDA-event \
+                 sample ({sample:.1} us), {idle:.1} us without the kernel",
                 median(&excess).unwrap_or(0.0)
             ));
         }
