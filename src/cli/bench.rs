@@ -77,34 +77,50 @@ pub(super) fn trusted(dir: &Path, name: &str, hash: &str) -> bool {
         eprintln!("not trusting {}: {why}", path.display());
         return false;
     }
+    match allows_timing(&value, hash) {
+        Ok(()) => true,
+        Err(why) => {
+            if !why.is_empty() {
+                eprintln!("not trusting {}: {why}", path.display());
+            }
+            false
+        }
+    }
+}
+
+/// Whether a certificate whose signature holds lets bench time the kernel; the reason when not
+/// (empty for a certificate of another kernel, model or outcome, which the caller reports).
+fn allows_timing(value: &serde_json::Value, hash: &str) -> std::result::Result<(), String> {
     if value["status"] != serde_json::json!("certified")
         || value["source_hash"] != serde_json::json!(hash)
         || value["model_version"] != serde_json::json!(crate::model::MODEL_VERSION)
     {
-        return false;
+        return Err(String::new());
+    }
+    // A worker that ran without the sandbox could reach the key that signs certificates.
+    if let Some(isolation) = value["environment"]["isolation"].as_str() {
+        if !isolation.starts_with("sandboxed") {
+            return Err(format!(
+                "its worker ran without the sandbox ({isolation}), within reach of the key that \
+                 signs certificates; certify it where the sandbox holds, or time it with \
+                 --force-untrusted"
+            ));
+        }
     }
     // bench times production shapes: the certificate must have covered them.
     let coverage = &value["coverage"];
-    let planned = coverage["planned_production_cases"].as_u64();
     let ran = coverage["by_shape_class"]["production"]
         .as_u64()
         .unwrap_or(0);
-    match planned {
-        None => {
-            eprintln!(
-                "not trusting {}: certified before production shapes were part of every campaign; certify it again",
-                path.display()
-            );
-            false
-        }
-        Some(planned) if ran < planned => {
-            eprintln!(
-                "not trusting {}: {ran} of its {planned} production-shape cases ran; certify it again without a time budget",
-                path.display()
-            );
-            false
-        }
-        Some(_) => true,
+    match coverage["planned_production_cases"].as_u64() {
+        None => Err(
+            "certified before production shapes were part of every campaign; certify it again"
+                .to_string(),
+        ),
+        Some(planned) if ran < planned => Err(format!(
+            "{ran} of its {planned} production-shape cases ran; certify it again without a time budget"
+        )),
+        Some(_) => Ok(()),
     }
 }
 
@@ -366,4 +382,43 @@ fn render(report: &BenchReport) -> String {
         }
     }
     md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bench_times_only_what_a_sandboxed_campaign_covered() {
+        let hash = "ab".repeat(32);
+        let good = serde_json::json!({
+            "status": "certified",
+            "source_hash": hash,
+            "model_version": crate::model::MODEL_VERSION,
+            "environment": {"isolation": "sandboxed: own mount, PID namespaces"},
+            "coverage": {"planned_production_cases": 13, "by_shape_class": {"production": 13}},
+        });
+        assert_eq!(allows_timing(&good, &hash), Ok(()));
+        let mut other = good.clone();
+        other["source_hash"] = serde_json::json!("cd".repeat(32));
+        assert_eq!(allows_timing(&other, &hash), Err(String::new()));
+        let mut open = good.clone();
+        open["environment"]["isolation"] = serde_json::json!("NOT sandboxed: no user namespaces");
+        assert!(allows_timing(&open, &hash)
+            .unwrap_err()
+            .contains("without the sandbox"));
+        let mut built_in = good.clone();
+        built_in["environment"] = serde_json::json!({"isolation": null});
+        assert_eq!(allows_timing(&built_in, &hash), Ok(()));
+        let mut short = good.clone();
+        short["coverage"]["by_shape_class"]["production"] = serde_json::json!(5);
+        assert!(allows_timing(&short, &hash)
+            .unwrap_err()
+            .contains("5 of its 13"));
+        let mut old = good;
+        old["coverage"] = serde_json::json!({"by_shape_class": {}});
+        assert!(allows_timing(&old, &hash)
+            .unwrap_err()
+            .contains("certify it again"));
+    }
 }
