@@ -11,7 +11,9 @@
 //! against the intervals, and the result says "correct within the intervals, schedule differs
 //! from the declared one" with the first differing element.
 
-use super::production::production_cases;
+use super::production::{large_cases, production_cases};
+use super::sampling::FULL_REFERENCE_PRODUCTS;
+use super::sampling::{sample_for, sampled_reference, shape_products, RowSample};
 use crate::compare::diagnosis::{diagnose, Diagnosis, Observation, POISON};
 use crate::compare::{judge, OutputShape, Verdict};
 use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
@@ -100,8 +102,11 @@ pub struct CaseOutcome {
     pub output: Vec<f16>,
     pub result: Result<Verdict, KernelFailure>,
     /// The output against the replay of the declared schedule (exact mode, outputs that pass
-    /// the interval check only).
+    /// the interval check only, cases judged whole only).
     pub exact: Option<ExactComparison>,
+    /// The rows judged against the model when the case was too large to judge whole (every
+    /// other element had the whole-output checks alone: src/certify/sampling.rs).
+    pub sample: Option<RowSample>,
 }
 
 impl CaseOutcome {
@@ -116,12 +121,24 @@ impl CaseOutcome {
 }
 
 /// Runs one case: fresh inputs, a poisoned output, the kernel, the verdict, and with a
-/// `schedule` the comparison of a passing output with its replay.
+/// `schedule` the comparison of a passing output with its replay. A case past
+/// [`FULL_REFERENCE_PRODUCTS`] is judged on sampled rows, drawn after the kernel has returned.
 pub fn run_case(
     kernel: &dyn KernelUnderTest,
     spec: CaseSpec,
     order: KOrder,
     schedule: Option<Schedule>,
+) -> CaseOutcome {
+    run_case_within(kernel, spec, order, schedule, FULL_REFERENCE_PRODUCTS)
+}
+
+/// [`run_case`] with the number of products past which rows are sampled.
+pub fn run_case_within(
+    kernel: &dyn KernelUnderTest,
+    spec: CaseSpec,
+    order: KOrder,
+    schedule: Option<Schedule>,
+    full_reference_products: u64,
 ) -> CaseOutcome {
     let problem = kernel.problem();
     let spec = CaseSpec {
@@ -129,11 +146,16 @@ pub fn run_case(
         ..spec
     };
     let inputs = generate_problem(problem, spec.shape, spec.dist, spec.seed);
-    let reference = problem_reference(&inputs, order);
     let (m, n, l) = inputs.output_dims();
     let case = KernelCase::new(inputs, spec.dist.blocked_padding_fill());
     let mut output = vec![POISON; m * n * l];
-    let result = kernel.run(&case, &mut output).map(|()| {
+    let run = kernel.run(&case, &mut output);
+    let sample = sample_for(&case.inputs, full_reference_products, unpredictable_seed());
+    let reference = match &sample {
+        Some(sample) => sampled_reference(&case.inputs, order, sample),
+        None => problem_reference(&case.inputs, order),
+    };
+    let result = run.map(|()| {
         judge(
             OutputShape { m, n, l },
             &output,
@@ -142,8 +164,9 @@ pub fn run_case(
             &reference.hi,
         )
     });
+    // Replay costs more than the model: only cases judged whole are replayed.
     let exact = match (&result, schedule, case.dual()) {
-        (Ok(verdict), Some(schedule), Some(dual)) if verdict.pass => {
+        (Ok(verdict), Some(schedule), Some(dual)) if verdict.pass && sample.is_none() => {
             Some(replay_dual_gemm(dual.inputs, schedule).compare(&output))
         }
         _ => None,
@@ -155,7 +178,41 @@ pub fn run_case(
         output,
         result,
         exact,
+        sample,
     }
+}
+
+/// A seed no kernel can know: sampled rows are drawn from it after the kernel returns, so a
+/// kernel cannot compute those rows alone (the case seeds of the fixed cases are public).
+fn unpredictable_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |t| t.as_nanos()),
+    );
+    hasher.finish()
+}
+
+/// The outcome judged on every element: a sampled case's verdict and reference redone with the
+/// model on the whole output (a failure's repro and diagnosis must describe all of it).
+fn judged_whole(mut outcome: CaseOutcome, order: KOrder) -> CaseOutcome {
+    if outcome.sample.take().is_none() {
+        return outcome;
+    }
+    outcome.reference = problem_reference(&outcome.case.inputs, order);
+    let (m, n, l) = outcome.case.inputs.output_dims();
+    if let Ok(verdict) = &mut outcome.result {
+        *verdict = judge(
+            OutputShape { m, n, l },
+            &outcome.output,
+            &outcome.reference.expected,
+            &outcome.reference.lo,
+            &outcome.reference.hi,
+        );
+    }
+    outcome
 }
 
 /// The fixed cases every campaign starts with: the smallest shape, tile edges, a K tail, L > 1,
@@ -215,6 +272,15 @@ pub struct Coverage {
     /// and, when they are fewer or thinner than a GPU kernel's, why.
     pub planned_production_cases: usize,
     pub production_note: Option<String>,
+    /// Random large shapes (src/certify/production.rs) and, when fewer or thinner than a GPU
+    /// kernel's, why.
+    pub planned_large_cases: usize,
+    pub large_note: Option<String>,
+    /// Cases judged on sampled rows (too large to judge whole), the rows judged and the rows
+    /// of M they were drawn from.
+    pub sampled_cases: usize,
+    pub sampled_rows_judged: usize,
+    pub sampled_rows_of: usize,
     /// Which of the 16 FP4 codes and of the 16 e4m3 exponent fields (NaN counted apart) occurred.
     pub fp4_codes_seen: Vec<u8>,
     pub scale_exponents_seen: Vec<u8>,
@@ -252,6 +318,11 @@ impl Coverage {
             .entry(outcome.spec.dist.name().to_string())
             .or_default() += 1;
         *self.by_shape_class.entry(class.to_string()).or_default() += 1;
+        if let Some(sample) = &outcome.sample {
+            self.sampled_cases += 1;
+            self.sampled_rows_judged += sample.rows.len();
+            self.sampled_rows_of += sample.of;
+        }
         let mut codes = [false; 16];
         let mut exponents = [false; 16];
         for (_, operand) in outcome.case.inputs.operands() {
@@ -414,17 +485,28 @@ pub fn certify_variant(
         .copied()
         .filter(|spec| support.supports(spec.shape) && dists.contains(&spec.dist))
         .collect();
-    // Production shapes last among the fixed cases: a bug that shows small is caught small.
+    // Production shapes and random large ones last among the fixed cases: a bug that shows
+    // small is caught small.
     let (production, production_note) =
         production_cases(kernel.problem(), support, kernel.runs_on_gpu(), &dists);
+    let (large, large_note) = large_cases(
+        kernel.problem(),
+        support,
+        kernel.runs_on_gpu(),
+        &dists,
+        limits.seed,
+    );
     coverage.planned_edge_cases = edges.len();
     coverage.planned_golden_cases = goldens.len();
     coverage.planned_production_cases = production.len();
     coverage.production_note = production_note;
+    coverage.planned_large_cases = large.len();
+    coverage.large_note = large_note;
     let fixed: Vec<CaseSpec> = edges
         .into_iter()
         .chain(goldens)
         .chain(production.iter().copied())
+        .chain(large.iter().copied())
         .collect();
     let planned = fixed.len() + limits.cases;
     let out_of_time = || {
@@ -440,6 +522,8 @@ pub fn certify_variant(
      -> Option<Failure> {
         let class = if production.contains(&outcome.spec) {
             "production"
+        } else if large.contains(&outcome.spec) {
+            "large"
         } else {
             shape_class(outcome.spec.shape)
         };
@@ -570,6 +654,7 @@ fn diagnosed(
     shrink_steps: usize,
     order: KOrder,
 ) -> Failure {
+    let minimal = judged_whole(minimal, order);
     let diagnosis = match &minimal.result {
         // The catalogue of known bugs is the dual GEMM's.
         Ok(_) if minimal.case.dual().is_some() => {
@@ -702,6 +787,9 @@ fn diagnose_with_more_runs(
     ]
     .into_iter()
     .filter(|spec| *spec != minimal.spec)
+    // The catalogue computes a dozen wrong problems in full on each run: none past the size
+    // judged whole.
+    .filter(|spec| shape_products(spec.shape, 2) <= FULL_REFERENCE_PRODUCTS)
     .map(|spec| run_case(kernel, spec, order, None))
     // A run the kernel gets right is no evidence for any class (a bug that shows only at some
     // depths or widths would contradict every class there).

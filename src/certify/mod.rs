@@ -6,6 +6,7 @@ pub mod campaign;
 pub mod checks;
 pub mod production;
 pub mod report;
+pub mod sampling;
 pub mod sanitize;
 pub mod shrink_data;
 pub mod signing;

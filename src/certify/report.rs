@@ -450,16 +450,18 @@ impl Certificate {
         let planned = c.planned_edge_cases
             + c.planned_golden_cases
             + c.planned_production_cases
+            + c.planned_large_cases
             + self.cases_requested;
         if self.unavailable_reason.is_some() {
             return "0 (not run)".to_string();
         }
         format!(
-            "{} of {planned} planned: {} fixed edge, {} golden, {} at production shapes and {} random (--cases){}",
+            "{} of {planned} planned: {} fixed edge, {} golden, {} at production shapes, {} random large and {} random (--cases){}",
             c.cases,
             c.planned_edge_cases,
             c.planned_golden_cases,
             c.planned_production_cases,
+            c.planned_large_cases,
             self.cases_requested,
             if c.cases < planned && self.failure.is_some() {
                 "; the campaign stops at the first failure"
@@ -469,6 +471,34 @@ impl Certificate {
                 ""
             }
         )
+    }
+
+    /// The coverage table's production row: how many production and random large cases ran,
+    /// how many were judged on sampled rows, and why a CPU kernel runs fewer and thinner ones.
+    fn production_size_in_words(&self) -> String {
+        let c = &self.coverage;
+        let ran = |class: &str| c.by_shape_class.get(class).copied().unwrap_or(0);
+        let mut words = format!(
+            "{} of {} at the benchmark and competition test shapes, {} of {} at random large \
+             shapes (N past 2048, K past 4096, L up to 4; on a GPU M past 2048 too)",
+            ran("production"),
+            c.planned_production_cases,
+            ran("large"),
+            c.planned_large_cases,
+        );
+        if c.sampled_cases > 0 {
+            words.push_str(&format!(
+                "; {} judged on sampled rows ({} of {} rows, every 128-row tile represented; \
+                 every element checked for unwritten poison and misplaced NaN)",
+                crate::compare::diagnosis::plural(c.sampled_cases, "case"),
+                c.sampled_rows_judged,
+                c.sampled_rows_of
+            ));
+        }
+        for note in [&c.production_note, &c.large_note].into_iter().flatten() {
+            words.push_str(&format!("; {note}"));
+        }
+        words
     }
 
     pub fn markdown(&self) -> String {
@@ -502,8 +532,11 @@ impl Certificate {
             self.created,
             self.elapsed_seconds,
         );
-        if let Some(note) = &c.production_note {
-            md.push_str(&format!("| production shapes | {note} |\n"));
+        if self.unavailable_reason.is_none() {
+            md.push_str(&format!(
+                "| production-size cases | {} |\n",
+                self.production_size_in_words()
+            ));
         }
         if let Some(gpu) = &self.gpu {
             md.push_str(&format!(
