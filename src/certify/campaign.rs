@@ -245,6 +245,34 @@ pub fn edge_cases(support: ShapeSupport) -> Vec<CaseSpec> {
     cases
 }
 
+/// The fixed cases of per-product rounding's worst case (src/problem/stagnation.rs): deep K,
+/// where a per-product kernel's lost half-ulps add up past the block-sum intervals. Every correct
+/// kernel passes them under its own contract; one that declares per-product accumulation is
+/// judged by the per-product intervals, which hold them.
+pub fn stagnation_cases(support: ShapeSupport) -> Vec<CaseSpec> {
+    let shapes = [
+        (1, 64, 16384, 1),
+        (2, 128, 16384, 2),
+        (3, 96, 7168, 1),
+        (4, 256, 4096, 1),
+    ];
+    shapes
+        .iter()
+        .enumerate()
+        .map(|(i, &(m, n, k, l))| CaseSpec {
+            shape: Shape::new(
+                round_up(m, support.m_multiple),
+                round_up(n, support.n_multiple),
+                round_up(k, support.k_multiple),
+                l.min(support.max_l),
+            )
+            .expect("stagnation shapes are valid"),
+            dist: Distribution::Stagnation,
+            seed: 9000 + i as u64,
+        })
+        .collect()
+}
+
 /// A failure, shrunk and diagnosed.
 pub struct Failure {
     pub first: CaseSpec,
@@ -276,6 +304,8 @@ pub struct Coverage {
     /// kernel's, why.
     pub planned_large_cases: usize,
     pub large_note: Option<String>,
+    /// The fixed cases of per-product rounding's worst case ([`stagnation_cases`]).
+    pub planned_stagnation_cases: usize,
     /// Cases judged on sampled rows (too large to judge whole), the rows judged and the rows
     /// of M they were drawn from.
     pub sampled_cases: usize,
@@ -487,8 +517,13 @@ pub fn certify_variant(
         .collect();
     // Production shapes and random large ones last among the fixed cases: a bug that shows
     // small is caught small.
-    let (production, production_note) =
-        production_cases(kernel.problem(), support, kernel.runs_on_gpu(), &dists);
+    let (production, production_note) = production_cases(
+        kernel.problem(),
+        support,
+        kernel.runs_on_gpu(),
+        &dists,
+        &kernel.declared_production_shapes(),
+    );
     let (large, large_note) = large_cases(
         kernel.problem(),
         support,
@@ -502,11 +537,19 @@ pub fn certify_variant(
     coverage.production_note = production_note;
     coverage.planned_large_cases = large.len();
     coverage.large_note = large_note;
+    // The worst case of per-product rounding, unless only the competition's inputs are drawn.
+    let stagnation = if limits.only_gpumode {
+        Vec::new()
+    } else {
+        stagnation_cases(support)
+    };
+    coverage.planned_stagnation_cases = stagnation.len();
     let fixed: Vec<CaseSpec> = edges
         .into_iter()
         .chain(goldens)
         .chain(production.iter().copied())
         .chain(large.iter().copied())
+        .chain(stagnation)
         .collect();
     let planned = fixed.len() + limits.cases;
     let out_of_time = || {

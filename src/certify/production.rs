@@ -61,18 +61,26 @@ pub fn production_shapes(problem: ProblemKind) -> Vec<Shape> {
         .collect()
 }
 
-/// The production cases of a campaign, and, when they are fewer or thinner than a GPU
-/// kernel's, why (for the certificate).
+/// The production cases of a campaign (the problem's shapes, then those the kernel `declared`
+/// it will run at), and, when they are fewer or thinner than a GPU kernel's, why (for the
+/// certificate).
 pub fn production_cases(
     problem: ProblemKind,
     support: ShapeSupport,
     on_gpu: bool,
     dists: &[Distribution],
+    declared: &[Shape],
 ) -> (Vec<CaseSpec>, Option<String>) {
-    let shapes: Vec<Shape> = production_shapes(problem)
+    let mut shapes: Vec<Shape> = production_shapes(problem)
         .into_iter()
         .filter(|&shape| support.supports(shape))
         .collect();
+    for &shape in declared {
+        let shape = problem.normalize(shape);
+        if support.supports(shape) && !shapes.contains(&shape) {
+            shapes.push(shape);
+        }
+    }
     // Seeds apart from the edge cases' (below 100) and the golden set's (1111).
     let seed = |i: usize, j: usize| 5000 + (i * 16 + j) as u64;
     if on_gpu {
@@ -271,6 +279,7 @@ mod tests {
             ShapeSupport::ANY,
             true,
             &Distribution::ALL,
+            &[],
         );
         assert_eq!(cases.len(), 13 * Distribution::ALL.len());
         assert_eq!(why, None);
@@ -285,6 +294,7 @@ mod tests {
             ShapeSupport::ANY,
             false,
             &Distribution::ALL,
+            &[],
         );
         assert_eq!(cases.len(), 13);
         assert!(cases.iter().all(|c| c.shape.m == CPU_ROWS));
@@ -299,6 +309,32 @@ mod tests {
     }
 
     #[test]
+    fn declared_shapes_join_the_problem_s_once_each() {
+        let declared = [
+            Shape::new(1000, 3000, 5120, 2).unwrap(),
+            // Already a competition test shape.
+            Shape::new(7168, 2304, 2048, 1).unwrap(),
+        ];
+        let (cases, _) = production_cases(
+            ProblemKind::DualGemm,
+            ShapeSupport::ANY,
+            true,
+            &[Distribution::Full],
+            &declared,
+        );
+        assert_eq!(cases.len(), 14);
+        assert_eq!(cases[13].shape, declared[0]);
+        let (thin, _) = production_cases(
+            ProblemKind::DualGemm,
+            ShapeSupport::ANY,
+            false,
+            &Distribution::ALL,
+            &declared,
+        );
+        assert_eq!(thin[13].shape, Shape::new(CPU_ROWS, 3000, 5120, 2).unwrap());
+    }
+
+    #[test]
     fn shapes_outside_the_support_are_left_out() {
         let support = ShapeSupport {
             k_multiple: 4096,
@@ -309,6 +345,7 @@ mod tests {
             support,
             true,
             &[Distribution::Gpumode],
+            &[],
         );
         assert!(!cases.is_empty());
         assert!(cases.iter().all(|c| c.shape.k % 4096 == 0));

@@ -451,17 +451,19 @@ impl Certificate {
             + c.planned_golden_cases
             + c.planned_production_cases
             + c.planned_large_cases
+            + c.planned_stagnation_cases
             + self.cases_requested;
         if self.unavailable_reason.is_some() {
             return "0 (not run)".to_string();
         }
         format!(
-            "{} of {planned} planned: {} fixed edge, {} golden, {} at production shapes, {} random large and {} random (--cases){}",
+            "{} of {planned} planned: {} fixed edge, {} golden, {} at production shapes, {} random large, {} stagnation (per-product rounding's worst case) and {} random (--cases){}",
             c.cases,
             c.planned_edge_cases,
             c.planned_golden_cases,
             c.planned_production_cases,
             c.planned_large_cases,
+            c.planned_stagnation_cases,
             self.cases_requested,
             if c.cases < planned && self.failure.is_some() {
                 "; the campaign stops at the first failure"
