@@ -446,3 +446,30 @@ fn sampled_rows_catch_wrong_values_and_unwritten_elements_anywhere() {
         assert_eq!(verdict.unexpected_nan, 1, "row {row}");
     }
 }
+
+/// A bug outside the catalogue gets no "closest" class: the certificate's diagnosis line says
+/// what the shrunk case showed instead (the input that reproduces the output read differently,
+/// and what the failure depends on).
+#[test]
+fn a_bug_outside_the_catalogue_is_localized_in_the_diagnosis_line() {
+    let dir = std::env::temp_dir().join(format!("nvfp4-oracle-localized-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (bug, words) in [
+        (
+            Bug::ScaleSignHonored,
+            "the failure depends on the scale's sign bit",
+        ),
+        (Bug::Fp4ThreeReadAsTwo, "read as 2 instead of 3"),
+    ] {
+        let mutant = CpuKernel::mutant(bug);
+        let result = certify_variant(&mutant, limits(100, false), &[], |_, _| {});
+        let certificate =
+            Certificate::from_campaign(&mutant, &limits(100, false), result, &dir).unwrap();
+        let line = certificate.failure.expect("rejected").diagnosis;
+        assert!(line.starts_with("no known bug class: "), "{line}");
+        // Values compared by magnitude: the shrunk input may be negative.
+        assert!(line.replace('-', "").contains(words), "{line}");
+        assert!(!line.contains("closest"), "{line}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

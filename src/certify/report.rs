@@ -34,10 +34,25 @@ fn with_localization(diagnosis: &Diagnosis, data: Option<&ShrunkData>) -> String
     if diagnosis.best.is_some() || diagnosis.unwritten > 0 {
         return summary;
     }
+    // The single misread input that reproduces the output, if any, and what the failure was
+    // found to depend on: an input read differently can reproduce an output without being the
+    // cause (a sign-set scale acts as a negated FP4 code), and the dependency names the cause.
     let words = data.and_then(|data| {
-        data.explanation
-            .clone()
-            .or_else(|| (!data.localization.is_empty()).then(|| data.localization.join("; ")))
+        let depends = data
+            .localization
+            .iter()
+            .find(|sentence| sentence.contains("depends on"));
+        let parts: Vec<&str> = data
+            .explanation
+            .as_deref()
+            .into_iter()
+            .chain(depends.map(String::as_str))
+            .collect();
+        if parts.is_empty() {
+            (!data.localization.is_empty()).then(|| data.localization.join("; "))
+        } else {
+            Some(parts.join("; "))
+        }
     });
     match words {
         Some(words) => format!("{summary}: {words}"),
