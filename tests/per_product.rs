@@ -91,7 +91,7 @@ fn the_per_product_contract_certifies_it_and_still_catches_fp16_accumulation() {
     assert!(coverage.cases >= 2000 + 4);
     assert_eq!(coverage.by_distribution.get("stagnation"), Some(&4));
     assert_eq!(coverage.planned_stagnation_cases, 4);
-    assert!(coverage.by_shape_class.get("production").is_some());
+    assert!(coverage.by_shape_class.contains_key("production"));
     for mutant in [Bug::Fp16Accumulation, Bug::TruncatedOutput] {
         let rejected = certify_variant(
             &CpuKernel::mutant(mutant),

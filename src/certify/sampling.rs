@@ -151,10 +151,10 @@ pub fn sampled_reference(inputs: &ProblemInputs, order: KOrder, sample: &RowSamp
             out.hi[base..base + n * l].copy_from_slice(&sub.hi[from..from + n * l]);
             continue;
         }
-        for batch in 0..l {
+        for (batch, nan_in_col) in nan_cols.iter().enumerate() {
             let a_nan = row_has_nan_scale(a, m, batch);
-            for col in 0..n {
-                if a_nan || nan_cols[batch][col] {
+            for (col, &col_nan) in nan_in_col.iter().enumerate() {
+                if a_nan || col_nan {
                     let at = base + col * l + batch;
                     out.lo[at] = f16::NAN;
                     out.hi[at] = f16::NAN;
