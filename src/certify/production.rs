@@ -29,9 +29,10 @@ pub const LARGE_MAX: (usize, usize, usize, usize) = (8192, 8192, 16384, 4);
 /// Random large cases of a GPU kernel, per distribution, and of a CPU kernel in all.
 pub const GPU_LARGE_PER_DISTRIBUTION: usize = 2;
 pub const CPU_LARGE_CASES: usize = 2;
-/// A CPU kernel's large cases keep N K L at most this (at [`CPU_ROWS`] rows, about a second
-/// each for `cpu-tiled` on 2 cores): L is lowered until it fits.
-pub const CPU_LARGE_NKL: usize = 1 << 27;
+/// A CPU kernel's large cases keep N K L at most this (at [`CPU_ROWS`] rows, a fraction of a
+/// second each on 2 cores): L is lowered, then K (not to 4096), then N (not to 2048), until it
+/// fits.
+pub const CPU_LARGE_NKL: usize = 1 << 24;
 
 /// GEMM and GEMV shapes (M, N, K, L) the problem's benchmarks time (docs/problem.md); their test
 /// shapes are not recorded.
@@ -161,13 +162,17 @@ pub fn large_cases(
         let n = draw(&mut rng, max_n);
         let k = draw(&mut rng, max_k);
         let mut l = 1 + (rng.next_u64() % max_l as u64) as usize;
-        let (n, k) = (
-            round_up(n, support.n_multiple),
-            round_up(k, support.k_multiple.max(16)),
-        );
+        let k_multiple = support.k_multiple.max(16);
+        let (mut n, mut k) = (n, round_up(k, k_multiple));
         if !on_gpu {
             l = l.min((CPU_LARGE_NKL / (n * k)).max(1));
+            k = k.min(round_up(
+                (CPU_LARGE_NKL / (n * l)).max(max_k / 4 + 1),
+                k_multiple,
+            ));
+            n = n.min((CPU_LARGE_NKL / (k * l)).max(max_n / 4 + 1));
         }
+        let n = round_up(n, support.n_multiple);
         let shape = Shape::new(round_up(m, support.m_multiple), n, k, l.min(support.max_l))
             .expect("large shapes are valid");
         cases.push(CaseSpec {
@@ -179,8 +184,9 @@ pub fn large_cases(
     let why = (!on_gpu).then(|| {
         format!(
             "a CPU kernel runs {CPU_LARGE_CASES} random large shapes, not \
-             {GPU_LARGE_PER_DISTRIBUTION} per distribution, at {CPU_ROWS} rows of M, L lowered \
-             until N K L is at most 2^27 or L is 1, for the same reason"
+             {GPU_LARGE_PER_DISTRIBUTION} per distribution, at {CPU_ROWS} rows of M, L, K and N \
+             lowered toward N K L = 2^24 (K staying past 4096, N past 2048), for the same \
+             reason"
         )
     });
     (cases, why)
@@ -246,9 +252,7 @@ mod tests {
             for case in &cases {
                 let s = case.shape;
                 assert_eq!(s.m, CPU_ROWS);
-                assert!(
-                    s.n > 2048 && s.k > 4096 && s.n * s.k * s.l <= CPU_LARGE_NKL.max(s.n * s.k)
-                );
+                assert!(s.n > 2048 && s.k > 4096 && s.n * s.k * s.l <= CPU_LARGE_NKL);
             }
         }
         let support = ShapeSupport {
