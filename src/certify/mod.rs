@@ -3,6 +3,7 @@
 //! the [`crate::kernels::KernelUnderTest`] interface, never where a kernel comes from.
 
 pub mod campaign;
+pub mod cases;
 pub mod checks;
 pub mod production;
 pub mod report;

@@ -14,7 +14,7 @@
 //! x 4; the model judges the largest of them on sampled rows (src/certify/sampling.rs). A CPU
 //! kernel gets fewer of them, thin as above and within [`CPU_LARGE_NKL`].
 
-use super::campaign::CaseSpec;
+use super::cases::{round_up, CaseSpec};
 use crate::golden::set::{DUAL_GEMM_BENCHMARKS, DUAL_GEMM_TESTS};
 use crate::kernels::ShapeSupport;
 use crate::problem::{Distribution, ProblemKind, Shape};
@@ -122,10 +122,6 @@ pub fn production_cases(
         )
     });
     (cases, why)
-}
-
-fn round_up(value: usize, multiple: usize) -> usize {
-    value.div_ceil(multiple).max(1) * multiple
 }
 
 /// Random large cases drawn from `seed`, within `support`, and, for a CPU kernel, why they are
