@@ -84,27 +84,12 @@ pub(super) fn trusted(dir: &Path, name: &str, hash: &str) -> bool {
         return false;
     }
     // bench times production shapes: the certificate must have covered them.
-    let coverage = &value["coverage"];
-    let planned = coverage["planned_production_cases"].as_u64();
-    let ran = coverage["by_shape_class"]["production"]
-        .as_u64()
-        .unwrap_or(0);
-    match planned {
-        None => {
-            eprintln!(
-                "not trusting {}: certified before production shapes were part of every campaign; certify it again",
-                path.display()
-            );
+    match crate::certify::report::production_coverage_gap(&value["coverage"]) {
+        Some(why) => {
+            eprintln!("not trusting {}: {why}", path.display());
             false
         }
-        Some(planned) if ran < planned => {
-            eprintln!(
-                "not trusting {}: {ran} of its {planned} production-shape cases ran; certify it again without a time budget",
-                path.display()
-            );
-            false
-        }
-        Some(_) => true,
+        None => true,
     }
 }
 
