@@ -467,8 +467,21 @@ fn a_bug_outside_the_catalogue_is_localized_in_the_diagnosis_line() {
         let result = certify_variant(&mutant, limits(100, false), &[], |_, _| {});
         let certificate =
             Certificate::from_campaign(&mutant, &limits(100, false), result, &dir).unwrap();
+        // Each of the two blocks says which shrunk case it describes.
+        let md = certificate.markdown();
+        assert!(
+            md.contains("## Failure: the minimal case (its shape shrunk"),
+            "{md}"
+        );
+        assert!(
+            md.contains("## Minimal data: the minimal case's data shrunk further"),
+            "{md}"
+        );
         let line = certificate.failure.expect("rejected").diagnosis;
-        assert!(line.starts_with("no known bug class: "), "{line}");
+        assert!(
+            line.starts_with("no known bug class: in the minimal data, "),
+            "{line}"
+        );
         // Values compared by magnitude: the shrunk input may be negative.
         assert!(line.replace('-', "").contains(words), "{line}");
         assert!(!line.contains("closest"), "{line}");

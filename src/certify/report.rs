@@ -55,7 +55,7 @@ fn with_localization(diagnosis: &Diagnosis, data: Option<&ShrunkData>) -> String
         }
     });
     match words {
-        Some(words) => format!("{summary}: {words}"),
+        Some(words) => format!("{summary}: in the minimal data, {words}"),
         None => summary,
     }
 }
@@ -630,7 +630,7 @@ impl Certificate {
         }
         if let Some(f) = &self.failure {
             md.push_str(&format!(
-                "\n## Failure\n\n- first failing case: {} {} seed {}\n- minimal case after {}: **{} {} seed {}**\n- verdict: {}\n- diagnosis: **{}**\n- replay: `{}`\n- regenerate its inputs from the seed: `{}`\n\n```\n{}```\n",
+                "\n## Failure: the minimal case (its shape shrunk; the verdict and the map below are its own)\n\n- first failing case: {} {} seed {}\n- minimal case after {}: **{} {} seed {}**\n- verdict: {}\n- diagnosis: **{}**\n- replay: `{}`\n- regenerate its inputs from the seed: `{}`\n\n```\n{}```\n",
                 f.first_case.shape,
                 f.first_case.dist.name(),
                 f.first_case.seed,
