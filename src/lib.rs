@@ -12,7 +12,8 @@
 //!   diagnosis against a catalogue of known bugs.
 //! - [`kernels`]: the interface every kernel under test meets, the CPU kernels and planted-bug
 //!   mutants that run in process, and the manifest that describes an external kernel.
-//! - [`certify`]: campaigns of cases against the model (the production shapes among them),
+//! - [`certify`]: campaigns of cases against the model (the production shapes, random large
+//!   shapes judged on sampled rows, and per-product rounding's worst case among them),
 //!   shrinking of the first failure, compute-sanitizer and determinism checks, signed
 //!   certificates.
 //! - [`gpu`]: device discovery, NVRTC compilation with a cache, the variant registry, the

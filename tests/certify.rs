@@ -77,7 +77,9 @@ fn the_correct_cpu_kernel_is_certified() {
         "all FP4 codes exercised"
     );
     assert!(result.coverage.nan_scales_seen);
-    assert_eq!(result.coverage.by_distribution.len(), 4);
+    // The four random distributions and the fixed stagnation cases.
+    assert_eq!(result.coverage.by_distribution.len(), 5);
+    assert_eq!(result.coverage.by_distribution.get("stagnation"), Some(&4));
 }
 
 #[test]
@@ -324,5 +326,165 @@ fn a_failing_case_regenerated_by_its_printed_command_is_byte_identical() {
         }
     }
     assert!(signed_scales > 0, "the case holds sign-set scales");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The two mutants wrong only at production depth (K > 4096) and width (N > 2048) are rejected
+/// by a bare `certify --kernel NAME` on a machine with no GPU (the thin production cases reach
+/// them) and named.
+#[test]
+fn certify_with_default_flags_rejects_the_production_depth_and_width_mutants() {
+    let dir = std::env::temp_dir().join(format!("nvfp4-oracle-deep-wide-{}", std::process::id()));
+    for (kernel, class) in [
+        ("cpu-mutant-deep-k-scale-per-32", "scale-per-32"),
+        ("cpu-mutant-wide-n-silu-on-d2", "silu-on-second-gemm"),
+    ] {
+        let run = Command::new(env!("CARGO_BIN_EXE_nvfp4-oracle"))
+            .args(["certify", "--kernel", kernel, "--report-dir"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert_eq!(
+            run.status.code(),
+            Some(1),
+            "{kernel}: {}",
+            String::from_utf8_lossy(&run.stdout)
+        );
+        let json = std::fs::read_to_string(dir.join(format!("{kernel}.json"))).unwrap();
+        let certificate: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let failure = &certificate["failure"];
+        let diagnosis = failure["diagnosis"].as_str().unwrap();
+        assert!(diagnosis.starts_with(class), "{kernel}: {diagnosis}");
+        // Caught at a production shape, and only there: the small cases before it passed.
+        let first = &failure["first_case"]["shape"];
+        assert!(
+            first["k"].as_u64().unwrap() > 4096 || first["n"].as_u64().unwrap() > 2048,
+            "{kernel}: first failing case {first}"
+        );
+        let coverage = &certificate["coverage"];
+        assert!(coverage["planned_production_cases"].as_u64().unwrap() > 0);
+        assert!(coverage["production_note"]
+            .as_str()
+            .unwrap()
+            .contains("2 rows of M"));
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A case too large to judge whole is judged on sampled rows plus whole-output checks: a
+/// correct kernel passes, a wrong problem is caught on the sampled rows, and an element left
+/// unwritten is caught wherever it is, sampled or not.
+#[test]
+fn sampled_rows_catch_wrong_values_and_unwritten_elements_anywhere() {
+    use half::f16;
+    use nvfp4_oracle::certify::campaign::{run_case_within, CaseSpec};
+    use nvfp4_oracle::certify::sampling::shape_products;
+    use nvfp4_oracle::compare::diagnosis::POISON;
+    use nvfp4_oracle::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
+    use nvfp4_oracle::problem::{Distribution, ProblemKind, Shape};
+
+    /// cpu-tiled, then one element of row `row` put back to the poison fill.
+    struct LeavesOneUnwritten(CpuKernel, usize);
+    impl KernelUnderTest for LeavesOneUnwritten {
+        fn name(&self) -> &str {
+            "leaves-one-unwritten"
+        }
+        fn description(&self) -> String {
+            String::new()
+        }
+        fn is_deliberately_broken(&self) -> bool {
+            true
+        }
+        fn problem(&self) -> ProblemKind {
+            ProblemKind::DualGemm
+        }
+        fn support(&self) -> ShapeSupport {
+            ShapeSupport::ANY
+        }
+        fn availability(&self) -> Result<(), String> {
+            Ok(())
+        }
+        fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure> {
+            self.0.run(case, output)?;
+            let (_, n, l) = case.inputs.output_dims();
+            output[self.1 * n * l + 3] = POISON;
+            Ok(())
+        }
+    }
+
+    let shape = Shape::new(600, 96, 256, 1).unwrap();
+    // A budget of 5 rows' products: one row from each of the 5 128-row tiles, and the last row.
+    let budget = 5 * shape_products(Shape { m: 1, ..shape }, 2);
+    let spec = |seed| CaseSpec {
+        shape,
+        dist: Distribution::Full,
+        seed,
+    };
+    let correct = run_case_within(
+        &CpuKernel::correct(),
+        spec(1),
+        KOrder::Contiguous,
+        None,
+        budget,
+    );
+    let sample = correct.sample.clone().expect("judged on sampled rows");
+    assert_eq!(sample.of, 600);
+    assert!(sample.rows.len() <= 6, "{:?}", sample.rows);
+    assert!(!correct.failed());
+    let wrong = run_case_within(
+        &CpuKernel::mutant(Bug::GemmOnly),
+        spec(1),
+        KOrder::Contiguous,
+        None,
+        budget,
+    );
+    assert!(wrong.sample.is_some() && wrong.failed());
+    for row in [0, 1, 130, 599] {
+        let unwritten = LeavesOneUnwritten(CpuKernel::correct(), row);
+        let outcome = run_case_within(&unwritten, spec(2), KOrder::Contiguous, None, budget);
+        let verdict = outcome.result.as_ref().unwrap();
+        assert!(!verdict.pass, "row {row}");
+        assert_eq!(verdict.failed, 1, "row {row}");
+        assert_eq!(verdict.unexpected_nan, 1, "row {row}");
+    }
+}
+
+/// A bug outside the catalogue gets no "closest" class: the certificate's diagnosis line says
+/// what the shrunk case showed instead (the input that reproduces the output read differently,
+/// and what the failure depends on).
+#[test]
+fn a_bug_outside_the_catalogue_is_localized_in_the_diagnosis_line() {
+    let dir = std::env::temp_dir().join(format!("nvfp4-oracle-localized-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for (bug, words) in [
+        (
+            Bug::ScaleSignHonored,
+            "the failure depends on the scale's sign bit",
+        ),
+        (Bug::Fp4ThreeReadAsTwo, "read as 2 instead of 3"),
+    ] {
+        let mutant = CpuKernel::mutant(bug);
+        let result = certify_variant(&mutant, limits(100, false), &[], |_, _| {});
+        let certificate =
+            Certificate::from_campaign(&mutant, &limits(100, false), result, &dir).unwrap();
+        // Each of the two blocks says which shrunk case it describes.
+        let md = certificate.markdown();
+        assert!(
+            md.contains("## Failure: the minimal case (its shape shrunk"),
+            "{md}"
+        );
+        assert!(
+            md.contains("## Minimal data: the minimal case's data shrunk further"),
+            "{md}"
+        );
+        let line = certificate.failure.expect("rejected").diagnosis;
+        assert!(
+            line.starts_with("no known bug class: in the minimal data, "),
+            "{line}"
+        );
+        // Values compared by magnitude: the shrunk input may be negative.
+        assert!(line.replace('-', "").contains(words), "{line}");
+        assert!(!line.contains("closest"), "{line}");
+    }
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -251,6 +251,28 @@ fn manifests_are_validated_with_messages_that_name_the_problem() {
         Manifest::read(&fp32).unwrap().accumulation,
         Some(nvfp4_oracle::model::bounds::KOrder::PerProduct)
     );
+    // Without a manifest: the per-product intervals, which contain the default ones.
+    assert_eq!(
+        Manifest::for_code(
+            KernelCode::Submission(dir.join("submission.py")),
+            ProblemKind::DualGemm
+        )
+        .unwrap()
+        .accumulation,
+        Some(nvfp4_oracle::model::bounds::KOrder::PerProduct)
+    );
+    let production = write(
+        &dir,
+        "production.toml",
+        "name = \"p\"\nsubmission = \"submission.py\"\n[shapes]\nk_multiple = 64\nproduction = [[256, 4096, 7168], [100, 200, 512, 3]]\n",
+    );
+    assert_eq!(
+        Manifest::read(&production).unwrap().production_shapes,
+        [
+            nvfp4_oracle::problem::Shape::new(256, 4096, 7168, 1).unwrap(),
+            nvfp4_oracle::problem::Shape::new(100, 200, 512, 3).unwrap()
+        ]
+    );
 
     let cases = [
         ("name = \"x\"\nsubmission = \"submission.py\"\ncolour = \"red\"\n", "colour"),
@@ -266,6 +288,8 @@ fn manifests_are_validated_with_messages_that_name_the_problem() {
         ("name = \"x\"\nsubmission = \"submission.py\"\n[schedule]\nmma = \"ampere\"\nk_order = \"increasing\"\nepilogue = \"silu-mul-f64-rne\"\n", "schedule.mma 'ampere'"),
         ("this is not toml", "invalid manifest"),
         ("name = \"x\"\naccumulation = \"fp16\"\nsubmission = \"submission.py\"\n", "accumulation 'fp16'"),
+        ("name = \"x\"\nsubmission = \"submission.py\"\n[shapes]\nproduction = [[1, 2]]\n", "expected [M, N, K] or [M, N, K, L]"),
+        ("name = \"x\"\nsubmission = \"submission.py\"\n[shapes]\nk_multiple = 64\nproduction = [[128, 128, 96]]\n", "outside the declared support (K % 64 == 0)"),
     ];
     for (text, expected) in cases {
         let path = write(&dir, "bad.toml", text);

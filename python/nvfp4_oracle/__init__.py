@@ -540,9 +540,10 @@ def certify(fn, problem="dual-gemm", cases=100, seed=7, device="cuda", m_multipl
             k_order="contiguous", time_budget=None, report_dir=None, raise_on_failure=True,
             name=None):
     """Certifies a trusted callable with the CLI's campaign (`nvfp4-oracle certify`, run in
-    Rust): its edge cases, its production shapes (the benchmark and competition test shapes, at
-    2 rows of M as for the CLI's CPU kernels), then `cases` random ones drawn from `seed` within
-    the declared shape
+    Rust): its edge cases, its production shapes (the benchmark and competition test shapes, and
+    2 random large shapes, at 2 rows of M as for the CLI's CPU kernels), its stagnation cases
+    (per-product rounding's worst case), then `cases` random ones drawn from `seed` within the
+    declared shape
     support (`m_multiple`, `n_multiple`, `k_multiple`, `max_l`), each judged against the model;
     the first failure is shrunk to a minimal case, diagnosed and its data shrunk, as in the
     CLI's certificate (the CLI's golden cases and GPU checks are not run).

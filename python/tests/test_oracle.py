@@ -286,16 +286,18 @@ def silu_on_b2_kernel(case):
 def test_certify_runs_the_cli_campaign_on_a_correct_numpy_callable():
     result = oracle.certify(correct_kernel, cases=3, seed=1, data="case")
     assert isinstance(result, oracle.Certification) and result.passed and bool(result)
-    # The CLI's 20 edge cases, its 13 production shapes (at 2 rows of M: the callable runs on
-    # the CPU), then the 3 random ones.
-    assert result.cases == 36 and result >= 36 and int(result) == 36
+    # The CLI's 20 edge cases, its 13 production shapes and 2 random large ones (at 2 rows of
+    # M: the callable runs on the CPU), its 4 stagnation cases, then the 3 random ones.
+    assert result.cases == 42 and result >= 42 and int(result) == 42
     assert result.status == "certified" and result.failure is None and result.report_dir is None
     assert repr(result).startswith("Certification(python-correct_kernel (dual-gemm): Certified "
-                                   "after 36 cases (seed 1, K % 16 == 0, L <= 8, ")
+                                   "after 42 cases (seed 1, K % 16 == 0, L <= 8, ")
     assert str(result).startswith("# Certificate: python-correct_kernel")
     assert result.assert_ok() is result
-    assert sum(result.details["coverage"]["by_distribution"].values()) == 36
+    assert sum(result.details["coverage"]["by_distribution"].values()) == 42
     assert result.details["coverage"]["by_shape_class"]["production"] == 13
+    assert result.details["coverage"]["by_shape_class"]["large"] == 2
+    assert result.details["coverage"]["by_distribution"]["stagnation"] == 4
     # Same seed, same cases; gpumode only; every problem.
     again = oracle.certify(correct_kernel, cases=3, seed=1, data="case")
     assert again.details["coverage"] == result.details["coverage"]

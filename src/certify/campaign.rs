@@ -11,28 +11,22 @@
 //! against the intervals, and the result says "correct within the intervals, schedule differs
 //! from the declared one" with the first differing element.
 
-use super::production::production_cases;
+pub use super::cases::{
+    edge_cases, run_case, run_case_within, stagnation_cases, CaseOutcome, CaseSpec,
+};
+use super::cases::{judged_whole, round_up};
+use super::production::{large_cases, production_cases};
+use super::sampling::{shape_products, FULL_REFERENCE_PRODUCTS};
 use crate::compare::diagnosis::{diagnose, Diagnosis, Observation, POISON};
-use crate::compare::{judge, OutputShape, Verdict};
 use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
 use crate::model::bounds::{fp16_ordinal, KOrder};
 use crate::model::mma::schedule::{KChunkOrder, MmaModel, Schedule};
 use crate::model::replay::{replay_dual_gemm, ExactComparison};
-use crate::model::{problem_reference, Reference};
 use crate::problem::generate::generate_problem;
 use crate::problem::{Distribution, Shape};
-use half::f16;
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use std::time::{Duration, Instant};
-
-/// One generated case: everything needed to regenerate its inputs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub struct CaseSpec {
-    pub shape: Shape,
-    pub dist: Distribution,
-    pub seed: u64,
-}
 
 /// Edge values the shape strategy prefers: the smallest, tile boundaries and one past them.
 const EDGE_MN: [usize; 9] = [1, 2, 31, 127, 128, 129, 200, 255, 256];
@@ -40,10 +34,6 @@ const EDGE_K_BLOCKS: [usize; 8] = [1, 3, 4, 15, 16, 17, 20, 32];
 /// Random shapes stay below these so a CPU campaign of hundreds of cases takes seconds.
 const MAX_RANDOM_MN: usize = 320;
 const MAX_RANDOM_K_BLOCKS: usize = 48;
-
-fn round_up(value: usize, multiple: usize) -> usize {
-    value.div_ceil(multiple).max(1) * multiple
-}
 
 /// Shapes within `support`, half the time from the edge lists.
 pub fn shape_strategy(support: ShapeSupport) -> impl Strategy<Value = Shape> {
@@ -92,102 +82,6 @@ pub fn case_runner(seed: u64) -> TestRunner {
     )
 }
 
-/// What one case's run produced.
-pub struct CaseOutcome {
-    pub spec: CaseSpec,
-    pub case: KernelCase,
-    pub reference: Reference,
-    pub output: Vec<f16>,
-    pub result: Result<Verdict, KernelFailure>,
-    /// The output against the replay of the declared schedule (exact mode, outputs that pass
-    /// the interval check only).
-    pub exact: Option<ExactComparison>,
-}
-
-impl CaseOutcome {
-    pub fn failed(&self) -> bool {
-        !matches!(&self.result, Ok(verdict) if verdict.pass)
-    }
-
-    /// Inside the intervals, but not what the declared schedule gives.
-    pub fn exact_mismatch(&self) -> bool {
-        self.exact.is_some_and(|e| e.mismatches > 0)
-    }
-}
-
-/// Runs one case: fresh inputs, a poisoned output, the kernel, the verdict, and with a
-/// `schedule` the comparison of a passing output with its replay.
-pub fn run_case(
-    kernel: &dyn KernelUnderTest,
-    spec: CaseSpec,
-    order: KOrder,
-    schedule: Option<Schedule>,
-) -> CaseOutcome {
-    let problem = kernel.problem();
-    let spec = CaseSpec {
-        shape: problem.normalize(spec.shape),
-        ..spec
-    };
-    let inputs = generate_problem(problem, spec.shape, spec.dist, spec.seed);
-    let reference = problem_reference(&inputs, order);
-    let (m, n, l) = inputs.output_dims();
-    let case = KernelCase::new(inputs, spec.dist.blocked_padding_fill());
-    let mut output = vec![POISON; m * n * l];
-    let result = kernel.run(&case, &mut output).map(|()| {
-        judge(
-            OutputShape { m, n, l },
-            &output,
-            &reference.expected,
-            &reference.lo,
-            &reference.hi,
-        )
-    });
-    let exact = match (&result, schedule, case.dual()) {
-        (Ok(verdict), Some(schedule), Some(dual)) if verdict.pass => {
-            Some(replay_dual_gemm(dual.inputs, schedule).compare(&output))
-        }
-        _ => None,
-    };
-    CaseOutcome {
-        spec,
-        case,
-        reference,
-        output,
-        result,
-        exact,
-    }
-}
-
-/// The fixed cases every campaign starts with: the smallest shape, tile edges, a K tail, L > 1,
-/// each distribution.
-pub fn edge_cases(support: ShapeSupport) -> Vec<CaseSpec> {
-    let shapes = [
-        (1, 1, 16, 1),
-        (128, 128, 256, 1),
-        (129, 200, 272, 1),
-        (200, 130, 96, 2),
-        (256, 64, 512, 1),
-    ];
-    let mut cases = Vec::new();
-    for (i, &(m, n, k, l)) in shapes.iter().enumerate() {
-        let shape = Shape::new(
-            round_up(m, support.m_multiple),
-            round_up(n, support.n_multiple),
-            round_up(k, support.k_multiple),
-            l.min(support.max_l),
-        )
-        .expect("edge shapes are valid");
-        for (j, dist) in Distribution::ALL.into_iter().enumerate() {
-            cases.push(CaseSpec {
-                shape,
-                dist,
-                seed: (i * 16 + j) as u64,
-            });
-        }
-    }
-    cases
-}
-
 /// A failure, shrunk and diagnosed.
 pub struct Failure {
     pub first: CaseSpec,
@@ -215,6 +109,17 @@ pub struct Coverage {
     /// and, when they are fewer or thinner than a GPU kernel's, why.
     pub planned_production_cases: usize,
     pub production_note: Option<String>,
+    /// Random large shapes (src/certify/production.rs) and, when fewer or thinner than a GPU
+    /// kernel's, why.
+    pub planned_large_cases: usize,
+    pub large_note: Option<String>,
+    /// The fixed cases of per-product rounding's worst case ([`stagnation_cases`]).
+    pub planned_stagnation_cases: usize,
+    /// Cases judged on sampled rows (too large to judge whole), the rows judged and the rows
+    /// of M they were drawn from.
+    pub sampled_cases: usize,
+    pub sampled_rows_judged: usize,
+    pub sampled_rows_of: usize,
     /// Which of the 16 FP4 codes and of the 16 e4m3 exponent fields (NaN counted apart) occurred.
     pub fp4_codes_seen: Vec<u8>,
     pub scale_exponents_seen: Vec<u8>,
@@ -252,6 +157,11 @@ impl Coverage {
             .entry(outcome.spec.dist.name().to_string())
             .or_default() += 1;
         *self.by_shape_class.entry(class.to_string()).or_default() += 1;
+        if let Some(sample) = &outcome.sample {
+            self.sampled_cases += 1;
+            self.sampled_rows_judged += sample.rows.len();
+            self.sampled_rows_of += sample.of;
+        }
         let mut codes = [false; 16];
         let mut exponents = [false; 16];
         for (_, operand) in outcome.case.inputs.operands() {
@@ -414,17 +324,41 @@ pub fn certify_variant(
         .copied()
         .filter(|spec| support.supports(spec.shape) && dists.contains(&spec.dist))
         .collect();
-    // Production shapes last among the fixed cases: a bug that shows small is caught small.
-    let (production, production_note) =
-        production_cases(kernel.problem(), support, kernel.runs_on_gpu(), &dists);
+    // Production shapes and random large ones last among the fixed cases: a bug that shows
+    // small is caught small.
+    let (production, production_note) = production_cases(
+        kernel.problem(),
+        support,
+        kernel.runs_on_gpu(),
+        &dists,
+        &kernel.declared_production_shapes(),
+    );
+    let (large, large_note) = large_cases(
+        kernel.problem(),
+        support,
+        kernel.runs_on_gpu(),
+        &dists,
+        limits.seed,
+    );
     coverage.planned_edge_cases = edges.len();
     coverage.planned_golden_cases = goldens.len();
     coverage.planned_production_cases = production.len();
     coverage.production_note = production_note;
+    coverage.planned_large_cases = large.len();
+    coverage.large_note = large_note;
+    // The worst case of per-product rounding, unless only the competition's inputs are drawn.
+    let stagnation = if limits.only_gpumode {
+        Vec::new()
+    } else {
+        stagnation_cases(support)
+    };
+    coverage.planned_stagnation_cases = stagnation.len();
     let fixed: Vec<CaseSpec> = edges
         .into_iter()
         .chain(goldens)
         .chain(production.iter().copied())
+        .chain(large.iter().copied())
+        .chain(stagnation)
         .collect();
     let planned = fixed.len() + limits.cases;
     let out_of_time = || {
@@ -440,6 +374,8 @@ pub fn certify_variant(
      -> Option<Failure> {
         let class = if production.contains(&outcome.spec) {
             "production"
+        } else if large.contains(&outcome.spec) {
+            "large"
         } else {
             shape_class(outcome.spec.shape)
         };
@@ -570,6 +506,7 @@ fn diagnosed(
     shrink_steps: usize,
     order: KOrder,
 ) -> Failure {
+    let minimal = judged_whole(minimal, order);
     let diagnosis = match &minimal.result {
         // The catalogue of known bugs is the dual GEMM's.
         Ok(_) if minimal.case.dual().is_some() => {
@@ -702,6 +639,9 @@ fn diagnose_with_more_runs(
     ]
     .into_iter()
     .filter(|spec| *spec != minimal.spec)
+    // The catalogue computes a dozen wrong problems in full on each run: none past the size
+    // judged whole.
+    .filter(|spec| shape_products(spec.shape, 2) <= FULL_REFERENCE_PRODUCTS)
     .map(|spec| run_case(kernel, spec, order, None))
     // A run the kernel gets right is no evidence for any class (a bug that shows only at some
     // depths or widths would contradict every class there).

@@ -3,9 +3,11 @@
 //! the [`crate::kernels::KernelUnderTest`] interface, never where a kernel comes from.
 
 pub mod campaign;
+pub mod cases;
 pub mod checks;
 pub mod production;
 pub mod report;
+pub mod sampling;
 pub mod sanitize;
 pub mod shrink_data;
 pub mod signing;

@@ -8,14 +8,31 @@
 //! element itself on a machine of a few cores, so it gets each shape once, at
 //! [`CPU_ROWS`] rows of M (N, K and L as in the shape: the depth and width that reach those
 //! paths), the distributions taken in turn; the certificate says so.
+//!
+//! Beside them, random large shapes drawn from the campaign's seed ([`large_cases`]): M and N
+//! past 2048 (more than 2 x 132 output tiles), K past 4096, L up to 4, up to 8192 x 8192 x 16384
+//! x 4; the model judges the largest of them on sampled rows (src/certify/sampling.rs). A CPU
+//! kernel gets fewer of them, thin as above and within [`CPU_LARGE_NKL`].
 
-use super::campaign::CaseSpec;
+use super::cases::{round_up, CaseSpec};
 use crate::golden::set::{DUAL_GEMM_BENCHMARKS, DUAL_GEMM_TESTS};
 use crate::kernels::ShapeSupport;
 use crate::problem::{Distribution, ProblemKind, Shape};
+use rand_chacha::ChaCha8Rng;
+use rand_core::{RngCore, SeedableRng};
 
 /// Rows of M a CPU kernel's production cases keep.
 pub const CPU_ROWS: usize = 2;
+
+/// The largest random shape: M, N, K, L.
+pub const LARGE_MAX: (usize, usize, usize, usize) = (8192, 8192, 16384, 4);
+/// Random large cases of a GPU kernel, per distribution, and of a CPU kernel in all.
+pub const GPU_LARGE_PER_DISTRIBUTION: usize = 2;
+pub const CPU_LARGE_CASES: usize = 2;
+/// A CPU kernel's large cases keep N K L at most this (at [`CPU_ROWS`] rows, a fraction of a
+/// second each on 2 cores): L is lowered, then K (not to 4096), then N (not to 2048), until it
+/// fits.
+pub const CPU_LARGE_NKL: usize = 1 << 24;
 
 /// GEMM and GEMV shapes (M, N, K, L) the problem's benchmarks time (docs/problem.md); their test
 /// shapes are not recorded.
@@ -45,18 +62,26 @@ pub fn production_shapes(problem: ProblemKind) -> Vec<Shape> {
         .collect()
 }
 
-/// The production cases of a campaign, and, when they are fewer or thinner than a GPU
-/// kernel's, why (for the certificate).
+/// The production cases of a campaign (the problem's shapes, then those the kernel `declared`
+/// it will run at), and, when they are fewer or thinner than a GPU kernel's, why (for the
+/// certificate).
 pub fn production_cases(
     problem: ProblemKind,
     support: ShapeSupport,
     on_gpu: bool,
     dists: &[Distribution],
+    declared: &[Shape],
 ) -> (Vec<CaseSpec>, Option<String>) {
-    let shapes: Vec<Shape> = production_shapes(problem)
+    let mut shapes: Vec<Shape> = production_shapes(problem)
         .into_iter()
         .filter(|&shape| support.supports(shape))
         .collect();
+    for &shape in declared {
+        let shape = problem.normalize(shape);
+        if support.supports(shape) && !shapes.contains(&shape) {
+            shapes.push(shape);
+        }
+    }
     // Seeds apart from the edge cases' (below 100) and the golden set's (1111).
     let seed = |i: usize, j: usize| 5000 + (i * 16 + j) as u64;
     if on_gpu {
@@ -99,9 +124,153 @@ pub fn production_cases(
     (cases, why)
 }
 
+/// Random large cases drawn from `seed`, within `support`, and, for a CPU kernel, why they are
+/// fewer and thinner (for the certificate). None for the grouped GEMM (its campaign draws its
+/// groups from one shape).
+pub fn large_cases(
+    problem: ProblemKind,
+    support: ShapeSupport,
+    on_gpu: bool,
+    dists: &[Distribution],
+    seed: u64,
+) -> (Vec<CaseSpec>, Option<String>) {
+    if problem == ProblemKind::GroupGemm || dists.is_empty() {
+        return (Vec::new(), None);
+    }
+    let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x1a59_e5ca_5e5e_ed00);
+    // Uniform in (limit / 4, limit]: past 2048 rows and columns, past K = 4096.
+    let draw = |rng: &mut ChaCha8Rng, limit: usize| {
+        limit / 4 + 1 + (rng.next_u64() % (limit - limit / 4) as u64) as usize
+    };
+    let (max_m, max_n, max_k, max_l) = LARGE_MAX;
+    let count = if on_gpu {
+        GPU_LARGE_PER_DISTRIBUTION * dists.len()
+    } else {
+        CPU_LARGE_CASES
+    };
+    let mut cases = Vec::new();
+    for i in 0..count {
+        let m = if on_gpu {
+            draw(&mut rng, max_m)
+        } else {
+            CPU_ROWS
+        };
+        let n = draw(&mut rng, max_n);
+        let k = draw(&mut rng, max_k);
+        let mut l = 1 + (rng.next_u64() % max_l as u64) as usize;
+        let k_multiple = support.k_multiple.max(16);
+        let (mut n, mut k) = (n, round_up(k, k_multiple));
+        if !on_gpu {
+            l = l.min((CPU_LARGE_NKL / (n * k)).max(1));
+            k = k.min(round_up(
+                (CPU_LARGE_NKL / (n * l)).max(max_k / 4 + 1),
+                k_multiple,
+            ));
+            n = n.min((CPU_LARGE_NKL / (k * l)).max(max_n / 4 + 1));
+        }
+        let n = round_up(n, support.n_multiple);
+        let shape = Shape::new(round_up(m, support.m_multiple), n, k, l.min(support.max_l))
+            .expect("large shapes are valid");
+        cases.push(CaseSpec {
+            shape: problem.normalize(shape),
+            dist: dists[i % dists.len()],
+            seed: rng.next_u64(),
+        });
+    }
+    let why = (!on_gpu).then(|| {
+        format!(
+            "a CPU kernel runs {CPU_LARGE_CASES} random large shapes, not \
+             {GPU_LARGE_PER_DISTRIBUTION} per distribution, at {CPU_ROWS} rows of M, L, K and N \
+             lowered toward N K L = 2^24 (K staying past 4096, N past 2048), for the same \
+             reason"
+        )
+    });
+    (cases, why)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn large_cases_pass_the_deep_k_wide_n_and_many_tile_limits() {
+        let (cases, why) = large_cases(
+            ProblemKind::DualGemm,
+            ShapeSupport::ANY,
+            true,
+            &Distribution::ALL,
+            3,
+        );
+        assert_eq!(cases.len(), GPU_LARGE_PER_DISTRIBUTION * 4);
+        assert_eq!(why, None);
+        for case in &cases {
+            let s = case.shape;
+            assert!(
+                s.m > 2048 && s.m <= 8192 && s.n > 2048 && s.n <= 8192,
+                "{s:?}"
+            );
+            assert!(s.k > 4096 && s.k <= 16384 && s.k % 16 == 0 && (1..=4).contains(&s.l));
+            assert!(s.m.div_ceil(128) * s.n.div_ceil(128) > 2 * 132);
+        }
+        // The same seed draws the same cases, another seed others.
+        let again = large_cases(
+            ProblemKind::DualGemm,
+            ShapeSupport::ANY,
+            true,
+            &Distribution::ALL,
+            3,
+        );
+        assert_eq!(again.0, cases);
+        let other = large_cases(
+            ProblemKind::DualGemm,
+            ShapeSupport::ANY,
+            true,
+            &Distribution::ALL,
+            4,
+        );
+        assert_ne!(other.0, cases);
+    }
+
+    #[test]
+    fn a_cpu_kernel_gets_few_thin_large_cases() {
+        for seed in 0..20 {
+            let (cases, why) = large_cases(
+                ProblemKind::DualGemm,
+                ShapeSupport::ANY,
+                false,
+                &Distribution::ALL,
+                seed,
+            );
+            assert_eq!(cases.len(), CPU_LARGE_CASES);
+            assert!(why
+                .expect("a CPU kernel is told why")
+                .contains("2 rows of M"));
+            for case in &cases {
+                let s = case.shape;
+                assert_eq!(s.m, CPU_ROWS);
+                assert!(s.n > 2048 && s.k > 4096 && s.n * s.k * s.l <= CPU_LARGE_NKL);
+            }
+        }
+        let support = ShapeSupport {
+            m_multiple: 128,
+            k_multiple: 256,
+            max_l: 1,
+            ..ShapeSupport::ANY
+        };
+        let (cases, _) = large_cases(ProblemKind::Gemv, support, true, &[Distribution::Full], 1);
+        assert!(cases
+            .iter()
+            .all(|c| support.supports(c.shape) && c.shape.n == 1));
+        assert!(large_cases(
+            ProblemKind::GroupGemm,
+            ShapeSupport::ANY,
+            true,
+            &Distribution::ALL,
+            1
+        )
+        .0
+        .is_empty());
+    }
 
     #[test]
     fn a_gpu_kernel_gets_every_shape_in_every_distribution() {
@@ -110,6 +279,7 @@ mod tests {
             ShapeSupport::ANY,
             true,
             &Distribution::ALL,
+            &[],
         );
         assert_eq!(cases.len(), 13 * Distribution::ALL.len());
         assert_eq!(why, None);
@@ -124,6 +294,7 @@ mod tests {
             ShapeSupport::ANY,
             false,
             &Distribution::ALL,
+            &[],
         );
         assert_eq!(cases.len(), 13);
         assert!(cases.iter().all(|c| c.shape.m == CPU_ROWS));
@@ -138,6 +309,32 @@ mod tests {
     }
 
     #[test]
+    fn declared_shapes_join_the_problem_s_once_each() {
+        let declared = [
+            Shape::new(1000, 3000, 5120, 2).unwrap(),
+            // Already a competition test shape.
+            Shape::new(7168, 2304, 2048, 1).unwrap(),
+        ];
+        let (cases, _) = production_cases(
+            ProblemKind::DualGemm,
+            ShapeSupport::ANY,
+            true,
+            &[Distribution::Full],
+            &declared,
+        );
+        assert_eq!(cases.len(), 14);
+        assert_eq!(cases[13].shape, declared[0]);
+        let (thin, _) = production_cases(
+            ProblemKind::DualGemm,
+            ShapeSupport::ANY,
+            false,
+            &Distribution::ALL,
+            &declared,
+        );
+        assert_eq!(thin[13].shape, Shape::new(CPU_ROWS, 3000, 5120, 2).unwrap());
+    }
+
+    #[test]
     fn shapes_outside_the_support_are_left_out() {
         let support = ShapeSupport {
             k_multiple: 4096,
@@ -148,6 +345,7 @@ mod tests {
             support,
             true,
             &[Distribution::Gpumode],
+            &[],
         );
         assert!(!cases.is_empty());
         assert!(cases.iter().all(|c| c.shape.k % 4096 == 0));

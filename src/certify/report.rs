@@ -34,13 +34,28 @@ fn with_localization(diagnosis: &Diagnosis, data: Option<&ShrunkData>) -> String
     if diagnosis.best.is_some() || diagnosis.unwritten > 0 {
         return summary;
     }
+    // The single misread input that reproduces the output, if any, and what the failure was
+    // found to depend on: an input read differently can reproduce an output without being the
+    // cause (a sign-set scale acts as a negated FP4 code), and the dependency names the cause.
     let words = data.and_then(|data| {
-        data.explanation
-            .clone()
-            .or_else(|| (!data.localization.is_empty()).then(|| data.localization.join("; ")))
+        let depends = data
+            .localization
+            .iter()
+            .find(|sentence| sentence.contains("depends on"));
+        let parts: Vec<&str> = data
+            .explanation
+            .as_deref()
+            .into_iter()
+            .chain(depends.map(String::as_str))
+            .collect();
+        if parts.is_empty() {
+            (!data.localization.is_empty()).then(|| data.localization.join("; "))
+        } else {
+            Some(parts.join("; "))
+        }
     });
     match words {
-        Some(words) => format!("{summary}: {words}"),
+        Some(words) => format!("{summary}: in the minimal data, {words}"),
         None => summary,
     }
 }
@@ -450,16 +465,20 @@ impl Certificate {
         let planned = c.planned_edge_cases
             + c.planned_golden_cases
             + c.planned_production_cases
+            + c.planned_large_cases
+            + c.planned_stagnation_cases
             + self.cases_requested;
         if self.unavailable_reason.is_some() {
             return "0 (not run)".to_string();
         }
         format!(
-            "{} of {planned} planned: {} fixed edge, {} golden, {} at production shapes and {} random (--cases){}",
+            "{} of {planned} planned: {} fixed edge, {} golden, {} at production shapes, {} random large, {} stagnation (per-product rounding's worst case) and {} random (--cases){}",
             c.cases,
             c.planned_edge_cases,
             c.planned_golden_cases,
             c.planned_production_cases,
+            c.planned_large_cases,
+            c.planned_stagnation_cases,
             self.cases_requested,
             if c.cases < planned && self.failure.is_some() {
                 "; the campaign stops at the first failure"
@@ -469,6 +488,34 @@ impl Certificate {
                 ""
             }
         )
+    }
+
+    /// The coverage table's production row: how many production and random large cases ran,
+    /// how many were judged on sampled rows, and why a CPU kernel runs fewer and thinner ones.
+    fn production_size_in_words(&self) -> String {
+        let c = &self.coverage;
+        let ran = |class: &str| c.by_shape_class.get(class).copied().unwrap_or(0);
+        let mut words = format!(
+            "{} of {} at the benchmark and competition test shapes, {} of {} at random large \
+             shapes (N past 2048, K past 4096, L up to 4; on a GPU M past 2048 too)",
+            ran("production"),
+            c.planned_production_cases,
+            ran("large"),
+            c.planned_large_cases,
+        );
+        if c.sampled_cases > 0 {
+            words.push_str(&format!(
+                "; {} judged on sampled rows ({} of {} rows, every 128-row tile represented; \
+                 every element checked for unwritten poison and misplaced NaN)",
+                crate::compare::diagnosis::plural(c.sampled_cases, "case"),
+                c.sampled_rows_judged,
+                c.sampled_rows_of
+            ));
+        }
+        for note in [&c.production_note, &c.large_note].into_iter().flatten() {
+            words.push_str(&format!("; {note}"));
+        }
+        words
     }
 
     pub fn markdown(&self) -> String {
@@ -502,8 +549,11 @@ impl Certificate {
             self.created,
             self.elapsed_seconds,
         );
-        if let Some(note) = &c.production_note {
-            md.push_str(&format!("| production shapes | {note} |\n"));
+        if self.unavailable_reason.is_none() {
+            md.push_str(&format!(
+                "| production-size cases | {} |\n",
+                self.production_size_in_words()
+            ));
         }
         if let Some(gpu) = &self.gpu {
             md.push_str(&format!(
@@ -580,7 +630,7 @@ impl Certificate {
         }
         if let Some(f) = &self.failure {
             md.push_str(&format!(
-                "\n## Failure\n\n- first failing case: {} {} seed {}\n- minimal case after {}: **{} {} seed {}**\n- verdict: {}\n- diagnosis: **{}**\n- replay: `{}`\n- regenerate its inputs from the seed: `{}`\n\n```\n{}```\n",
+                "\n## Failure: the minimal case (its shape shrunk; the verdict and the map below are its own)\n\n- first failing case: {} {} seed {}\n- minimal case after {}: **{} {} seed {}**\n- verdict: {}\n- diagnosis: **{}**\n- replay: `{}`\n- regenerate its inputs from the seed: `{}`\n\n```\n{}```\n",
                 f.first_case.shape,
                 f.first_case.dist.name(),
                 f.first_case.seed,
@@ -658,5 +708,61 @@ impl Certificate {
                 .map_err(|err| Error::file(&path, format!("cannot write: {err}")))?;
         }
         Ok(())
+    }
+}
+
+/// Why a certificate's coverage (its JSON) does not back timings at production sizes, if it does
+/// not: every production-size case it planned (the benchmark and test shapes, the random large
+/// shapes) must have run, and a certificate from before a class was planned says nothing of it.
+pub fn production_coverage_gap(coverage: &serde_json::Value) -> Option<String> {
+    [
+        ("production", "planned_production_cases", "production-shape"),
+        ("large", "planned_large_cases", "random large-shape"),
+    ]
+    .into_iter()
+    .find_map(|(class, planned_key, words)| {
+        let ran = coverage["by_shape_class"][class].as_u64().unwrap_or(0);
+        match coverage[planned_key].as_u64() {
+            None => Some(format!(
+                "certified before {words} cases were part of every campaign; certify it again"
+            )),
+            Some(planned) if ran < planned => Some(format!(
+                "{ran} of its {planned} {words} cases ran; certify it again without a time budget"
+            )),
+            Some(_) => None,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::production_coverage_gap;
+    use serde_json::json;
+
+    #[test]
+    fn timings_need_every_planned_production_size_case_run() {
+        let full = json!({
+            "planned_production_cases": 13, "planned_large_cases": 2,
+            "by_shape_class": {"production": 13, "large": 2, "tiny": 40},
+        });
+        assert_eq!(production_coverage_gap(&full), None);
+        let stopped = json!({
+            "planned_production_cases": 13, "planned_large_cases": 8,
+            "by_shape_class": {"production": 13, "large": 3},
+        });
+        assert_eq!(
+            production_coverage_gap(&stopped).unwrap(),
+            "3 of its 8 random large-shape cases ran; certify it again without a time budget"
+        );
+        let none_ran = json!({
+            "planned_production_cases": 52, "planned_large_cases": 8, "by_shape_class": {},
+        });
+        assert!(production_coverage_gap(&none_ran)
+            .unwrap()
+            .starts_with("0 of its 52 production-shape cases ran"));
+        let older = json!({"planned_production_cases": 13, "by_shape_class": {"production": 13}});
+        assert!(production_coverage_gap(&older)
+            .unwrap()
+            .contains("certified before random large-shape cases were part of every campaign"));
     }
 }

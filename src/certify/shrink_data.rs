@@ -540,7 +540,8 @@ fn explain(inputs: &DualGemmInputs, order: KOrder, index: usize, observed: f16) 
 /// The certificate's table of a shrunk case.
 pub fn markdown(shrunk: &ShrunkData) -> String {
     let mut md = format!(
-        "\n## Minimal data ({} kernel runs)\n\nShape {}; {} nonzero input(s){}\n",
+        "\n## Minimal data: the minimal case's data shrunk further ({} kernel runs; the inputs \
+         named in the diagnosis and below are this case's)\n\nShape {}; {} nonzero input(s){}\n",
         shrunk.runs,
         shrunk.shape,
         shrunk.nonzero.len(),

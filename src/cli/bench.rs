@@ -108,19 +108,9 @@ fn allows_timing(value: &serde_json::Value, hash: &str) -> std::result::Result<(
         }
     }
     // bench times production shapes: the certificate must have covered them.
-    let coverage = &value["coverage"];
-    let ran = coverage["by_shape_class"]["production"]
-        .as_u64()
-        .unwrap_or(0);
-    match coverage["planned_production_cases"].as_u64() {
-        None => Err(
-            "certified before production shapes were part of every campaign; certify it again"
-                .to_string(),
-        ),
-        Some(planned) if ran < planned => Err(format!(
-            "{ran} of its {planned} production-shape cases ran; certify it again without a time budget"
-        )),
-        Some(_) => Ok(()),
+    match crate::certify::report::production_coverage_gap(&value["coverage"]) {
+        Some(why) => Err(why),
+        None => Ok(()),
     }
 }
 
@@ -396,7 +386,10 @@ mod tests {
             "source_hash": hash,
             "model_version": crate::model::MODEL_VERSION,
             "environment": {"isolation": "sandboxed: own mount, PID namespaces"},
-            "coverage": {"planned_production_cases": 13, "by_shape_class": {"production": 13}},
+            "coverage": {
+                "planned_production_cases": 13, "planned_large_cases": 8,
+                "by_shape_class": {"production": 13, "large": 8},
+            },
         });
         assert_eq!(allows_timing(&good, &hash), Ok(()));
         let mut other = good.clone();

@@ -13,7 +13,9 @@ pub struct ExternalArgs {
     /// A GPU MODE submission.py, as it is (repeatable): run by python3 with torch in a worker
     /// process (NVFP4_ORACLE_PYTHON names another interpreter); `custom_kernel(data)` is called
     /// with the competition's data tuple holding the oracle's inputs. Without a manifest: any
-    /// shape, no declared schedule (a kernel.toml beside it is read only with --manifest).
+    /// shape, no declared schedule, the per-product intervals (they hold fp32 kernels that add
+    /// product by product as well as block-summing ones; a kernel.toml beside it is read only
+    /// with --manifest).
     #[arg(long = "submission", value_name = "FILE")]
     pub submissions: Vec<PathBuf>,
     /// A shared library exporting the C ABI of include/nvfp4_oracle.h (repeatable; needs --symbol).

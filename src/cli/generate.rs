@@ -20,7 +20,8 @@ pub struct CaseArgs {
     /// Shape as MxNxK or MxNxKxL, e.g. 256x4096x7168. K must be a multiple of 16.
     #[arg(long)]
     pub shape: Shape,
-    /// Input distribution: gpumode, full, adversarial, adversarial-nan.
+    /// Input distribution: gpumode, full, adversarial, adversarial-nan, or stagnation
+    /// (per-product rounding at its worst: docs/numerics.md section 3).
     #[arg(long, default_value = "gpumode")]
     pub dist: Distribution,
     /// Seed of the portable generator: the same seed gives the same bytes on every machine.

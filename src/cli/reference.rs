@@ -30,7 +30,8 @@ pub struct ReferenceArgs {
     /// Shape of generated inputs, MxNxK or MxNxKxL, e.g. 256x4096x7168 (K a multiple of 16).
     #[arg(long, required_unless_present = "inputs", conflicts_with = "inputs")]
     pub shape: Option<Shape>,
-    /// Input distribution of generated inputs: gpumode, full, adversarial, adversarial-nan.
+    /// Input distribution of generated inputs: gpumode, full, adversarial, adversarial-nan, or
+    /// stagnation (per-product rounding at its worst: docs/numerics.md section 3).
     #[arg(long, default_value = "gpumode", conflicts_with = "inputs")]
     pub dist: Distribution,
     /// Seed of the portable generator: the same seed gives the same bytes on every machine.

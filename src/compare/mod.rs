@@ -227,6 +227,12 @@ fn describe(f: &Failure) -> String {
             f.hi,
             f.expected
         ),
+        // A NaN `expected` with a numeric interval: a row a large case did not sample, whose
+        // element only had to be a number (src/certify/sampling.rs).
+        FailureKind::UnexpectedNan if f.expected.is_nan() => format!(
+            "{position} = NaN, expected a number (its row was not sampled: the model's answer \
+             was not computed)"
+        ),
         FailureKind::UnexpectedNan => format!(
             "{position} = NaN, expected a number in [{}, {}] (model: {})",
             f.lo, f.hi, f.expected

@@ -308,6 +308,11 @@ pub trait KernelUnderTest: Sync {
     fn declared_order(&self) -> Option<crate::model::bounds::KOrder> {
         None
     }
+    /// Shapes the kernel declares it will run at (a manifest's `[shapes] production`): every
+    /// campaign runs them beside the problem's benchmark and test shapes.
+    fn declared_production_shapes(&self) -> Vec<Shape> {
+        Vec::new()
+    }
     /// The accumulation schedule the kernel declares, if any: `certify --exact` replays it.
     fn schedule(&self) -> Option<Schedule> {
         None

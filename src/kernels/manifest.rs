@@ -18,6 +18,8 @@
 //!
 //! [shapes]                              # optional: the declared support
 //! k_multiple = 64                       # m_multiple, n_multiple, k_multiple, max_l
+//! production = [[256, 4096, 7168]]      # optional: shapes it will run at ([M, N, K] or
+//!                                       # [M, N, K, L]); every campaign runs each of them
 //!
 //! [schedule]                            # optional: replayed by certify --exact
 //! mma = "hopper-hmma-f16-f32"
@@ -29,7 +31,7 @@ use super::interface::ShapeSupport;
 use crate::error::{Error, Result};
 use crate::model::bounds::KOrder;
 use crate::model::mma::schedule::{KChunkOrder, MmaModel, OutputEpilogue, Schedule};
-use crate::problem::ProblemKind;
+use crate::problem::{ProblemKind, Shape};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -58,6 +60,7 @@ struct ShapesTable {
     n_multiple: Option<usize>,
     k_multiple: Option<usize>,
     max_l: Option<usize>,
+    production: Option<Vec<Vec<usize>>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -142,6 +145,8 @@ pub struct Manifest {
     pub schedule: Option<Schedule>,
     /// `accumulation = "per-product"`: the intervals of [`KOrder::PerProduct`].
     pub accumulation: Option<KOrder>,
+    /// `[shapes] production`: shapes the kernel will run at, run by every campaign.
+    pub production_shapes: Vec<Shape>,
     /// SHA-256 of the kernel's file(s) and the manifest: certificates and `bench` are keyed by it.
     pub hash: String,
 }
@@ -306,6 +311,34 @@ impl Manifest {
                 ));
             }
         }
+        let mut production_shapes = Vec::new();
+        for dims in file
+            .shapes
+            .iter()
+            .flat_map(|s| s.production.iter().flatten())
+        {
+            let shape = match dims[..] {
+                [m, n, k] => Shape::new(m, n, k, 1),
+                [m, n, k, l] => Shape::new(m, n, k, l),
+                _ => {
+                    return Err(bad(
+                        path,
+                        format!("shapes.production {dims:?}: expected [M, N, K] or [M, N, K, L]"),
+                    ))
+                }
+            }
+            .map_err(|err| bad(path, format!("shapes.production {dims:?}: {err}")))?;
+            if !support.supports(shape) {
+                return Err(bad(
+                    path,
+                    format!(
+                        "shapes.production {dims:?}: outside the declared support ({})",
+                        support.describe()
+                    ),
+                ));
+            }
+            production_shapes.push(shape);
+        }
         let schedule = match &file.schedule {
             None => None,
             Some(table) => Some(parse_schedule(path, table)?),
@@ -348,11 +381,15 @@ impl Manifest {
             support,
             schedule,
             accumulation,
+            production_shapes,
             hash,
         })
     }
 
-    /// A manifest for a kernel given on the command line without one: any shape, no schedule.
+    /// A manifest for a kernel given on the command line without one: any shape, no schedule,
+    /// and the per-product intervals. Nothing says how such a kernel accumulates, and those
+    /// intervals contain the default ones: a correct kernel passes them whether it sums blocks
+    /// of 16 on tensor cores or adds product by product in fp32 (docs/numerics.md section 3).
     pub fn for_code(code: KernelCode, problem: ProblemKind) -> Result<Manifest> {
         let (file, name) = match &code {
             KernelCode::Submission(p) => {
@@ -405,7 +442,8 @@ impl Manifest {
             arch: None,
             support: ShapeSupport::ANY,
             schedule: None,
-            accumulation: None,
+            accumulation: Some(KOrder::PerProduct),
+            production_shapes: Vec::new(),
         })
     }
 }

@@ -5,6 +5,7 @@ pub mod generate;
 pub mod memory;
 pub mod operand;
 pub mod shape;
+pub mod stagnation;
 pub mod tensors;
 
 pub use generate::Distribution;

@@ -159,6 +159,27 @@ impl BlockScaledMatrix {
         }
     }
 
+    /// A copy holding the listed rows, in that order, of every batch (the reference of sampled
+    /// rows reads A's sampled rows alone).
+    pub fn with_rows(&self, rows: &[usize]) -> Self {
+        let (row_bytes, cols) = (self.k / 2, self.k / SCALE_BLOCK);
+        let mut data = Vec::with_capacity(rows.len() * row_bytes * self.batches);
+        let mut scales = Vec::with_capacity(rows.len() * cols * self.batches);
+        for batch in 0..self.batches {
+            for &row in rows {
+                data.extend_from_slice(self.row_data(row, batch));
+                scales.extend_from_slice(self.row_scales(row, batch));
+            }
+        }
+        BlockScaledMatrix {
+            rows: rows.len(),
+            k: self.k,
+            batches: self.batches,
+            data,
+            scales,
+        }
+    }
+
     /// A copy with only the first `rows` rows and `k` values of K kept (used to shrink cases).
     pub fn truncated(&self, rows: usize, k: usize) -> Self {
         assert!(rows <= self.rows && k <= self.k && k % SCALE_BLOCK == 0);

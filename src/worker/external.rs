@@ -131,5 +131,6 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
                 .map_or(Ok(()), Err),
         }),
         case_timeout,
-    ))
+    )
+    .with_production_shapes(manifest.production_shapes.clone()))
 }

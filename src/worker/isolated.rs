@@ -45,6 +45,8 @@ pub struct IsolatedKernel {
     worker: Mutex<Option<Worker>>,
     environment: Mutex<KernelEnvironment>,
     scratch: PathBuf,
+    /// A manifest's `[shapes] production` ([`IsolatedKernel::with_production_shapes`]).
+    production_shapes: Vec<crate::problem::Shape>,
 }
 
 impl IsolatedKernel {
@@ -73,7 +75,14 @@ impl IsolatedKernel {
             worker: Mutex::new(None),
             environment: Mutex::new(KernelEnvironment::default()),
             scratch,
+            production_shapes: Vec::new(),
         }
+    }
+
+    /// The shapes a manifest declares the kernel will run at: its campaigns run them.
+    pub fn with_production_shapes(mut self, shapes: Vec<crate::problem::Shape>) -> Self {
+        self.production_shapes = shapes;
+        self
     }
 
     /// Where the parent writes this kernel's inputs (bench's timed sets included): read-only
@@ -203,6 +212,10 @@ impl KernelUnderTest for IsolatedKernel {
 
     fn declared_order(&self) -> Option<crate::model::bounds::KOrder> {
         self.info.accumulation
+    }
+
+    fn declared_production_shapes(&self) -> Vec<crate::problem::Shape> {
+        self.production_shapes.clone()
     }
 
     fn availability(&self) -> Result<(), String> {

@@ -1,0 +1,207 @@
+//! One case of a campaign: what regenerates it ([`CaseSpec`]), how it runs and is judged (whole,
+//! or on sampled rows past [`FULL_REFERENCE_PRODUCTS`] products: src/certify/sampling.rs), and
+//! the fixed cases every campaign runs (edge shapes, per-product rounding's worst case).
+
+use super::sampling::FULL_REFERENCE_PRODUCTS;
+use super::sampling::{sample_for, sampled_reference, RowSample};
+use crate::compare::diagnosis::POISON;
+use crate::compare::{judge, OutputShape, Verdict};
+use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
+use crate::model::bounds::KOrder;
+use crate::model::mma::schedule::Schedule;
+use crate::model::replay::{replay_dual_gemm, ExactComparison};
+use crate::model::{problem_reference, Reference};
+use crate::problem::generate::generate_problem;
+use crate::problem::{Distribution, Shape};
+use half::f16;
+
+/// One generated case: everything needed to regenerate its inputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct CaseSpec {
+    pub shape: Shape,
+    pub dist: Distribution,
+    pub seed: u64,
+}
+
+pub(super) fn round_up(value: usize, multiple: usize) -> usize {
+    value.div_ceil(multiple).max(1) * multiple
+}
+
+/// What one case's run produced.
+pub struct CaseOutcome {
+    pub spec: CaseSpec,
+    pub case: KernelCase,
+    pub reference: Reference,
+    pub output: Vec<f16>,
+    pub result: Result<Verdict, KernelFailure>,
+    /// The output against the replay of the declared schedule (exact mode, outputs that pass
+    /// the interval check only, cases judged whole only).
+    pub exact: Option<ExactComparison>,
+    /// The rows judged against the model when the case was too large to judge whole (every
+    /// other element had the whole-output checks alone: src/certify/sampling.rs).
+    pub sample: Option<RowSample>,
+}
+
+impl CaseOutcome {
+    pub fn failed(&self) -> bool {
+        !matches!(&self.result, Ok(verdict) if verdict.pass)
+    }
+
+    /// Inside the intervals, but not what the declared schedule gives.
+    pub fn exact_mismatch(&self) -> bool {
+        self.exact.is_some_and(|e| e.mismatches > 0)
+    }
+}
+
+/// Runs one case: fresh inputs, a poisoned output, the kernel, the verdict, and with a
+/// `schedule` the comparison of a passing output with its replay. A case past
+/// [`FULL_REFERENCE_PRODUCTS`] is judged on sampled rows, drawn after the kernel has returned.
+pub fn run_case(
+    kernel: &dyn KernelUnderTest,
+    spec: CaseSpec,
+    order: KOrder,
+    schedule: Option<Schedule>,
+) -> CaseOutcome {
+    run_case_within(kernel, spec, order, schedule, FULL_REFERENCE_PRODUCTS)
+}
+
+/// [`run_case`] with the number of products past which rows are sampled.
+pub fn run_case_within(
+    kernel: &dyn KernelUnderTest,
+    spec: CaseSpec,
+    order: KOrder,
+    schedule: Option<Schedule>,
+    full_reference_products: u64,
+) -> CaseOutcome {
+    let problem = kernel.problem();
+    let spec = CaseSpec {
+        shape: problem.normalize(spec.shape),
+        ..spec
+    };
+    let inputs = generate_problem(problem, spec.shape, spec.dist, spec.seed);
+    let (m, n, l) = inputs.output_dims();
+    let case = KernelCase::new(inputs, spec.dist.blocked_padding_fill());
+    let mut output = vec![POISON; m * n * l];
+    let run = kernel.run(&case, &mut output);
+    let sample = sample_for(&case.inputs, full_reference_products, unpredictable_seed());
+    let reference = match &sample {
+        Some(sample) => sampled_reference(&case.inputs, order, sample),
+        None => problem_reference(&case.inputs, order),
+    };
+    let result = run.map(|()| {
+        judge(
+            OutputShape { m, n, l },
+            &output,
+            &reference.expected,
+            &reference.lo,
+            &reference.hi,
+        )
+    });
+    // Replay costs more than the model: only cases judged whole are replayed.
+    let exact = match (&result, schedule, case.dual()) {
+        (Ok(verdict), Some(schedule), Some(dual)) if verdict.pass && sample.is_none() => {
+            Some(replay_dual_gemm(dual.inputs, schedule).compare(&output))
+        }
+        _ => None,
+    };
+    CaseOutcome {
+        spec,
+        case,
+        reference,
+        output,
+        result,
+        exact,
+        sample,
+    }
+}
+
+/// A seed no kernel can know: sampled rows are drawn from it after the kernel returns, so a
+/// kernel cannot compute those rows alone (the case seeds of the fixed cases are public).
+fn unpredictable_seed() -> u64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+    hasher.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |t| t.as_nanos()),
+    );
+    hasher.finish()
+}
+
+/// The outcome judged on every element: a sampled case's verdict and reference redone with the
+/// model on the whole output (a failure's repro and diagnosis must describe all of it).
+pub(super) fn judged_whole(mut outcome: CaseOutcome, order: KOrder) -> CaseOutcome {
+    if outcome.sample.take().is_none() {
+        return outcome;
+    }
+    outcome.reference = problem_reference(&outcome.case.inputs, order);
+    let (m, n, l) = outcome.case.inputs.output_dims();
+    if let Ok(verdict) = &mut outcome.result {
+        *verdict = judge(
+            OutputShape { m, n, l },
+            &outcome.output,
+            &outcome.reference.expected,
+            &outcome.reference.lo,
+            &outcome.reference.hi,
+        );
+    }
+    outcome
+}
+
+/// The fixed cases every campaign starts with: the smallest shape, tile edges, a K tail, L > 1,
+/// each distribution.
+pub fn edge_cases(support: ShapeSupport) -> Vec<CaseSpec> {
+    let shapes = [
+        (1, 1, 16, 1),
+        (128, 128, 256, 1),
+        (129, 200, 272, 1),
+        (200, 130, 96, 2),
+        (256, 64, 512, 1),
+    ];
+    let mut cases = Vec::new();
+    for (i, &(m, n, k, l)) in shapes.iter().enumerate() {
+        let shape = Shape::new(
+            round_up(m, support.m_multiple),
+            round_up(n, support.n_multiple),
+            round_up(k, support.k_multiple),
+            l.min(support.max_l),
+        )
+        .expect("edge shapes are valid");
+        for (j, dist) in Distribution::ALL.into_iter().enumerate() {
+            cases.push(CaseSpec {
+                shape,
+                dist,
+                seed: (i * 16 + j) as u64,
+            });
+        }
+    }
+    cases
+}
+
+/// The fixed cases of per-product rounding's worst case (src/problem/stagnation.rs): deep K,
+/// where a per-product kernel's lost half-ulps add up past the block-sum intervals. Every correct
+/// kernel passes them under its own contract; one that declares per-product accumulation is
+/// judged by the per-product intervals, which hold them.
+pub fn stagnation_cases(support: ShapeSupport) -> Vec<CaseSpec> {
+    let shapes = [
+        (1, 64, 16384, 1),
+        (2, 128, 16384, 2),
+        (3, 96, 7168, 1),
+        (4, 256, 4096, 1),
+    ];
+    shapes
+        .iter()
+        .enumerate()
+        .map(|(i, &(m, n, k, l))| CaseSpec {
+            shape: Shape::new(
+                round_up(m, support.m_multiple),
+                round_up(n, support.n_multiple),
+                round_up(k, support.k_multiple),
+                l.min(support.max_l),
+            )
+            .expect("stagnation shapes are valid"),
+            dist: Distribution::Stagnation,
+            seed: 9000 + i as u64,
+        })
+        .collect()
+}
