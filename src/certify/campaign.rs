@@ -101,6 +101,9 @@ pub struct Coverage {
     pub cases: usize,
     pub by_distribution: std::collections::BTreeMap<String, usize>,
     pub by_shape_class: std::collections::BTreeMap<String, usize>,
+    /// Seconds each shape class took (inputs, kernel, model and judgement; a failure's shrinking
+    /// not included): what the production-size cases add to a campaign.
+    pub seconds_by_shape_class: std::collections::BTreeMap<String, f64>,
     /// What the campaign planned beside the random cases: the fixed edge cases (smallest
     /// shapes, tile edges, a K tail, L > 1) and the golden cases the kernel supports.
     pub planned_edge_cases: usize,
@@ -150,8 +153,12 @@ pub struct ExactCoverage {
 }
 
 impl Coverage {
-    fn record(&mut self, outcome: &CaseOutcome, class: &str) {
+    fn record(&mut self, outcome: &CaseOutcome, class: &str, seconds: f64) {
         self.cases += 1;
+        *self
+            .seconds_by_shape_class
+            .entry(class.to_string())
+            .or_default() += seconds;
         *self
             .by_distribution
             .entry(outcome.spec.dist.name().to_string())
@@ -369,6 +376,7 @@ pub fn certify_variant(
     // One case's outcome: `Some(failure)` ends the campaign; an exact mismatch is shrunk,
     // recorded, and the campaign goes on.
     let mut judge_case = |outcome: CaseOutcome,
+                          seconds: f64,
                           tree: Option<&mut dyn ValueTree<Value = CaseSpec>>,
                           coverage: &mut Coverage|
      -> Option<Failure> {
@@ -379,7 +387,7 @@ pub fn certify_variant(
         } else {
             shape_class(outcome.spec.shape)
         };
-        coverage.record(&outcome, class);
+        coverage.record(&outcome, class, seconds);
         progress(coverage.cases, planned);
         if outcome.failed() {
             return Some(shrink(kernel, outcome, tree, order, schedule));
@@ -408,8 +416,10 @@ pub fn certify_variant(
     };
     let mut failure = None;
     for spec in fixed.iter().copied() {
+        let case_started = Instant::now();
         let outcome = run_case(kernel, spec, order, schedule);
-        failure = judge_case(outcome, None, &mut coverage);
+        let seconds = case_started.elapsed().as_secs_f64();
+        failure = judge_case(outcome, seconds, None, &mut coverage);
         if failure.is_some() {
             break;
         }
@@ -421,8 +431,10 @@ pub fn certify_variant(
             let mut tree = strategy
                 .new_tree(&mut runner)
                 .expect("the case strategy never rejects");
+            let case_started = Instant::now();
             let outcome = run_case(kernel, tree.current(), order, schedule);
-            failure = judge_case(outcome, Some(&mut tree), &mut coverage);
+            let seconds = case_started.elapsed().as_secs_f64();
+            failure = judge_case(outcome, seconds, Some(&mut tree), &mut coverage);
             if failure.is_some() {
                 break;
             }

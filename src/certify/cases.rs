@@ -3,7 +3,7 @@
 //! the fixed cases every campaign runs (edge shapes, per-product rounding's worst case).
 
 use super::sampling::FULL_REFERENCE_PRODUCTS;
-use super::sampling::{sample_for, sampled_reference, RowSample};
+use super::sampling::{products, sample_for, sampled_reference, RowSample};
 use crate::compare::diagnosis::POISON;
 use crate::compare::{judge, OutputShape, Verdict};
 use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
@@ -82,11 +82,24 @@ pub fn run_case_within(
     let (m, n, l) = inputs.output_dims();
     let case = KernelCase::new(inputs, spec.dist.blocked_padding_fill());
     let mut output = vec![POISON; m * n * l];
-    let run = kernel.run(&case, &mut output);
+    // A case judged whole has its model computed on this machine's cores while the kernel runs
+    // (what keeps a GPU campaign at the GPU's pace). A sampled case's rows are drawn only after
+    // the kernel has returned, and computed then.
+    let judged_whole = products(&case.inputs) <= full_reference_products;
+    let (run, whole_reference) = if judged_whole {
+        let (run, reference) = rayon::join(
+            || kernel.run(&case, &mut output),
+            || problem_reference(&case.inputs, order),
+        );
+        (run, Some(reference))
+    } else {
+        (kernel.run(&case, &mut output), None)
+    };
     let sample = sample_for(&case.inputs, full_reference_products, unpredictable_seed());
-    let reference = match &sample {
-        Some(sample) => sampled_reference(&case.inputs, order, sample),
-        None => problem_reference(&case.inputs, order),
+    let reference = match (whole_reference, &sample) {
+        (Some(reference), _) => reference,
+        (None, Some(sample)) => sampled_reference(&case.inputs, order, sample),
+        (None, None) => problem_reference(&case.inputs, order),
     };
     let result = run.map(|()| {
         judge(

@@ -497,7 +497,8 @@ impl Certificate {
         let ran = |class: &str| c.by_shape_class.get(class).copied().unwrap_or(0);
         let mut words = format!(
             "{} of {} at the benchmark and competition test shapes, {} of {} at random large \
-             shapes (N past 2048, K past 4096, L up to 4; on a GPU M past 2048 too)",
+             shapes (N past 2048, K past 4096, L up to 4; on a GPU M past 2048 too, and one case \
+             whose A has more than 2^31 elements)",
             ran("production"),
             c.planned_production_cases,
             ran("large"),
@@ -528,7 +529,14 @@ impl Certificate {
             self.supported_shapes,
             self.cases_run_in_words(),
             c.by_distribution.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", "),
-            c.by_shape_class.iter().map(|(k, v)| format!("{k}: {v}")).collect::<Vec<_>>().join(", "),
+            c.by_shape_class
+                .iter()
+                .map(|(k, v)| match c.seconds_by_shape_class.get(k) {
+                    Some(s) => format!("{k}: {v} ({s:.1} s)"),
+                    None => format!("{k}: {v}"),
+                })
+                .collect::<Vec<_>>()
+                .join(", "),
             c.fp4_codes_seen.len(),
             c.scale_exponents_seen.len(),
             if c.nan_scales_seen { ", NaN scales too" } else { "" },

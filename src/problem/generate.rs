@@ -123,10 +123,10 @@ pub fn generate_dual_gemm(shape: Shape, dist: Distribution, seed: u64) -> DualGe
             stream,
         )
     };
-    let (mut a, mut b1, mut b2) = (
-        operand(Role::A, 0),
-        operand(Role::B, 1),
-        operand(Role::B, 2),
+    // Each operand has its own stream, so the three are drawn at once on the machine's cores.
+    let (mut a, (mut b1, mut b2)) = rayon::join(
+        || operand(Role::A, 0),
+        || rayon::join(|| operand(Role::B, 1), || operand(Role::B, 2)),
     );
     if dist == Distribution::AdversarialNan {
         for matrix in [&mut a, &mut b1, &mut b2] {
@@ -229,16 +229,9 @@ fn generate_gemm_streams(
     }
     // Each group gets its own plan stream so that cancellation pairs line up within a group.
     let plan = KBlockPlan::new(shape.scale_cols(), dist, seed ^ (first << 32));
-    let a = generate_operand(Role::A, shape.m, shape, dist, scales, &plan, seed, first);
-    let b = generate_operand(
-        Role::B,
-        shape.n,
-        shape,
-        dist,
-        scales,
-        &plan,
-        seed,
-        first + 1,
+    let (a, b) = rayon::join(
+        || generate_operand(Role::A, shape.m, shape, dist, scales, &plan, seed, first),
+        || generate_operand(Role::B, shape.n, shape, dist, scales, &plan, seed, first + 1),
     );
     GemmInputs::new(shape, a, b).expect("generated operands match their shape")
 }
