@@ -11,8 +11,9 @@
 //!
 //! Beside them, random large shapes drawn from the campaign's seed ([`large_cases`]): M and N
 //! past 2048 (more than 2 x 132 output tiles), K past 4096, L up to 4, up to 8192 x 8192 x 16384
-//! x 4; the model judges the largest of them on sampled rows (src/certify/sampling.rs). A CPU
-//! kernel gets fewer of them, thin as above and within [`CPU_LARGE_NKL`].
+//! x 4, and on a GPU one case past 32-bit element offsets ([`INDEX_SHAPE`]); the model judges
+//! the largest of them on sampled rows (src/certify/sampling.rs). A CPU kernel gets fewer of
+//! them, thin as above and within [`CPU_LARGE_NKL`].
 
 use super::cases::{round_up, CaseSpec};
 use crate::golden::set::{DUAL_GEMM_BENCHMARKS, DUAL_GEMM_TESTS};
@@ -26,6 +27,12 @@ pub const CPU_ROWS: usize = 2;
 
 /// The largest random shape: M, N, K, L.
 pub const LARGE_MAX: (usize, usize, usize, usize) = (8192, 8192, 16384, 4);
+/// The shape whose A has more elements than a signed 32-bit index reaches (4096 x 524,544 >
+/// 2^31, over 1 GiB packed), run once by every GPU campaign among its large cases: a kernel that
+/// computes element offsets in 32-bit integers wraps around here. N is kept to two 128-column
+/// tiles (the random large cases are the wide ones) so that B1 and B2 stay small: the case's
+/// cost is moving and generating A's gigabyte. With N = 2304 it took ~33 s of an H100 campaign.
+pub const INDEX_SHAPE: (usize, usize, usize, usize) = (4096, 256, 524_544, 1);
 /// Random large cases of a GPU kernel, per distribution, and of a CPU kernel in all.
 pub const GPU_LARGE_PER_DISTRIBUTION: usize = 2;
 pub const CPU_LARGE_CASES: usize = 2;
@@ -177,6 +184,21 @@ pub fn large_cases(
             seed: rng.next_u64(),
         });
     }
+    if on_gpu {
+        let (m, n, k, l) = INDEX_SHAPE;
+        let shape = Shape::new(
+            round_up(m, support.m_multiple),
+            round_up(n, support.n_multiple),
+            round_up(k, support.k_multiple.max(16)),
+            l,
+        )
+        .expect("the index shape is valid");
+        cases.push(CaseSpec {
+            shape: problem.normalize(shape),
+            dist: Distribution::Full,
+            seed: rng.next_u64(),
+        });
+    }
     let why = (!on_gpu).then(|| {
         format!(
             "a CPU kernel runs {CPU_LARGE_CASES} random large shapes, not \
@@ -194,16 +216,19 @@ mod tests {
 
     #[test]
     fn large_cases_pass_the_deep_k_wide_n_and_many_tile_limits() {
-        let (cases, why) = large_cases(
+        let (all, why) = large_cases(
             ProblemKind::DualGemm,
             ShapeSupport::ANY,
             true,
             &Distribution::ALL,
             3,
         );
-        assert_eq!(cases.len(), GPU_LARGE_PER_DISTRIBUTION * 4);
+        assert_eq!(all.len(), GPU_LARGE_PER_DISTRIBUTION * 4 + 1);
         assert_eq!(why, None);
-        for case in &cases {
+        let (index, cases) = all.split_last().unwrap();
+        // Past what a signed 32-bit element offset into A reaches.
+        assert!(index.shape.m * index.shape.k * index.shape.l > i32::MAX as usize);
+        for case in cases {
             let s = case.shape;
             assert!(
                 s.m > 2048 && s.m <= 8192 && s.n > 2048 && s.n <= 8192,
@@ -220,7 +245,7 @@ mod tests {
             &Distribution::ALL,
             3,
         );
-        assert_eq!(again.0, cases);
+        assert_eq!(again.0, all);
         let other = large_cases(
             ProblemKind::DualGemm,
             ShapeSupport::ANY,
@@ -228,7 +253,7 @@ mod tests {
             &Distribution::ALL,
             4,
         );
-        assert_ne!(other.0, cases);
+        assert_ne!(other.0, all);
     }
 
     #[test]
