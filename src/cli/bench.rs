@@ -236,7 +236,15 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         report.torch = torch_baseline(&shapes, args.reps);
     }
     if report.timings.is_empty() {
-        // Nothing was timed: no table to write, and no success to report.
+        // Nothing was timed: no table to write, and no success to report; a timing that failed
+        // (a hang, a crash, a wrong output while timed) is said first.
+        for finding in &report.findings {
+            eprintln!("{finding}");
+        }
+        if !report.findings.is_empty() {
+            eprintln!("nothing timed: every timing failed (see above)");
+            return Ok(ExitCode::from(super::EXIT_FAIL));
+        }
         return Ok(
             if !unavailable.is_empty() || crate::gpu::device::device_info().is_err() {
                 eprintln!("nothing timed: no selected kernel can run on this machine");
