@@ -12,6 +12,7 @@ the original stdout, each line prefixed with the marker below; the submission's 
 stderr (fd 1 is pointed there), which the parent keeps as a log.
 """
 import argparse
+import contextlib
 import ctypes
 import importlib.util
 import json
@@ -412,7 +413,7 @@ def unordered(torch, early, out):
     return None
 
 
-def around(torch, conditions, device):
+def around(torch, trusted, conditions, device):
     """The determinism checks' conditions (RunConditions in src/kernels/interface.rs), made with
     torch: a GEMM on operands made of the fill byte leaves that byte in the shared memory its
     tiles were staged in (much of it, not all: the Rust worker fills all of it); a large GEMM on
@@ -425,8 +426,8 @@ def around(torch, conditions, device):
     if conditions.get("concurrent_load"):
         side = torch.cuda.Stream(device=device)
         load = torch.ones((8192, 8192), dtype=torch.float16, device=device)
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
+        side.wait_stream(trusted.stream)
+        with trusted.on_stream(side):
             torch.matmul(load, load)
         load.record_stream(side)
 
@@ -447,7 +448,21 @@ class TrustedCuda:
         self.perf_counter = time.perf_counter
         self.current_frames = sys._current_frames
         self.stream = torch.cuda.current_stream()
-        self.on_stream = torch.cuda.stream
+        # torch.cuda.stream(...) looks torch.cuda.current_stream up again on entry and restores
+        # what it returns on exit: a submission that replaced it would have its own stream made
+        # current. The functions themselves are held here instead.
+        self._current_stream = torch.cuda.current_stream
+        self._set_stream = torch.cuda.set_stream
+
+    @contextlib.contextmanager
+    def on_stream(self, stream):
+        """Work enqueued inside goes on `stream`; the current stream is put back."""
+        previous = self._current_stream()
+        self._set_stream(stream)
+        try:
+            yield
+        finally:
+            self._set_stream(previous)
 
     def event(self):
         return self.Event(enable_timing=True)
@@ -640,7 +655,7 @@ def main():
         data, guarded, shapes = build_data(torch, case, device)
         trusted.synchronize()
         try:
-            around(torch, run.get("conditions") or {}, device)
+            around(torch, trusted, run.get("conditions") or {}, device)
             deliver_on_stream(torch, trusted, guarded)
             out = kernel(data)
             # Read the output as the calling program would: a copy enqueued on the caller's
