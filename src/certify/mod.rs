@@ -7,6 +7,7 @@ pub mod cases;
 pub mod checks;
 pub mod production;
 pub mod report;
+mod report_markdown;
 pub mod sampling;
 pub mod sanitize;
 pub mod shrink_data;

@@ -231,7 +231,18 @@ fn generate_gemm_streams(
     let plan = KBlockPlan::new(shape.scale_cols(), dist, seed ^ (first << 32));
     let (a, b) = rayon::join(
         || generate_operand(Role::A, shape.m, shape, dist, scales, &plan, seed, first),
-        || generate_operand(Role::B, shape.n, shape, dist, scales, &plan, seed, first + 1),
+        || {
+            generate_operand(
+                Role::B,
+                shape.n,
+                shape,
+                dist,
+                scales,
+                &plan,
+                seed,
+                first + 1,
+            )
+        },
     );
     GemmInputs::new(shape, a, b).expect("generated operands match their shape")
 }
