@@ -10,7 +10,7 @@
 
 use crate::compare::diagnosis::POISON;
 use crate::compare::{judge, OutputShape};
-use crate::formats::{E2m1, E4m3};
+use crate::formats::{E2m1, E4m3, E4M3_ONE_CODE};
 use crate::kernels::{KernelCase, KernelUnderTest};
 use crate::model::bounds::KOrder;
 use crate::model::problem_reference;
@@ -21,7 +21,6 @@ use serde::Serialize;
 /// Kernel runs data shrinking may spend.
 pub const RUN_BUDGET: usize = 600;
 /// The e4m3 code of 1.0, and the FP4 codes of +1.0 and -1.0.
-const SCALE_ONE: u8 = 0x38;
 const FP4_PLUS_ONE: u8 = 0x2;
 const FP4_MINUS_ONE: u8 = 0xA;
 
@@ -226,7 +225,9 @@ pub fn shrink_data(
     }
     for (i, row, kk, batch) in nonzero_positions(&inputs) {
         shrinker.try_keep(&mut inputs, |c| {
-            operands_mut(c)[i].1.set_scale(row, kk, batch, SCALE_ONE);
+            operands_mut(c)[i]
+                .1
+                .set_scale(row, kk, batch, E4M3_ONE_CODE);
             true
         });
     }
@@ -293,7 +294,7 @@ fn embed(inputs: &DualGemmInputs, shape: Shape, offset: Offset) -> Option<DualGe
             shape.k,
             shape.l,
             vec![0; rows * shape.k / 2 * shape.l],
-            vec![SCALE_ONE; rows * shape.k / SCALE_BLOCK * shape.l],
+            vec![E4M3_ONE_CODE; rows * shape.k / SCALE_BLOCK * shape.l],
         )
         .ok()?;
         for batch in 0..from.batches() {
@@ -387,7 +388,7 @@ fn localize(shrinker: &mut Shrinker<'_>, inputs: &DualGemmInputs) -> Vec<String>
                 for row in 0..matrix.rows() {
                     for k in (0..matrix.k()).step_by(SCALE_BLOCK) {
                         if is_nan(matrix.scale(row, k, batch).to_bits()) {
-                            matrix.set_scale(row, k, batch, SCALE_ONE);
+                            matrix.set_scale(row, k, batch, E4M3_ONE_CODE);
                         }
                     }
                 }
@@ -438,7 +439,7 @@ fn localize(shrinker: &mut Shrinker<'_>, inputs: &DualGemmInputs) -> Vec<String>
         // propagates NaN matches. A scale is named only where its value matters: 1.0 passes and
         // another class fails, or the sign bit changes the outcome.
         let classes = [
-            ("1.0", SCALE_ONE),
+            ("1.0", E4M3_ONE_CODE),
             ("1.0 with the sign bit set", 0xB8),
             ("subnormal (2^-9)", 0x01),
             ("the largest (448)", 0x7E),

@@ -24,9 +24,13 @@ pub const E4M3_SPEC: MiniFloatSpec = MiniFloatSpec {
 pub const E4M3_MAX: f32 = 448.0;
 /// Smallest positive normal value, 2^-6 (torch's `finfo(float8_e4m3fn).tiny`).
 pub const E4M3_MIN_NORMAL: f32 = 0.015625;
+/// The codes the harness names: 1.0, the largest finite magnitude (448), NaN (0x7F and 0xFF).
+pub const E4M3_ONE_CODE: u8 = 0x38;
+pub const E4M3_MAX_CODE: u8 = 0x7E;
+pub const E4M3_NAN_CODE: u8 = 0x7F;
 const SIGN_BIT: u8 = 0x80;
-const NAN_MAGNITUDE: u8 = 0x7F;
-const MAX_MAGNITUDE_CODE: u32 = 0x7E;
+const NAN_MAGNITUDE: u8 = E4M3_NAN_CODE;
+const MAX_MAGNITUDE_CODE: u32 = E4M3_MAX_CODE as u32;
 
 /// What encoding does with a magnitude that rounds above 448 (and with infinities).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,6 +8,8 @@ pub mod minifloat;
 pub mod packing;
 
 pub use e2m1::{E2m1, E2M1_MAX};
-pub use e4m3::{E4m3, E4m3Overflow, E4M3_MAX, E4M3_MIN_NORMAL};
+pub use e4m3::{
+    E4m3, E4m3Overflow, E4M3_MAX, E4M3_MAX_CODE, E4M3_MIN_NORMAL, E4M3_NAN_CODE, E4M3_ONE_CODE,
+};
 pub use fp16::fp16_from_f64_rne;
 pub use packing::{e2m1_at, pack_e2m1, unpack_e2m1};

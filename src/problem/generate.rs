@@ -10,7 +10,7 @@ use super::{
     Shape, SCALE_BLOCK,
 };
 use crate::error::{Error, Result};
-use crate::formats::{E4m3, E4m3Overflow};
+use crate::formats::{E4m3, E4m3Overflow, E4M3_MAX_CODE, E4M3_NAN_CODE, E4M3_ONE_CODE};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
@@ -67,7 +67,7 @@ impl Distribution {
     pub fn blocked_padding_fill(self) -> u8 {
         match self {
             Distribution::Gpumode | Distribution::Full | Distribution::Stagnation => 0x00,
-            Distribution::Adversarial | Distribution::AdversarialNan => E4M3_NAN,
+            Distribution::Adversarial | Distribution::AdversarialNan => E4M3_NAN_CODE,
         }
     }
 }
@@ -87,12 +87,9 @@ impl std::str::FromStr for Distribution {
     }
 }
 
-const E4M3_NAN: u8 = 0x7F;
-const E4M3_ONE: u8 = 0x38;
 const E4M3_TWO: u8 = 0x40;
 const E4M3_SIXTEEN: u8 = 0x58;
 const E4M3_MIN_NORMAL_CODE: u8 = 0x08;
-const E4M3_MAX_CODE: u8 = 0x7E;
 /// 0.25: the top of the narrow scale range of the `full` distribution.
 const FULL_NARROW_MAX_CODE: u8 = 0x28;
 const FP4_MAX_POSITIVE: u8 = 0x7;
@@ -403,7 +400,7 @@ fn generate_operand(
                     }
                 }
                 if dist == Distribution::AdversarialNan && source.chance(1, 16) {
-                    row_scales[source.below(blocks as u32) as usize] = E4M3_NAN;
+                    row_scales[source.below(blocks as u32) as usize] = E4M3_NAN_CODE;
                 }
             }
         }
@@ -431,7 +428,7 @@ fn gpumode_scale(source: &mut Source, family: GpumodeScales) -> u8 {
         }
         GpumodeScales::OneOrTwo => {
             if source.chance(1, 2) {
-                E4M3_ONE
+                E4M3_ONE_CODE
             } else {
                 E4M3_TWO
             }

@@ -13,6 +13,7 @@
 //! The seed picks each column's first block, the signs of A's rows and B2's nonzero position.
 
 use super::{BlockScaledMatrix, DualGemmInputs, GemmInputs, Shape, SCALE_BLOCK};
+use crate::formats::{E4M3_MAX_CODE, E4M3_ONE_CODE};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
@@ -21,8 +22,6 @@ const FP4_ONE: u8 = 0x2;
 const FP4_TWO: u8 = 0x4;
 const FP4_SIX: u8 = 0x7;
 const FP4_SIGN: u8 = 0x8;
-const E4M3_ONE: u8 = 0x38;
-const E4M3_448: u8 = 0x7E;
 const E4M3_15_16: u8 = 0x37;
 /// 2 x 2^-9, a subnormal.
 const E4M3_2_POW_MINUS_8: u8 = 0x02;
@@ -92,12 +91,12 @@ fn operands(shape: Shape, seed: u64) -> [BlockScaledMatrix; 3] {
         let mut codes = vec![FP4_HALF; k];
         codes[..SCALE_BLOCK].fill(0);
         codes[..4].copy_from_slice(&[FP4_SIX, FP4_SIX, FP4_ONE, FP4_HALF]);
-        let mut scales = vec![E4M3_ONE; blocks];
-        scales[0] = E4M3_448;
+        let mut scales = vec![E4M3_ONE_CODE; blocks];
+        scales[0] = E4M3_MAX_CODE;
         if let Some(last) = last {
             codes[last..].fill(0);
             codes[last..last + 2].copy_from_slice(&[FP4_SIX, FP4_TWO]);
-            scales[blocks - 1] = E4M3_448;
+            scales[blocks - 1] = E4M3_MAX_CODE;
         }
         codes
             .iter_mut()
@@ -109,19 +108,19 @@ fn operands(shape: Shape, seed: u64) -> [BlockScaledMatrix; 3] {
         codes[..SCALE_BLOCK].fill(0);
         codes[..4].copy_from_slice(&b1_firsts[n]);
         let mut scales = vec![E4M3_15_16; blocks];
-        scales[0] = E4M3_448;
+        scales[0] = E4M3_MAX_CODE;
         if let Some(last) = last {
             // -6 x 6 - 3 x 2 = -42: what is left is the first block's excess and the middle.
             codes[last..].fill(0);
             codes[last..last + 2].copy_from_slice(&[FP4_SIX | FP4_SIGN, 0x5 | FP4_SIGN]);
-            scales[blocks - 1] = E4M3_448;
+            scales[blocks - 1] = E4M3_MAX_CODE;
         }
         (codes, scales)
     });
     let b2 = operand("b2", shape.n, shape, |n| {
         let mut codes = vec![0u8; k];
         codes[b2_positions[n]] = FP4_HALF;
-        let mut scales = vec![E4M3_ONE; blocks];
+        let mut scales = vec![E4M3_ONE_CODE; blocks];
         scales[b2_positions[n] / SCALE_BLOCK] = E4M3_2_POW_MINUS_8;
         (codes, scales)
     });
