@@ -17,6 +17,7 @@ fn limits(cases: usize, only_gpumode: bool) -> CampaignLimits {
         order: KOrder::Contiguous,
         only_gpumode,
         exact: false,
+        quick: false,
     }
 }
 
@@ -368,6 +369,47 @@ fn certify_with_default_flags_rejects_the_production_depth_and_width_mutants() {
             .unwrap()
             .contains("2 rows of M"));
     }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `--quick` runs no production-size case, says so, and leaves a certificate bench refuses.
+#[test]
+fn a_quick_campaign_skips_the_production_size_cases_and_is_not_timed() {
+    let dir = std::env::temp_dir().join(format!("nvfp4-oracle-quick-{}", std::process::id()));
+    let run = Command::new(env!("CARGO_BIN_EXE_nvfp4-oracle"))
+        .args([
+            "certify",
+            "--quick",
+            "--kernel",
+            "cpu-tiled",
+            "--cases",
+            "20",
+        ])
+        .args(["--seed", "3", "--report-dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let json = std::fs::read_to_string(dir.join("cpu-tiled.json")).unwrap();
+    let certificate: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let coverage = &certificate["coverage"];
+    assert_eq!(coverage["production_size_skipped"], serde_json::json!(true));
+    assert!(coverage["planned_production_cases"].as_u64().unwrap() > 0);
+    for class in ["production", "large"] {
+        assert!(coverage["by_shape_class"][class].is_null(), "{class} ran");
+    }
+    let markdown = std::fs::read_to_string(dir.join("cpu-tiled.md")).unwrap();
+    assert!(
+        markdown.contains("production-size cases skipped (--quick)"),
+        "{markdown}"
+    );
+    let refusal = nvfp4_oracle::certify::report::production_coverage_gap(coverage).unwrap();
+    assert!(refusal.contains("--quick"), "{refusal}");
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -492,6 +492,7 @@ fn every_problem_goes_through_the_campaign_and_its_failures_are_shrunk_and_writt
         order: KOrder::Contiguous,
         only_gpumode: false,
         exact: false,
+        quick: false,
     };
     let dir = std::env::temp_dir().join(format!("nvfp4-door-problems-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -61,6 +61,7 @@ fn hopper_variants_certify_exactly_on_a_hopper_gpu() {
         order: KOrder::Contiguous,
         only_gpumode: false,
         exact: true,
+        quick: false,
     };
     // Every real variant, the persistent kernel on 7 CTAs (several tiles per CTA), and the
     // reversed-K test kernel (which must be caught by the replay alone).

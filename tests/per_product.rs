@@ -66,6 +66,7 @@ fn limits(cases: usize, order: KOrder) -> CampaignLimits {
         time_budget: None,
         order,
         exact: false,
+        quick: false,
         only_gpumode: false,
     }
 }

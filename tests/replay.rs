@@ -188,6 +188,7 @@ mod certify_exact {
             order: KOrder::Contiguous,
             only_gpumode: false,
             exact,
+            quick: false,
         }
     }
 

@@ -404,6 +404,7 @@ fn certify(
         order,
         only_gpumode,
         exact: false,
+        quick: false,
     };
     let dir = Path::new(report_dir);
     // The campaign runs without the GIL; each of the kernel's runs takes it.

@@ -116,6 +116,8 @@ pub struct Coverage {
     /// kernel's, why.
     pub planned_large_cases: usize,
     pub large_note: Option<String>,
+    /// `certify --quick`: the planned production-size cases were not run.
+    pub production_size_skipped: bool,
     /// The fixed cases of per-product rounding's worst case ([`stagnation_cases`]).
     pub planned_stagnation_cases: usize,
     /// Cases judged on sampled rows (too large to judge whole), the rows judged and the rows
@@ -250,6 +252,10 @@ pub struct CampaignLimits {
     /// Also compare every passing output with the replay of the kernel's declared schedule,
     /// at zero tolerance (`certify --exact`).
     pub exact: bool,
+    /// Run none of the production-size cases (production shapes, random large shapes): a quick
+    /// loop while writing a kernel (`certify --quick`). Their planned counts stay in the
+    /// coverage, so bench refuses to time the kernel on such a certificate.
+    pub quick: bool,
 }
 
 impl CampaignLimits {
@@ -360,11 +366,12 @@ pub fn certify_variant(
         stagnation_cases(support)
     };
     coverage.planned_stagnation_cases = stagnation.len();
+    coverage.production_size_skipped = limits.quick;
     let fixed: Vec<CaseSpec> = edges
         .into_iter()
         .chain(goldens)
-        .chain(production.iter().copied())
-        .chain(large.iter().copied())
+        .chain(production.iter().copied().filter(|_| !limits.quick))
+        .chain(large.iter().copied().filter(|_| !limits.quick))
         .chain(stagnation)
         .collect();
     let planned = fixed.len() + limits.cases;

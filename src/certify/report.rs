@@ -515,6 +515,12 @@ impl Certificate {
 /// not: every production-size case it planned (the benchmark and test shapes, the random large
 /// shapes) must have run, and a certificate from before a class was planned says nothing of it.
 pub fn production_coverage_gap(coverage: &serde_json::Value) -> Option<String> {
+    if coverage["production_size_skipped"] == serde_json::json!(true) {
+        return Some(
+            "certified with --quick (no production-size case ran); certify it again without it"
+                .to_string(),
+        );
+    }
     [
         ("production", "planned_production_cases", "production-shape"),
         ("large", "planned_large_cases", "random large-shape"),

@@ -27,6 +27,9 @@ impl Certificate {
             self.cases_requested,
             if c.cases < planned && self.failure.is_some() {
                 "; the campaign stops at the first failure"
+            } else if c.production_size_skipped {
+                "; the production-size cases skipped (--quick): bench will not time this kernel \
+                 on this certificate"
             } else if c.cases < planned {
                 "; stopped by the time budget"
             } else {

@@ -38,6 +38,11 @@ pub struct CertifyArgs {
     /// Draw only the competition's gpumode distribution (shows what its weak inputs miss).
     #[arg(long)]
     pub gpumode_only: bool,
+    /// Skip the production-size cases (the benchmark and test shapes, the random large shapes):
+    /// a quick loop while writing a kernel, seconds instead of a minute or more on a GPU. The
+    /// certificate says so, and bench will not time the kernel on it.
+    #[arg(long)]
+    pub quick: bool,
     /// Zero tolerance for kernels that declare their accumulation schedule (MMA adder model, K
     /// order, epilogue): every output inside the intervals must also equal, bit for bit, the
     /// replay of that schedule (a NaN matches any NaN; where the f64 epilogue is a near-tie
@@ -146,6 +151,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
         order: args.k_order,
         only_gpumode: args.gpumode_only,
         exact: args.exact,
+        quick: args.quick,
     };
     std::fs::create_dir_all(&args.report_dir)
         .map_err(|err| Error::file(&args.report_dir, format!("cannot create: {err}")))?;
