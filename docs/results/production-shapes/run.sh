@@ -16,23 +16,7 @@
 # and without the production-size cases).
 set -u
 stage=${1:-campaign}
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export PATH=/usr/local/cuda/bin:$PATH
-B=$PWD/.carry/nvfp4-oracle
-O=${OUT:-/tmp/production-out}
-R=/tmp/production/$stage
-LOG=$O/$stage.log
-mkdir -p "$R" "$O"
-S=examples/submissions
-run() {  # run NAME command...: appended to the stage's log with its time and exit code
-  local name=$1; shift
-  { echo; echo "=== $name"; echo "\$ $*"; } >> "$LOG"
-  local started=$SECONDS
-  "$@" >> "$LOG" 2>&1
-  local code=$?
-  echo "exit $code ($((SECONDS - started)) s)" >> "$LOG"
-  echo "$name: exit $code ($((SECONDS - started)) s)"
-}
+. "$(dirname "$0")/../stage.sh" production
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
 nproc >> "$LOG"
 case $stage in

@@ -19,24 +19,8 @@
 # certificates.md and bench.md.
 set -u
 stage=${1:-sandbox}
-export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
-export PATH=/usr/local/cuda/bin:$PATH
-B=$PWD/.carry/nvfp4-oracle
-O=${OUT:-/tmp/sandbox-out}
-R=/tmp/sandbox/$stage
-LOG=$O/$stage.log
-mkdir -p "$R" "$O"
-S=examples/submissions
+. "$(dirname "$0")/../stage.sh" sandbox
 GOOD="$S/torch/kernel.toml $S/triton/kernel.toml $S/cuda_inline/kernel.toml $S/library/kernel.toml"
-run() {  # run NAME command...: appended to the stage's log with its time and exit code
-  local name=$1; shift
-  { echo; echo "=== $name"; echo "\$ $*"; } >> "$LOG"
-  local started=$SECONDS
-  "$@" >> "$LOG" 2>&1
-  local code=$?
-  echo "exit $code ($((SECONDS - started)) s)" >> "$LOG"
-  echo "$name: exit $code ($((SECONDS - started)) s)"
-}
 case $stage in
 sandbox)
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
