@@ -81,6 +81,17 @@ fn the_correct_cpu_kernel_is_certified() {
     // The four random distributions and the fixed stagnation cases.
     assert_eq!(result.coverage.by_distribution.len(), 5);
     assert_eq!(result.coverage.by_distribution.get("stagnation"), Some(&4));
+    // Where the time went, by phase and by shape class, each phase and class of a case counted.
+    let phases = &result.coverage.seconds_by_phase;
+    assert_eq!(
+        phases.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["inputs", "judgement", "kernel", "model"]
+    );
+    assert!(phases["kernel"] > 0.0 && phases["model"] > 0.0);
+    assert_eq!(
+        result.coverage.seconds_by_shape_class.len(),
+        result.coverage.by_shape_class.len()
+    );
 }
 
 #[test]

@@ -104,6 +104,9 @@ pub struct Coverage {
     /// Seconds each shape class took (inputs, kernel, model and judgement; a failure's shrinking
     /// not included): what the production-size cases add to a campaign.
     pub seconds_by_shape_class: std::collections::BTreeMap<String, f64>,
+    /// Seconds of every case's phases, summed: inputs, kernel, model, judgement
+    /// ([`super::cases::CasePhases`]): where a campaign's time goes.
+    pub seconds_by_phase: std::collections::BTreeMap<String, f64>,
     /// What the campaign planned beside the random cases: the fixed edge cases (smallest
     /// shapes, tile edges, a K tail, L > 1) and the golden cases the kernel supports.
     pub planned_edge_cases: usize,
@@ -161,6 +164,15 @@ impl Coverage {
             .seconds_by_shape_class
             .entry(class.to_string())
             .or_default() += seconds;
+        let phases = outcome.phases;
+        for (phase, seconds) in [
+            ("inputs", phases.inputs),
+            ("kernel", phases.kernel),
+            ("model", phases.model),
+            ("judgement", phases.judge),
+        ] {
+            *self.seconds_by_phase.entry(phase.to_string()).or_default() += seconds;
+        }
         *self
             .by_distribution
             .entry(outcome.spec.dist.name().to_string())

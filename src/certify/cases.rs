@@ -14,6 +14,7 @@ use crate::model::{problem_reference, Reference};
 use crate::problem::generate::generate_problem;
 use crate::problem::{Distribution, Shape};
 use half::f16;
+use std::time::Instant;
 
 /// One generated case: everything needed to regenerate its inputs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -40,6 +41,19 @@ pub struct CaseOutcome {
     /// The rows judged against the model when the case was too large to judge whole (every
     /// other element had the whole-output checks alone: src/certify/sampling.rs).
     pub sample: Option<RowSample>,
+    pub phases: CasePhases,
+}
+
+/// Seconds one case spent in each phase: making its inputs; the kernel's run (for a worker
+/// process that includes writing the inputs' files, the worker reading and copying them to the
+/// GPU and the output's way back); the model; the judgement (and exact mode's replay). On a case
+/// judged whole the model runs beside the kernel, so the phases add up to more than the case.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CasePhases {
+    pub inputs: f64,
+    pub kernel: f64,
+    pub model: f64,
+    pub judge: f64,
 }
 
 impl CaseOutcome {
@@ -78,29 +92,41 @@ pub fn run_case_within(
         shape: problem.normalize(spec.shape),
         ..spec
     };
+    let timed = |work: &mut dyn FnMut()| {
+        let started = Instant::now();
+        work();
+        started.elapsed().as_secs_f64()
+    };
+    let mut phases = CasePhases::default();
+    let started = Instant::now();
     let inputs = generate_problem(problem, spec.shape, spec.dist, spec.seed);
     let (m, n, l) = inputs.output_dims();
     let case = KernelCase::new(inputs, spec.dist.blocked_padding_fill());
+    phases.inputs = started.elapsed().as_secs_f64();
     let mut output = vec![POISON; m * n * l];
     // A case judged whole has its model computed on this machine's cores while the kernel runs
     // (what keeps a GPU campaign at the GPU's pace). A sampled case's rows are drawn only after
     // the kernel has returned, and computed then.
     let judged_whole = products(&case.inputs) <= full_reference_products;
-    let (run, whole_reference) = if judged_whole {
-        let (run, reference) = rayon::join(
-            || kernel.run(&case, &mut output),
-            || problem_reference(&case.inputs, order),
+    let mut run = Ok(());
+    let mut whole_reference = None;
+    if judged_whole {
+        (phases.kernel, phases.model) = rayon::join(
+            || timed(&mut || run = kernel.run(&case, &mut output)),
+            || timed(&mut || whole_reference = Some(problem_reference(&case.inputs, order))),
         );
-        (run, Some(reference))
     } else {
-        (kernel.run(&case, &mut output), None)
-    };
+        phases.kernel = timed(&mut || run = kernel.run(&case, &mut output));
+    }
     let sample = sample_for(&case.inputs, full_reference_products, unpredictable_seed());
+    let started = Instant::now();
     let reference = match (whole_reference, &sample) {
         (Some(reference), _) => reference,
         (None, Some(sample)) => sampled_reference(&case.inputs, order, sample),
         (None, None) => problem_reference(&case.inputs, order),
     };
+    phases.model += started.elapsed().as_secs_f64();
+    let started = Instant::now();
     let result = run.map(|()| {
         judge(
             OutputShape { m, n, l },
@@ -117,6 +143,7 @@ pub fn run_case_within(
         }
         _ => None,
     };
+    phases.judge = started.elapsed().as_secs_f64();
     CaseOutcome {
         spec,
         case,
@@ -125,6 +152,7 @@ pub fn run_case_within(
         result,
         exact,
         sample,
+        phases,
     }
 }
 

@@ -110,6 +110,17 @@ impl Certificate {
                 "| production-size cases | {} |\n",
                 self.production_size_in_words()
             ));
+            md.push_str(&format!(
+                "| time by phase (summed over cases; the model of a case judged whole runs beside the kernel) | {} |\n",
+                ["inputs", "kernel", "model", "judgement"]
+                    .iter()
+                    .map(|p| format!(
+                        "{p}: {:.1} s",
+                        c.seconds_by_phase.get(*p).copied().unwrap_or(0.0)
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
         }
         if let Some(gpu) = &self.gpu {
             md.push_str(&format!(
