@@ -92,58 +92,56 @@ pub fn run_case_within(
         shape: problem.normalize(spec.shape),
         ..spec
     };
-    let timed = |work: &mut dyn FnMut()| {
-        let started = Instant::now();
-        work();
-        started.elapsed().as_secs_f64()
-    };
     let mut phases = CasePhases::default();
-    let started = Instant::now();
-    let inputs = generate_problem(problem, spec.shape, spec.dist, spec.seed);
-    let (m, n, l) = inputs.output_dims();
-    let case = KernelCase::new(inputs, spec.dist.blocked_padding_fill());
-    phases.inputs = started.elapsed().as_secs_f64();
+    let (case, seconds) = timed(|| {
+        let inputs = generate_problem(problem, spec.shape, spec.dist, spec.seed);
+        KernelCase::new(inputs, spec.dist.blocked_padding_fill())
+    });
+    phases.inputs = seconds;
+    let (m, n, l) = case.inputs.output_dims();
     let mut output = vec![POISON; m * n * l];
     // A case judged whole has its model computed on this machine's cores while the kernel runs
     // (what keeps a GPU campaign at the GPU's pace). A sampled case's rows are drawn only after
     // the kernel has returned, and computed then.
     let judged_whole = products(&case.inputs) <= full_reference_products;
-    let mut run = Ok(());
-    let mut whole_reference = None;
-    if judged_whole {
-        (phases.kernel, phases.model) = rayon::join(
-            || timed(&mut || run = kernel.run(&case, &mut output)),
-            || timed(&mut || whole_reference = Some(problem_reference(&case.inputs, order))),
+    let ((run, kernel_seconds), whole_reference) = if judged_whole {
+        let (run, (reference, model_seconds)) = rayon::join(
+            || timed(|| kernel.run(&case, &mut output)),
+            || timed(|| problem_reference(&case.inputs, order)),
         );
+        phases.model = model_seconds;
+        (run, Some(reference))
     } else {
-        phases.kernel = timed(&mut || run = kernel.run(&case, &mut output));
-    }
+        (timed(|| kernel.run(&case, &mut output)), None)
+    };
+    phases.kernel = kernel_seconds;
     let sample = sample_for(&case.inputs, full_reference_products, unpredictable_seed());
-    let started = Instant::now();
-    let reference = match (whole_reference, &sample) {
+    let (reference, seconds) = timed(|| match (whole_reference, &sample) {
         (Some(reference), _) => reference,
         (None, Some(sample)) => sampled_reference(&case.inputs, order, sample),
         (None, None) => problem_reference(&case.inputs, order),
-    };
-    phases.model += started.elapsed().as_secs_f64();
-    let started = Instant::now();
-    let result = run.map(|()| {
-        judge(
-            OutputShape { m, n, l },
-            &output,
-            &reference.expected,
-            &reference.lo,
-            &reference.hi,
-        )
     });
-    // Replay costs more than the model: only cases judged whole are replayed.
-    let exact = match (&result, schedule, case.dual()) {
-        (Ok(verdict), Some(schedule), Some(dual)) if verdict.pass && sample.is_none() => {
-            Some(replay_dual_gemm(dual.inputs, schedule).compare(&output))
-        }
-        _ => None,
-    };
-    phases.judge = started.elapsed().as_secs_f64();
+    phases.model += seconds;
+    let ((result, exact), seconds) = timed(|| {
+        let result = run.map(|()| {
+            judge(
+                OutputShape { m, n, l },
+                &output,
+                &reference.expected,
+                &reference.lo,
+                &reference.hi,
+            )
+        });
+        // Replay costs more than the model: only cases judged whole are replayed.
+        let exact = match (&result, schedule, case.dual()) {
+            (Ok(verdict), Some(schedule), Some(dual)) if verdict.pass && sample.is_none() => {
+                Some(replay_dual_gemm(dual.inputs, schedule).compare(&output))
+            }
+            _ => None,
+        };
+        (result, exact)
+    });
+    phases.judge = seconds;
     CaseOutcome {
         spec,
         case,
@@ -154,6 +152,25 @@ pub fn run_case_within(
         sample,
         phases,
     }
+}
+
+/// `work`'s result and the seconds it took.
+fn timed<T>(work: impl FnOnce() -> T) -> (T, f64) {
+    let started = Instant::now();
+    let result = work();
+    (result, started.elapsed().as_secs_f64())
+}
+
+/// The shape `(m, n, k, l)` made one that `support` takes: each dimension rounded up to its
+/// multiple, L capped. How every fixed case's shape is fitted to a kernel.
+pub(super) fn fitted(support: ShapeSupport, (m, n, k, l): (usize, usize, usize, usize)) -> Shape {
+    Shape::new(
+        round_up(m, support.m_multiple),
+        round_up(n, support.n_multiple),
+        round_up(k, support.k_multiple),
+        l.min(support.max_l),
+    )
+    .expect("a fixed case's shape fitted to a support is valid")
 }
 
 /// A seed no kernel can know: sampled rows are drawn from it after the kernel returns, so a
@@ -200,14 +217,8 @@ pub fn edge_cases(support: ShapeSupport) -> Vec<CaseSpec> {
         (256, 64, 512, 1),
     ];
     let mut cases = Vec::new();
-    for (i, &(m, n, k, l)) in shapes.iter().enumerate() {
-        let shape = Shape::new(
-            round_up(m, support.m_multiple),
-            round_up(n, support.n_multiple),
-            round_up(k, support.k_multiple),
-            l.min(support.max_l),
-        )
-        .expect("edge shapes are valid");
+    for (i, &dims) in shapes.iter().enumerate() {
+        let shape = fitted(support, dims);
         for (j, dist) in Distribution::ALL.into_iter().enumerate() {
             cases.push(CaseSpec {
                 shape,
@@ -233,14 +244,8 @@ pub fn stagnation_cases(support: ShapeSupport) -> Vec<CaseSpec> {
     shapes
         .iter()
         .enumerate()
-        .map(|(i, &(m, n, k, l))| CaseSpec {
-            shape: Shape::new(
-                round_up(m, support.m_multiple),
-                round_up(n, support.n_multiple),
-                round_up(k, support.k_multiple),
-                l.min(support.max_l),
-            )
-            .expect("stagnation shapes are valid"),
+        .map(|(i, &dims)| CaseSpec {
+            shape: fitted(support, dims),
             dist: Distribution::Stagnation,
             seed: 9000 + i as u64,
         })

@@ -15,7 +15,7 @@
 //! the largest of them on sampled rows (src/certify/sampling.rs). A CPU kernel gets fewer of
 //! them, thin as above and within [`CPU_LARGE_NKL`].
 
-use super::cases::{round_up, CaseSpec};
+use super::cases::{fitted, round_up, CaseSpec};
 use crate::golden::set::{DUAL_GEMM_BENCHMARKS, DUAL_GEMM_TESTS};
 use crate::kernels::ShapeSupport;
 use crate::problem::{Distribution, ProblemKind, Shape};
@@ -185,16 +185,8 @@ pub fn large_cases(
         });
     }
     if on_gpu {
-        let (m, n, k, l) = INDEX_SHAPE;
-        let shape = Shape::new(
-            round_up(m, support.m_multiple),
-            round_up(n, support.n_multiple),
-            round_up(k, support.k_multiple.max(16)),
-            l,
-        )
-        .expect("the index shape is valid");
         cases.push(CaseSpec {
-            shape: problem.normalize(shape),
+            shape: problem.normalize(fitted(support, INDEX_SHAPE)),
             dist: Distribution::Full,
             seed: rng.next_u64(),
         });
