@@ -26,7 +26,8 @@ sandbox)
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
   { id; uname -r; } >> "$LOG"
   run probe $B sandbox --probe -- true
-  run hostile-fake-worker env NVFP4_ORACLE_BIN=$B .carry/door_test a_sandboxed --nocapture
+  # Absolute: the test may start the launcher from another directory.
+  run hostile-fake-worker env NVFP4_ORACLE_BIN=$PWD/.carry/nvfp4-oracle .carry/door_test a_sandboxed --nocapture
   run build-library bash $S/library/build.sh
   for m in $GOOD; do run "certify-$(basename "$(dirname "$m")")" $B certify --manifest "$m" --cases 200 --seed 2026 --report-dir "$R/certs"; done
   run certify-hopper-baseline $B certify --kernel hopper-baseline --cases 200 --seed 2026 --report-dir "$R/certs"
