@@ -12,6 +12,7 @@ use crate::model::mma::schedule::Schedule;
 use crate::model::replay::{replay_dual_gemm, ExactComparison};
 use crate::model::{problem_reference, Reference};
 use crate::problem::generate::generate_problem;
+use crate::problem::unpredictable::unpredictable_seed;
 use crate::problem::{Distribution, Shape};
 use half::f16;
 use std::time::Instant;
@@ -115,6 +116,8 @@ pub fn run_case_within(
         (timed(|| kernel.run(&case, &mut output)), None)
     };
     phases.kernel = kernel_seconds;
+    // Rows drawn from a seed no kernel can know, after it returned: a kernel cannot compute the
+    // judged rows alone (the case seeds of the fixed cases are public).
     let sample = sample_for(&case.inputs, full_reference_products, unpredictable_seed());
     let (reference, seconds) = timed(|| match (whole_reference, &sample) {
         (Some(reference), _) => reference,
@@ -171,19 +174,6 @@ pub(super) fn fitted(support: ShapeSupport, (m, n, k, l): (usize, usize, usize, 
         l.min(support.max_l),
     )
     .expect("a fixed case's shape fitted to a support is valid")
-}
-
-/// A seed no kernel can know: sampled rows are drawn from it after the kernel returns, so a
-/// kernel cannot compute those rows alone (the case seeds of the fixed cases are public).
-fn unpredictable_seed() -> u64 {
-    use std::hash::{BuildHasher, Hasher};
-    let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-    hasher.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |t| t.as_nanos()),
-    );
-    hasher.finish()
 }
 
 /// The outcome judged on every element: a sampled case's verdict and reference redone with the

@@ -23,26 +23,11 @@ use std::time::Duration;
 
 /// Warm-up calls before each timed loop (each on its own inputs).
 const WARM_UP: usize = 3;
-/// The first seed of the inputs of a shape's calls (call i gets `first + i`): drawn from the
-/// operating system's random source for every run (the clock where there is none), so that no
-/// kernel can compute its timed calls' answers in advance from a seed it knows or can guess.
+/// The first seed of the inputs of a shape's calls (call i gets `first + i`): drawn anew for
+/// every run, so that no kernel can compute its timed calls' answers in advance from a seed it
+/// knows or can guess (halved: `first + i` never wraps).
 fn first_seed() -> u64 {
-    use std::io::Read;
-    let mut bytes = [0u8; 8];
-    if std::fs::File::open("/dev/urandom")
-        .and_then(|mut random| random.read_exact(&mut bytes))
-        .is_ok()
-    {
-        return u64::from_le_bytes(bytes) >> 1;
-    }
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
-    // splitmix64's finalizer spreads the clock's low bits over the word.
-    let mut z = nanos ^ (u64::from(std::process::id()) << 32);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    (z ^ (z >> 31)) >> 1
+    crate::problem::unpredictable::unpredictable_seed() >> 1
 }
 
 /// One timed call of an external kernel whose output was judged.

@@ -7,6 +7,7 @@ pub mod operand;
 pub mod shape;
 pub mod stagnation;
 pub mod tensors;
+pub mod unpredictable;
 
 pub use generate::Distribution;
 pub use operand::BlockScaledMatrix;

@@ -58,10 +58,7 @@ impl IsolatedKernel {
     ) -> Self {
         // A random tag, not the purpose or an order: the worker sees these paths, and a copy
         // started under compute-sanitizer must not be told apart from a plain one by them.
-        use std::hash::BuildHasher;
-        static COPIES: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-        let copy = COPIES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tag = std::collections::hash_map::RandomState::new().hash_one(copy);
+        let tag = crate::problem::unpredictable::unpredictable_seed();
         let scratch = std::env::temp_dir().join(format!(
             "nvfp4-oracle-{}-{}-{tag:016x}",
             std::process::id(),
