@@ -14,7 +14,7 @@
 pub use super::cases::{
     edge_cases, run_case, run_case_within, stagnation_cases, CaseOutcome, CaseSpec,
 };
-use super::cases::{judged_whole, round_up};
+use super::cases::{judged_whole, round_up, run_prepared, PreparedCase};
 use super::production::{large_cases, production_cases};
 use super::sampling::{shape_products, FULL_REFERENCE_PRODUCTS};
 use crate::compare::diagnosis::{diagnose, Diagnosis, Observation, POISON};
@@ -26,6 +26,7 @@ use crate::problem::generate::generate_problem;
 use crate::problem::{Distribution, Shape};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use rayon::prelude::*;
 use std::time::{Duration, Instant};
 
 /// Edge values the shape strategy prefers: the smallest, tile boundaries and one past them.
@@ -183,20 +184,34 @@ impl Coverage {
             self.sampled_rows_judged += sample.rows.len();
             self.sampled_rows_of += sample.of;
         }
-        let mut codes = [false; 16];
-        let mut exponents = [false; 16];
+        // A production-size case's inputs are gigabytes: scanned on every core.
+        let mut codes = 0u16;
+        let mut exponents = 0u16;
         for (_, operand) in outcome.case.inputs.operands() {
-            for &byte in operand.data() {
-                codes[usize::from(byte & 0xF)] = true;
-                codes[usize::from(byte >> 4)] = true;
-            }
-            for &scale in operand.scales() {
-                if scale & 0x7F == 0x7F {
-                    self.nan_scales_seen = true;
-                } else {
-                    exponents[usize::from((scale >> 3) & 0xF)] = true;
-                }
-            }
+            codes |= operand
+                .data()
+                .par_chunks(1 << 16)
+                .map(|chunk| {
+                    chunk.iter().fold(0u16, |seen, &byte| {
+                        seen | 1 << (byte & 0xF) | 1 << (byte >> 4)
+                    })
+                })
+                .reduce(|| 0, |x, y| x | y);
+            let (nan, seen) = operand
+                .scales()
+                .par_chunks(1 << 16)
+                .map(|chunk| {
+                    chunk.iter().fold((false, 0u16), |(nan, seen), &scale| {
+                        if scale & 0x7F == 0x7F {
+                            (true, seen)
+                        } else {
+                            (nan, seen | 1 << ((scale >> 3) & 0xF))
+                        }
+                    })
+                })
+                .reduce(|| (false, 0), |x, y| (x.0 || y.0, x.1 | y.1));
+            self.nan_scales_seen |= nan;
+            exponents |= seen;
         }
         if let Some(comparison) = outcome.exact {
             let exact = self.exact.get_or_insert_with(ExactCoverage::default);
@@ -207,11 +222,12 @@ impl Coverage {
             exact.cases_mismatching += usize::from(comparison.mismatches > 0);
             exact.elements_mismatching += comparison.mismatches;
         }
-        merge(&mut self.fp4_codes_seen, &codes);
-        merge(&mut self.scale_exponents_seen, &exponents);
+        merge(&mut self.fp4_codes_seen, codes);
+        merge(&mut self.scale_exponents_seen, exponents);
         if matches!(&outcome.result, Ok(verdict) if verdict.pass) {
             let reference = &outcome.reference;
             let worst = (0..outcome.output.len())
+                .into_par_iter()
                 .filter(|&i| {
                     crate::model::bounds::width_ulps(reference.lo[i], reference.hi[i])
                         .is_some_and(|w| w <= TIGHT_ULPS)
@@ -229,10 +245,11 @@ impl Coverage {
     }
 }
 
-fn merge(seen: &mut Vec<u8>, flags: &[bool; 16]) {
-    for (value, &flag) in flags.iter().enumerate() {
-        if flag && !seen.contains(&(value as u8)) {
-            seen.push(value as u8);
+/// Adds the values whose bits are set in `flags` to the sorted list `seen`.
+fn merge(seen: &mut Vec<u8>, flags: u16) {
+    for value in 0..16u8 {
+        if flags & 1 << value != 0 && !seen.contains(&value) {
+            seen.push(value);
             seen.sort_unstable();
         }
     }
@@ -434,15 +451,31 @@ pub fn certify_variant(
         None
     };
     let mut failure = None;
-    for spec in fixed.iter().copied() {
-        let case_started = Instant::now();
-        let outcome = run_case(kernel, spec, order, schedule);
-        let seconds = case_started.elapsed().as_secs_f64();
-        failure = judge_case(outcome, seconds, None, &mut coverage);
-        if failure.is_some() {
-            break;
+    // The next fixed case's inputs are made on another thread while the kernel runs this one
+    // (a production-size case's take seconds). A case's time includes any wait for its inputs.
+    let problem = kernel.problem();
+    std::thread::scope(|scope| {
+        let (send, prepared) = std::sync::mpsc::sync_channel(1);
+        let fixed = &fixed;
+        scope.spawn(move || {
+            for &spec in fixed {
+                // Sending fails once the campaign has stopped at a failure.
+                if send.send(PreparedCase::new(problem, spec)).is_err() {
+                    break;
+                }
+            }
+        });
+        loop {
+            let case_started = Instant::now();
+            let Ok(case) = prepared.recv() else { break };
+            let outcome = run_prepared(kernel, case, order, schedule, FULL_REFERENCE_PRODUCTS);
+            let seconds = case_started.elapsed().as_secs_f64();
+            failure = judge_case(outcome, seconds, None, &mut coverage);
+            if failure.is_some() {
+                break;
+            }
         }
-    }
+    });
     if failure.is_none() {
         let mut runner = case_runner(limits.seed);
         let strategy = case_strategy(support, dists);

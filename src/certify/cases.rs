@@ -13,7 +13,7 @@ use crate::model::replay::{replay_dual_gemm, ExactComparison};
 use crate::model::{problem_reference, Reference};
 use crate::problem::generate::generate_problem;
 use crate::problem::unpredictable::unpredictable_seed;
-use crate::problem::{Distribution, Shape};
+use crate::problem::{Distribution, ProblemKind, Shape};
 use half::f16;
 use std::time::Instant;
 
@@ -88,16 +88,51 @@ pub fn run_case_within(
     schedule: Option<Schedule>,
     full_reference_products: u64,
 ) -> CaseOutcome {
-    let problem = kernel.problem();
-    let spec = CaseSpec {
-        shape: problem.normalize(spec.shape),
-        ..spec
-    };
+    let prepared = PreparedCase::new(kernel.problem(), spec);
+    run_prepared(kernel, prepared, order, schedule, full_reference_products)
+}
+
+/// A case's inputs, made before its run (a campaign makes the next case's while the kernel
+/// runs this one: src/certify/campaign.rs).
+pub struct PreparedCase {
+    spec: CaseSpec,
+    case: KernelCase,
+    seconds: f64,
+}
+
+impl PreparedCase {
+    /// The inputs of `spec` (its shape normalized for `problem`).
+    pub fn new(problem: ProblemKind, spec: CaseSpec) -> PreparedCase {
+        let spec = CaseSpec {
+            shape: problem.normalize(spec.shape),
+            ..spec
+        };
+        let (case, seconds) = timed(|| {
+            let inputs = generate_problem(problem, spec.shape, spec.dist, spec.seed);
+            KernelCase::new(inputs, spec.dist.blocked_padding_fill())
+        });
+        PreparedCase {
+            spec,
+            case,
+            seconds,
+        }
+    }
+}
+
+/// Runs and judges a prepared case (as [`run_case_within`]).
+pub fn run_prepared(
+    kernel: &dyn KernelUnderTest,
+    prepared: PreparedCase,
+    order: KOrder,
+    schedule: Option<Schedule>,
+    full_reference_products: u64,
+) -> CaseOutcome {
+    let PreparedCase {
+        spec,
+        case,
+        seconds,
+    } = prepared;
     let mut phases = CasePhases::default();
-    let (case, seconds) = timed(|| {
-        let inputs = generate_problem(problem, spec.shape, spec.dist, spec.seed);
-        KernelCase::new(inputs, spec.dist.blocked_padding_fill())
-    });
     phases.inputs = seconds;
     let (m, n, l) = case.inputs.output_dims();
     let mut output = vec![POISON; m * n * l];

@@ -81,21 +81,26 @@ struct GridOperand<V> {
 }
 
 impl GridOperand<i16> {
-    /// A's rows, values widened to i16 so that each is broadcast straight from memory.
+    /// A's rows, values widened to i16 so that each is broadcast straight from memory. Rows are
+    /// prepared in parallel (each writes its own slices).
     fn rows_major(operand: &BlockScaledMatrix, batch: usize) -> Self {
         let (rows, blocks) = (operand.rows(), operand.k() / SCALE_BLOCK);
         let padded = rows.div_ceil(ROWS) * ROWS;
         let mut values = vec![0i16; padded * blocks * SCALE_BLOCK];
         let mut scales = vec![0i32; padded * blocks];
         let mut nan_rows = vec![false; rows];
-        for row in 0..rows {
-            let out = &mut values[row * blocks * SCALE_BLOCK..(row + 1) * blocks * SCALE_BLOCK];
-            for (pair, &byte) in out.chunks_exact_mut(2).zip(operand.row_data(row, batch)) {
-                pair[0] = i16::from(HALF_UNITS[usize::from(byte & 0xF)]);
-                pair[1] = i16::from(HALF_UNITS[usize::from(byte >> 4)]);
-            }
-            nan_rows[row] = store_scales(operand, row, batch, |j, s| scales[row * blocks + j] = s);
-        }
+        values
+            .par_chunks_mut(blocks * SCALE_BLOCK)
+            .zip(scales.par_chunks_mut(blocks))
+            .zip(nan_rows.par_iter_mut())
+            .enumerate()
+            .for_each(|(row, ((values, scales), nan_row))| {
+                for (pair, &byte) in values.chunks_exact_mut(2).zip(operand.row_data(row, batch)) {
+                    pair[0] = i16::from(HALF_UNITS[usize::from(byte & 0xF)]);
+                    pair[1] = i16::from(HALF_UNITS[usize::from(byte >> 4)]);
+                }
+                *nan_row = store_scales(operand, row, batch, |j, s| scales[j] = s);
+            });
         GridOperand {
             rows,
             blocks,
@@ -107,27 +112,34 @@ impl GridOperand<i16> {
 }
 
 impl GridOperand<i8> {
-    /// B's rows (the output's columns) in tiles of `LANES`.
+    /// B's rows (the output's columns) in tiles of `LANES`, the tiles prepared in parallel
+    /// (each writes its own `[block][k][lane]` slice).
     fn column_tiles(operand: &BlockScaledMatrix, batch: usize) -> Self {
         let (rows, blocks) = (operand.rows(), operand.k() / SCALE_BLOCK);
         let tiles = rows.div_ceil(LANES);
         let mut values = vec![0i8; tiles * blocks * SCALE_BLOCK * LANES];
         let mut scales = vec![0i32; tiles * blocks * LANES];
         let mut nan_rows = vec![false; rows];
-        for (row, nan_row) in nan_rows.iter_mut().enumerate() {
-            let (tile, lane) = (row / LANES, row % LANES);
-            for (kk, &byte) in operand.row_data(row, batch).iter().enumerate() {
-                for (half, nibble) in [(0, byte & 0xF), (1, byte >> 4)] {
-                    let k = 2 * kk + half;
-                    let (j, within) = (k / SCALE_BLOCK, k % SCALE_BLOCK);
-                    values[((tile * blocks + j) * SCALE_BLOCK + within) * LANES + lane] =
-                        HALF_UNITS[usize::from(nibble)];
+        values
+            .par_chunks_mut(blocks * SCALE_BLOCK * LANES)
+            .zip(scales.par_chunks_mut(blocks * LANES))
+            .zip(nan_rows.par_chunks_mut(LANES))
+            .enumerate()
+            .for_each(|(tile, ((values, scales), nan_rows))| {
+                for (lane, nan_row) in nan_rows.iter_mut().enumerate() {
+                    let row = tile * LANES + lane;
+                    for (kk, &byte) in operand.row_data(row, batch).iter().enumerate() {
+                        for (half, nibble) in [(0, byte & 0xF), (1, byte >> 4)] {
+                            let k = 2 * kk + half;
+                            let (j, within) = (k / SCALE_BLOCK, k % SCALE_BLOCK);
+                            values[(j * SCALE_BLOCK + within) * LANES + lane] =
+                                HALF_UNITS[usize::from(nibble)];
+                        }
+                    }
+                    *nan_row =
+                        store_scales(operand, row, batch, |j, s| scales[j * LANES + lane] = s);
                 }
-            }
-            *nan_row = store_scales(operand, row, batch, |j, s| {
-                scales[(tile * blocks + j) * LANES + lane] = s
             });
-        }
         GridOperand {
             rows,
             blocks,
