@@ -14,7 +14,8 @@
 pub use super::cases::{
     edge_cases, run_case, run_case_within, stagnation_cases, CaseOutcome, CaseSpec,
 };
-use super::cases::{judged_whole, round_up, run_prepared, PreparedCase};
+use super::cases::{judged_whole, round_up};
+use super::pipeline::run_in_pipeline;
 use super::production::{large_cases, production_cases};
 use super::sampling::{shape_products, FULL_REFERENCE_PRODUCTS};
 use crate::compare::diagnosis::{diagnose, Diagnosis, Observation, POISON};
@@ -450,31 +451,8 @@ pub fn certify_variant(
         });
         None
     };
-    let mut failure = None;
-    // The next fixed case's inputs are made on another thread while the kernel runs this one
-    // (a production-size case's take seconds). A case's time includes any wait for its inputs.
-    let problem = kernel.problem();
-    std::thread::scope(|scope| {
-        let (send, prepared) = std::sync::mpsc::sync_channel(1);
-        let fixed = &fixed;
-        scope.spawn(move || {
-            for &spec in fixed {
-                // Sending fails once the campaign has stopped at a failure.
-                if send.send(PreparedCase::new(problem, spec)).is_err() {
-                    break;
-                }
-            }
-        });
-        loop {
-            let case_started = Instant::now();
-            let Ok(case) = prepared.recv() else { break };
-            let outcome = run_prepared(kernel, case, order, schedule, FULL_REFERENCE_PRODUCTS);
-            let seconds = case_started.elapsed().as_secs_f64();
-            failure = judge_case(outcome, seconds, None, &mut coverage);
-            if failure.is_some() {
-                break;
-            }
-        }
+    let mut failure = run_in_pipeline(kernel, &fixed, order, schedule, |outcome, seconds| {
+        judge_case(outcome, seconds, None, &mut coverage)
     });
     if failure.is_none() {
         let mut runner = case_runner(limits.seed);

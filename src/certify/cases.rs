@@ -127,18 +127,42 @@ pub fn run_prepared(
     schedule: Option<Schedule>,
     full_reference_products: u64,
 ) -> CaseOutcome {
+    run_kernel(kernel, prepared, order, full_reference_products).judged(order, schedule)
+}
+
+/// A case the kernel has run and that is not judged yet: a campaign judges it while the kernel
+/// runs the next one (src/certify/pipeline.rs).
+pub struct RanCase {
+    spec: CaseSpec,
+    case: KernelCase,
+    output: Vec<f16>,
+    run: Result<(), KernelFailure>,
+    /// The model of a case judged whole, computed while the kernel ran.
+    whole_reference: Option<Reference>,
+    full_reference_products: u64,
+    phases: CasePhases,
+}
+
+/// Runs the kernel on a prepared case: its output starts as poison. A case judged whole has its
+/// model computed on this machine's cores while the kernel runs (what keeps a GPU campaign at
+/// the GPU's pace); a sampled case's rows are drawn only after the kernel has returned.
+pub fn run_kernel(
+    kernel: &dyn KernelUnderTest,
+    prepared: PreparedCase,
+    order: KOrder,
+    full_reference_products: u64,
+) -> RanCase {
     let PreparedCase {
         spec,
         case,
         seconds,
     } = prepared;
-    let mut phases = CasePhases::default();
-    phases.inputs = seconds;
+    let mut phases = CasePhases {
+        inputs: seconds,
+        ..CasePhases::default()
+    };
     let (m, n, l) = case.inputs.output_dims();
     let mut output = vec![POISON; m * n * l];
-    // A case judged whole has its model computed on this machine's cores while the kernel runs
-    // (what keeps a GPU campaign at the GPU's pace). A sampled case's rows are drawn only after
-    // the kernel has returned, and computed then.
     let judged_whole = products(&case.inputs) <= full_reference_products;
     let ((run, kernel_seconds), whole_reference) = if judged_whole {
         let (run, (reference, model_seconds)) = rayon::join(
@@ -151,44 +175,74 @@ pub fn run_prepared(
         (timed(|| kernel.run(&case, &mut output)), None)
     };
     phases.kernel = kernel_seconds;
-    // Rows drawn from a seed no kernel can know, after it returned: a kernel cannot compute the
-    // judged rows alone (the case seeds of the fixed cases are public).
-    let sample = sample_for(&case.inputs, full_reference_products, unpredictable_seed());
-    let (reference, seconds) = timed(|| match (whole_reference, &sample) {
-        (Some(reference), _) => reference,
-        (None, Some(sample)) => sampled_reference(&case.inputs, order, sample),
-        (None, None) => problem_reference(&case.inputs, order),
-    });
-    phases.model += seconds;
-    let ((result, exact), seconds) = timed(|| {
-        let result = run.map(|()| {
-            judge(
-                OutputShape { m, n, l },
-                &output,
-                &reference.expected,
-                &reference.lo,
-                &reference.hi,
-            )
-        });
-        // Replay costs more than the model: only cases judged whole are replayed.
-        let exact = match (&result, schedule, case.dual()) {
-            (Ok(verdict), Some(schedule), Some(dual)) if verdict.pass && sample.is_none() => {
-                Some(replay_dual_gemm(dual.inputs, schedule).compare(&output))
-            }
-            _ => None,
-        };
-        (result, exact)
-    });
-    phases.judge = seconds;
-    CaseOutcome {
+    RanCase {
         spec,
         case,
-        reference,
         output,
-        result,
-        exact,
-        sample,
+        run,
+        whole_reference,
+        full_reference_products,
         phases,
+    }
+}
+
+impl RanCase {
+    /// The kernel did not produce an output to judge (it crashed, hung or refused the case).
+    pub fn kernel_failed(&self) -> bool {
+        self.run.is_err()
+    }
+
+    /// The verdict, and with a `schedule` the comparison of a passing output with its replay.
+    pub fn judged(self, order: KOrder, schedule: Option<Schedule>) -> CaseOutcome {
+        let RanCase {
+            spec,
+            case,
+            output,
+            run,
+            whole_reference,
+            full_reference_products,
+            mut phases,
+        } = self;
+        let (m, n, l) = case.inputs.output_dims();
+        // Rows drawn from a seed no kernel can know, after it returned: a kernel cannot compute
+        // the judged rows alone (the case seeds of the fixed cases are public).
+        let sample = sample_for(&case.inputs, full_reference_products, unpredictable_seed());
+        let (reference, seconds) = timed(|| match (whole_reference, &sample) {
+            (Some(reference), _) => reference,
+            (None, Some(sample)) => sampled_reference(&case.inputs, order, sample),
+            (None, None) => problem_reference(&case.inputs, order),
+        });
+        phases.model += seconds;
+        let ((result, exact), seconds) = timed(|| {
+            let result = run.map(|()| {
+                judge(
+                    OutputShape { m, n, l },
+                    &output,
+                    &reference.expected,
+                    &reference.lo,
+                    &reference.hi,
+                )
+            });
+            // Replay costs more than the model: only cases judged whole are replayed.
+            let exact = match (&result, schedule, case.dual()) {
+                (Ok(verdict), Some(schedule), Some(dual)) if verdict.pass && sample.is_none() => {
+                    Some(replay_dual_gemm(dual.inputs, schedule).compare(&output))
+                }
+                _ => None,
+            };
+            (result, exact)
+        });
+        phases.judge = seconds;
+        CaseOutcome {
+            spec,
+            case,
+            reference,
+            output,
+            result,
+            exact,
+            sample,
+            phases,
+        }
     }
 }
 

@@ -5,6 +5,7 @@
 pub mod campaign;
 pub mod cases;
 pub mod checks;
+mod pipeline;
 pub mod production;
 pub mod report;
 mod report_markdown;
