@@ -48,7 +48,9 @@ pub struct CaseOutcome {
 /// Seconds one case spent in each phase: making its inputs; the kernel's run (for a worker
 /// process that includes writing the inputs' files, the worker reading and copying them to the
 /// GPU and the output's way back); the model; the judgement (and exact mode's replay). On a case
-/// judged whole the model runs beside the kernel, so the phases add up to more than the case.
+/// judged whole the model runs beside the kernel, and a campaign's fixed cases overlap their
+/// inputs and judgement with their neighbours' kernel runs (src/certify/pipeline.rs): the phases
+/// add up to more than the campaign's time.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CasePhases {
     pub inputs: f64,

@@ -111,7 +111,7 @@ impl Certificate {
                 self.production_size_in_words()
             ));
             md.push_str(&format!(
-                "| time by phase (summed over cases; the model of a case judged whole runs beside the kernel) | {} |\n",
+                "| time by phase (summed over cases; they overlap: a case judged whole has its model computed beside its kernel run, and a fixed case its inputs made and its judgement done beside the kernel runs of its neighbours) | {} |\n",
                 ["inputs", "kernel", "model", "judgement"]
                     .iter()
                     .map(|p| format!(
