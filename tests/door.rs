@@ -616,6 +616,37 @@ fn a_worker_runs_under_a_tool_whose_reports_become_findings() {
     assert_eq!(findings[0].count, 12);
 }
 
+/// A tool that leaves no log after a sample that ran to its end (stopped, or its log removed by
+/// the kernel, which shares its writable scratch): a finding for every tool, not a clean report.
+#[test]
+fn a_missing_tool_log_is_a_finding_not_a_clean_report() {
+    need_python!();
+    use nvfp4_oracle::certify::sanitize::sanitize;
+    let kernel = fake_kernel("tool-no-log", &["zeros"], Duration::from_secs(5));
+    let scratch = std::env::temp_dir().join(format!("nvfp4-tool-no-log-{}", std::process::id()));
+    std::fs::create_dir_all(&scratch).unwrap();
+    // Takes the options as compute-sanitizer does, runs the command, writes nothing.
+    let tool = scratch.join("silent_sanitizer.sh");
+    std::fs::write(
+        &tool,
+        "#!/bin/sh\nwhile [ $# -gt 0 ]; do case \"$1\" in --*) shift 2 ;; *) break ;; esac; done\nexec \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&tool, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let report = sanitize(&kernel, 2, &tool, &scratch.join("logs"), 1);
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert_eq!(report.tools.len(), 4);
+    for run in &report.tools {
+        assert_eq!((run.cases_run, &run.note), (2, &None), "{run:?}");
+        assert_eq!(run.findings.len(), 1, "{run:?}");
+        assert!(
+            run.findings[0].verdict.contains("log is missing or empty"),
+            "{:?}",
+            run.findings[0]
+        );
+    }
+}
+
 #[test]
 fn the_determinism_check_reaches_the_worker_through_the_protocol() {
     need_python!();

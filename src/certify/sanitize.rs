@@ -343,11 +343,35 @@ pub fn sanitize(
                 }
             },
         }
-        run.findings = parse_log(tool, &std::fs::read_to_string(&log).unwrap_or_default());
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        run.findings = parse_log(tool, &text);
+        // After a sample that ran to its end the tool has written its summary; a log without
+        // one was cut short or rewritten (it lies in the worker's writable scratch), and a
+        // missing report must not read as a clean one.
+        if run.note.is_none() && run.cases_run == sample.len() && !text.contains(" SUMMARY:") {
+            run.findings.push(incomplete_log(tool, text.is_empty()));
+        }
         run.seconds = started.elapsed().as_secs_f64();
         report.tools.push(run);
     }
     report
+}
+
+/// The finding for a tool's log that has no summary after a complete sample.
+fn incomplete_log(tool: Tool, empty: bool) -> SanitizerFinding {
+    let state = if empty { "missing or empty" } else { "without its summary" };
+    SanitizerFinding {
+        tool,
+        verdict: format!(
+            "compute-sanitizer's log is {state} after the sample ran to its end: the tool was \
+             stopped, or something in the worker removed or rewrote its log, so its findings \
+             cannot be trusted"
+        ),
+        kernel: None,
+        location: None,
+        count: 1,
+        report: String::new(),
+    }
 }
 
 #[cfg(test)]

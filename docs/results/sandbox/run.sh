@@ -12,6 +12,10 @@
 #   bash docs/results/sandbox/run.sh production # certified with the production shapes
 #   bash docs/results/sandbox/run.sh exploits   # the new exploits and the timing ones
 #                                               # (EXPLOITS=a,b,... to choose)
+#   bash docs/results/sandbox/run.sh medians    # the Python examples timed by an older
+#                                               # binary and by this one, alternately, on one
+#                                               # machine (OLD=dir holding that binary as
+#                                               # nvfp4-oracle and its examples/ tree)
 # From the repository root on the GPU machine, with the release binary at .carry/nvfp4-oracle and
 # test binaries (`cargo test --release --test door --test exploits --no-run` prints their paths)
 # at .carry/door_test and .carry/exploits_test. Everything goes to $OUT (or /tmp/sandbox-out):
@@ -76,6 +80,21 @@ production)
   done
   for m in $GOOD; do run "certify-$(basename "$(dirname "$m")")" $B certify --manifest "$m" --cases 200 --seed 2026 --sanitize 0 --report-dir "$R/certs"; done
   grep -h "^| cases run\|^| time\|^| by shape class\|^# Certificate" "$R"/certs/*.md > "$O/coverage.md"
+  ;;
+medians)
+  # What the boundary costs the Python examples, as ratios taken on one machine: bench (torch
+  # comparison off, certification not required) by the binary before the boundary's timing
+  # changes and by this one, twice each, alternating.
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
+  OLD=${OLD:-.carry/old}
+  for round in 1 2; do
+    for who in old new; do
+      if [ $who = old ]; then bin=$OLD/nvfp4-oracle; ex=$OLD/examples/submissions; else bin=$B; ex=$S; fi
+      margs=""; for e in torch triton cuda_inline; do margs="$margs --manifest $ex/$e/kernel.toml"; done
+      run "bench-$who-$round" $bin bench $margs --reps 50 --no-torch --force-untrusted --report-dir "$R/$who-$round"
+      cp "$R/$who-$round/bench.md" "$O/bench-$who-$round.md"
+    done
+  done
   ;;
 exploits)
   list=${EXPLOITS:-parent_memory,certificate_forgery,read_ahead,batch_and_skip,ptrace_parent}
