@@ -738,10 +738,16 @@ fn a_sandboxed_worker_cannot_reach_the_parent_the_reports_or_outlive_itself() {
             .starts_with("sandboxed:"),
         "{environment:?}"
     );
-    for attempt in ["read-parent-memory", "write-report-dir", "ptrace-parent"] {
+    for attempt in [
+        "read-parent-memory",
+        "write-report-dir",
+        "ptrace-parent",
+        "clone-new-user-namespace",
+    ] {
         let outcome = results[attempt].as_str().unwrap();
         assert!(outcome.starts_with("refused"), "{attempt}: {outcome}");
     }
+    assert_eq!(results["thread"], "ran", "threads start under the filter");
     assert_eq!(results["daemon"], "started");
     assert!(!reports.join("forged.json").exists());
     drop(kernel);

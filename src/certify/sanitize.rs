@@ -359,7 +359,11 @@ pub fn sanitize(
 
 /// The finding for a tool's log that has no summary after a complete sample.
 fn incomplete_log(tool: Tool, empty: bool) -> SanitizerFinding {
-    let state = if empty { "missing or empty" } else { "without its summary" };
+    let state = if empty {
+        "missing or empty"
+    } else {
+        "without its summary"
+    };
     SanitizerFinding {
         tool,
         verdict: format!(

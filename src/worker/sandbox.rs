@@ -20,7 +20,8 @@
 //!   process, and the oracle makes itself non-dumpable ([`protect_parent`]);
 //! - **a seccomp filter** refusing (EPERM) the system calls that read or write another
 //!   process's memory or change the boundary itself: ptrace, process_vm_readv/writev,
-//!   pidfd_getfd, kcmp, mount and the new mount API, unshare, setns, bpf, perf_event_open,
+//!   pidfd_getfd, kcmp, mount and the new mount API, unshare, setns, clone with a namespace
+//!   flag (clone3 answers ENOSYS, so the C library falls back to clone), bpf, perf_event_open,
 //!   keyctl, kernel modules;
 //! - **lifetime**: the worker dies with the launcher (`PR_SET_PDEATHSIG`), and the launcher is
 //!   killed by the parent when a worker ends, so nothing a kernel started outlives its worker.
@@ -550,7 +551,10 @@ mod linux {
 
 #[cfg(target_os = "linux")]
 mod filter {
-    use seccompiler::{BpfProgram, SeccompAction, SeccompFilter, TargetArch};
+    use seccompiler::{
+        BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+        SeccompRule, TargetArch,
+    };
     use std::collections::BTreeMap;
 
     /// System calls a kernel under test has no use for and an attacker does: reading or writing
@@ -589,6 +593,56 @@ mod filter {
         calls
     }
 
+    /// The namespace flags of `clone`: a new namespace of any kind is a way around the
+    /// boundary (a user namespace gives back every capability inside it), as `unshare` is.
+    const NEW_NAMESPACE_FLAGS: [libc::c_int; 7] = [
+        libc::CLONE_NEWNS,
+        libc::CLONE_NEWUTS,
+        libc::CLONE_NEWIPC,
+        libc::CLONE_NEWUSER,
+        libc::CLONE_NEWPID,
+        libc::CLONE_NEWNET,
+        libc::CLONE_NEWCGROUP,
+    ];
+
+    /// `clone` with any namespace flag: one rule per flag (a rule's conditions must all hold,
+    /// and any rule refuses the call). The flags are clone's first argument on x86_64 and
+    /// aarch64 alike.
+    fn clone_rules() -> Result<Vec<SeccompRule>, String> {
+        NEW_NAMESPACE_FLAGS
+            .iter()
+            .map(|&flag| {
+                let flag = flag as u64;
+                SeccompCondition::new(
+                    0,
+                    SeccompCmpArgLen::Qword,
+                    SeccompCmpOp::MaskedEq(flag),
+                    flag,
+                )
+                .and_then(|condition| SeccompRule::new(vec![condition]))
+                .map_err(|e| format!("seccomp rule: {e}"))
+            })
+            .collect()
+    }
+
+    fn install(
+        rules: BTreeMap<i64, Vec<SeccompRule>>,
+        errno: i32,
+        arch: TargetArch,
+    ) -> Result<(), String> {
+        let filter = SeccompFilter::new(
+            rules,
+            SeccompAction::Allow,
+            SeccompAction::Errno(errno as u32),
+            arch,
+        )
+        .map_err(|e| format!("seccomp filter: {e}"))?;
+        let program: BpfProgram = filter
+            .try_into()
+            .map_err(|e| format!("seccomp filter: {e:?}"))?;
+        seccompiler::apply_filter(&program).map_err(|e| format!("seccomp: {e}"))
+    }
+
     pub fn apply() -> Result<(), String> {
         let arch = if cfg!(target_arch = "x86_64") {
             TargetArch::x86_64
@@ -597,21 +651,20 @@ mod filter {
         } else {
             return Err("no seccomp filter for this architecture".into());
         };
-        let rules: BTreeMap<i64, Vec<seccompiler::SeccompRule>> = refused()
+        let mut rules: BTreeMap<i64, Vec<SeccompRule>> = refused()
             .into_iter()
             .map(|call| (call, Vec::new()))
             .collect();
-        let filter = SeccompFilter::new(
-            rules,
-            SeccompAction::Allow,
-            SeccompAction::Errno(libc::EPERM as u32),
+        rules.insert(libc::SYS_clone, clone_rules()?);
+        install(rules, libc::EPERM, arch)?;
+        // clone3 takes its flags in memory, where a filter cannot look: it is refused as if
+        // the kernel had none (ENOSYS), on which the C library falls back to clone, checked
+        // above. A second filter: the kernel applies the strictest answer of all filters.
+        install(
+            BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+            libc::ENOSYS,
             arch,
         )
-        .map_err(|e| format!("seccomp filter: {e}"))?;
-        let program: BpfProgram = filter
-            .try_into()
-            .map_err(|e| format!("seccomp filter: {e:?}"))?;
-        seccompiler::apply_filter(&program).map_err(|e| format!("seccomp: {e}"))
     }
 }
 
@@ -668,10 +721,22 @@ fn self_check(args: &LauncherArgs, user_namespace: bool) -> Result<String, Strin
     if traced == 0 {
         return Err("ptrace was allowed".into());
     }
+    // A new user namespace through clone must be refused too (EPERM; clone3 ENOSYS).
+    // SAFETY: a raw clone without a new stack is fork; a child, if the filter let one be made,
+    // exits at once without touching this process's state.
+    let flags = (libc::CLONE_NEWUSER | libc::SIGCHLD) as libc::c_ulong;
+    let child = unsafe { libc::syscall(libc::SYS_clone, flags, 0usize, 0usize, 0usize, 0usize) };
+    if child == 0 {
+        unsafe { libc::_exit(0) };
+    }
+    if child > 0 {
+        unsafe { libc::waitpid(child as libc::pid_t, std::ptr::null_mut(), 0) };
+        return Err("clone into a new user namespace was allowed".into());
+    }
     Ok(format!(
         "own mount, PID, network and IPC namespaces{}; read-only file system, private /tmp and \
-         /dev/shm; no capabilities; no_new_privs; seccomp refusing ptrace, process_vm_readv/writev \
-         and mounts; killed with its launcher",
+         /dev/shm; no capabilities; no_new_privs; seccomp refusing ptrace, process_vm_readv/writev, \
+         mounts and new namespaces; killed with its launcher",
         if user_namespace {
             " (and a user namespace)"
         } else {

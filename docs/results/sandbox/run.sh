@@ -12,6 +12,10 @@
 #   bash docs/results/sandbox/run.sh production # certified with the production shapes
 #   bash docs/results/sandbox/run.sh exploits   # the new exploits and the timing ones
 #                                               # (EXPLOITS=a,b,... to choose)
+#   bash docs/results/sandbox/run.sh filter     # after a change to the seccomp filter: the
+#                                               # probe, the hostile fake worker, the examples,
+#                                               # the library and a Hopper variant certified
+#                                               # --quick with compute-sanitizer in the sandbox
 #   bash docs/results/sandbox/run.sh medians    # the Python examples timed by an older
 #                                               # binary and by this one, alternately, on one
 #                                               # machine (OLD=dir holding that binary as
@@ -80,6 +84,16 @@ production)
   done
   for m in $GOOD; do run "certify-$(basename "$(dirname "$m")")" $B certify --manifest "$m" --cases 200 --seed 2026 --sanitize 0 --report-dir "$R/certs"; done
   grep -h "^| cases run\|^| time\|^| by shape class\|^# Certificate" "$R"/certs/*.md > "$O/coverage.md"
+  ;;
+filter)
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
+  { id; uname -r; } >> "$LOG"
+  run probe $B sandbox --probe -- true
+  run hostile-fake-worker env NVFP4_ORACLE_BIN=$PWD/.carry/nvfp4-oracle .carry/door_test a_sandboxed --nocapture
+  run build-library bash $S/library/build.sh
+  for m in $GOOD; do run "certify-$(basename "$(dirname "$m")")" $B certify --manifest "$m" --quick --cases 50 --seed 2026 --report-dir "$R/certs"; done
+  run certify-hopper-baseline $B certify --kernel hopper-baseline --quick --cases 50 --seed 2026 --report-dir "$R/certs"
+  grep -h "^# Certificate\|^| status\|compute-sanitizer\|^| isolation\|Worker isolation" "$R"/certs/*.md > "$O/summary.md"
   ;;
 medians)
   # What the boundary costs the Python examples, as ratios taken on one machine: bench (torch
