@@ -683,6 +683,19 @@ fn a_sandboxed_worker_cannot_reach_the_parent_the_reports_or_outlive_itself() {
         PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("reports-{}", std::process::id()));
     std::fs::create_dir_all(&reports).unwrap();
     let marker = format!("nvfp4-sandbox-test-{}", std::process::id());
+    // A host daemon's socket where daemons keep them (/run, where this test may write: it runs
+    // as root on CI and on the GPU machines).
+    let socket_path = PathBuf::from(format!(
+        "/run/nvfp4-oracle-test-{}.sock",
+        std::process::id()
+    ));
+    let daemon = std::os::unix::net::UnixListener::bind(&socket_path).ok();
+    if daemon.is_none() {
+        eprintln!("skipping the host-socket attempt: cannot create a socket under /run here");
+    }
+    if let Some(daemon) = &daemon {
+        daemon.set_nonblocking(true).unwrap();
+    }
     let mut kernel = fake_kernel("hostile", &["hostile"], Duration::from_secs(5));
     kernel = {
         let mut command = WorkerCommand {
@@ -701,6 +714,10 @@ fn a_sandboxed_worker_cannot_reach_the_parent_the_reports_or_outlive_itself() {
                     reports.display().to_string(),
                 ),
                 ("NVFP4_TEST_MARKER".into(), marker.clone()),
+                (
+                    "NVFP4_TEST_HOST_SOCKET".into(),
+                    socket_path.display().to_string(),
+                ),
             ],
             start_timeout: Duration::from_secs(10),
             sandbox: Some(nvfp4_oracle::worker::sandbox::SandboxPaths::default()),
@@ -738,16 +755,27 @@ fn a_sandboxed_worker_cannot_reach_the_parent_the_reports_or_outlive_itself() {
             .starts_with("sandboxed:"),
         "{environment:?}"
     );
+    let socket_attempt = daemon.is_some().then_some("connect-host-socket");
     for attempt in [
         "read-parent-memory",
         "write-report-dir",
         "ptrace-parent",
         "clone-new-user-namespace",
-    ] {
+    ]
+    .into_iter()
+    .chain(socket_attempt)
+    {
         let outcome = results[attempt].as_str().unwrap();
         assert!(outcome.starts_with("refused"), "{attempt}: {outcome}");
     }
     assert_eq!(results["thread"], "ran", "threads start under the filter");
+    if let Some(daemon) = daemon {
+        assert!(
+            daemon.accept().is_err(),
+            "the worker reached the host's socket"
+        );
+        let _ = std::fs::remove_file(&socket_path);
+    }
     assert_eq!(results["daemon"], "started");
     assert!(!reports.join("forged.json").exists());
     drop(kernel);

@@ -11,7 +11,8 @@
 //!   when it exits the kernel kills everything it started;
 //! - **the file system, read-only**: every mount is made read-only (`mount_setattr` with
 //!   `AT_RECURSIVE`), so the report directory, the golden files, the NVRTC cache and the
-//!   sources cannot be written; `/tmp` and `/dev/shm` are fresh, private tmpfs; the worker's own
+//!   sources cannot be written; `/tmp`, `/dev/shm` and `/run` (the host's daemons' sockets)
+//!   are fresh, private tmpfs; the worker's own
 //!   scratch directories (`--writable`) are bound in read-write at the same paths; directories
 //!   named with `--hide` (the key that signs certificates) are covered by an empty tmpfs;
 //! - **no capabilities**: the bounding, ambient, permitted and effective sets emptied, secure
@@ -408,6 +409,16 @@ mod linux {
                 "mode=1777",
             )?;
         }
+        // The host's daemons listen on Unix sockets under /run (/var/run links there), which
+        // a read-only file system and a network namespace do not stop: a container engine's
+        // socket owned by root would answer the worker's uid 0. A seccomp rule cannot keep
+        // them out instead: on the H100 the CUDA driver failed to start with Unix sockets
+        // refused, and compute-sanitizer hung with connect refused.
+        for run in ["/run", "/var/run"].map(Path::new) {
+            if run.is_dir() && !run.is_symlink() {
+                mount("tmpfs", run, "tmpfs", private, "mode=0755")?;
+            }
+        }
         for dir in &args.paths.hidden {
             if dir.is_dir() {
                 mount(
@@ -721,6 +732,10 @@ fn self_check(args: &LauncherArgs, user_namespace: bool) -> Result<String, Strin
     if traced == 0 {
         return Err("ptrace was allowed".into());
     }
+    // The host's daemons' sockets are out of sight.
+    if std::fs::read_dir("/run").is_ok_and(|mut entries| entries.next().is_some()) {
+        return Err("/run shows the host's".into());
+    }
     // A new user namespace through clone must be refused too (EPERM; clone3 ENOSYS).
     // SAFETY: a raw clone without a new stack is fork; a child, if the filter let one be made,
     // exits at once without touching this process's state.
@@ -734,8 +749,8 @@ fn self_check(args: &LauncherArgs, user_namespace: bool) -> Result<String, Strin
         return Err("clone into a new user namespace was allowed".into());
     }
     Ok(format!(
-        "own mount, PID, network and IPC namespaces{}; read-only file system, private /tmp and \
-         /dev/shm; no capabilities; no_new_privs; seccomp refusing ptrace, process_vm_readv/writev, \
+        "own mount, PID, network and IPC namespaces{}; read-only file system, private /tmp, /dev/shm \
+         and /run; no capabilities; no_new_privs; seccomp refusing ptrace, process_vm_readv/writev, \
          mounts and new namespaces; killed with its launcher",
         if user_namespace {
             " (and a user namespace)"
