@@ -16,6 +16,18 @@ use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
 
+/// The most a tool may add to a worker's start watchdog. A start's budget already covers
+/// compiling the kernel (10 minutes for a submission); multiplied by a tool's slowdown (20 for
+/// compute-sanitizer) a start that hangs would be reported after hours. A torch example's four
+/// starts under compute-sanitizer took, with its whole `--quick` campaign, 44 s on the H100
+/// (docs/results/sandbox/h100-filter/).
+pub const TOOL_START_EXTRA: Duration = Duration::from_secs(300);
+
+/// The start watchdog of a worker under a tool that slows it down `slowdown` times.
+pub fn start_timeout_under_tool(base: Duration, slowdown: u32) -> Duration {
+    (base * slowdown).min(base + TOOL_START_EXTRA)
+}
+
 /// What the harness knows about a kernel without running it.
 #[derive(Debug, Clone)]
 pub struct KernelInfo {
@@ -253,7 +265,8 @@ impl KernelUnderTest for IsolatedKernel {
     }
 
     /// A copy whose worker starts under `tool` (its own scratch directory and worker), with
-    /// the start and case watchdogs stretched by the tool's slowdown.
+    /// the start and case watchdogs stretched by the tool's slowdown (the start's by at most
+    /// [`TOOL_START_EXTRA`]).
     fn under_tool(&self, tool: &ToolWrapper) -> Option<Box<dyn KernelUnderTest>> {
         let mut args = tool.args.clone();
         args.push(self.command.program.display().to_string());
@@ -262,7 +275,7 @@ impl KernelUnderTest for IsolatedKernel {
             program: tool.program.clone(),
             args,
             env: self.command.env.clone(),
-            start_timeout: self.command.start_timeout * tool.slowdown,
+            start_timeout: start_timeout_under_tool(self.command.start_timeout, tool.slowdown),
             // The tool runs inside the sandbox with the worker: its log directory must be
             // writable there (a kernel could then tamper with that log: docs/threat-model.md).
             sandbox: self.command.sandbox.clone().map(|mut paths| {
@@ -320,5 +333,25 @@ impl KernelUnderTest for IsolatedKernel {
             *slot = None;
         }
         result
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tool_stretches_a_start_by_its_slowdown_up_to_a_bound() {
+        let short = Duration::from_secs(10);
+        assert_eq!(
+            start_timeout_under_tool(short, 20),
+            Duration::from_secs(200)
+        );
+        let submission = Duration::from_secs(600);
+        assert_eq!(
+            start_timeout_under_tool(submission, 20),
+            Duration::from_secs(900)
+        );
+        assert_eq!(start_timeout_under_tool(submission, 1), submission);
     }
 }
