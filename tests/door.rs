@@ -589,6 +589,11 @@ fn a_worker_runs_under_a_tool_whose_reports_become_findings() {
         .expect("the fake sanitizer writes the environment it was given");
     let given = std::fs::read_to_string(&logged).unwrap();
     for (key, value) in given.lines().filter_map(|l| l.split_once('=')) {
+        if key == nvfp4_oracle::worker::protocol::INPUT_SOCKET_ENV {
+            // Set for every worker, plainly run or not: where its input socket is.
+            assert_eq!(value, "3");
+            continue;
+        }
         if ["NVFP4_ORACLE", "PYTORCH", "CUDA"]
             .iter()
             .any(|prefix| key.starts_with(prefix))
@@ -769,6 +774,10 @@ fn a_sandboxed_worker_cannot_reach_the_parent_the_reports_or_outlive_itself() {
         assert!(outcome.starts_with("refused"), "{attempt}: {outcome}");
     }
     assert_eq!(results["thread"], "ran", "threads start under the filter");
+    assert_eq!(
+        results["input-socket"], "a Unix socket",
+        "the input socket reaches the worker through the launcher"
+    );
     if let Some(daemon) = daemon {
         assert!(
             daemon.accept().is_err(),

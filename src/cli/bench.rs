@@ -47,6 +47,8 @@ pub(super) struct BenchReport {
     pub device: String,
     /// External kernels: the operating-system boundary each one's worker ran in.
     pub isolation: Vec<(String, String)>,
+    /// External kernels: how each one's timed calls got their inputs.
+    pub delivery: Vec<(String, String)>,
     command: String,
     pub timings: Vec<(Timing, bool)>,
     torch: Option<serde_json::Value>,
@@ -176,6 +178,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let mut report = BenchReport {
         device: String::new(),
         isolation: Vec::new(),
+        delivery: Vec::new(),
         command: std::env::args().collect::<Vec<_>>().join(" "),
         timings: Vec::new(),
         torch: None,
@@ -278,16 +281,20 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
 fn render(report: &BenchReport) -> String {
     let torch = report.torch.as_ref();
     let ceiling = torch.and_then(|t| t["ceiling_tflops"].as_f64());
-    let mut md = format!(
-        "Device: {}\n\nCommand: `{}`\n\n{}",
-        report.device,
-        report.command,
-        report
-            .isolation
-            .iter()
-            .map(|(kernel, isolation)| format!("Worker isolation of {kernel}: {isolation}\n\n"))
-            .collect::<String>()
-    );
+    let mut md =
+        format!(
+            "Device: {}\n\nCommand: `{}`\n\n{}",
+            report.device,
+            report.command,
+            report
+                .isolation
+                .iter()
+                .map(|(kernel, isolation)| format!("Worker isolation of {kernel}: {isolation}\n\n"))
+                .chain(report.delivery.iter().map(|(kernel, delivery)| {
+                    format!("Timed inputs of {kernel}: {delivery}\n\n")
+                }))
+                .collect::<String>()
+        );
     if let Some(c) = ceiling {
         md.push_str(&format!(
             "Measured fp16 tensor-core ceiling (torch 8192^3 matmul, same run): {c:.0} TFLOP/s\n\n"

@@ -44,6 +44,30 @@ pub struct FencedBuffer {
 impl FencedBuffer {
     /// A buffer whose body holds `body`, canaries around it, uploaded on `stream`.
     pub fn upload(stream: &Arc<CudaStream>, body: &[u8]) -> Result<Self, String> {
+        let buffer = Self::canaries(stream, body.len(), false)?;
+        if !body.is_empty() {
+            // SAFETY: the body lies inside the mapping; the host bytes outlive the synchronize.
+            check("cuMemcpyHtoDAsync", unsafe {
+                sys::cuMemcpyHtoDAsync_v2(
+                    buffer.body_ptr(),
+                    body.as_ptr().cast(),
+                    body.len(),
+                    stream.cu_stream(),
+                )
+            })?;
+        }
+        stream.synchronize().map_err(|e| e.to_string())?;
+        Ok(buffer)
+    }
+
+    /// A buffer for a body of `len` bytes holding canary bytes only (the fill enqueued on
+    /// `stream`). `exportable`: its memory can be handed to another process as a file
+    /// descriptor ([`FencedBuffer::export_fd`]).
+    pub fn canaries(
+        stream: &Arc<CudaStream>,
+        len: usize,
+        exportable: bool,
+    ) -> Result<Self, String> {
         stream
             .context()
             .bind_to_thread()
@@ -54,6 +78,10 @@ impl FencedBuffer {
         prop.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
         prop.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
         prop.location.id = device;
+        if exportable {
+            prop.requestedHandleTypes =
+                sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+        }
         let mut granularity = 0usize;
         // SAFETY: both pointers are valid for the call.
         check("cuMemGetAllocationGranularity", unsafe {
@@ -63,7 +91,7 @@ impl FencedBuffer {
                 sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM,
             )
         })?;
-        let padded = body.len().div_ceil(ALIGNMENT) * ALIGNMENT;
+        let padded = len.div_ceil(ALIGNMENT) * ALIGNMENT;
         let mapped_len = (CANARY_BYTES + padded).div_ceil(granularity) * granularity;
         let reserved_len = mapped_len + 2 * granularity;
         let mut buffer = FencedBuffer {
@@ -74,7 +102,7 @@ impl FencedBuffer {
             handle: None,
             is_mapped: false,
             start: mapped_len - padded,
-            len: body.len(),
+            len,
         };
         // SAFETY: out-pointers valid for the calls; sizes are multiples of the granularity.
         unsafe {
@@ -106,21 +134,36 @@ impl FencedBuffer {
                 "cuMemsetD8Async",
                 sys::cuMemsetD8Async(buffer.mapped, CANARY_BYTE, mapped_len, raw),
             )?;
-            if !body.is_empty() {
-                check(
-                    "cuMemcpyHtoDAsync",
-                    sys::cuMemcpyHtoDAsync_v2(
-                        buffer.body_ptr(),
-                        body.as_ptr().cast(),
-                        body.len(),
-                        raw,
-                    ),
-                )?;
-            }
         }
-        // The host bytes must stay alive until the copy is done.
-        stream.synchronize().map_err(|e| e.to_string())?;
         Ok(buffer)
+    }
+
+    /// A new file descriptor for the buffer's memory (it must have been made `exportable`):
+    /// another process imports it with `cuMemImportFromShareableHandle` and maps it
+    /// ([`FencedBuffer::mapped_len`] bytes, the body at [`FencedBuffer::body_offset`]).
+    pub fn export_fd(&self) -> Result<std::os::fd::OwnedFd, String> {
+        let handle = self.handle.ok_or("the buffer has no memory")?;
+        let mut fd: std::ffi::c_int = -1;
+        // SAFETY: the out-pointer is valid; on success the descriptor is new and ours.
+        check("cuMemExportToShareableHandle", unsafe {
+            sys::cuMemExportToShareableHandle(
+                (&mut fd as *mut std::ffi::c_int).cast(),
+                handle,
+                sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+                0,
+            )
+        })?;
+        // SAFETY: the driver just opened this descriptor for us.
+        Ok(unsafe { std::os::fd::FromRawFd::from_raw_fd(fd) })
+    }
+
+    pub fn mapped_len(&self) -> usize {
+        self.mapped_len
+    }
+
+    /// Where the body starts in the mapping.
+    pub fn body_offset(&self) -> usize {
+        self.start
     }
 
     pub fn body_ptr(&self) -> CUdeviceptr {

@@ -192,6 +192,10 @@ pub struct KernelEnvironment {
     /// canaries only), as the worker reported it.
     #[serde(default)]
     pub guard_pages: Option<String>,
+    /// The worker can map device memory the parent shares with it and be timed on inputs the
+    /// parent copies there just before each call (`crate::worker::timing`).
+    #[serde(default)]
+    pub shared_inputs: bool,
 }
 
 /// What else happens on the GPU around one run: the determinism and shared-memory checks

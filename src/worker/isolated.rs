@@ -149,15 +149,15 @@ impl IsolatedKernel {
 
 impl IsolatedKernel {
     /// Times the kernel in its worker (see [`super::timing`]): warm-up calls on
-    /// `warmup_sets`, then `timed` calls, call i on the case `make_case(i)`, whose files are
-    /// written into the input directory just before its call and removed after it; `pick`
+    /// `warmup_sets`, then `timed` calls, call i on the case `make_case(i)`, delivered just
+    /// before its call (in shared device memory, or as files in the input directory); `pick`
     /// chooses, after the timed loop, which timed calls' outputs come back. `per_call` is the
     /// watchdog of one call.
     pub fn time(
         &self,
         warmup_sets: &[CaseFiles],
         timed: usize,
-        make_case: impl Fn(usize) -> KernelCase,
+        make_case: impl Fn(usize) -> KernelCase + Sync,
         pick: impl FnOnce(usize) -> Vec<usize>,
         per_call: Duration,
     ) -> Result<TimedRun, KernelFailure> {
@@ -167,11 +167,15 @@ impl IsolatedKernel {
         let worker = slot.as_mut().expect("started above");
         let timeout = self.case_timeout_base + per_call * (warmup_sets.len() + 1) as u32;
         let dir = self.input_dir().join("timed-call");
-        let write_set = |i: usize| {
-            let _ = std::fs::remove_dir_all(&dir);
-            CaseFiles::write(&make_case(i), &dir)
-        };
-        let result = worker.time(warmup_sets, timed, write_set, pick, &self.scratch, timeout);
+        let result = worker.time(
+            warmup_sets,
+            timed,
+            make_case,
+            &dir,
+            pick,
+            &self.scratch,
+            timeout,
+        );
         if matches!(
             result,
             Err(KernelFailure::Hung(_) | KernelFailure::Crashed(_))

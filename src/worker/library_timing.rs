@@ -13,6 +13,8 @@ use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError};
 use std::sync::Arc;
 
+const NOT_SHARED: &str = "shared device inputs were sent to a worker that does not map them";
+
 fn crashed(err: DriverError) -> KernelFailure {
     KernelFailure::Crashed(err.to_string())
 }
@@ -88,9 +90,19 @@ impl LibraryTiming {
         request: Request,
     ) -> Reply {
         match request {
-            Request::Prepare { sets, warmup } => Reply::Done(self.prepare(stream, &sets, warmup)),
+            // This worker does not offer shared inputs (its Ready says so): the parent sends
+            // every call's inputs as files.
+            Request::Prepare { shared, .. } if !shared.is_empty() => {
+                Reply::Done(Err(KernelFailure::Crashed(NOT_SHARED.into())))
+            }
+            Request::Call { shared: true, .. } => {
+                Reply::Timed(Err(KernelFailure::Crashed(NOT_SHARED.into())))
+            }
+            Request::Prepare { sets, warmup, .. } => {
+                Reply::Done(self.prepare(stream, &sets, warmup))
+            }
             Request::Warmup => Reply::Done(self.warmup(stream, library)),
-            Request::Call { set, null } => Reply::Timed(self.call(stream, library, &set, null)),
+            Request::Call { set, null, .. } => Reply::Timed(self.call(stream, library, &set, null)),
             Request::Outputs { indices, paths } => {
                 Reply::Done(self.outputs(stream, &indices, &paths))
             }

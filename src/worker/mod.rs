@@ -13,6 +13,7 @@
 //!   embedded in the binary as [`external::SUBMISSION_WORKER`]);
 //! - timing an external kernel so that it cannot falsify it: [`timing`] is the parent's side,
 //!   [`library_timing`] the Rust worker's side (the Python worker's is in `submission_worker.py`);
+//!   [`shared_inputs`] hands a timed call's inputs over in device memory shared with the worker;
 //! - [`sandbox`]: the operating-system boundary around a worker process.
 //!
 //! This module may use `crate::kernels` (the contract) and `crate::gpu` (the backend); neither
@@ -26,6 +27,7 @@ pub mod parent;
 pub mod protocol;
 pub mod sandbox;
 pub mod serve;
+pub mod shared_inputs;
 pub mod timing;
 
 use crate::kernels::{cpu, cpu_fma, cpu_hopper_sim, KernelUnderTest};

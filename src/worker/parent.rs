@@ -9,10 +9,14 @@
 //! the worker is not used again), and reading a case's output back. The messages are in
 //! [`super::protocol`].
 
-use super::protocol::{CaseFiles, Reply, Request, REPLY_MARKER};
+use super::protocol::{CaseFiles, Reply, Request, INPUT_SOCKET_ENV, REPLY_MARKER};
+use super::shared_inputs::INPUT_SOCKET_FD;
 use crate::kernels::{KernelCase, KernelEnvironment, KernelFailure, PrepareError, RunConditions};
 use half::f16;
 use std::io::{BufRead, BufReader, Write};
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
@@ -57,6 +61,10 @@ pub struct Worker {
     replies: Receiver<String>,
     log: PathBuf,
     pub environment: KernelEnvironment,
+    /// The parent's end of the worker's input socket (descriptor
+    /// [`super::shared_inputs::INPUT_SOCKET_FD`] in the worker), where the file descriptors of
+    /// shared device memory go.
+    pub input_socket: UnixStream,
 }
 
 impl Worker {
@@ -95,16 +103,39 @@ impl Worker {
         let stderr = std::fs::File::create(log).map_err(|err| {
             PrepareError::Unusable(format!("cannot create {}: {err}", log.display()))
         })?;
-        let mut child = Command::new(&command.program)
+        let unusable = |what: &str, err: std::io::Error| {
+            PrepareError::Unusable(format!("cannot {what}: {err}"))
+        };
+        let (input_socket, workers_end) =
+            UnixStream::pair().map_err(|err| unusable("make the worker's input socket", err))?;
+        let mut child = Command::new(&command.program);
+        child
             .args(&command.args)
             .envs(command.env.iter().map(|(k, v)| (k, v)))
+            .env(INPUT_SOCKET_ENV, INPUT_SOCKET_FD.to_string());
+        let theirs = workers_end.as_raw_fd();
+        // SAFETY: between fork and exec only dup2 and fcntl run, both async-signal-safe. The
+        // socket is close-on-exec in the parent; its copy at INPUT_SOCKET_FD is not.
+        unsafe {
+            child.pre_exec(move || {
+                let status = if theirs == INPUT_SOCKET_FD {
+                    libc::fcntl(theirs, libc::F_SETFD, 0)
+                } else {
+                    libc::dup2(theirs, INPUT_SOCKET_FD)
+                };
+                if status < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
+        let mut child = child
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
-            .map_err(|err| {
-                PrepareError::Unusable(format!("cannot start {}: {err}", command.program.display()))
-            })?;
+            .map_err(|err| unusable(&format!("start {}", command.program.display()), err))?;
+        drop(workers_end);
         let stdin = child.stdin.take().expect("piped");
         let stdout = child.stdout.take().expect("piped");
         let (send, replies) = std::sync::mpsc::channel();
@@ -132,6 +163,7 @@ impl Worker {
             replies,
             log: log.to_path_buf(),
             environment: KernelEnvironment::default(),
+            input_socket,
         };
         let tail = |worker: &Worker| {
             let tail = log_tail(&worker.log, 8);

@@ -43,6 +43,17 @@ impl CaseFiles {
     /// Writes `case` into `dir` (created if needed).
     pub fn write(case: &KernelCase, dir: &Path) -> std::io::Result<CaseFiles> {
         std::fs::create_dir_all(dir)?;
+        let files = CaseFiles::describe(case, dir);
+        for ((name, operand), blocked) in case.inputs.operands().iter().zip(&case.blocked) {
+            std::fs::write(files.tensor_path(name), operand.data())?;
+            std::fs::write(files.tensor_path(&format!("sf{name}")), operand.scales())?;
+            std::fs::write(files.tensor_path(&format!("sf{name}_permuted")), blocked)?;
+        }
+        Ok(files)
+    }
+
+    /// What `case` is, with `dir` named but nothing written (a call on shared inputs).
+    pub fn describe(case: &KernelCase, dir: &Path) -> CaseFiles {
         let s = case.shape();
         let groups = match &case.inputs {
             ProblemInputs::GroupGemm(g) => g
@@ -52,7 +63,7 @@ impl CaseFiles {
                 .collect(),
             _ => Vec::new(),
         };
-        let files = CaseFiles {
+        CaseFiles {
             problem: case.problem(),
             m: s.m,
             n: s.n,
@@ -62,13 +73,7 @@ impl CaseFiles {
             dir: dir.to_path_buf(),
             poison: crate::compare::diagnosis::POISON.to_bits(),
             padding_fill: case.padding_fill,
-        };
-        for ((name, operand), blocked) in case.inputs.operands().iter().zip(&case.blocked) {
-            std::fs::write(files.tensor_path(name), operand.data())?;
-            std::fs::write(files.tensor_path(&format!("sf{name}")), operand.scales())?;
-            std::fs::write(files.tensor_path(&format!("sf{name}_permuted")), blocked)?;
         }
-        Ok(files)
     }
 
     /// Reads the case back (the worker's side), checking every size.
@@ -149,8 +154,17 @@ pub enum Request {
         conditions: RunConditions,
     },
     /// Timing, step 1: load the warm-up sets onto the GPU (`warmup` of them; the timed calls'
-    /// inputs come one by one with their calls). Answered `Done`.
-    Prepare { sets: Vec<CaseFiles>, warmup: usize },
+    /// inputs come one by one with their calls). With `shared` (only to a worker whose Ready
+    /// said [`crate::kernels::KernelEnvironment::shared_inputs`]), the parent has also sent one
+    /// file descriptor per entry on the input socket ([`INPUT_SOCKET_ENV`]), in this order:
+    /// device memory the worker maps once and builds every shared call's tensors on. Answered
+    /// `Done`.
+    Prepare {
+        sets: Vec<CaseFiles>,
+        warmup: usize,
+        #[serde(default)]
+        shared: Vec<SharedTensor>,
+    },
     /// Timing, step 2: the warm-up calls. Answered `Done`.
     Warmup,
     /// Timing, step 3, once per call: load `set` onto the GPU, call the kernel once untimed on
@@ -158,14 +172,38 @@ pub enum Request {
     /// kernel between two CUDA events, copy its output aside, synchronize the device (how long
     /// that took is the call's after-end time). With `null`, the same without the kernel (the
     /// request's own cost, for the parent's wall-clock bound; its output is not kept).
-    /// Answered `Timed` with one sample.
-    Call { set: CaseFiles, null: bool },
+    /// Answered `Timed` with one sample. With `shared`, nothing is loaded: the parent has just
+    /// copied the call's inputs (and the poisoned output) into the shared memory, and `set`
+    /// gives only the case's shape (its directory is empty).
+    Call {
+        set: CaseFiles,
+        null: bool,
+        #[serde(default)]
+        shared: bool,
+    },
     /// Timing, step 4: write the copied-aside outputs of the timed calls `indices` to `paths`
     /// (chosen by the parent after the loop). Answered `Done`.
     Outputs {
         indices: Vec<usize>,
         paths: Vec<PathBuf>,
     },
+}
+
+/// The environment variable that gives a worker the descriptor number of its input socket: a
+/// Unix socket on which the parent sends the file descriptors of shared device memory.
+pub const INPUT_SOCKET_ENV: &str = "NVFP4_ORACLE_INPUT_SOCKET";
+
+/// One tensor of the device memory the parent shares with a worker for timed calls: a mapping
+/// of `mapped` bytes (placed with an unmapped granule before and after it), the tensor's
+/// `len` bytes at offset `start` (ending within the alignment slack before the unmapped
+/// granule), canary bytes elsewhere. `key` names the tensor as the worker's case builder does
+/// (`a`, `sfa`, `sfa_permuted`, ..., `c`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SharedTensor {
+    pub key: String,
+    pub len: usize,
+    pub mapped: usize,
+    pub start: usize,
 }
 
 /// What the worker measured in one timing loop.

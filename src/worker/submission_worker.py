@@ -32,6 +32,7 @@ SCALE_BLOCK = 16
 
 _channel = None   # the protocol's reply channel, set up by take_over_stdio()
 _requests = None
+_input_socket = None  # where shared device memory arrives, set up by take_input_socket()
 
 
 def take_over_stdio():
@@ -44,6 +45,35 @@ def take_over_stdio():
     _requests = os.fdopen(os.dup(0), "r")
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
+
+
+def take_input_socket():
+    """The parent's input socket (src/worker/shared_inputs.rs), moved to a private descriptor
+    before the submission is imported; None when the parent gave none."""
+    global _input_socket
+    fd = os.environ.get("NVFP4_ORACLE_INPUT_SOCKET")
+    if fd is None:
+        return
+    try:
+        import socket
+        private = os.dup(int(fd))
+        os.close(int(fd))
+        _input_socket = socket.socket(fileno=private)
+    except (OSError, ValueError):
+        _input_socket = None
+
+
+def receive_fds(count):
+    """`count` file descriptors from the input socket (the parent sends them in messages of at
+    most 200)."""
+    import socket
+    fds = []
+    while len(fds) < count:
+        _, received, _, _ = socket.recv_fds(_input_socket, 1, count - len(fds))
+        if not received:
+            raise RuntimeError("the input socket closed before the shared memory arrived")
+        fds.extend(received)
+    return fds
 
 
 def reply(message):
@@ -91,13 +121,13 @@ class CudaVirtualMemory:
                                ("location", Location), ("win32HandleMetaData", ctypes.c_void_p),
                                ("allocFlags", AllocFlags)]
     AccessDesc._fields_ = [("location", Location), ("flags", ctypes.c_int)]
-    PINNED, ON_DEVICE, READ_WRITE = 1, 1, 3
+    PINNED, ON_DEVICE, READ_WRITE, POSIX_FILE_DESCRIPTOR = 1, 1, 3, 1
 
     def __init__(self, device_index):
         self.cuda = ctypes.CDLL("libcuda.so.1")
         for name in ("cuMemGetAllocationGranularity", "cuMemAddressReserve", "cuMemCreate",
                      "cuMemMap", "cuMemSetAccess", "cuMemUnmap", "cuMemRelease",
-                     "cuMemAddressFree"):
+                     "cuMemAddressFree", "cuMemImportFromShareableHandle"):
             getattr(self.cuda, name).restype = ctypes.c_int
         self.prop = self.AllocationProp()
         self.prop.type = self.PINNED
@@ -121,18 +151,34 @@ class CudaVirtualMemory:
         `body_len` bytes with one unmapped granule before it and one after it."""
         g = self.granularity
         mapped = -(-(CANARY + body_len + ALIGNMENT) // g) * g
+        handle = ctypes.c_uint64()
+        self.check("cuMemCreate", self.cuda.cuMemCreate(
+            ctypes.byref(handle), ctypes.c_size_t(mapped), ctypes.byref(self.prop),
+            ctypes.c_uint64(0)))
+        return self.map_fenced(handle, mapped)
+
+    def imported(self, fd, mapped):
+        """The same for memory another process exported as file descriptor `fd` (closed here),
+        `mapped` bytes long."""
+        handle = ctypes.c_uint64()
+        try:
+            self.check("cuMemImportFromShareableHandle", self.cuda.cuMemImportFromShareableHandle(
+                ctypes.byref(handle), ctypes.c_void_p(fd), self.POSIX_FILE_DESCRIPTOR))
+        finally:
+            os.close(fd)
+        return self.map_fenced(handle, mapped)
+
+    def map_fenced(self, handle, mapped):
+        """Maps allocation `handle` (released with the mapping) between two unmapped granules."""
+        g = self.granularity
         reserved = mapped + 2 * g
         va = ctypes.c_uint64()
-        handle = ctypes.c_uint64()
-        self.check("cuMemAddressReserve", self.cuda.cuMemAddressReserve(
-            ctypes.byref(va), ctypes.c_size_t(reserved), ctypes.c_size_t(0), ctypes.c_uint64(0),
-            ctypes.c_uint64(0)))
         try:
-            self.check("cuMemCreate", self.cuda.cuMemCreate(
-                ctypes.byref(handle), ctypes.c_size_t(mapped), ctypes.byref(self.prop),
-                ctypes.c_uint64(0)))
+            self.check("cuMemAddressReserve", self.cuda.cuMemAddressReserve(
+                ctypes.byref(va), ctypes.c_size_t(reserved), ctypes.c_size_t(0),
+                ctypes.c_uint64(0), ctypes.c_uint64(0)))
         except RuntimeError:
-            self.cuda.cuMemAddressFree(va, ctypes.c_size_t(reserved))
+            self.cuda.cuMemRelease(handle)
             raise
         base = va.value + g
         release = lambda cuda=self.cuda: (
@@ -221,6 +267,21 @@ class Guarded:
             (self.buffer[self.start + self.n:] == CANARY_BYTE).all())
 
 
+class SharedGuarded(Guarded):
+    """A tensor in device memory the parent shares (src/worker/shared_inputs.rs), mapped once:
+    the parent lays it out as Guarded lays out its own (the body ends at unmapped memory,
+    canaries before it) and copies each call's bytes in just before the call."""
+
+    def __init__(self, torch, layout, fd, device):
+        memory = virtual_memory(torch, device)
+        if isinstance(memory, str):
+            os.close(fd)
+            raise RuntimeError(f"shared inputs need CUDA virtual memory: {memory}")
+        base, mapped, release = memory.imported(fd, layout["mapped"])
+        self.n, self.host, self.start = layout["len"], None, layout["start"]
+        self.buffer = torch.as_tensor(FencedBytes(base, mapped, release), device=device)
+
+
 def read_tensor(torch, path, n):
     if n == 0:
         return torch.empty(0, dtype=torch.uint8)
@@ -236,12 +297,16 @@ class Builder:
     (L, rows, ...) storage and permuted so that L is the last logical dimension; every tensor is
     a view into its own guarded allocation."""
 
-    def __init__(self, torch, case, device):
+    def __init__(self, torch, case, device, shared=None):
         self.torch, self.case, self.device = torch, case, device
+        self.shared = shared
         self.guarded = {}
 
     def tensor(self, key, host, storage_shape, dtype, permute, device=None):
-        g = Guarded(self.torch, host, device or self.device)
+        if self.shared is not None:
+            g = self.shared[key]
+        else:
+            g = Guarded(self.torch, host, device or self.device)
         self.guarded[key] = g
         return g.body().view(dtype).view(storage_shape).permute(*permute)
 
@@ -250,10 +315,27 @@ class Builder:
         plain scales are padded with the case's padding byte to that many rows (GEMV's b)."""
         torch = self.torch
         kb = k // SCALE_BLOCK
+        stored_rows = pad_rows or rows
+        rest = (l, ceil_div(stored_rows, 128), ceil_div(kb, 4), 32, 4, 4)
+        if self.shared is not None:
+            # In shared memory already, padded by the parent.
+            data = scales = blocked = None
+        else:
+            data, scales, blocked = self.host_operand(name, rows, k, l, pad_rows, rest)
+        return (
+            self.tensor(name, data, (l, stored_rows, k // 2), torch.float4_e2m1fn_x2, (1, 2, 0)),
+            self.tensor("sf" + name, scales, (l, stored_rows, kb), torch.float8_e4m3fn, (1, 2, 0),
+                        device=plain_scales_device),
+            self.tensor("sf" + name + "_permuted", blocked, rest, torch.float8_e4m3fn, (3, 4, 1, 5, 2, 0)),
+        )
+
+    def host_operand(self, name, rows, k, l, pad_rows, rest):
+        """Operand `name`'s data, plain scales and blocked scales read from the case's files."""
+        torch = self.torch
+        kb = k // SCALE_BLOCK
         read = lambda f, n: read_tensor(torch, os.path.join(self.case["dir"], f + ".bin"), n)
         data = read(name, l * rows * k // 2)
         scales = read("sf" + name, l * rows * kb)
-        stored_rows = rows
         if pad_rows:
             fill = self.case["padding_fill"]
             padded = torch.full((l, pad_rows, k // 2), fill, dtype=torch.uint8)
@@ -262,28 +344,24 @@ class Builder:
             padded = torch.full((l, pad_rows, kb), fill, dtype=torch.uint8)
             padded[:, :rows] = scales.view(l, rows, kb)
             scales = padded.flatten()
-            stored_rows = pad_rows
-        rest = (l, ceil_div(stored_rows, 128), ceil_div(kb, 4), 32, 4, 4)
         blocked = read("sf" + name + "_permuted", l * rest[1] * rest[2] * 512)
-        return (
-            self.tensor(name, data, (l, stored_rows, k // 2), torch.float4_e2m1fn_x2, (1, 2, 0)),
-            self.tensor("sf" + name, scales, (l, stored_rows, kb), torch.float8_e4m3fn, (1, 2, 0),
-                        device=plain_scales_device),
-            self.tensor("sf" + name + "_permuted", blocked, rest, torch.float8_e4m3fn, (3, 4, 1, 5, 2, 0)),
-        )
+        return data, scales, blocked
 
     def output(self, key, m, n, l):
-        """An fp16 [M, N, L] output made as (L, M, N), poisoned."""
+        """An fp16 [M, N, L] output made as (L, M, N), poisoned (by the parent, when shared)."""
         torch = self.torch
-        poison = torch.tensor([self.case["poison"]], dtype=torch.int32).to(torch.int16)
-        host = poison.view(torch.uint8).repeat(l * m * n)
+        host = None
+        if self.shared is None:
+            poison = torch.tensor([self.case["poison"]], dtype=torch.int32).to(torch.int16)
+            host = poison.view(torch.uint8).repeat(l * m * n)
         return self.tensor(key, host, (l, m, n), torch.float16, (1, 2, 0))
 
 
-def build_data(torch, case, device):
+def build_data(torch, case, device, shared=None):
     """The competition's data tuple for the case's problem, the guarded buffers behind it, and
-    the output shapes expected (one per output tensor)."""
-    b = Builder(torch, case, device)
+    the output shapes expected (one per output tensor). With `shared` (key -> SharedGuarded),
+    the tensors are views of the shared memory, nothing is read."""
+    b = Builder(torch, case, device, shared)
     m, n, k, l = case["m"], case["n"], case["k"], case["l"]
     problem = case["problem"]
     if problem == "dual-gemm":
@@ -477,7 +555,9 @@ class TrustedCuda:
 
 class Timing:
     """The worker's side of a timing (src/worker/timing.rs drives it): the warm-up sets loaded
-    and run, then one request per call: its inputs loaded (they exist from this request on),
+    and run (and the parent's shared device memory mapped, when it shares some), then one
+    request per call: its inputs loaded, or already copied into the shared memory by the
+    parent (either way they exist from just before this request on),
     the call between CUDA events after an L2 flush, its output copied aside right after, then a
     device-wide synchronize whose duration is reported (work the call left running)."""
 
@@ -485,10 +565,16 @@ class Timing:
         self.torch, self.kernel, self.device = torch, kernel, device
         self.cuda, self.submission = trusted, submission
         self.sets, self.snapshots, self.flush, self.calls = [], [], None, 0
+        self.shared = None
 
     def serve(self, name, body):
         try:
             if name == "Prepare":
+                layout = body.get("shared") or []
+                if layout:
+                    fds = receive_fds(len(layout))
+                    self.shared = {t["key"]: SharedGuarded(self.torch, t, fd, self.device)
+                                   for t, fd in zip(layout, fds)}
                 self.sets = [build_data(self.torch, case, self.device)
                              for case in body["sets"][:body["warmup"]]]
                 self.snapshots = []
@@ -499,7 +585,10 @@ class Timing:
                 self.cuda.synchronize()
                 return {"Done": {"Ok": None}}
             if name == "Call":
-                return {"Timed": self.call(body["set"], body["null"])}
+                shared = self.shared if body.get("shared") else None
+                if body.get("shared") and shared is None:
+                    raise RuntimeError("a call on shared inputs before any were shared")
+                return {"Timed": self.call(body["set"], body["null"], shared)}
             if name == "Outputs":
                 for i, path in zip(body["indices"], body["paths"]):
                     snapshot, shapes = self.snapshots[i]
@@ -514,12 +603,12 @@ class Timing:
             return {"Timed": {"Err": failure}} if name == "Call" else {"Done": {"Err": failure}}
         return {"Done": {"Err": {"Crashed": f"unknown timing request {name}"}}}
 
-    def call(self, case, null):
+    def call(self, case, null, shared):
         torch, cuda = self.torch, self.cuda
         if self.flush is None:
             l2 = torch.cuda.get_device_properties(self.device).L2_cache_size
             self.flush = torch.empty(max(4 * l2, 1 << 20), dtype=torch.uint8, device=self.device)
-        data, _, shapes = build_data(torch, case, self.device)
+        data, _, shapes = build_data(torch, case, self.device, shared)
         # Python threads of the kernel's, alive beside its call, could work on the inputs
         # while the worker loads and synchronizes, outside the timed call.
         threads = len(cuda.current_frames()) - 1
@@ -567,6 +656,7 @@ def required_parameters(function):
 
 def main():
     take_over_stdio()
+    take_input_socket()
     parser = argparse.ArgumentParser()
     parser.add_argument("--submission", required=True)
     parser.add_argument("--problem", default="dual-gemm")
@@ -640,6 +730,8 @@ def main():
 
     device = torch.device("cuda")
     versions["guard_pages"] = guard_pages(torch, device)
+    versions["shared_inputs"] = (_input_socket is not None
+                                 and not isinstance(virtual_memory(torch, device), str))
     reply({"Ready": {"environment": versions}})
 
     timing = Timing(torch, kernel, device, trusted, submission)

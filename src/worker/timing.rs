@@ -3,25 +3,32 @@
 //! ([`super::protocol::Request`]): load the warm-up sets and warm up, then one request per call,
 //! first without the kernel (the calls' own cost) and then timed, then fetch the outputs of a
 //! sample of the timed calls. What the parent can trust, it measures or checks itself:
-//! - a timed call's inputs exist only from its own request on: the parent writes its files
-//!   just before asking for the call and removes them after, so no kernel can read them ahead
-//!   (in its memory, on the GPU or on disk) and compute answers in advance;
+//! - a timed call's inputs exist in the worker only from just before its own request on, so no
+//!   kernel can read them ahead (in its memory, on the GPU or on disk) and compute answers in
+//!   advance: the parent copies them into device memory it shares with the worker
+//!   ([`super::shared_inputs`]: until then they are in the parent's own device memory, which
+//!   no other process can address), or, for a worker that maps no shared memory, writes them
+//!   as files just before the request and removes them after;
 //! - every timed call gets inputs no call has seen, from seeds drawn per run, so an answer
 //!   computed once cannot be replayed;
 //! - every timed call's output is copied aside right after it, and the parent chooses which to
 //!   judge only after the loop has ended, so a kernel cannot be right only when checked;
 //! - the untimed warm call before each timed call runs at the end of the previous request, so
-//!   no code of the kernel's runs while a timed call's inputs exist except that call;
+//!   no code of the kernel's runs while a timed call's inputs exist except that call (and
+//!   whatever the kernel left running: the parent's clock bounds it); with shared inputs only
+//!   a request's round trip lies between the two calls;
 //! - the parent's own clock around each call (request sent to reply received) is set against
-//!   the same request without the kernel; it is reported as notes, not findings (the loading of
-//!   a call's inputs varies by more than a short kernel takes: docs/results/sandbox/); the
-//!   samples' mean against their median is a finding (all the work in a few calls);
+//!   the same request without the kernel: a finding with shared inputs, a note with files (the
+//!   loading of a call's inputs varies by more than a short kernel takes:
+//!   docs/results/sandbox/); the samples' mean against their median is a finding (all the
+//!   work in a few calls);
 //! - after each call's end event the worker synchronizes the whole device and reports how long
 //!   that took: work still running then (a side stream) is measured call by call.
 
 use super::parent::Worker;
 use super::protocol::{CaseFiles, Reply, Request, TimedCalls};
-use crate::kernels::KernelFailure;
+use super::shared_inputs::SharedCalls;
+use crate::kernels::{KernelCase, KernelFailure};
 use half::f16;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -40,7 +47,17 @@ pub struct TimedRun {
     pub null_parent_call_us: Vec<f64>,
     /// (timed call index, its output) for the calls the parent chose to check.
     pub outputs: Vec<(usize, Vec<f16>)>,
+    /// The timed calls' inputs came in shared device memory (not as files).
+    pub shared_inputs: bool,
+    /// How the timed calls' inputs reached the worker, in words.
+    pub delivery: String,
 }
+
+/// [`TimedRun::delivery`] for inputs copied into device memory shared with the worker.
+pub const SHARED_DELIVERY: &str =
+    "shared device memory, filled by the parent just before each call";
+/// [`TimedRun::delivery`] for inputs written as files just before each call (and why).
+pub const FILES_DELIVERY: &str = "files written just before each call";
 
 /// The slack the parent's clock allows a call beyond its reported sample and the same request
 /// without the kernel, before the timing is not trusted: a quarter of the median sample and of
@@ -207,36 +224,67 @@ fn append(into: &mut TimedCalls, call: TimedCalls) {
 
 impl Worker {
     /// Times the kernel: warm-up calls on `warmup_sets`, then `timed` calls, call i on the
-    /// inputs `write_set(i)` writes just before it (and removed after it), each first measured
-    /// without the kernel (on the warm-up sets, whose inputs are no secret); then fetches the
-    /// outputs of the timed calls `pick(timed)` chooses after the loop. `timeout` bounds each
-    /// step; outputs are written under `scratch`.
+    /// inputs `make_case(i)`, each first measured without the kernel (on the warm-up sets,
+    /// whose inputs are no secret); then fetches the outputs of the timed calls `pick(timed)`
+    /// chooses after the loop. A worker that maps shared device memory gets each call's inputs
+    /// copied there just before its call ([`super::shared_inputs`]); any other gets them as
+    /// files written into `timed_dir` just before its call and removed after it. `timeout`
+    /// bounds each step; outputs are written under `scratch`.
+    #[allow(clippy::too_many_arguments)]
     pub fn time(
         &mut self,
         warmup_sets: &[CaseFiles],
         timed: usize,
-        mut write_set: impl FnMut(usize) -> std::io::Result<CaseFiles>,
+        make_case: impl Fn(usize) -> KernelCase + Sync,
+        timed_dir: &Path,
         pick: impl FnOnce(usize) -> Vec<usize>,
         scratch: &Path,
         timeout: Duration,
     ) -> Result<TimedRun, KernelFailure> {
-        if warmup_sets.is_empty() {
+        let Some(first_set) = warmup_sets.first() else {
             return Err(KernelFailure::Crashed(
                 "timing needs at least one warm-up set".into(),
             ));
+        };
+        let mut shared = if self.environment.shared_inputs {
+            first_set
+                .read()
+                .map_err(|err| err.to_string())
+                .and_then(|warm| SharedCalls::new(&warm, timed, &make_case, timed_dir))
+        } else {
+            Err("the worker maps no shared device memory".into())
+        };
+        let delivery = match &shared {
+            Ok(_) => SHARED_DELIVERY.to_string(),
+            Err(why) => format!("{FILES_DELIVERY} ({why})"),
+        };
+        if let Ok(calls) = &shared {
+            calls
+                .inputs
+                .send_to(&self.input_socket)
+                .map_err(KernelFailure::Crashed)?;
         }
         self.send(&Request::Prepare {
             sets: warmup_sets.to_vec(),
             warmup: warmup_sets.len(),
+            shared: shared
+                .as_ref()
+                .map(|calls| calls.inputs.layout())
+                .unwrap_or_default(),
         })?;
         expect_done(self.receive(timeout)?)?;
         let warming = Instant::now();
         self.send(&Request::Warmup)?;
         expect_done(self.receive(timeout)?)?;
         let per_call = call_watchdog(warming.elapsed(), warmup_sets.len()).min(timeout);
+        let is_shared = shared.is_ok();
         let mut call = |set: CaseFiles, null: bool| -> Result<(TimedCalls, f64), KernelFailure> {
             let started = Instant::now();
-            self.send(&Request::Call { set, null })?;
+            self.send(&Request::Call {
+                set,
+                null,
+                shared: is_shared,
+            })?;
             let reply = expect_timed(self.receive(per_call)?)?;
             let took = started.elapsed().as_secs_f64() * 1e6;
             if reply.samples_us.len() != 1 || reply.after_end_us.len() != 1 {
@@ -256,18 +304,33 @@ impl Worker {
         };
         let (mut null_loop, mut null_parent_call_us) = (empty(), Vec::new());
         for i in 0..timed {
-            let (reply, took) = call(warmup_sets[i % warmup_sets.len()].clone(), true)?;
+            let set = warmup_sets[i % warmup_sets.len()].clone();
+            if let Ok(calls) = &shared {
+                calls.deliver_warm().map_err(KernelFailure::Crashed)?;
+            }
+            let (reply, took) = call(set, true)?;
             append(&mut null_loop, reply);
             null_parent_call_us.push(took);
         }
         let (mut calls, mut parent_call_us) = (empty(), Vec::new());
         for i in 0..timed {
-            let set = write_set(i).map_err(|err| {
-                KernelFailure::Crashed(format!("writing timed call {i}'s inputs: {err}"))
-            })?;
-            let dir = set.dir.clone();
-            let result = call(set, false);
-            let _ = std::fs::remove_dir_all(&dir);
+            let result = match &mut shared {
+                Ok(shared) => {
+                    shared
+                        .deliver(i, &make_case)
+                        .map_err(KernelFailure::Crashed)?;
+                    call(shared.described.clone(), false)
+                }
+                Err(_) => {
+                    let _ = std::fs::remove_dir_all(timed_dir);
+                    let set = CaseFiles::write(&make_case(i), timed_dir).map_err(|err| {
+                        KernelFailure::Crashed(format!("writing timed call {i}'s inputs: {err}"))
+                    })?;
+                    let result = call(set, false);
+                    let _ = std::fs::remove_dir_all(timed_dir);
+                    result
+                }
+            };
             let (reply, took) = result?;
             append(&mut calls, reply);
             parent_call_us.push(took);
@@ -311,6 +374,8 @@ impl Worker {
             parent_call_us,
             null_parent_call_us,
             outputs,
+            shared_inputs: shared.is_ok(),
+            delivery,
         })
     }
 }
@@ -332,6 +397,8 @@ mod tests {
             parent_call_us: vec![samples + after + 900.0; 9],
             null_parent_call_us: vec![2.0 + idle_after + 900.0; 9],
             outputs: vec![],
+            shared_inputs: true,
+            delivery: SHARED_DELIVERY.into(),
         }
     }
 

@@ -16,6 +16,9 @@
 #                                               # probe, the hostile fake worker, the examples,
 #                                               # the library and a Hopper variant certified
 #                                               # --quick with compute-sanitizer in the sandbox
+#   bash docs/results/sandbox/run.sh delivery   # the library (timed on files) and the timing
+#                                               # exploits, after the timed inputs moved into
+#                                               # shared device memory
 #   bash docs/results/sandbox/run.sh medians    # the Python examples timed by an older
 #                                               # binary and by this one, alternately, on one
 #                                               # machine (OLD=dir holding that binary as
@@ -101,6 +104,11 @@ medians)
   # changes and by this one, twice each, alternating.
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
   OLD=${OLD:-.carry/old}
+  # First, that this binary still certifies a Python example and says how its timed calls got
+  # their inputs (shared device memory, or files and why).
+  run certify-torch-quick $B certify --manifest $S/torch/kernel.toml --quick --cases 20 --seed 2026 --sanitize 0 --report-dir "$R/check"
+  run bench-check $B bench --manifest $S/torch/kernel.toml --shapes 256x3072x4096 --reps 10 --no-torch --force-untrusted --report-dir "$R/check"
+  grep -h "Timed inputs\|^| example" "$R/check/bench.md" >> "$LOG"
   for round in 1 2; do
     for who in old new; do
       if [ $who = old ]; then bin=$OLD/nvfp4-oracle; ex=$OLD/examples/submissions; else bin=$B; ex=$S; fi
@@ -109,6 +117,18 @@ medians)
       cp "$R/$who-$round/bench.md" "$O/bench-$who-$round.md"
     done
   done
+  ;;
+delivery)
+  # After the timed inputs moved into device memory shared with the worker: the C-ABI library
+  # (its worker maps none and gets files) certified --quick and timed, then the timing
+  # exploits (EXPLOITS=a,b,... to choose).
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
+  run build-library bash $S/library/build.sh
+  run certify-library $B certify --manifest $S/library/kernel.toml --quick --cases 20 --seed 2026 --sanitize 0 --report-dir "$R/certs"
+  run bench-library $B bench --manifest $S/library/kernel.toml --shapes 256x3072x4096 --reps 10 --no-torch --force-untrusted --report-dir "$R/certs"
+  cp "$R/certs/bench.md" "$O/bench-library.md"
+  list=${EXPLOITS:-read_ahead,batch_and_skip,precompute_thread,patch_elapsed_native,patch_event}
+  run exploits env EXPLOIT="$list" NVFP4_ORACLE_BIN=$B timeout 420 .carry/exploits_test --include-ignored --nocapture
   ;;
 exploits)
   list=${EXPLOITS:-parent_memory,certificate_forgery,read_ahead,batch_and_skip,ptrace_parent}
