@@ -18,6 +18,7 @@ fn limits(cases: usize, only_gpumode: bool) -> CampaignLimits {
         only_gpumode,
         exact: false,
         quick: false,
+        shard: None,
     }
 }
 

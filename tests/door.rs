@@ -493,6 +493,7 @@ fn every_problem_goes_through_the_campaign_and_its_failures_are_shrunk_and_writt
         only_gpumode: false,
         exact: false,
         quick: false,
+        shard: None,
     };
     let dir = std::env::temp_dir().join(format!("nvfp4-door-problems-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();

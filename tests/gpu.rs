@@ -62,6 +62,7 @@ fn hopper_variants_certify_exactly_on_a_hopper_gpu() {
         only_gpumode: false,
         exact: true,
         quick: false,
+        shard: None,
     };
     // Every real variant, the persistent kernel on 7 CTAs (several tiles per CTA), and the
     // reversed-K test kernel (which must be caught by the replay alone).

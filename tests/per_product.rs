@@ -68,6 +68,7 @@ fn limits(cases: usize, order: KOrder) -> CampaignLimits {
         exact: false,
         quick: false,
         only_gpumode: false,
+        shard: None,
     }
 }
 

@@ -189,6 +189,7 @@ mod certify_exact {
             only_gpumode: false,
             exact,
             quick: false,
+            shard: None,
         }
     }
 

@@ -405,6 +405,7 @@ fn certify(
         only_gpumode,
         exact: false,
         quick: false,
+        shard: None,
     };
     let dir = Path::new(report_dir);
     // The campaign runs without the GIL; each of the kernel's runs takes it.

@@ -86,6 +86,9 @@ pub fn case_runner(seed: u64) -> TestRunner {
 
 /// A failure, shrunk and diagnosed.
 pub struct Failure {
+    /// The failing case's index in campaign order (fixed cases first): `merge` keeps the
+    /// shards' earliest failure, the one an unsharded campaign stops at.
+    pub case_index: usize,
     pub first: CaseSpec,
     pub minimal: CaseOutcome,
     pub diagnosis: Option<Diagnosis>,
@@ -98,7 +101,7 @@ pub struct Failure {
 pub const TIGHT_ULPS: u32 = 2;
 
 /// Tallies of what a campaign covered.
-#[derive(Debug, Clone, Default, serde::Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Coverage {
     pub cases: usize,
     pub by_distribution: std::collections::BTreeMap<String, usize>,
@@ -146,7 +149,7 @@ pub struct Coverage {
 }
 
 /// Tallies of the replay comparisons of an exact campaign.
-#[derive(Debug, Clone, Copy, Default, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ExactCoverage {
     /// Cases whose output passed the intervals and was compared with the replay.
     pub cases_replayed: usize,
@@ -286,6 +289,8 @@ pub struct CampaignLimits {
     /// loop while writing a kernel (`certify --quick`). Their planned counts stay in the
     /// coverage, so bench refuses to time the kernel on such a certificate.
     pub quick: bool,
+    /// Run only this shard's share of the cases (`certify --shard I/N`).
+    pub shard: Option<super::shard::Shard>,
 }
 
 impl CampaignLimits {
@@ -324,6 +329,8 @@ pub struct ExactResult {
 /// An output inside the intervals that is not what the declared schedule gives, shrunk.
 #[derive(Debug, Clone)]
 pub struct ExactFailure {
+    /// The first differing case's index in campaign order.
+    pub case_index: usize,
     pub first: CaseSpec,
     pub minimal: CaseSpec,
     pub shrink_steps: usize,
@@ -405,6 +412,10 @@ pub fn certify_variant(
         .chain(stagnation)
         .collect();
     let planned = fixed.len() + limits.cases;
+    let owns = |index: usize| limits.shard.is_none_or(|shard| shard.owns(index));
+    let planned_here = limits
+        .shard
+        .map_or(planned, |shard| shard.share_of(planned));
     let out_of_time = || {
         limits
             .time_budget
@@ -414,6 +425,7 @@ pub fn certify_variant(
     // recorded, and the campaign goes on.
     let mut judge_case = |outcome: CaseOutcome,
                           seconds: f64,
+                          index: usize,
                           tree: Option<&mut dyn ValueTree<Value = CaseSpec>>,
                           coverage: &mut Coverage|
      -> Option<Failure> {
@@ -425,9 +437,13 @@ pub fn certify_variant(
             shape_class(outcome.spec.shape)
         };
         coverage.record(&outcome, class, seconds);
-        progress(coverage.cases, planned);
+        progress(coverage.cases, planned_here);
         if outcome.failed() {
-            return Some(shrink(kernel, outcome, tree, order, schedule));
+            let failure = shrink(kernel, outcome, tree, order, schedule);
+            return Some(Failure {
+                case_index: index,
+                ..failure
+            });
         }
         let exact = exact.as_mut()?;
         if exact.mismatch.is_some() || !outcome.exact_mismatch() {
@@ -440,9 +456,14 @@ pub fn certify_variant(
         });
         if minimal.failed() {
             // Shrinking the schedule difference found a case outside the intervals.
-            return Some(diagnosed(kernel, minimal, first, shrink_steps, order));
+            let failure = diagnosed(kernel, minimal, first, shrink_steps, order);
+            return Some(Failure {
+                case_index: index,
+                ..failure
+            });
         }
         exact.mismatch = Some(ExactFailure {
+            case_index: index,
             first,
             minimal: minimal.spec,
             shrink_steps,
@@ -451,20 +472,37 @@ pub fn certify_variant(
         });
         None
     };
-    let mut failure = run_in_pipeline(kernel, &fixed, order, schedule, |outcome, seconds| {
-        judge_case(outcome, seconds, None, &mut coverage)
+    // (index in campaign order, case) of the fixed cases this campaign runs.
+    let own_fixed: Vec<(usize, CaseSpec)> = fixed
+        .iter()
+        .copied()
+        .enumerate()
+        .filter(|&(index, _)| owns(index))
+        .collect();
+    let specs: Vec<CaseSpec> = own_fixed.iter().map(|&(_, spec)| spec).collect();
+    let mut next_fixed = own_fixed.iter().map(|&(index, _)| index);
+    let mut failure = run_in_pipeline(kernel, &specs, order, schedule, |outcome, seconds| {
+        let index = next_fixed.next().expect("one outcome per case, in order");
+        judge_case(outcome, seconds, index, None, &mut coverage)
     });
     if failure.is_none() {
         let mut runner = case_runner(limits.seed);
         let strategy = case_strategy(support, dists);
-        while coverage.cases < planned && !out_of_time() {
+        for index in fixed.len()..planned {
+            if out_of_time() {
+                break;
+            }
+            // Every case is drawn, so that each shard's cases are the unsharded campaign's.
             let mut tree = strategy
                 .new_tree(&mut runner)
                 .expect("the case strategy never rejects");
+            if !owns(index) {
+                continue;
+            }
             let case_started = Instant::now();
             let outcome = run_case(kernel, tree.current(), order, schedule);
             let seconds = case_started.elapsed().as_secs_f64();
-            failure = judge_case(outcome, seconds, Some(&mut tree), &mut coverage);
+            failure = judge_case(outcome, seconds, index, Some(&mut tree), &mut coverage);
             if failure.is_some() {
                 break;
             }
@@ -567,6 +605,7 @@ fn diagnosed(
         Err(_) => None,
     };
     Failure {
+        case_index: 0,
         first,
         minimal,
         diagnosis,

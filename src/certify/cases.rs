@@ -18,7 +18,7 @@ use half::f16;
 use std::time::Instant;
 
 /// One generated case: everything needed to regenerate its inputs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CaseSpec {
     pub shape: Shape,
     pub dist: Distribution,

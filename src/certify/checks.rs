@@ -14,7 +14,7 @@ use crate::compare::diagnosis::POISON;
 use crate::kernels::{KernelCase, KernelUnderTest, RunConditions};
 use crate::problem::generate::generate_problem;
 use crate::problem::{Distribution, Shape};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The shapes the checks draw from: partial tiles, a K tail, several batches (each rounded up to
 /// what the kernel supports). Small, because compute-sanitizer makes every access slow.
@@ -73,7 +73,7 @@ pub const RERUNS: [RunConditions; 3] = [
     },
 ];
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DeterminismReport {
     pub cases: usize,
     pub runs_per_case: usize,
@@ -85,7 +85,7 @@ pub struct DeterminismReport {
     pub findings: Vec<DeterminismFinding>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DeterminismFinding {
     /// "nondeterministic output" or "reads shared memory it never wrote".
     pub verdict: String,

@@ -5,12 +5,14 @@
 pub mod campaign;
 pub mod cases;
 pub mod checks;
+pub mod merge;
 mod pipeline;
 pub mod production;
 pub mod report;
 mod report_markdown;
 pub mod sampling;
 pub mod sanitize;
+pub mod shard;
 pub mod shrink_data;
 pub mod signing;
 

@@ -11,7 +11,7 @@ use crate::model::mma::schedule::Schedule;
 use crate::model::replay::ExactMismatch;
 use crate::model::MODEL_VERSION;
 use safetensors::Dtype;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// The bug class of a failure that left no output to diagnose (none for an exception or a
@@ -60,7 +60,7 @@ fn with_localization(diagnosis: &Diagnosis, data: Option<&ShrunkData>) -> String
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Status {
     /// Every case inside the intervals (and, under `--exact`, see [`ExactReport::outcome`]).
@@ -74,7 +74,7 @@ pub enum Status {
 }
 
 /// What `--exact` concluded for one kernel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ExactOutcome {
     /// Every output inside the intervals and equal to the replay of the declared schedule.
@@ -88,7 +88,7 @@ pub enum ExactOutcome {
 }
 
 /// The exact-mode part of a certificate.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExactReport {
     pub outcome: ExactOutcome,
     pub schedule: Option<Schedule>,
@@ -99,8 +99,11 @@ pub struct ExactReport {
 }
 
 /// The first output inside the intervals that differs from the replay, shrunk.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ExactMismatchReport {
+    /// The first differing case's index in campaign order.
+    #[serde(default)]
+    pub case_index: usize,
     pub first_case: CaseSpec,
     pub minimal_case: CaseSpec,
     pub shrink_steps: usize,
@@ -130,8 +133,11 @@ impl ExactOutcome {
     }
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FailureReport {
+    /// The failing case's index in campaign order (fixed cases first, then random ones).
+    #[serde(default)]
+    pub case_index: usize,
     pub first_case: CaseSpec,
     pub minimal_case: CaseSpec,
     pub shrink_steps: usize,
@@ -168,10 +174,10 @@ pub fn regenerate_command(problem: crate::problem::ProblemKind, spec: CaseSpec) 
     )
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Machine {
-    pub os: &'static str,
-    pub arch: &'static str,
+    pub os: String,
+    pub arch: String,
     pub cpus: usize,
     /// The CPU's model name (/proc/cpuinfo), where it can be read.
     pub cpu_model: Option<String>,
@@ -188,8 +194,8 @@ impl Machine {
                     .map(|(_, name)| name.trim().to_string())
             });
         Machine {
-            os: std::env::consts::OS,
-            arch: std::env::consts::ARCH,
+            os: std::env::consts::OS.to_string(),
+            arch: std::env::consts::ARCH.to_string(),
             cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
             cpu_model,
         }
@@ -229,24 +235,24 @@ pub fn utc_now() -> String {
     )
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Certificate {
     pub tool: String,
     /// The commit the tool was built from ("+modified": with uncommitted changes).
-    pub build: &'static str,
+    pub build: String,
     /// When the certificate was made, UTC.
     pub created: String,
-    pub model_version: &'static str,
+    pub model_version: String,
     pub kernel: String,
     /// SHA-256 of the kernel's source (GPU variants): `bench` trusts certificates of the same hash.
     pub source_hash: Option<String>,
-    pub problem: &'static str,
+    pub problem: String,
     pub supported_shapes: String,
     pub status: Status,
     pub unavailable_reason: Option<String>,
     pub seed: u64,
     pub cases_requested: usize,
-    pub k_order: &'static str,
+    pub k_order: String,
     pub only_gpumode: bool,
     pub elapsed_seconds: f64,
     pub coverage: Coverage,
@@ -263,24 +269,31 @@ pub struct Certificate {
     pub sanitizer: Option<super::sanitize::SanitizerReport>,
     pub determinism: Option<super::checks::DeterminismReport>,
     pub checks_skipped: Vec<String>,
+    /// `certify --shard I/N`: this certificate covers that share of the cases only; `bench`
+    /// trusts none until `merge` has combined the shards.
+    #[serde(default)]
+    pub shard: Option<super::shard::Shard>,
+    /// A certificate `merge` made: how many shards it combined.
+    #[serde(default)]
+    pub merged_shards: Option<usize>,
 }
 
 impl Certificate {
     fn base(kernel: &dyn KernelUnderTest, limits: &CampaignLimits) -> Self {
         Certificate {
             tool: concat!("nvfp4-oracle ", env!("CARGO_PKG_VERSION")).to_string(),
-            build: BUILD,
+            build: BUILD.to_string(),
             created: utc_now(),
-            model_version: MODEL_VERSION,
+            model_version: MODEL_VERSION.to_string(),
             kernel: kernel.name().to_string(),
             source_hash: kernel.source_hash(),
-            problem: kernel.problem().name(),
+            problem: kernel.problem().name().to_string(),
             supported_shapes: kernel.support().describe(),
             status: Status::Unavailable,
             unavailable_reason: None,
             seed: limits.seed,
             cases_requested: limits.cases,
-            k_order: limits.order_for(kernel).name(),
+            k_order: limits.order_for(kernel).name().to_string(),
             only_gpumode: limits.only_gpumode,
             elapsed_seconds: 0.0,
             coverage: Coverage::default(),
@@ -296,6 +309,8 @@ impl Certificate {
             sanitizer: None,
             determinism: None,
             checks_skipped: Vec::new(),
+            shard: limits.shard,
+            merged_shards: None,
         }
     }
 
@@ -340,6 +355,7 @@ impl Certificate {
                         .first_mismatch
                         .expect("a mismatch has a first element");
                     ExactMismatchReport {
+                        case_index: m.case_index,
                         first_case: m.first,
                         minimal_case: m.minimal,
                         shrink_steps: m.shrink_steps,
@@ -374,8 +390,9 @@ impl Certificate {
                 k: minimal.spec.shape.k,
                 l,
             };
-            let repro_case = dir.join(format!("{}-repro-case.safetensors", kernel.name()));
-            let repro_output = dir.join(format!("{}-repro-output.safetensors", kernel.name()));
+            let stem = certificate.file_stem();
+            let repro_case = dir.join(format!("{stem}-repro-case.safetensors"));
+            let repro_output = dir.join(format!("{stem}-repro-output.safetensors"));
             let mut writer = CaseWriter::default();
             writer
                 .problem_inputs(&minimal.case.inputs, minimal.case.padding_fill)
@@ -398,8 +415,7 @@ impl Certificate {
                 .write(&repro_output)?;
             let repro_minimal_data = match failure.data.as_ref().and_then(|d| d.inputs.as_ref()) {
                 Some(inputs) => {
-                    let path =
-                        dir.join(format!("{}-repro-minimal-data.safetensors", kernel.name()));
+                    let path = dir.join(format!("{stem}-repro-minimal-data.safetensors"));
                     let problem = crate::problem::ProblemInputs::DualGemm(inputs.clone());
                     let reference =
                         crate::model::problem_reference(&problem, limits.order_for(kernel));
@@ -423,6 +439,7 @@ impl Certificate {
                 Err(err) => (err.to_string(), 0, None, String::new()),
             };
             certificate.failure = Some(FailureReport {
+                case_index: failure.case_index,
                 first_case: failure.first,
                 minimal_case: minimal.spec,
                 shrink_steps: failure.shrink_steps,
@@ -496,14 +513,22 @@ impl Certificate {
         sanitizer.chain(determinism).collect()
     }
 
-    /// Writes `<kernel>.json` and `<kernel>.md` into `dir`.
+    /// The name of its files: the kernel's, and a shard's beside it (`<kernel>.shard-2-of-4`).
+    pub fn file_stem(&self) -> String {
+        match self.shard {
+            Some(shard) => shard.file_stem(&self.kernel),
+            None => self.kernel.clone(),
+        }
+    }
+
+    /// Writes `<stem>.json` and `<stem>.md` into `dir` ([`Certificate::file_stem`]).
     pub fn write(&self, dir: &Path) -> Result<()> {
         // Signed, so that bench trusts only what this oracle wrote (see signing.rs).
         let mut value = serde_json::to_value(self).map_err(|err| Error::file(dir, err))?;
         super::signing::sign(&mut value)?;
         let json = serde_json::to_string_pretty(&value).map_err(|err| Error::file(dir, err))?;
         for (extension, text) in [("json", json), ("md", self.markdown())] {
-            let path = dir.join(format!("{}.{extension}", self.kernel));
+            let path = dir.join(format!("{}.{extension}", self.file_stem()));
             std::fs::write(&path, text)
                 .map_err(|err| Error::file(&path, format!("cannot write: {err}")))?;
         }

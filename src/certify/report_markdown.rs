@@ -25,15 +25,32 @@ impl Certificate {
             c.planned_large_cases,
             c.planned_stagnation_cases,
             self.cases_requested,
-            if c.cases < planned && self.failure.is_some() {
-                "; the campaign stops at the first failure"
+            if let Some(shard) = self.shard {
+                format!(
+                    "; this is shard {shard}, its share of the cases only: `nvfp4-oracle merge` \
+                     combines the {} shards (bench trusts only the merge)",
+                    shard.count
+                )
+            } else if let Some(count) = self.merged_shards {
+                format!(
+                    "; merged from {count} shards{}",
+                    if self.failure.is_some() {
+                        " (each ran until its own first failure, so more cases than an \
+                         unsharded campaign, which stops at the first)"
+                    } else {
+                        ""
+                    }
+                )
+            } else if c.cases < planned && self.failure.is_some() {
+                "; the campaign stops at the first failure".to_string()
             } else if c.production_size_skipped {
                 "; the production-size cases skipped (--quick): bench will not time this kernel \
                  on this certificate"
+                    .to_string()
             } else if c.cases < planned {
-                "; stopped by the time budget"
+                "; stopped by the time budget".to_string()
             } else {
-                ""
+                String::new()
             }
         )
     }

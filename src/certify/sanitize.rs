@@ -8,11 +8,11 @@
 
 use super::checks::check_cases;
 use crate::kernels::{KernelUnderTest, ToolWrapper};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Tool {
     Memcheck,
@@ -69,7 +69,7 @@ pub fn find_sanitizer() -> Option<PathBuf> {
 }
 
 /// One kind of report, with how often it came.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SanitizerFinding {
     pub tool: Tool,
     /// In words: "shared-memory race between a write and a read of another thread".
@@ -248,13 +248,13 @@ fn verdict(tool: Tool, headline: &str, block: &[&str]) -> Option<String> {
 }
 
 /// What the sanitizer runs found for one kernel.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SanitizerReport {
     pub cases: usize,
     pub tools: Vec<ToolRun>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ToolRun {
     pub tool: Tool,
     pub seconds: f64,

@@ -16,7 +16,7 @@ use crate::model::bounds::KOrder;
 use crate::model::problem_reference;
 use crate::problem::{BlockScaledMatrix, DualGemmInputs, ProblemInputs, Shape, SCALE_BLOCK};
 use half::f16;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Kernel runs data shrinking may spend.
 pub const RUN_BUDGET: usize = 600;
@@ -25,7 +25,7 @@ const FP4_PLUS_ONE: u8 = 0x2;
 const FP4_MINUS_ONE: u8 = 0xA;
 
 /// One nonzero input of the shrunk case.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NonzeroInput {
     /// "A[m, k, l]", "B1[n, k, l]", "B2[n, k, l]".
     pub position: String,
@@ -35,7 +35,7 @@ pub struct NonzeroInput {
     pub scale: f32,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ShrunkData {
     pub shape: Shape,
     pub runs: usize,

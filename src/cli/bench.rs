@@ -99,6 +99,13 @@ fn allows_timing(value: &serde_json::Value, hash: &str) -> std::result::Result<(
     {
         return Err(String::new());
     }
+    if let Some(shard) = value["shard"].as_object() {
+        return Err(format!(
+            "it covers shard {}/{} of the campaign only; `nvfp4-oracle merge` the shards first",
+            shard.get("index").unwrap_or(&serde_json::Value::Null),
+            shard.get("count").unwrap_or(&serde_json::Value::Null)
+        ));
+    }
     // A worker that ran without the sandbox could reach the key that signs certificates.
     if let Some(isolation) = value["environment"]["isolation"].as_str() {
         if !isolation.starts_with("sandboxed") {
@@ -423,6 +430,15 @@ mod tests {
         assert!(allows_timing(&short, &hash)
             .unwrap_err()
             .contains("5 of its 13"));
+        let mut shard = good.clone();
+        shard["shard"] = serde_json::json!({"index": 2, "count": 4});
+        assert!(allows_timing(&shard, &hash)
+            .unwrap_err()
+            .contains("shard 2/4 of the campaign only"));
+        let mut merged = good.clone();
+        merged["shard"] = serde_json::Value::Null;
+        merged["merged_shards"] = serde_json::json!(4);
+        assert_eq!(allows_timing(&merged, &hash), Ok(()));
         let mut old = good;
         old["coverage"] = serde_json::json!({"by_shape_class": {}});
         assert!(allows_timing(&old, &hash)

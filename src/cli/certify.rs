@@ -5,6 +5,7 @@ use super::external::ExternalArgs;
 use super::{EXIT_FAIL, EXIT_NOT_EXACT};
 use crate::certify::checks::run_checks;
 use crate::certify::report::{Certificate, ExactOutcome, Status};
+use crate::certify::shard::Shard;
 use crate::certify::{certify_variant, CampaignLimits};
 use crate::error::{Error, Result};
 use crate::kernels::{KernelUnderTest, PrepareError};
@@ -80,6 +81,19 @@ pub struct CertifyArgs {
     /// Where certificates (JSON, Markdown) and minimal repros are written.
     #[arg(long, default_value = "certify-report")]
     pub report_dir: PathBuf,
+    /// Run shard I of N: the campaign's cases whose index is I - 1 modulo N (the same seed
+    /// draws the same cases in every shard, so the N shards together run the unsharded
+    /// campaign). Certificates are written as `<kernel>.shard-I-of-N.json`; `nvfp4-oracle
+    /// merge` combines them into `<kernel>.json`. Without it, a scheduler's variables are read:
+    /// NVFP4_ORACLE_SHARD=I/N, a Slurm job array (SLURM_ARRAY_TASK_ID, _MIN and _COUNT), or a
+    /// Kubernetes indexed Job (JOB_COMPLETION_INDEX with --shard-count). Compute-sanitizer and
+    /// the determinism check run in shard 1.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
+    /// The number of shards where the scheduler gives only an index (JOB_COMPLETION_INDEX);
+    /// also NVFP4_ORACLE_SHARD_COUNT.
+    #[arg(long, value_name = "N")]
+    pub shard_count: Option<usize>,
 }
 
 fn matches(pattern: &str, name: &str) -> bool {
@@ -144,7 +158,19 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs())
     });
+    let shard = match &args.shard {
+        Some(text) => Some(Shard::parse(text)?),
+        None => Shard::from_env(|name| {
+            if name == crate::certify::shard::SHARD_COUNT_ENV {
+                if let Some(count) = args.shard_count {
+                    return Some(count.to_string());
+                }
+            }
+            std::env::var(name).ok()
+        })?,
+    };
     let limits = CampaignLimits {
+        shard,
         cases: args.cases,
         time_budget: args.time_budget.map(Duration::from_secs),
         seed,
@@ -162,9 +188,10 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
         eprintln!("note: no GPU backend in this build; certifying CPU kernels only (a GPU run adds the hopper-* variants)");
     }
     eprintln!(
-        "certifying {} kernel(s), {} cases each, seed {seed} (repeat with --seed {seed}){}{}",
+        "certifying {} kernel(s), {} cases each, seed {seed} (repeat with --seed {seed}){}{}{}",
         kernels.len(),
         args.cases,
+        shard.map_or(String::new(), |s| format!(", shard {s}")),
         if args.gpumode_only {
             ", gpumode distribution only"
         } else {
@@ -222,13 +249,24 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
                 bar.finish_and_clear();
                 let mut certificate =
                     Certificate::from_campaign(kernel.as_ref(), &limits, result, &args.report_dir)?;
-                let (sanitizer, determinism, skipped) = run_checks(
-                    kernel.as_ref(),
-                    args.sanitize,
-                    args.determinism,
-                    seed,
-                    &args.report_dir.join("sanitizer-logs"),
-                );
+                // The checks run on cases drawn from the seed alone: once, in shard 1.
+                let (sanitizer, determinism, skipped) = match shard {
+                    Some(shard) if shard.index != 1 => (
+                        None,
+                        None,
+                        vec![format!(
+                            "compute-sanitizer and the determinism check run in shard 1/{}",
+                            shard.count
+                        )],
+                    ),
+                    _ => run_checks(
+                        kernel.as_ref(),
+                        args.sanitize,
+                        args.determinism,
+                        seed,
+                        &args.report_dir.join("sanitizer-logs"),
+                    ),
+                };
                 certificate.add_checks(sanitizer, determinism);
                 certificate.checks_skipped = skipped;
                 certificate

@@ -12,6 +12,7 @@ mod check;
 mod external;
 mod generate;
 mod golden;
+mod merge;
 mod reference;
 mod variants;
 
@@ -63,6 +64,8 @@ pub enum Command {
     /// line (--kernel, --submission, --library, --manifest) cannot run on this machine, so nothing
     /// about it was judged.
     Certify(certify::CertifyArgs),
+    /// Combine the certificates of `certify --shard I/N` into one per kernel.
+    Merge(merge::MergeArgs),
     /// List every kernel under test, what it solves and whether it can run on this machine.
     Variants,
     /// Time certified GPU variants (CUDA events, L2 flushed, rotating inputs) against torch.
@@ -115,6 +118,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Reference(args) => reference::run(args),
         Command::Check(args) => check::run(args),
         Command::Certify(args) => certify::run(args),
+        Command::Merge(args) => merge::run(args),
         Command::Variants => variants::run(),
         Command::Bench(args) => bench::run(args),
         Command::Golden(args) => golden::run(args),

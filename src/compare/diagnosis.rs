@@ -16,7 +16,7 @@ use crate::model::bounds::{
 use crate::model::exact_grid::exact_dot_grid;
 use crate::problem::{BlockScaledMatrix, DualGemmInputs};
 use half::f16;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The NaN pattern harnesses fill outputs with before a launch: an element that still holds it
 /// was never written. (A kernel's own NaNs are 0x7E00 or 0x7FFF in practice.)
@@ -24,7 +24,7 @@ pub const POISON: f16 = f16::from_bits(0x7D5A);
 
 /// The broad kind of a bug: the wrong problem computed, a misread scale layout, misread scales,
 /// numerics (accumulation or rounding), an incomplete output, out-of-bounds accesses, races.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BugClass {
     WrongProblem,
@@ -37,7 +37,7 @@ pub enum BugClass {
 }
 
 /// Known wrong problems.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum WrongProblem {
     GemmWithB1,
@@ -416,11 +416,11 @@ fn inside(got: f16, lo: f16, hi: f16) -> bool {
 }
 
 /// How well one wrong problem explains an output.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Evidence {
     pub problem: WrongProblem,
     pub class: BugClass,
-    pub description: &'static str,
+    pub description: std::borrow::Cow<'static, str>,
     /// Elements inside this wrong problem's intervals, of those it can bound.
     pub matched: usize,
     pub considered: usize,
@@ -581,7 +581,7 @@ pub fn diagnose(observations: &[Observation], order: KOrder) -> Diagnosis {
             let mut evidence = Evidence {
                 problem,
                 class: problem.class(),
-                description: problem.description(),
+                description: problem.description().into(),
                 matched: 0,
                 considered: 0,
                 total_width: 0,

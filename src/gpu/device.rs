@@ -6,7 +6,7 @@ use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::CudaContext;
 use std::sync::{Arc, OnceLock};
 
-#[derive(Debug, Clone, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DeviceInfo {
     pub name: String,
     pub compute_capability: (i32, i32),

@@ -89,7 +89,7 @@ pub struct Replay {
 }
 
 /// The first element where an output differs from a replay.
-#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct ExactMismatch {
     pub m: usize,
     pub n: usize,
