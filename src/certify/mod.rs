@@ -2,9 +2,11 @@
 //! cases, shrink the first failure, diagnose it, and write a certificate. The campaign knows only
 //! the [`crate::kernels::KernelUnderTest`] interface, never where a kernel comes from.
 
+pub mod baseline;
 pub mod campaign;
 pub mod cases;
 pub mod checks;
+pub mod ci_report;
 pub mod merge;
 mod pipeline;
 pub mod production;

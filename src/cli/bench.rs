@@ -38,6 +38,11 @@ pub struct BenchArgs {
     /// are judged is drawn after the timed loop, so a kernel cannot be right only when checked.
     #[arg(long, default_value_t = 4)]
     pub spot_checks: usize,
+    /// The main branch's bench.json: say which medians got slower beyond the noise of both
+    /// runs (the larger spread, at least 5%) and exit 5 if any did. bench.json is signed;
+    /// a baseline must be signed with this machine's key.
+    #[arg(long, value_name = "BENCH.json")]
+    pub baseline: Option<PathBuf>,
     #[command(flatten)]
     pub external: ExternalArgs,
 }
@@ -267,10 +272,24 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             },
         );
     }
-    let markdown = render(&report);
+    let mut markdown = render(&report);
+    // Read before this run's report is written: the baseline may be the same file.
+    let slower = match &args.baseline {
+        Some(path) => {
+            let baseline = super::bench_baseline::read_baseline(path)?;
+            let timings: Vec<_> = report.timings.iter().map(|(t, _)| t.clone()).collect();
+            let changes = super::bench_baseline::compare(&baseline, &timings);
+            markdown.push_str(&super::bench_baseline::render(path, &changes));
+            changes.iter().any(|c| c.slower)
+        }
+        None => false,
+    };
     print!("{markdown}");
     std::fs::create_dir_all(&args.report_dir).map_err(|err| Error::file(&args.report_dir, err))?;
-    let json = serde_json::to_string_pretty(&report).expect("reports serialize");
+    // Signed, so that a later run can trust it as its baseline.
+    let mut value = serde_json::to_value(&report).expect("reports serialize");
+    crate::certify::signing::sign(&mut value)?;
+    let json = serde_json::to_string_pretty(&value).expect("reports serialize");
     for (name, text) in [("bench.json", json), ("bench.md", markdown)] {
         let path = args.report_dir.join(name);
         std::fs::write(&path, text)
@@ -281,6 +300,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             eprintln!("{finding}");
         }
         return Ok(ExitCode::from(super::EXIT_FAIL));
+    }
+    if slower {
+        eprintln!("slower than the baseline beyond the noise of both runs (see the table above)");
+        return Ok(ExitCode::from(super::EXIT_REGRESSION));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -94,6 +94,20 @@ pub struct CertifyArgs {
     /// also NVFP4_ORACLE_SHARD_COUNT.
     #[arg(long, value_name = "N")]
     pub shard_count: Option<usize>,
+    /// The main branch's certificates (its report directory, or one certificate): say what
+    /// changed for each kernel, and exit 5 when a verdict got worse (certified exact ->
+    /// certified -> schedule differs -> failed) or the campaign covered less (fewer cases, a
+    /// distribution, shape class, FP4 code or scale exponent no longer reached). Baselines must
+    /// be signed with this machine's key.
+    #[arg(long, value_name = "PATH")]
+    pub baseline: Option<PathBuf>,
+    /// Also write a JUnit XML report: one test case per kernel and check (campaign,
+    /// compute-sanitizer, determinism, baseline).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Also write a short Markdown summary (a pull-request comment).
+    #[arg(long, value_name = "FILE")]
+    pub summary: Option<PathBuf>,
 }
 
 fn matches(pattern: &str, name: &str) -> bool {
@@ -213,6 +227,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     let mut any_unavailable = false;
     let mut unusable = Vec::new();
     let mut written = 0;
+    let mut certificates = Vec::new();
     for kernel in &kernels {
         // An external kernel's worker is always started: it reports a broken submission or
         // library on any machine. A built-in kernel that cannot run here is not started.
@@ -355,7 +370,14 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             "| {} | {status} | {} | {:.1} | {repro} | {diagnosis} |",
             certificate.kernel, certificate.coverage.cases, certificate.elapsed_seconds
         );
+        certificates.push(certificate);
     }
+    let any_worse = gate_reports(
+        args.baseline.as_deref(),
+        args.junit.as_deref(),
+        args.summary.as_deref(),
+        &certificates,
+    )?;
     if written > 0 {
         eprintln!(
             "{written} certificate(s) written to {}",
@@ -371,6 +393,8 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
         ExitCode::from(super::EXIT_BAD_INPUT)
     } else if any_failed {
         ExitCode::from(EXIT_FAIL)
+    } else if any_worse {
+        ExitCode::from(super::EXIT_REGRESSION)
     } else if any_not_exact {
         ExitCode::from(EXIT_NOT_EXACT)
     } else if any_unavailable && explicit {
@@ -378,6 +402,54 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// The baseline comparison (printed), the JUnit and Markdown reports; whether any kernel got
+/// worse than its baseline.
+pub(super) fn gate_reports(
+    baseline: Option<&std::path::Path>,
+    junit: Option<&std::path::Path>,
+    summary: Option<&std::path::Path>,
+    certificates: &[Certificate],
+) -> Result<bool> {
+    use crate::certify::baseline::{compare, read_baseline};
+    let mut changes = Vec::new();
+    if let Some(path) = baseline {
+        println!("\nAgainst the baseline {}:\n", path.display());
+        println!("| kernel | change | regression |\n|---|---|---|");
+        for certificate in certificates {
+            match read_baseline(path, &certificate.kernel)? {
+                None => println!("| {} | no baseline certificate | - |", certificate.kernel),
+                Some(old) => {
+                    let found = compare(&old, certificate);
+                    if found.is_empty() {
+                        println!("| {} | unchanged | - |", certificate.kernel);
+                    }
+                    for change in &found {
+                        let worse = if change.worse { "**yes**" } else { "no" };
+                        println!("| {} | {} | {worse} |", certificate.kernel, change.what);
+                    }
+                    changes.push((certificate.kernel.clone(), found));
+                }
+            }
+        }
+    }
+    let write = |path: &std::path::Path, text: String| {
+        std::fs::write(path, text).map_err(|err| Error::file(path, format!("cannot write: {err}")))
+    };
+    if let Some(path) = junit {
+        write(
+            path,
+            crate::certify::ci_report::junit(certificates, &changes),
+        )?;
+    }
+    if let Some(path) = summary {
+        write(
+            path,
+            crate::certify::ci_report::summary(certificates, &changes),
+        )?;
+    }
+    Ok(changes.iter().flat_map(|(_, c)| c).any(|c| c.worse))
 }
 
 #[cfg(test)]

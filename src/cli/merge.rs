@@ -1,9 +1,9 @@
 //! `nvfp4-oracle merge`: shard certificates (`certify --shard I/N`) into one certificate per
 //! kernel, as the unsharded campaign would have written it (src/certify/merge.rs says how).
 
-use super::{EXIT_FAIL, EXIT_NOT_EXACT, EXIT_UNAVAILABLE};
+use super::{EXIT_FAIL, EXIT_NOT_EXACT, EXIT_REGRESSION, EXIT_UNAVAILABLE};
 use crate::certify::merge::{merge, read_shard, ShardCertificate};
-use crate::certify::report::{ExactOutcome, Status};
+use crate::certify::report::{Certificate, ExactOutcome, Status};
 use crate::error::{Error, Result};
 use clap::Args;
 use std::path::PathBuf;
@@ -21,6 +21,15 @@ pub struct MergeArgs {
     /// files are written.
     #[arg(long, default_value = "certify-report")]
     pub report_dir: PathBuf,
+    /// As for certify: the main branch's certificates, to say what changed (exit 5 when worse).
+    #[arg(long, value_name = "PATH")]
+    pub baseline: Option<PathBuf>,
+    /// As for certify: a JUnit XML report of the merged certificates.
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// As for certify: a Markdown summary of the merged certificates.
+    #[arg(long, value_name = "FILE")]
+    pub summary: Option<PathBuf>,
 }
 
 pub fn run(args: MergeArgs) -> Result<ExitCode> {
@@ -35,7 +44,7 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
     }
     std::fs::create_dir_all(&args.report_dir)
         .map_err(|err| Error::file(&args.report_dir, format!("cannot create: {err}")))?;
-    let mut code = 0u8;
+    let mut certificates = Vec::new();
     println!("| kernel | shards | status | cases | minimal repro | diagnosis |");
     println!("|---|---|---|---|---|---|");
     for (kernel, shards) in by_kernel {
@@ -54,20 +63,36 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
             "| {kernel} | {count} | {:?} | {} | {repro} | {diagnosis} |",
             merged.status, merged.coverage.cases
         );
-        let exact = merged.exact.as_ref().map(|e| e.outcome);
-        code = code.max(match merged.status {
-            Status::Failed => EXIT_FAIL,
-            Status::Unavailable => EXIT_UNAVAILABLE,
-            _ if matches!(
-                exact,
-                Some(ExactOutcome::ScheduleDiffers | ExactOutcome::NoScheduleDeclared)
-            ) =>
-            {
-                EXIT_NOT_EXACT
-            }
-            _ => 0,
-        });
+        certificates.push(merged);
     }
+    let worse = super::certify::gate_reports(
+        args.baseline.as_deref(),
+        args.junit.as_deref(),
+        args.summary.as_deref(),
+        &certificates,
+    )?;
+    // The same precedence as certify's: a failure, then a regression, then not exact, then
+    // not runnable here.
+    let exact = |c: &Certificate| c.exact.as_ref().map(|e| e.outcome);
+    let code = if certificates.iter().any(|c| c.status == Status::Failed) {
+        EXIT_FAIL
+    } else if worse {
+        EXIT_REGRESSION
+    } else if certificates.iter().any(|c| {
+        matches!(
+            exact(c),
+            Some(ExactOutcome::ScheduleDiffers | ExactOutcome::NoScheduleDeclared)
+        )
+    }) {
+        EXIT_NOT_EXACT
+    } else if certificates
+        .iter()
+        .any(|c| c.status == Status::Unavailable)
+    {
+        EXIT_UNAVAILABLE
+    } else {
+        0
+    };
     eprintln!(
         "merged certificates written to {}",
         args.report_dir.display()

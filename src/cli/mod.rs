@@ -3,9 +3,12 @@
 //! Exit codes are stable for CI: 0 success (or pass), 1 a verdict of failure, 2 bad usage or bad
 //! input (unreadable file, wrong shape, unknown name), 3 (`certify --exact` only) every output
 //! inside the intervals but some kernel not certified exact, 4 (`certify`) a kernel named on the
-//! command line cannot run on this machine, or (`bench`) nothing could be timed here. clap's own usage errors also exit 2.
+//! command line cannot run on this machine, or (`bench`) nothing could be timed here, 5
+//! (`certify --baseline`, `bench --baseline`) worse than the baseline. clap's own usage errors
+//! also exit 2.
 
 mod bench;
+mod bench_baseline;
 mod bench_external;
 mod certify;
 mod check;
@@ -30,6 +33,7 @@ pub const EXIT_NOT_EXACT: u8 = 3;
 /// only its platform has, no torch), so nothing about it was judged. `bench`: nothing could be
 /// timed on this machine.
 pub const EXIT_UNAVAILABLE: u8 = 4;
+pub const EXIT_REGRESSION: u8 = 5;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -40,7 +44,7 @@ pub const EXIT_UNAVAILABLE: u8 = 4;
 the CPU, generates deterministic inputs and reference cases, and judges kernel outputs against \
 per-element acceptance intervals.\n\nExit codes: 0 success, 1 failed verdict, 2 bad usage or input, 3 (certify --exact) \
 correct within the intervals but not certified exact, 4 (certify) a kernel named on the command \
-line cannot run on this machine."
+line cannot run on this machine, 5 (certify --baseline, bench --baseline) worse than the baseline."
 )]
 pub struct Cli {
     #[command(subcommand)]

@@ -12,11 +12,11 @@ use crate::problem::generate::generate_dual_gemm;
 use crate::problem::{Distribution, Shape};
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 const WARM_UP: usize = 3;
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Timing {
     pub variant: String,
     pub shape: Shape,
