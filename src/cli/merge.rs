@@ -85,10 +85,7 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
         )
     }) {
         EXIT_NOT_EXACT
-    } else if certificates
-        .iter()
-        .any(|c| c.status == Status::Unavailable)
-    {
+    } else if certificates.iter().any(|c| c.status == Status::Unavailable) {
         EXIT_UNAVAILABLE
     } else {
         0
