@@ -174,3 +174,60 @@ fn a_campaign_that_covers_less_than_the_baseline_fails_the_gate_with_exit_5() {
     assert!(out.contains("baseline not trusted"), "{out}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn verify_says_whether_a_certificate_is_this_oracles_and_of_a_whole_campaign() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("gate-verify-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let secrets = dir.join("secrets");
+    let report = dir.display().to_string();
+    let campaign = [
+        "certify",
+        "--kernel",
+        "cpu-tiled",
+        "--seed",
+        "4",
+        "--cases",
+        "6",
+        "--no-golden",
+        "--quick",
+        "--report-dir",
+        &report,
+    ];
+    assert_eq!(oracle(&secrets, &campaign).0, 0);
+    let whole = dir.join("cpu-tiled.json").display().to_string();
+    let (code, out) = oracle(&secrets, &["verify", &whole]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("signed with this machine's key | yes"),
+        "{out}"
+    );
+    assert!(out.contains("source hash"), "{out}");
+    // Another machine's key.
+    let (code, out) = oracle(&dir.join("other"), &["verify", &whole]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("signature: the signing key"), "{out}");
+    // A shard is not a whole campaign.
+    assert_eq!(
+        oracle(&secrets, &[&campaign[..], &["--shard", "1/2"]].concat()).0,
+        0
+    );
+    let shard = dir
+        .join("cpu-tiled.shard-1-of-2.json")
+        .display()
+        .to_string();
+    let (code, out) = oracle(&secrets, &["verify", &shard]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("it is shard 1/2; merge the shards | **no**"),
+        "{out}"
+    );
+    // Edited after signing.
+    let text = std::fs::read_to_string(&whole).unwrap();
+    std::fs::write(&whole, text.replace("\"seed\": 4", "\"seed\": 5")).unwrap();
+    let (code, out) = oracle(&secrets, &["verify", &whole]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("does not match its content"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

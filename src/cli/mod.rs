@@ -18,6 +18,7 @@ mod golden;
 mod merge;
 mod reference;
 mod variants;
+mod verify;
 
 use crate::error::Result;
 use clap::{Parser, Subcommand};
@@ -70,6 +71,9 @@ pub enum Command {
     Certify(certify::CertifyArgs),
     /// Combine the certificates of `certify --shard I/N` into one per kernel.
     Merge(merge::MergeArgs),
+    /// Check that a certificate is this oracle's (signature, model version, a whole campaign)
+    /// and is of the kernel's files as they are now (source hash). Exit 0 when all hold, 1 not.
+    Verify(verify::VerifyArgs),
     /// List every kernel under test, what it solves and whether it can run on this machine.
     Variants,
     /// Time certified GPU variants (CUDA events, L2 flushed, rotating inputs) against torch.
@@ -123,6 +127,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Check(args) => check::run(args),
         Command::Certify(args) => certify::run(args),
         Command::Merge(args) => merge::run(args),
+        Command::Verify(args) => verify::run(args),
         Command::Variants => variants::run(),
         Command::Bench(args) => bench::run(args),
         Command::Golden(args) => golden::run(args),
