@@ -303,3 +303,50 @@ fn a_schedulers_variables_name_the_shard() {
     let missing = run(&[("JOB_COMPLETION_INDEX", "3")]);
     assert!(missing.contains("NVFP4_ORACLE_SHARD_COUNT"), "{missing}");
 }
+
+#[test]
+fn gpus_spreads_one_campaign_over_shard_processes_and_merges_them() {
+    // On a machine without a GPU the CPU kernel runs in each process alike: the split and the
+    // merge are what is tested (the GPU machines' run is in docs/results/).
+    let dir = scratch("gpus");
+    let secrets = dir.join("secrets");
+    let campaign = [
+        "certify",
+        "--kernel",
+        "cpu-tiled",
+        "--cases",
+        "20",
+        "--seed",
+        "8",
+        "--no-golden",
+        "--quick",
+    ];
+    let split = dir.join("split").display().to_string();
+    let (code, out) = oracle(
+        &secrets,
+        &[&campaign[..], &["--gpus", "0,1", "--report-dir", &split]].concat(),
+    );
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("certifying on 2 GPU(s)"), "{out}");
+    let whole = dir.join("whole").display().to_string();
+    assert_eq!(
+        oracle(
+            &secrets,
+            &[&campaign[..], &["--report-dir", &whole]].concat()
+        )
+        .0,
+        0
+    );
+    let merged = json(&dir.join("split/cpu-tiled.json"));
+    assert_eq!(merged["merged_shards"], 2);
+    assert_eq!(
+        coverage(&merged),
+        coverage(&json(&dir.join("whole/cpu-tiled.json")))
+    );
+    assert!(dir.join("split/gpu-shards/gpu-1.log").exists());
+    let (code, out) = oracle(
+        &secrets,
+        &[&campaign[..], &["--gpus", "0,x", "--report-dir", &split]].concat(),
+    );
+    assert_eq!(code, 2, "{out}");
+}

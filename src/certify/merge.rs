@@ -237,6 +237,12 @@ pub fn merge(mut shards: Vec<ShardCertificate>, out: &Path) -> Result<Certificat
     let mut merged = first.clone();
     merged.shard = None;
     merged.merged_shards = Some(count);
+    merged.devices = Vec::new();
+    for device in certificates.iter().flat_map(|c| &c.devices) {
+        if !merged.devices.contains(device) {
+            merged.devices.push(device.clone());
+        }
+    }
     merged.created = super::report::utc_now();
     merged.elapsed_seconds = certificates
         .iter()

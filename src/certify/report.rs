@@ -276,6 +276,10 @@ pub struct Certificate {
     /// A certificate `merge` made: how many shards it combined.
     #[serde(default)]
     pub merged_shards: Option<usize>,
+    /// The GPUs its cases ran on (each shard's, when merged), with the CUDA_VISIBLE_DEVICES it
+    /// ran under; empty for a CPU kernel.
+    #[serde(default)]
+    pub devices: Vec<String>,
 }
 
 impl Certificate {
@@ -311,6 +315,20 @@ impl Certificate {
             checks_skipped: Vec::new(),
             shard: limits.shard,
             merged_shards: None,
+            devices: if kernel.runs_on_gpu() {
+                crate::gpu::device::device_info()
+                    .as_ref()
+                    .ok()
+                    .map(|gpu| {
+                        let visible = std::env::var("CUDA_VISIBLE_DEVICES")
+                            .unwrap_or_else(|_| "unset".into());
+                        format!("{} (CUDA_VISIBLE_DEVICES={visible})", gpu.name)
+                    })
+                    .into_iter()
+                    .collect()
+            } else {
+                Vec::new()
+            },
         }
     }
 

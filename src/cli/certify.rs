@@ -108,6 +108,11 @@ pub struct CertifyArgs {
     /// Also write a short Markdown summary (a pull-request comment).
     #[arg(long, value_name = "FILE")]
     pub summary: Option<PathBuf>,
+    /// Spread the campaign over GPUs of this machine: `all`, or indices such as 0,1. Each GPU
+    /// runs one shard in a process that sees only it; the shards are then merged into the
+    /// report directory (their own certificates and logs stay under gpu-shards/).
+    #[arg(long, value_name = "all|LIST", conflicts_with_all = ["shard", "shard_count"])]
+    pub gpus: Option<String>,
 }
 
 fn matches(pattern: &str, name: &str) -> bool {
@@ -172,6 +177,18 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs())
     });
+    if let Some(list) = &args.gpus {
+        let gpus = super::certify_gpus::gpu_list(list)?;
+        return super::certify_gpus::run(&gpus, seed, &args.report_dir, |shards| {
+            super::merge::MergeArgs {
+                shards,
+                report_dir: args.report_dir.clone(),
+                baseline: args.baseline.clone(),
+                junit: args.junit.clone(),
+                summary: args.summary.clone(),
+            }
+        });
+    }
     let shard = match &args.shard {
         Some(text) => Some(Shard::parse(text)?),
         None => Shard::from_env(|name| {

@@ -57,7 +57,15 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
                 format!("{} {}", f.minimal_case.shape, f.minimal_case.dist.name()),
                 f.diagnosis.clone(),
             ),
-            None => ("-".into(), merged.check_findings().join("; ")),
+            None => {
+                let findings = merged.check_findings();
+                let words = if findings.is_empty() {
+                    "-".to_string()
+                } else {
+                    findings.join("; ")
+                };
+                ("-".into(), words)
+            }
         };
         println!(
             "| {kernel} | {count} | {:?} | {} | {repro} | {diagnosis} |",

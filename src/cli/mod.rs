@@ -11,6 +11,7 @@ mod bench;
 mod bench_baseline;
 mod bench_external;
 mod certify;
+mod certify_gpus;
 mod check;
 mod external;
 mod generate;

@@ -105,3 +105,14 @@ pub fn device_info() -> &'static Result<DeviceInfo, String> {
     static INFO: OnceLock<Result<DeviceInfo, String>> = OnceLock::new();
     INFO.get_or_init(|| open_device().map(|(_, info)| info))
 }
+
+/// How many GPUs the driver sees (`CUDA_VISIBLE_DEVICES` applied), or why none can be counted.
+pub fn device_count() -> Result<usize, String> {
+    // SAFETY: only probes whether the shared library can be loaded.
+    if !unsafe { cudarc::driver::sys::is_culib_present() } {
+        return Err("no CUDA driver found (libcuda.so could not be loaded)".to_string());
+    }
+    CudaContext::device_count()
+        .map(|n| n.max(0) as usize)
+        .map_err(|err| format!("counting GPUs: {err}"))
+}
