@@ -15,18 +15,10 @@ fn template(name: &str) -> PathBuf {
     common::repo_path(&format!("examples/ci/{name}"))
 }
 
-fn scratch(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("ci-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
+use common::read_json as json;
 
-fn json(path: &Path) -> serde_json::Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
-    serde_json::from_str(&text).unwrap()
+fn scratch(name: &str) -> PathBuf {
+    common::scratch_dir(&format!("ci-{name}"))
 }
 
 /// The unsharded campaign's certificate, for comparison.

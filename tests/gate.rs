@@ -9,7 +9,6 @@ use nvfp4_oracle::certify::{certify_variant, CampaignLimits};
 use nvfp4_oracle::kernels::cpu::{Bug, CpuKernel};
 use nvfp4_oracle::model::bounds::KOrder;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 fn limits(cases: usize) -> CampaignLimits {
     CampaignLimits {
@@ -50,21 +49,7 @@ fn a_verdict_that_got_worse_is_a_regression_and_a_better_one_is_not() {
     assert!(compare(&main, &main).is_empty());
 }
 
-fn oracle(secrets: &Path, args: &[&str]) -> (i32, String) {
-    let out = Command::new(common::oracle_binary())
-        .args(args)
-        .env("NVFP4_ORACLE_SECRETS", secrets)
-        .output()
-        .expect("nvfp4-oracle runs");
-    (
-        out.status.code().unwrap_or(-1),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
-}
+use common::oracle_with_key as oracle;
 
 #[test]
 fn a_campaign_that_covers_less_than_the_baseline_fails_the_gate_with_exit_5() {

@@ -7,38 +7,10 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Runs the oracle with its own signing key in `secrets`.
-fn oracle(secrets: &Path, args: &[&str]) -> (i32, String) {
-    let out = Command::new(common::oracle_binary())
-        .args(args)
-        .env("NVFP4_ORACLE_SECRETS", secrets)
-        .env_remove("NVFP4_ORACLE_SHARD")
-        .env_remove("SLURM_ARRAY_TASK_ID")
-        .env_remove("JOB_COMPLETION_INDEX")
-        .output()
-        .expect("nvfp4-oracle runs");
-    (
-        out.status.code().unwrap_or(-1),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
-}
+use common::{oracle_with_key as oracle, read_json as json};
 
 fn scratch(name: &str) -> PathBuf {
-    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("shard-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn json(path: &Path) -> serde_json::Value {
-    let text =
-        std::fs::read_to_string(path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
-    serde_json::from_str(&text).unwrap()
+    common::scratch_dir(&format!("shard-{name}"))
 }
 
 /// The coverage without the seconds it took (the one thing shards change).

@@ -94,20 +94,8 @@ pub struct CertifyArgs {
     /// also NVFP4_ORACLE_SHARD_COUNT.
     #[arg(long, value_name = "N")]
     pub shard_count: Option<usize>,
-    /// The main branch's certificates (its report directory, or one certificate): say what
-    /// changed for each kernel, and exit 5 when a verdict got worse (certified exact ->
-    /// certified -> schedule differs -> failed) or the campaign covered less (fewer cases, a
-    /// distribution, shape class, FP4 code or scale exponent no longer reached). Baselines must
-    /// be signed with this machine's key.
-    #[arg(long, value_name = "PATH")]
-    pub baseline: Option<PathBuf>,
-    /// Also write a JUnit XML report: one test case per kernel and check (campaign,
-    /// compute-sanitizer, determinism, baseline).
-    #[arg(long, value_name = "FILE")]
-    pub junit: Option<PathBuf>,
-    /// Also write a short Markdown summary (a pull-request comment).
-    #[arg(long, value_name = "FILE")]
-    pub summary: Option<PathBuf>,
+    #[command(flatten)]
+    pub gate: GateArgs,
     /// Spread the campaign over GPUs of this machine: `all`, or indices such as 0,1. Each GPU
     /// runs one shard in a process that sees only it; the shards are then merged into the
     /// report directory (their own certificates and logs stay under gpu-shards/).
@@ -183,9 +171,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             super::merge::MergeArgs {
                 shards,
                 report_dir: args.report_dir.clone(),
-                baseline: args.baseline.clone(),
-                junit: args.junit.clone(),
-                summary: args.summary.clone(),
+                gate: args.gate.clone(),
             }
         });
     }
@@ -389,12 +375,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
         );
         certificates.push(certificate);
     }
-    let any_worse = gate_reports(
-        args.baseline.as_deref(),
-        args.junit.as_deref(),
-        args.summary.as_deref(),
-        &certificates,
-    )?;
+    let any_worse = gate_reports(&args.gate, &certificates)?;
     if written > 0 {
         eprintln!(
             "{written} certificate(s) written to {}",
@@ -421,17 +402,31 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     })
 }
 
+/// What a CI gate asks of certify and merge: a baseline to compare with and reports to write.
+#[derive(Args, Debug, Clone, Default)]
+pub struct GateArgs {
+    /// The main branch's certificates (its report directory, or one certificate): say what
+    /// changed for each kernel, and exit 5 when a verdict got worse (certified exact ->
+    /// certified -> schedule differs -> failed) or the campaign covered less (fewer cases, a
+    /// distribution, shape class, FP4 code or scale exponent no longer reached). Baselines must
+    /// be signed with this machine's key.
+    #[arg(long, value_name = "PATH")]
+    pub baseline: Option<PathBuf>,
+    /// Also write a JUnit XML report: one test case per kernel and check (campaign,
+    /// compute-sanitizer, determinism, baseline).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Also write a short Markdown summary (a pull-request comment).
+    #[arg(long, value_name = "FILE")]
+    pub summary: Option<PathBuf>,
+}
+
 /// The baseline comparison (printed), the JUnit and Markdown reports; whether any kernel got
 /// worse than its baseline.
-pub(super) fn gate_reports(
-    baseline: Option<&std::path::Path>,
-    junit: Option<&std::path::Path>,
-    summary: Option<&std::path::Path>,
-    certificates: &[Certificate],
-) -> Result<bool> {
+pub(super) fn gate_reports(gate: &GateArgs, certificates: &[Certificate]) -> Result<bool> {
     use crate::certify::baseline::{compare, read_baseline};
     let mut changes = Vec::new();
-    if let Some(path) = baseline {
+    if let Some(path) = &gate.baseline {
         println!("\nAgainst the baseline {}:\n", path.display());
         println!("| kernel | change | regression |\n|---|---|---|");
         for certificate in certificates {
@@ -454,13 +449,13 @@ pub(super) fn gate_reports(
     let write = |path: &std::path::Path, text: String| {
         std::fs::write(path, text).map_err(|err| Error::file(path, format!("cannot write: {err}")))
     };
-    if let Some(path) = junit {
+    if let Some(path) = &gate.junit {
         write(
             path,
             crate::certify::ci_report::junit(certificates, &changes),
         )?;
     }
-    if let Some(path) = summary {
+    if let Some(path) = &gate.summary {
         write(
             path,
             crate::certify::ci_report::summary(certificates, &changes),

@@ -21,15 +21,8 @@ pub struct MergeArgs {
     /// files are written.
     #[arg(long, default_value = "certify-report")]
     pub report_dir: PathBuf,
-    /// As for certify: the main branch's certificates, to say what changed (exit 5 when worse).
-    #[arg(long, value_name = "PATH")]
-    pub baseline: Option<PathBuf>,
-    /// As for certify: a JUnit XML report of the merged certificates.
-    #[arg(long, value_name = "FILE")]
-    pub junit: Option<PathBuf>,
-    /// As for certify: a Markdown summary of the merged certificates.
-    #[arg(long, value_name = "FILE")]
-    pub summary: Option<PathBuf>,
+    #[command(flatten)]
+    pub gate: super::certify::GateArgs,
 }
 
 pub fn run(args: MergeArgs) -> Result<ExitCode> {
@@ -73,12 +66,7 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
         );
         certificates.push(merged);
     }
-    let worse = super::certify::gate_reports(
-        args.baseline.as_deref(),
-        args.junit.as_deref(),
-        args.summary.as_deref(),
-        &certificates,
-    )?;
+    let worse = super::certify::gate_reports(&args.gate, &certificates)?;
     // The same precedence as certify's: a failure, then a regression, then not exact, then
     // not runnable here.
     let exact = |c: &Certificate| c.exact.as_ref().map(|e| e.outcome);

@@ -19,7 +19,8 @@ pub const CANARY_BYTE: u8 = 0xA5;
 /// an ordinary allocation.
 pub const ALIGNMENT: usize = 256;
 
-fn check(what: &str, result: sys::CUresult) -> Result<(), String> {
+/// `Ok`, or the failed driver call named with its result.
+pub(crate) fn check(what: &str, result: sys::CUresult) -> Result<(), String> {
     if result == sys::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {

@@ -21,7 +21,7 @@
 //! request's round trip.
 
 use super::protocol::SharedTensor;
-use crate::gpu::fenced::FencedBuffer;
+use crate::gpu::fenced::{check, FencedBuffer};
 use crate::kernels::KernelCase;
 use crate::problem::ProblemKind;
 use cudarc::driver::{sys, CudaSlice, CudaStream, DevicePtr};
@@ -72,14 +72,6 @@ pub fn device_tensors(case: &KernelCase) -> Option<Vec<(String, Vec<u8>)>> {
     let poison = crate::compare::diagnosis::POISON.to_bits().to_le_bytes();
     tensors.push(("c".into(), poison.repeat(case.inputs.output_len())));
     Some(tensors)
-}
-
-fn cuda(what: &str, result: sys::CUresult) -> Result<(), String> {
-    if result == sys::CUresult::CUDA_SUCCESS {
-        Ok(())
-    } else {
-        Err(format!("{what} failed: {result:?}"))
-    }
 }
 
 /// One case's tensors in the parent's own device memory, ready to be copied into the shared
@@ -176,7 +168,7 @@ impl SharedInputs {
         for (body, buffer) in staged.bodies.iter().zip(&self.buffers) {
             let (source, _guard) = body.device_ptr(&self.stream);
             // SAFETY: both ranges are live device memory of `body_len` bytes in this context.
-            cuda("cuMemcpyDtoDAsync", unsafe {
+            check("cuMemcpyDtoDAsync", unsafe {
                 sys::cuMemcpyDtoDAsync_v2(
                     buffer.body_ptr(),
                     source,

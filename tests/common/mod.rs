@@ -96,3 +96,40 @@ pub fn require_torch_gpu() {
         panic!("this test needs torch and a CUDA GPU: {reason}");
     }
 }
+
+/// Runs the oracle with its signing key in `secrets` (its own, so that tests sign and verify
+/// apart from the machine's) and no scheduler's shard variables; (exit code, stdout + stderr).
+pub fn oracle_with_key(secrets: &std::path::Path, args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(oracle_binary())
+        .args(args)
+        .env("NVFP4_ORACLE_SECRETS", secrets)
+        .env_remove("NVFP4_ORACLE_SHARD")
+        .env_remove("SLURM_ARRAY_TASK_ID")
+        .env_remove("JOB_COMPLETION_INDEX")
+        .output()
+        .expect("nvfp4-oracle runs");
+    (
+        out.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+/// A fresh directory for one test under cargo's test scratch space.
+pub fn scratch_dir(name: &str) -> PathBuf {
+    let dir =
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join(format!("{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// A JSON file's value.
+pub fn read_json(path: &std::path::Path) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
+    serde_json::from_str(&text).unwrap()
+}
