@@ -217,6 +217,8 @@ _virtual_memory = {}
 def virtual_memory(torch, device):
     """The device's CudaVirtualMemory, or the reason there is none (then tensors get torch
     allocations with canaries only)."""
+    # The grouped GEMM's plain scales are host tensors, named by the string "cpu".
+    device = torch.device(device)
     if device.type != "cuda":
         return "not a CUDA device"
     index = device.index if device.index is not None else torch.cuda.current_device()
