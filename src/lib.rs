@@ -15,7 +15,9 @@
 //! - [`certify`]: campaigns of cases against the model (the production shapes, random large
 //!   shapes judged on sampled rows, and per-product rounding's worst case among them),
 //!   shrinking of the first failure, compute-sanitizer and determinism checks, signed
-//!   certificates.
+//!   certificates, shards of a campaign and their merge, the gate against a baseline.
+//! - [`preflight`]: what a kernel's compiled code shows before any GPU runs it (the census of
+//!   its PTX: MMA kind and scale block, CTA pair, warp roles, TMA, cluster, variant).
 //! - [`gpu`]: device discovery, NVRTC compilation with a cache, the variant registry, the
 //!   fenced buffers every launch uses, the roofline floor bench checks times against, the
 //!   hardened launch, C-ABI libraries and the in-process bench; CUDA is loaded at run time.
@@ -43,6 +45,7 @@ pub mod gpu;
 pub mod kernels;
 pub mod layout;
 pub mod model;
+pub mod preflight;
 pub mod problem;
 pub mod quant;
 pub mod worker;

@@ -17,6 +17,7 @@ mod external;
 mod generate;
 mod golden;
 mod merge;
+mod preflight;
 mod reference;
 mod variants;
 mod verify;
@@ -75,6 +76,9 @@ pub enum Command {
     /// Check that a certificate is this oracle's (signature, model version, a whole campaign)
     /// and is of the kernel's files as they are now (source hash). Exit 0 when all hold, 1 not.
     Verify(verify::VerifyArgs),
+    /// What a kernel's compiled code shows before any GPU runs it: its MMA kind and scale block,
+    /// a CTA pair, warp roles, TMA, the cluster, which variant it is. Exit 1 on a finding.
+    Preflight(preflight::PreflightArgs),
     /// List every kernel under test, what it solves and whether it can run on this machine.
     Variants,
     /// Time certified GPU variants (CUDA events, L2 flushed, rotating inputs) against torch.
@@ -129,6 +133,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Certify(args) => certify::run(args),
         Command::Merge(args) => merge::run(args),
         Command::Verify(args) => verify::run(args),
+        Command::Preflight(args) => preflight::run(args),
         Command::Variants => variants::run(),
         Command::Bench(args) => bench::run(args),
         Command::Golden(args) => golden::run(args),

@@ -1,0 +1,369 @@
+//! What a kernel's PTX says about it, read without running it: per entry point, the matrix
+//! instructions (Blackwell's `tcgen05.mma` with its kind, scale block and CTA group; Hopper's
+//! `wgmma`), warp-role register reallocation (`setmaxnreg`), TMA copies and mbarriers, the
+//! cluster shape it requires, its static shared memory, and whether it reads the grid's size (a
+//! tile loop over the launched grid) or cancels clusters (Blackwell's dynamic persistent
+//! scheduler). From those, which of the mission's variants it is ([`Census::variant`]).
+//!
+//! PTX is text with one instruction per statement; the census matches instruction names and
+//! their dot-separated qualifiers, and directive lines, nothing more.
+
+use std::collections::BTreeMap;
+
+/// One Blackwell MMA form found, e.g. `kind::mxf4nvf4`, `block16`, `cta_group::1`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct TcgenMma {
+    /// `f16`, `tf32`, `f8f6f4`, `i8`, `mxf8f6f4`, `mxf4`, `mxf4nvf4`.
+    pub kind: String,
+    /// Elements per scale factor for block-scaled kinds (16: NVFP4, 32: MX formats); None for
+    /// a kind without scales.
+    pub scale_block: Option<u32>,
+    /// 1, or 2 for a pair of CTAs sharing one MMA.
+    pub cta_group: u32,
+    /// The weight-stationary form (`tcgen05.mma.ws`).
+    pub weight_stationary: bool,
+}
+
+/// One entry point's census.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Census {
+    pub entry: String,
+    /// Distinct `tcgen05.mma` forms and how many times each occurs.
+    pub tcgen05_mma: BTreeMap<String, (TcgenMma, usize)>,
+    /// Distinct `wgmma.mma_async` shapes and types (Hopper), with counts.
+    pub wgmma: BTreeMap<String, usize>,
+    /// Distinct warp-level `mma.sync` shapes and types, with counts.
+    pub mma_sync: BTreeMap<String, usize>,
+    /// `setmaxnreg.inc` / `.dec` register counts: producer and consumer warps given different
+    /// register budgets.
+    pub setmaxnreg_inc: Vec<u32>,
+    pub setmaxnreg_dec: Vec<u32>,
+    /// `cp.async.bulk.tensor` copies (TMA), of which multicast to a cluster.
+    pub tma_copies: usize,
+    pub tma_multicast: usize,
+    pub mbarrier_ops: usize,
+    /// `.reqnctapercluster` (or `.explicitcluster` with no shape): the cluster it needs.
+    pub cluster: Option<[u32; 3]>,
+    /// Bytes of `.shared` variables declared in the entry (dynamic shared memory is set at
+    /// launch, outside the PTX).
+    pub static_shared_bytes: u64,
+    pub dynamic_shared: bool,
+    /// Reads `%nctaid`: the grid's size, as a tile loop over the launched grid does.
+    pub reads_grid_size: bool,
+    /// `clusterlaunchcontrol.try_cancel`: Blackwell's dynamic tile scheduler.
+    pub cluster_launch_control: bool,
+    /// `.maxnreg N` on the entry.
+    pub maxnreg: Option<u32>,
+}
+
+/// The mission's variants, as far as the code shows them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Variant {
+    Baseline,
+    TwoSm,
+    Persistent,
+    WarpSpecialized,
+}
+
+impl Variant {
+    pub fn name(self) -> &'static str {
+        match self {
+            Variant::Baseline => "baseline",
+            Variant::TwoSm => "2SM (cta_group::2)",
+            Variant::Persistent => "persistent",
+            Variant::WarpSpecialized => "warp-specialized",
+        }
+    }
+}
+
+impl Census {
+    /// Which variants the code shows, with the evidence for each; `Baseline` alone when none.
+    pub fn variant(&self) -> Vec<(Variant, String)> {
+        let mut found = Vec::new();
+        if self.tcgen05_mma.values().any(|(m, _)| m.cta_group == 2) {
+            found.push((
+                Variant::TwoSm,
+                "tcgen05.mma.cta_group::2: one MMA over a pair of CTAs".to_string(),
+            ));
+        }
+        if self.cluster_launch_control {
+            found.push((
+                Variant::Persistent,
+                "clusterlaunchcontrol.try_cancel: tiles taken from the launched grid's \
+                 unstarted clusters"
+                    .to_string(),
+            ));
+        } else if self.reads_grid_size {
+            found.push((
+                Variant::Persistent,
+                "reads %nctaid: a loop over tiles by the grid's size".to_string(),
+            ));
+        }
+        if !self.setmaxnreg_inc.is_empty() && !self.setmaxnreg_dec.is_empty() {
+            found.push((
+                Variant::WarpSpecialized,
+                format!(
+                    "setmaxnreg: warps raise their registers to {:?} and others lower theirs to \
+                     {:?} (producer and consumer roles)",
+                    self.setmaxnreg_inc, self.setmaxnreg_dec
+                ),
+            ));
+        }
+        if found.is_empty() {
+            found.push((
+                Variant::Baseline,
+                "none of cta_group::2, a grid-size tile loop or setmaxnreg".to_string(),
+            ));
+        }
+        found
+    }
+}
+
+/// The PTX statements of `ptx` (comments dropped), each trimmed, split at `;`, `{` and `}`.
+fn statements(ptx: &str) -> impl Iterator<Item = &str> {
+    ptx.lines()
+        .map(|line| line.split("//").next().unwrap_or(""))
+        .flat_map(|line| line.split([';', '{', '}']))
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+}
+
+/// The census of every `.entry` in `ptx`, in order. Shared memory declared at module level (as
+/// compilers emit a kernel's `__shared__` variables) is counted for every entry, since PTX does
+/// not say which entry uses it.
+pub fn census(ptx: &str) -> Vec<Census> {
+    let mut module = Census::default();
+    let mut entries: Vec<Census> = Vec::new();
+    for statement in statements(ptx) {
+        // A predicate guard (`@%p1 bra ...`) comes before the instruction.
+        let statement = match statement.strip_prefix('@') {
+            Some(rest) => rest
+                .split_once(char::is_whitespace)
+                .map_or("", |(_, s)| s.trim()),
+            None => statement,
+        };
+        if let Some(at) = statement.find(".entry ") {
+            let name = statement[at + 7..]
+                .split(|c: char| c == '(' || c.is_whitespace())
+                .next()
+                .unwrap_or("")
+                .to_string();
+            entries.push(Census {
+                entry: name,
+                ..Census::default()
+            });
+            continue;
+        }
+        record(entries.last_mut().unwrap_or(&mut module), statement);
+    }
+    for entry in &mut entries {
+        entry.static_shared_bytes += module.static_shared_bytes;
+        entry.dynamic_shared |= module.dynamic_shared;
+    }
+    entries
+}
+
+fn number(text: &str) -> Option<u32> {
+    text.trim().trim_end_matches(',').parse().ok()
+}
+
+fn record(entry: &mut Census, statement: &str) {
+    let mut words = statement.split_whitespace();
+    let opcode = words.next().unwrap_or("");
+    let qualifiers: Vec<&str> = opcode.split('.').collect();
+    // A directive (`.shared`, `.reqnctapercluster`) is matched whole, an instruction by its name.
+    let head = if opcode.starts_with('.') {
+        opcode
+    } else {
+        qualifiers[0]
+    };
+    match head {
+        "tcgen05" if qualifiers.get(1) == Some(&"mma") => {
+            let find = |prefix: &str| {
+                qualifiers
+                    .iter()
+                    .find_map(|q| q.strip_prefix(prefix))
+                    .map(str::to_string)
+            };
+            let kind = find("kind::").unwrap_or_else(|| "f16".into());
+            // block16/block32 (or the older scale_vec::4X / ::2X / ::1X for the element count).
+            let scale_block = find("block")
+                .and_then(|b| b.parse().ok())
+                .or_else(|| match find("scale_vec::").as_deref() {
+                    Some("4X") => Some(16),
+                    Some("2X" | "1X") => Some(32),
+                    _ => None,
+                })
+                .or_else(|| {
+                    qualifiers
+                        .contains(&"block_scale")
+                        .then_some(if kind == "mxf4nvf4" { 16 } else { 32 })
+                });
+            let mma = TcgenMma {
+                cta_group: find("cta_group::")
+                    .and_then(|g| g.parse().ok())
+                    .unwrap_or(1),
+                weight_stationary: qualifiers.get(2) == Some(&"ws"),
+                kind,
+                scale_block,
+            };
+            let key = format!(
+                "kind::{}{} cta_group::{}{}",
+                mma.kind,
+                mma.scale_block
+                    .map_or(String::new(), |b| format!(" block{b}")),
+                mma.cta_group,
+                if mma.weight_stationary { " ws" } else { "" }
+            );
+            entry.tcgen05_mma.entry(key).or_insert((mma, 0)).1 += 1;
+        }
+        "mma" if qualifiers.get(1) == Some(&"sync") => {
+            let form: Vec<&str> = qualifiers[2..]
+                .iter()
+                .copied()
+                .filter(|q| *q != "aligned")
+                .collect();
+            *entry.mma_sync.entry(form.join(".")).or_default() += 1;
+        }
+        "wgmma" if qualifiers.get(1) == Some(&"mma_async") => {
+            let form: Vec<&str> = qualifiers[2..]
+                .iter()
+                .copied()
+                .filter(|q| *q != "sync" && *q != "aligned")
+                .collect();
+            *entry.wgmma.entry(form.join(".")).or_default() += 1;
+        }
+        "setmaxnreg" => {
+            let count = statement
+                .rsplit(char::is_whitespace)
+                .next()
+                .and_then(number);
+            match (qualifiers.get(1).copied(), count) {
+                (Some("inc"), Some(n)) => entry.setmaxnreg_inc.push(n),
+                (Some("dec"), Some(n)) => entry.setmaxnreg_dec.push(n),
+                _ => {}
+            }
+            entry.setmaxnreg_inc.sort_unstable();
+            entry.setmaxnreg_inc.dedup();
+            entry.setmaxnreg_dec.sort_unstable();
+            entry.setmaxnreg_dec.dedup();
+        }
+        "cp" if opcode.starts_with("cp.async.bulk.tensor") => {
+            entry.tma_copies += 1;
+            if opcode.contains(".multicast::cluster") {
+                entry.tma_multicast += 1;
+            }
+        }
+        "mbarrier" => entry.mbarrier_ops += 1,
+        "clusterlaunchcontrol" => entry.cluster_launch_control = true,
+        ".reqnctapercluster" => {
+            let dims: Vec<u32> = statement[opcode.len()..]
+                .split(',')
+                .filter_map(number)
+                .collect();
+            entry.cluster = Some([
+                dims.first().copied().unwrap_or(1),
+                dims.get(1).copied().unwrap_or(1),
+                dims.get(2).copied().unwrap_or(1),
+            ]);
+        }
+        ".maxnreg" => entry.maxnreg = words.next().and_then(number),
+        ".shared" => {
+            // `.shared .align 16 .b8 name[49152]`; `.extern .shared ... name[]` is dynamic.
+            let bytes_per = |ty: &str| match ty {
+                ".b8" | ".u8" | ".s8" => 1,
+                ".b16" | ".u16" | ".s16" | ".f16" => 2,
+                ".b32" | ".u32" | ".s32" | ".f32" => 4,
+                ".b64" | ".u64" | ".s64" | ".f64" => 8,
+                _ => 0,
+            };
+            let ty = statement
+                .split_whitespace()
+                .find(|w| bytes_per(w) > 0)
+                .map_or(0, bytes_per);
+            let count = statement
+                .rsplit_once('[')
+                .and_then(|(_, rest)| rest.trim_end_matches(']').parse::<u64>().ok())
+                .unwrap_or(1);
+            entry.static_shared_bytes += ty * count;
+        }
+        ".extern" if statement.contains(".shared") => entry.dynamic_shared = true,
+        _ => {}
+    }
+    if statement.contains("%nctaid") {
+        entry.reads_grid_size = true;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// PTX as CuTe DSL and nvcc emit it for Blackwell (instructions as the PTX ISA writes them).
+    const BLACKWELL: &str = r#"
+.version 8.7
+.target sm_100a
+.visible .entry gemm_2sm(
+    .param .u64 p
+)
+.reqnctapercluster 2, 1, 1
+.maxnreg 168
+{
+    .reg .pred %p<4>;
+    .extern .shared .align 1024 .b8 smem[];
+    .shared .align 8 .b64 barriers[6];
+    mov.u32 %r1, %nctaid.x;
+    setmaxnreg.dec.sync.aligned.u32 40;
+    setmaxnreg.inc.sync.aligned.u32 232;
+    cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%r2], [%rd1, {%r3, %r4}], [%r5], %rs1;
+    mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r5], %r6;
+    @%p1 tcgen05.mma.cta_group::2.kind::mxf4nvf4.block_scale.block16 [%r7], %rd2, %rd3, %r8, [%r9], [%r10], %p2;
+    tcgen05.mma.cta_group::2.kind::mxf4nvf4.block_scale.block16 [%r7], %rd2, %rd3, %r8, [%r9], [%r10], %p2; // again
+    clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [%r11], [%r5];
+    ret;
+}
+.visible .entry gemm_mx(
+)
+{
+    tcgen05.mma.cta_group::1.kind::mxf4.block_scale.scale_vec::2X [%r1], %rd1, %rd2, %r2, [%r3], [%r4], %p1;
+    ret;
+}
+"#;
+
+    #[test]
+    fn a_blackwell_2sm_persistent_warp_specialized_nvfp4_kernel_is_read_as_such() {
+        let entries = census(BLACKWELL);
+        assert_eq!(entries.len(), 2);
+        let c = &entries[0];
+        assert_eq!(c.entry, "gemm_2sm");
+        let (mma, count) = c.tcgen05_mma.values().next().unwrap();
+        assert_eq!(
+            (mma.kind.as_str(), mma.scale_block, mma.cta_group, *count),
+            ("mxf4nvf4", Some(16), 2, 2)
+        );
+        assert_eq!(
+            (c.setmaxnreg_dec.clone(), c.setmaxnreg_inc.clone()),
+            (vec![40], vec![232])
+        );
+        assert_eq!((c.tma_copies, c.tma_multicast, c.mbarrier_ops), (1, 1, 1));
+        assert_eq!(c.cluster, Some([2, 1, 1]));
+        assert_eq!(c.maxnreg, Some(168));
+        assert_eq!(c.static_shared_bytes, 48);
+        assert!(c.dynamic_shared && c.reads_grid_size && c.cluster_launch_control);
+        let variants: Vec<Variant> = c.variant().into_iter().map(|(v, _)| v).collect();
+        assert_eq!(
+            variants,
+            [
+                Variant::TwoSm,
+                Variant::Persistent,
+                Variant::WarpSpecialized
+            ]
+        );
+        // The second entry: MXFP4 (scales per 32), one CTA, nothing else: a baseline.
+        let mx = &entries[1];
+        let (mma, _) = mx.tcgen05_mma.values().next().unwrap();
+        assert_eq!((mma.kind.as_str(), mma.scale_block), ("mxf4", Some(32)));
+        assert_eq!(mx.variant()[0].0, Variant::Baseline);
+    }
+}

@@ -1,0 +1,116 @@
+//! Preflight: what can be said of a kernel before any GPU runs it, from its compiled code. The
+//! first step is the instruction census of its PTX ([`census`]): the MMA kind and scale block
+//! (block16 is NVFP4, block32 the MX formats: a kernel for the wrong format shows here), a CTA
+//! pair (`cta_group::2`), warp roles (`setmaxnreg`), TMA, mbarriers, the cluster, and which of
+//! the mission's variants the code is. Nothing is run and no numerical claim is made.
+
+pub mod census;
+
+use census::{Census, Variant};
+
+/// Why a census contradicts what was expected of the kernel, one line each.
+pub fn findings(entries: &[Census], expect_nvfp4: bool, claims: &[Variant]) -> Vec<String> {
+    let mut out = Vec::new();
+    for c in entries {
+        if expect_nvfp4 {
+            for (form, (mma, _)) in &c.tcgen05_mma {
+                let nvfp4 = mma.kind == "mxf4nvf4" && mma.scale_block == Some(16);
+                if mma.scale_block.is_some() && !nvfp4 {
+                    out.push(format!(
+                        "{}: its MMA is {form}, not NVFP4's kind::mxf4nvf4 block16 (e2m1 with an \
+                         e4m3 scale per 16): a kernel for another format",
+                        c.entry
+                    ));
+                }
+            }
+        }
+        let shown: Vec<Variant> = c.variant().into_iter().map(|(v, _)| v).collect();
+        for claim in claims {
+            if !shown.contains(claim) {
+                out.push(format!(
+                    "{}: claimed {}, but the code shows {}",
+                    c.entry,
+                    claim.name(),
+                    shown
+                        .iter()
+                        .map(|v| v.name())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// The census in Markdown, the first line saying what preflight is not.
+pub fn report(source: &str, entries: &[Census], findings: &[String]) -> String {
+    let mut md = format!(
+        "# Preflight of {source}\n\nNothing was run and no numerical claim is made: this is \
+         what the compiled code shows.\n\n"
+    );
+    for c in entries {
+        let list = |v: &[u32]| v.iter().map(u32::to_string).collect::<Vec<_>>().join(", ");
+        let mmas: Vec<String> = c
+            .tcgen05_mma
+            .iter()
+            .map(|(form, (_, n))| format!("tcgen05.mma {form} (x{n})"))
+            .chain(
+                c.wgmma
+                    .iter()
+                    .map(|(form, n)| format!("wgmma {form} (x{n})")),
+            )
+            .chain(
+                c.mma_sync
+                    .iter()
+                    .map(|(form, n)| format!("mma.sync {form} (x{n})")),
+            )
+            .collect();
+        md.push_str(&format!(
+            "## {}\n\n| | |\n|---|---|\n| variant | {} |\n| matrix instructions | {} |\n\
+             | setmaxnreg | {} |\n| TMA copies | {} ({} multicast) |\n| mbarrier operations | {} |\n\
+             | cluster | {} |\n| shared memory | {} bytes static{} |\n| .maxnreg | {} |\n\n",
+            c.entry,
+            c.variant()
+                .iter()
+                .map(|(v, why)| format!("{} ({why})", v.name()))
+                .collect::<Vec<_>>()
+                .join("; "),
+            if mmas.is_empty() {
+                "none".into()
+            } else {
+                mmas.join(", ")
+            },
+            if c.setmaxnreg_inc.is_empty() && c.setmaxnreg_dec.is_empty() {
+                "none".into()
+            } else {
+                format!(
+                    "up to {} / down to {}",
+                    list(&c.setmaxnreg_inc),
+                    list(&c.setmaxnreg_dec)
+                )
+            },
+            c.tma_copies,
+            c.tma_multicast,
+            c.mbarrier_ops,
+            c.cluster
+                .map_or("none required".into(), |d| format!("{} x {} x {}", d[0], d[1], d[2])),
+            c.static_shared_bytes,
+            if c.dynamic_shared {
+                ", plus dynamic shared memory set at launch (not in the PTX)"
+            } else {
+                ""
+            },
+            c.maxnreg.map_or("-".into(), |n| n.to_string()),
+        ));
+    }
+    if findings.is_empty() {
+        md.push_str("No finding.\n");
+    } else {
+        md.push_str("Findings:\n\n");
+        for f in findings {
+            md.push_str(&format!("- {f}\n"));
+        }
+    }
+    md
+}

@@ -1,0 +1,93 @@
+//! Preflight on real PTX: the Hopper variants compiled by NVRTC (no GPU needed) are told apart
+//! as the variants they are, and a claim the code does not back is a finding (exit 1).
+
+mod common;
+
+use nvfp4_oracle::gpu::compile::{compile_variant, nvrtc_present};
+use nvfp4_oracle::gpu::variants::gpu_variants;
+use nvfp4_oracle::preflight::census::{census, Census, Variant};
+
+fn entry(variant: &str, entry: &str) -> Option<Census> {
+    let variant = gpu_variants().into_iter().find(|v| v.name == variant)?;
+    let ptx = compile_variant(&variant).unwrap_or_else(|err| panic!("{err}"));
+    census(&ptx.to_src()).into_iter().find(|c| c.entry == entry)
+}
+
+fn variants(census: &Census) -> Vec<Variant> {
+    census.variant().into_iter().map(|(v, _)| v).collect()
+}
+
+#[test]
+fn the_hopper_variants_are_recognized_from_their_ptx() {
+    if !nvrtc_present() {
+        common::skip("NVRTC (libnvrtc.so) cannot be loaded here; .ci/run installs it from PyPI");
+        return;
+    }
+    let baseline = entry("hopper-baseline", "nvfp4_dual_gemm").unwrap();
+    assert_eq!(variants(&baseline), [Variant::Baseline]);
+    assert!(baseline.mma_sync.keys().any(|k| k.starts_with("m16n8k16")));
+    assert!(baseline.static_shared_bytes > 0);
+    let persistent = entry("hopper-persistent", "nvfp4_dual_gemm_persistent").unwrap();
+    assert_eq!(variants(&persistent), [Variant::Persistent]);
+    let ws = entry(
+        "hopper-warp-specialized",
+        "nvfp4_dual_gemm_warp_specialized",
+    )
+    .unwrap();
+    assert_eq!(variants(&ws), [Variant::WarpSpecialized]);
+    assert!(ws.wgmma.keys().any(|k| k.starts_with("m64n128k16")));
+    assert!(ws.tma_copies > 0 && ws.mbarrier_ops > 0 && ws.dynamic_shared);
+    let pair = entry("hopper-cluster-pair", "nvfp4_dual_gemm_cluster_pair").unwrap();
+    assert_eq!(pair.cluster, Some([2, 1, 1]));
+    assert!(pair.tma_multicast > 0);
+    // Through the command line: a claim the baseline's code does not back.
+    let out = std::process::Command::new(common::oracle_binary())
+        .args([
+            "preflight",
+            "--kernel",
+            "hopper-baseline",
+            "--claim",
+            "warp-specialized",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.starts_with("# Preflight of hopper-baseline (sm_90a)"),
+        "{text}"
+    );
+    assert!(text.contains("Nothing was run and no numerical claim is made"));
+    assert!(
+        text.contains("claimed warp-specialized, but the code shows baseline"),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_kernel_for_another_format_is_a_finding() {
+    let ptx = "\n.visible .entry mx(\n)\n{\n\
+        tcgen05.mma.cta_group::1.kind::mxf4.block_scale.block32 [%r1], %rd1, %rd2, %r2, [%r3], [%r4], %p1;\n\
+        ret;\n}\n";
+    let dir = common::scratch_dir("preflight-format");
+    let file = dir.join("mx.ptx");
+    std::fs::write(&file, ptx).unwrap();
+    let run = |extra: &[&str]| {
+        std::process::Command::new(common::oracle_binary())
+            .args(["preflight", "--ptx"])
+            .arg(&file)
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(
+        text.contains("not NVFP4's kind::mxf4nvf4 block16"),
+        "{text}"
+    );
+    assert_eq!(run(&["--any-format"]).status.code(), Some(0));
+    std::fs::write(&file, "// no entry\n").unwrap();
+    assert_eq!(run(&[]).status.code(), Some(2));
+}
