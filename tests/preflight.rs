@@ -91,3 +91,38 @@ fn a_kernel_for_another_format_is_a_finding() {
     std::fs::write(&file, "// no entry\n").unwrap();
     assert_eq!(run(&[]).status.code(), Some(2));
 }
+
+#[test]
+fn ptxas_says_what_fits_on_an_sm_and_what_fails_at_launch() {
+    if !nvrtc_present() {
+        common::skip("NVRTC (libnvrtc.so) cannot be loaded here; .ci/run installs it from PyPI");
+        return;
+    }
+    if nvfp4_oracle::preflight::resources::find_ptxas().is_none() {
+        common::skip("no ptxas here; .ci/run installs it from PyPI (nvidia-cuda-nvcc-cu12)");
+        return;
+    }
+    let run = |extra: &[&str]| {
+        let out = std::process::Command::new(common::oracle_binary())
+            .args(["preflight", "--kernel", "hopper-warp-specialized"])
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).to_string(),
+        )
+    };
+    // Its own launch: 384 threads and its dynamic shared memory; registers allow one CTA.
+    let (code, text) = run(&[]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("ptxas for sm_90a: "), "{text}");
+    assert!(
+        text.contains("per SM: 1 CTA(s) of 384 threads (limited by registers)"),
+        "{text}"
+    );
+    // A deeper pipeline past the per-CTA shared-memory limit compiles and fails at launch.
+    let (code, text) = run(&["--dynamic-smem", "240000"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("it compiles and fails at launch"), "{text}");
+}

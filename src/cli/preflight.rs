@@ -5,6 +5,7 @@
 use super::EXIT_FAIL;
 use crate::error::{Error, Result};
 use crate::preflight::census::{census, Variant};
+use crate::preflight::Resources;
 use clap::Args;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,6 +24,13 @@ pub struct PreflightArgs {
     /// What the kernel claims to be (repeatable): a finding when the code does not show it.
     #[arg(long, value_enum)]
     pub claim: Vec<Claim>,
+    /// The architecture ptxas assembles for (default: the PTX's `.target`).
+    #[arg(long)]
+    pub arch: Option<String>,
+    /// The dynamic shared memory the launch asks for, bytes (it is set by the host code, not in
+    /// the PTX); a built-in variant's own is used by default.
+    #[arg(long, value_name = "BYTES")]
+    pub dynamic_smem: Option<u64>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -33,10 +41,13 @@ pub enum Claim {
 }
 
 pub fn run(args: PreflightArgs) -> Result<ExitCode> {
-    let (source, ptx) = match (&args.ptx, &args.kernel) {
+    // (what it is, its PTX, the launch's threads and dynamic shared memory where known)
+    let (source, ptx, threads, dynamic) = match (&args.ptx, &args.kernel) {
         (Some(path), _) => (
             path.display().to_string(),
             std::fs::read_to_string(path).map_err(|err| Error::file(path, err))?,
+            None,
+            None,
         ),
         (None, Some(name)) => {
             let variant = crate::gpu::variants::gpu_variants()
@@ -44,7 +55,12 @@ pub fn run(args: PreflightArgs) -> Result<ExitCode> {
                 .find(|v| v.name == name)
                 .ok_or_else(|| Error::Usage(format!("no GPU variant '{name}'")))?;
             let ptx = crate::gpu::compile::compile_variant(&variant)?;
-            (format!("{name} ({})", variant.arch.target), ptx.to_src())
+            (
+                format!("{name} ({})", variant.arch.target),
+                ptx.to_src(),
+                Some(variant.threads),
+                Some(u64::from(variant.dynamic_smem)),
+            )
         }
         (None, None) => {
             return Err(Error::Usage(
@@ -65,11 +81,55 @@ pub fn run(args: PreflightArgs) -> Result<ExitCode> {
             Claim::WarpSpecialized => Variant::WarpSpecialized,
         })
         .collect();
-    let findings = crate::preflight::findings(&entries, !args.any_format, &claims);
-    print!("{}", crate::preflight::report(&source, &entries, &findings));
+    let resources = measure(
+        &ptx,
+        args.arch.clone(),
+        threads,
+        args.dynamic_smem.or(dynamic),
+    );
+    let findings = crate::preflight::findings(&entries, &resources, !args.any_format, &claims);
+    print!(
+        "{}",
+        crate::preflight::report(&source, &entries, &resources, &findings)
+    );
     Ok(if findings.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_FAIL)
     })
+}
+
+/// ptxas's numbers for the module, or why there are none.
+fn measure(
+    ptx: &str,
+    arch: Option<String>,
+    threads: Option<u32>,
+    dynamic: Option<u64>,
+) -> Resources {
+    let Some(arch) = arch.or_else(|| crate::preflight::census::target(ptx)) else {
+        return Resources::Unavailable("no --arch and no .target in the PTX".into());
+    };
+    let Some(ptxas) = crate::preflight::resources::find_ptxas() else {
+        return Resources::Unavailable(
+            "no ptxas found (NVFP4_ORACLE_PTXAS, PATH, /usr/local/cuda/bin; PyPI's \
+             nvidia-cuda-nvcc-cu12 has one)"
+                .into(),
+        );
+    };
+    let file =
+        std::env::temp_dir().join(format!("nvfp4-oracle-preflight-{}.ptx", std::process::id()));
+    if let Err(err) = std::fs::write(&file, ptx) {
+        return Resources::Unavailable(format!("{}: {err}", file.display()));
+    }
+    let measured = crate::preflight::resources::usage(&ptxas, &file, &arch);
+    let _ = std::fs::remove_file(&file);
+    match measured {
+        Ok(usages) => Resources::Measured {
+            arch,
+            usages,
+            dynamic_shared: dynamic,
+            threads,
+        },
+        Err(why) => Resources::Unavailable(why),
+    }
 }

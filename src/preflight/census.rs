@@ -54,6 +54,8 @@ pub struct Census {
     pub cluster_launch_control: bool,
     /// `.maxnreg N` on the entry.
     pub maxnreg: Option<u32>,
+    /// Threads per CTA from `.maxntid x, y, z` (or `.reqntid`), where the entry says.
+    pub max_threads: Option<u32>,
 }
 
 /// The mission's variants, as far as the code shows them.
@@ -127,6 +129,14 @@ fn statements(ptx: &str) -> impl Iterator<Item = &str> {
         .flat_map(|line| line.split([';', '{', '}']))
         .map(str::trim)
         .filter(|s| !s.is_empty())
+}
+
+/// The architecture a PTX module targets (`.target sm_100a`).
+pub fn target(ptx: &str) -> Option<String> {
+    statements(ptx)
+        .find_map(|s| s.strip_prefix(".target"))
+        .and_then(|rest| rest.split(',').next())
+        .map(|arch| arch.trim().to_string())
 }
 
 /// The census of every `.entry` in `ptx`, in order. Shared memory declared at module level (as
@@ -269,6 +279,13 @@ fn record(entry: &mut Census, statement: &str) {
             ]);
         }
         ".maxnreg" => entry.maxnreg = words.next().and_then(number),
+        ".maxntid" | ".reqntid" => {
+            let dims: Vec<u32> = statement[opcode.len()..]
+                .split(',')
+                .filter_map(number)
+                .collect();
+            entry.max_threads = (!dims.is_empty()).then(|| dims.iter().product());
+        }
         ".shared" => {
             // `.shared .align 16 .b8 name[49152]`; `.extern .shared ... name[]` is dynamic.
             let bytes_per = |ty: &str| match ty {

@@ -5,13 +5,67 @@
 //! the mission's variants the code is. Nothing is run and no numerical claim is made.
 
 pub mod census;
+pub mod resources;
 
 use census::{Census, Variant};
+use resources::{ctas_per_sm, Usage};
+use std::collections::BTreeMap;
+
+/// What ptxas said of the module, or why it could not be asked.
+pub enum Resources {
+    Measured {
+        arch: String,
+        usages: BTreeMap<String, Usage>,
+        /// The launch's dynamic shared memory, where known (a variant's, or --dynamic-smem).
+        dynamic_shared: Option<u64>,
+        /// Threads per CTA where the PTX does not say (a variant's launch).
+        threads: Option<u32>,
+    },
+    Unavailable(String),
+}
+
+impl Resources {
+    /// (usage, threads per CTA, dynamic shared memory) of `entry`, where measured.
+    fn of(&self, entry: &Census) -> Option<(&Usage, Option<u32>, u64)> {
+        match self {
+            Resources::Measured {
+                usages,
+                dynamic_shared,
+                threads,
+                ..
+            } => usages.get(&entry.entry).map(|usage| {
+                (
+                    usage,
+                    entry.max_threads.or(*threads),
+                    dynamic_shared.unwrap_or(0),
+                )
+            }),
+            Resources::Unavailable(_) => None,
+        }
+    }
+}
 
 /// Why a census contradicts what was expected of the kernel, one line each.
-pub fn findings(entries: &[Census], expect_nvfp4: bool, claims: &[Variant]) -> Vec<String> {
+pub fn findings(
+    entries: &[Census],
+    resources: &Resources,
+    expect_nvfp4: bool,
+    claims: &[Variant],
+) -> Vec<String> {
     let mut out = Vec::new();
     for c in entries {
+        if let Some((usage, Some(threads), dynamic)) = resources.of(c) {
+            let (ctas, limit) = ctas_per_sm(usage, threads, dynamic);
+            if ctas == 0 {
+                out.push(format!(
+                    "{}: does not fit on an SM ({limit}: {} bytes of shared memory, {} \
+                     registers x {threads} threads): it compiles and fails at launch",
+                    c.entry,
+                    usage.static_shared + dynamic,
+                    usage.registers
+                ));
+            }
+        }
         if expect_nvfp4 {
             for (form, (mma, _)) in &c.tcgen05_mma {
                 let nvfp4 = mma.kind == "mxf4nvf4" && mma.scale_block == Some(16);
@@ -44,7 +98,12 @@ pub fn findings(entries: &[Census], expect_nvfp4: bool, claims: &[Variant]) -> V
 }
 
 /// The census in Markdown, the first line saying what preflight is not.
-pub fn report(source: &str, entries: &[Census], findings: &[String]) -> String {
+pub fn report(
+    source: &str,
+    entries: &[Census],
+    resources: &Resources,
+    findings: &[String],
+) -> String {
     let mut md = format!(
         "# Preflight of {source}\n\nNothing was run and no numerical claim is made: this is \
          what the compiled code shows.\n\n"
@@ -103,6 +162,35 @@ pub fn report(source: &str, entries: &[Census], findings: &[String]) -> String {
             },
             c.maxnreg.map_or("-".into(), |n| n.to_string()),
         ));
+        match (resources, resources.of(c)) {
+            (Resources::Measured { arch, .. }, Some((usage, threads, dynamic))) => {
+                let fit = match threads {
+                    Some(threads) => {
+                        let (ctas, limit) = ctas_per_sm(usage, threads, dynamic);
+                        format!("{ctas} CTA(s) of {threads} threads (limited by {limit})")
+                    }
+                    None => "unknown: the PTX does not give the threads per CTA".into(),
+                };
+                md.push_str(&format!(
+                    "ptxas for {arch}: {} registers, {} bytes spill stores / {} loads, {} bytes \
+                     stack, {} bytes static shared memory{}; per SM: {fit}\n\n",
+                    usage.registers,
+                    usage.spill_stores,
+                    usage.spill_loads,
+                    usage.stack_frame,
+                    usage.static_shared,
+                    if dynamic > 0 {
+                        format!(" + {dynamic} dynamic")
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+            (Resources::Unavailable(why), _) => {
+                md.push_str(&format!("Registers and occupancy not measured: {why}\n\n"));
+            }
+            _ => {}
+        }
     }
     if findings.is_empty() {
         md.push_str("No finding.\n");
