@@ -126,3 +126,74 @@ fn ptxas_says_what_fits_on_an_sm_and_what_fails_at_launch() {
     assert_eq!(code, Some(1), "{text}");
     assert!(text.contains("it compiles and fails at launch"), "{text}");
 }
+
+/// A small kernel as PTX (one CTA of 128 threads reading dynamic shared memory).
+const SMALL_KERNEL: &str = ".version 8.0
+.target sm_90a
+.address_size 64
+
+.extern .shared .align 16 .b8 buf[];
+
+.visible .entry small(
+    .param .u64 out
+)
+.maxntid 128, 1, 1
+{
+    .reg .b32 %r<3>;
+    .reg .b64 %rd<3>;
+    ld.param.u64 %rd1, [out];
+    cvta.to.global.u64 %rd2, %rd1;
+    ld.shared.u32 %r2, [buf];
+    st.global.u32 [%rd2], %r2;
+    ret;
+}
+";
+
+#[test]
+fn a_deeper_pipeline_against_the_baseline_is_shared_memory_up_and_ctas_down() {
+    if nvfp4_oracle::preflight::resources::find_ptxas().is_none() {
+        common::skip("no ptxas here; .ci/run installs it from PyPI (nvidia-cuda-nvcc-cu12)");
+        return;
+    }
+    let dir = common::scratch_dir("preflight-baseline");
+    let ptx = dir.join("small.ptx");
+    std::fs::write(&ptx, SMALL_KERNEL).unwrap();
+    let run = |extra: &[&str]| {
+        let out = std::process::Command::new(common::oracle_binary())
+            .arg("preflight")
+            .arg("--ptx")
+            .arg(&ptx)
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            ),
+        )
+    };
+    let base = dir.join("base.json").display().to_string();
+    let (code, text) = run(&["--dynamic-smem", "100000", "--json", &base]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(
+        text.contains("per SM: 2 CTA(s) of 128 threads (limited by shared memory)"),
+        "{text}"
+    );
+    let (code, text) = run(&["--dynamic-smem", "100000", "--baseline", &base]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("unchanged"), "{text}");
+    let (code, text) = run(&["--dynamic-smem", "150000", "--baseline", &base]);
+    assert_eq!(code, Some(5), "{text}");
+    assert!(
+        text.contains("small: shared memory bytes 100000 -> 150000"),
+        "{text}"
+    );
+    assert!(
+        text.contains("small: CTAs per SM 2 -> 1 (**regression**)"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}

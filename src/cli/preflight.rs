@@ -31,6 +31,13 @@ pub struct PreflightArgs {
     /// the PTX); a built-in variant's own is used by default.
     #[arg(long, value_name = "BYTES")]
     pub dynamic_smem: Option<u64>,
+    /// Also write this preflight as JSON (the baseline of a later one).
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<PathBuf>,
+    /// An earlier preflight's JSON of the same kernel: say what changed in registers, spills,
+    /// shared memory and CTAs per SM; exit 5 when CTAs per SM went down or spills appeared.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -92,10 +99,36 @@ pub fn run(args: PreflightArgs) -> Result<ExitCode> {
         "{}",
         crate::preflight::report(&source, &entries, &resources, &findings)
     );
-    Ok(if findings.is_empty() {
-        ExitCode::SUCCESS
-    } else {
+    let record = crate::preflight::diff::record(&source, &entries, &resources);
+    let mut worse = false;
+    if let Some(path) = &args.baseline {
+        let text = std::fs::read_to_string(path).map_err(|err| Error::file(path, err))?;
+        let old: crate::preflight::diff::PreflightRecord = serde_json::from_str(&text)
+            .map_err(|err| Error::file(path, format!("not a preflight record: {err}")))?;
+        println!("\nAgainst the baseline {}:\n", path.display());
+        let changes = crate::preflight::diff::diff(&old, &record);
+        if changes.is_empty() {
+            println!("unchanged");
+        }
+        for (what, regression) in &changes {
+            println!(
+                "- {what}{}",
+                if *regression { " (**regression**)" } else { "" }
+            );
+            worse |= regression;
+        }
+    }
+    if let Some(path) = &args.json {
+        let text = serde_json::to_string_pretty(&record).expect("records serialize");
+        std::fs::write(path, text)
+            .map_err(|err| Error::file(path, format!("cannot write: {err}")))?;
+    }
+    Ok(if !findings.is_empty() {
         ExitCode::from(EXIT_FAIL)
+    } else if worse {
+        ExitCode::from(super::EXIT_REGRESSION)
+    } else {
+        ExitCode::SUCCESS
     })
 }
 

@@ -5,6 +5,7 @@
 //! the mission's variants the code is. Nothing is run and no numerical claim is made.
 
 pub mod census;
+pub mod diff;
 pub mod resources;
 
 use census::{Census, Variant};
@@ -26,7 +27,7 @@ pub enum Resources {
 
 impl Resources {
     /// (usage, threads per CTA, dynamic shared memory) of `entry`, where measured.
-    fn of(&self, entry: &Census) -> Option<(&Usage, Option<u32>, u64)> {
+    pub(crate) fn of(&self, entry: &Census) -> Option<(&Usage, Option<u32>, u64)> {
         match self {
             Resources::Measured {
                 usages,
