@@ -1,6 +1,6 @@
 //! `nvfp4-oracle preflight`: the instruction census of a kernel's PTX (src/preflight/), on any
 //! machine, GPU or not: a PTX file, or a built-in variant compiled by NVRTC for its own
-//! architecture.
+//! architecture. What it reads and what it cannot see: docs/preflight.md.
 
 use super::EXIT_FAIL;
 use crate::error::{Error, Result};
