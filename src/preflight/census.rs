@@ -140,11 +140,13 @@ pub fn target(ptx: &str) -> Option<String> {
 }
 
 /// The census of every `.entry` in `ptx`, in order. Shared memory declared at module level (as
-/// compilers emit a kernel's `__shared__` variables) is counted for every entry, since PTX does
-/// not say which entry uses it.
+/// compilers emit a kernel's `__shared__` variables) is counted for every entry, and so is what
+/// non-inlined device functions (`.func`) hold: PTX does not say which entry uses either.
 pub fn census(ptx: &str) -> Vec<Census> {
     let mut module = Census::default();
+    let mut functions = Census::default();
     let mut entries: Vec<Census> = Vec::new();
+    let mut in_function = false;
     for statement in statements(ptx) {
         // A predicate guard (`@%p1 bra ...`) comes before the instruction.
         let statement = match statement.strip_prefix('@') {
@@ -163,15 +165,58 @@ pub fn census(ptx: &str) -> Vec<Census> {
                 entry: name,
                 ..Census::default()
             });
+            in_function = false;
             continue;
         }
-        record(entries.last_mut().unwrap_or(&mut module), statement);
+        if statement.starts_with(".func") || statement.contains(" .func ") {
+            in_function = true;
+            continue;
+        }
+        let target = if in_function {
+            &mut functions
+        } else {
+            entries.last_mut().unwrap_or(&mut module)
+        };
+        record(target, statement);
     }
     for entry in &mut entries {
         entry.static_shared_bytes += module.static_shared_bytes;
         entry.dynamic_shared |= module.dynamic_shared;
+        add_instructions(entry, &functions);
     }
     entries
+}
+
+/// Adds what `from` counted of instructions to `entry`.
+fn add_instructions(entry: &mut Census, from: &Census) {
+    for (form, (mma, n)) in &from.tcgen05_mma {
+        entry
+            .tcgen05_mma
+            .entry(form.clone())
+            .or_insert((mma.clone(), 0))
+            .1 += n;
+    }
+    for (into, add) in [
+        (&mut entry.wgmma, &from.wgmma),
+        (&mut entry.mma_sync, &from.mma_sync),
+    ] {
+        for (form, n) in add {
+            *into.entry(form.clone()).or_default() += n;
+        }
+    }
+    for (into, add) in [
+        (&mut entry.setmaxnreg_inc, &from.setmaxnreg_inc),
+        (&mut entry.setmaxnreg_dec, &from.setmaxnreg_dec),
+    ] {
+        into.extend(add);
+        into.sort_unstable();
+        into.dedup();
+    }
+    entry.tma_copies += from.tma_copies;
+    entry.tma_multicast += from.tma_multicast;
+    entry.mbarrier_ops += from.mbarrier_ops;
+    entry.reads_grid_size |= from.reads_grid_size;
+    entry.cluster_launch_control |= from.cluster_launch_control;
 }
 
 fn number(text: &str) -> Option<u32> {
@@ -347,6 +392,21 @@ mod tests {
     ret;
 }
 "#;
+
+    #[test]
+    fn what_a_device_function_holds_counts_for_the_entries() {
+        let ptx = ".visible .func helper(\n)\n{\n\
+            setmaxnreg.inc.sync.aligned.u32 240;\n\
+            setmaxnreg.dec.sync.aligned.u32 24;\n\
+            ret;\n}\n\
+            .visible .entry k(\n)\n{\n\
+            call helper, ();\n\
+            ret;\n}\n";
+        let entries = census(ptx);
+        assert_eq!(entries.len(), 1);
+        assert_eq!(entries[0].setmaxnreg_inc, [240]);
+        assert_eq!(entries[0].variant()[0].0, Variant::WarpSpecialized);
+    }
 
     #[test]
     fn a_blackwell_2sm_persistent_warp_specialized_nvfp4_kernel_is_read_as_such() {
