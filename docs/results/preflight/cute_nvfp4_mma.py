@@ -1,0 +1,71 @@
+"""A compile-only CuTe DSL kernel that issues the NVFP4 block-scaled MMA on Blackwell (sm_100a).
+
+It exists to give `nvfp4-oracle preflight` real sm_100a code on a machine without a GPU: one CTA
+(or a CTA pair: CG=2) multiplies one tile of FP4 A and B already in shared memory, with e4m3
+scales per 16 in tensor memory, by `tcgen05.mma ... kind::mxf4nvf4.block_scale.block16`. It
+cannot run: tensor-memory addresses are constants (no tcgen05.alloc), and nothing loads the
+operands, commits or stores the result. The tile comes from the environment: MMA_M, MMA_N, CG
+(1 or 2) and SMEM_BYTES (the launch's dynamic shared memory), so that the tile checks of the
+MMA's constructor can be seen refusing a bad one. Compiled by run.sh beside it.
+"""
+import os, sys
+import cutlass
+import cutlass.cute as cute
+from cutlass.cute.nvgpu import tcgen05, OperandMajorMode
+import cutlass.utils.blackwell_helpers as sm100_utils
+import cutlass.utils.blockscaled_layout as blockscaled_utils
+from cutlass.cute.typing import AddressSpace
+
+AB = cutlass.Float4E2M1FN
+SF = cutlass.Float8E4M3FN
+SF_VEC = 16
+MMA_M = int(os.environ.get("MMA_M", "128"))
+MMA_N = int(os.environ.get("MMA_N", "128"))
+CG = int(os.environ.get("CG", "1"))
+MMA_TILER = (MMA_M, MMA_N, 256)   # K tile = 4 MMA-K (64) steps
+SMEM_BYTES = int(os.environ.get("SMEM_BYTES", str(64 * 1024)))
+
+@cute.kernel
+def mma_kernel(gD: cute.Tensor):
+    tiled_mma = sm100_utils.make_blockscaled_trivial_tiled_mma(
+        AB, AB, OperandMajorMode.K, OperandMajorMode.K, SF, SF_VEC,
+        tcgen05.CtaGroup.ONE if CG == 1 else tcgen05.CtaGroup.TWO, MMA_TILER[:2])
+    a_layout = sm100_utils.make_smem_layout_a(tiled_mma, MMA_TILER, AB, 1)
+    b_layout = sm100_utils.make_smem_layout_b(tiled_mma, MMA_TILER, AB, 1)
+    sfa_layout = blockscaled_utils.make_smem_layout_sfa(tiled_mma, MMA_TILER, SF_VEC, 1)
+    sfb_layout = blockscaled_utils.make_smem_layout_sfb(tiled_mma, MMA_TILER, SF_VEC, 1)
+
+    smem = cutlass.utils.SmemAllocator()
+    sA = smem.allocate_tensor(AB, a_layout.outer, byte_alignment=128, swizzle=a_layout.inner)
+    sB = smem.allocate_tensor(AB, b_layout.outer, byte_alignment=128, swizzle=b_layout.inner)
+
+    tCrA = tiled_mma.make_fragment_A(sA)
+    tCrB = tiled_mma.make_fragment_B(sB)
+    acc_shape = tiled_mma.partition_shape_C(MMA_TILER[:2])
+    tCtAcc_fake = tiled_mma.make_fragment_C(acc_shape)
+
+    # TMEM: accumulator at column 0 (no tcgen05.alloc here: compile-only probe)
+    acc_ptr = cute.make_ptr(cutlass.Float32, 0, AddressSpace.tmem, assumed_align=16)
+    tCtAcc = cute.make_tensor(acc_ptr, tCtAcc_fake.layout)
+    sfa_ptr = cute.recast_ptr(acc_ptr + tcgen05.find_tmem_tensor_col_offset(tCtAcc), dtype=SF)
+    tCtSFA = cute.make_tensor(sfa_ptr, blockscaled_utils.make_tmem_layout_sfa(
+        tiled_mma, MMA_TILER, SF_VEC, cute.slice_(sfa_layout, (None, None, None, 0))))
+    sfb_ptr = cute.recast_ptr(acc_ptr + tcgen05.find_tmem_tensor_col_offset(tCtAcc)
+                              + tcgen05.find_tmem_tensor_col_offset(tCtSFA), dtype=SF)
+    tCtSFB = cute.make_tensor(sfb_ptr, blockscaled_utils.make_tmem_layout_sfb(
+        tiled_mma, MMA_TILER, SF_VEC, cute.slice_(sfb_layout, (None, None, None, 0))))
+
+    tiled_mma.set(tcgen05.Field.ACCUMULATE, False)
+    for k in cutlass.range_constexpr(cute.size(tCrA, mode=[2])):
+        cute.gemm(tiled_mma, tCtAcc,
+                  [tCrA[(None, None, k, 0)], tCtSFA[(None, None, k)]],
+                  [tCrB[(None, None, k, 0)], tCtSFB[(None, None, k)]],
+                  tCtAcc)
+        tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
+
+@cute.jit
+def mma_host(mD: cute.Tensor):
+    if cutlass.const_expr(CG == 1):
+        mma_kernel(mD).launch(grid=(1, 1, 1), block=(128, 1, 1), smem=SMEM_BYTES)
+    else:
+        mma_kernel(mD).launch(grid=(2, 1, 1), block=(128, 1, 1), cluster=(2, 1, 1), smem=SMEM_BYTES)
