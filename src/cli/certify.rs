@@ -243,7 +243,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
         let certificate = match prepared {
             Err(PrepareError::Unavailable(reason)) => {
                 any_unavailable = true;
-                Certificate::unavailable(kernel.as_ref(), &limits, reason)
+                Certificate::unavailable(kernel.as_ref(), &limits, with_preflight_hint(reason))
             }
             Err(PrepareError::Unusable(reason)) => {
                 eprintln!("error: {}: {reason}", kernel.name());
@@ -402,6 +402,19 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     })
 }
 
+/// A kernel for another architecture than this GPU's (a Blackwell kernel on a Hopper machine)
+/// can still be checked statically: the reason says how.
+fn with_preflight_hint(reason: String) -> String {
+    if reason.starts_with("needs sm_") {
+        format!(
+            "{reason}; `nvfp4-oracle preflight` reads its compiled code for that architecture \
+             on any machine without running it (docs/preflight.md)"
+        )
+    } else {
+        reason
+    }
+}
+
 /// What a CI gate asks of certify and merge: a baseline to compare with and reports to write.
 #[derive(Args, Debug, Clone, Default)]
 pub struct GateArgs {
@@ -529,6 +542,14 @@ mod tests {
         // Named, a broken kernel is certified all the same.
         let named = select(gpu_registry(), &["hopper-test-*".into()], false).unwrap();
         assert_eq!(names(&named).len(), 3);
+    }
+
+    #[test]
+    fn a_kernel_for_another_architecture_is_pointed_to_preflight() {
+        let hinted = super::with_preflight_hint("needs sm_100a; this GPU is sm_90".into());
+        assert!(hinted.starts_with("needs sm_100a; this GPU is sm_90; `nvfp4-oracle preflight`"));
+        let other = super::with_preflight_hint("no CUDA driver found".into());
+        assert_eq!(other, "no CUDA driver found");
     }
 
     #[test]
