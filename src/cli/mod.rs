@@ -4,8 +4,8 @@
 //! input (unreadable file, wrong shape, unknown name), 3 (`certify --exact` only) every output
 //! inside the intervals but some kernel not certified exact, 4 (`certify`) a kernel named on the
 //! command line cannot run on this machine, or (`bench`) nothing could be timed here, 5
-//! (`certify --baseline`, `bench --baseline`) worse than the baseline. clap's own usage errors
-//! also exit 2.
+//! (`--baseline` of certify, merge, bench and preflight) worse than the baseline. clap's own
+//! usage errors also exit 2.
 
 mod bench;
 mod bench_baseline;
@@ -47,7 +47,7 @@ pub const EXIT_REGRESSION: u8 = 5;
 the CPU, generates deterministic inputs and reference cases, and judges kernel outputs against \
 per-element acceptance intervals.\n\nExit codes: 0 success, 1 failed verdict, 2 bad usage or input, 3 (certify --exact) \
 correct within the intervals but not certified exact, 4 (certify) a kernel named on the command \
-line cannot run on this machine, 5 (certify --baseline, bench --baseline) worse than the baseline."
+line cannot run on this machine, 5 (--baseline of certify, merge, bench, preflight) worse than the baseline."
 )]
 pub struct Cli {
     #[command(subcommand)]
