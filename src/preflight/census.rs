@@ -243,8 +243,10 @@ fn record(entry: &mut Census, statement: &str) {
             };
             let kind = find("kind::").unwrap_or_else(|| "f16".into());
             // block16/block32 (or the older scale_vec::4X / ::2X / ::1X for the element count).
-            let scale_block = find("block")
-                .and_then(|b| b.parse().ok())
+            // `block16` or `block32`; `block_scale` is another qualifier, which also starts so.
+            let scale_block = qualifiers
+                .iter()
+                .find_map(|q| q.strip_prefix("block")?.parse::<u32>().ok())
                 .or_else(|| match find("scale_vec::").as_deref() {
                     Some("4X") => Some(16),
                     Some("2X" | "1X") => Some(32),
@@ -392,6 +394,23 @@ mod tests {
     ret;
 }
 "#;
+
+    #[test]
+    fn the_scale_block_is_read_from_its_own_qualifier() {
+        // CuTe DSL's MXFP4-scaled form of the NVFP4 kind: scales per 32, not NVFP4.
+        let ptx = ".visible .entry k(\n)\n{\n\
+            tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.block32.collector::a::discard \
+            [%r12], %rd4, %rd3, %r11, [%r10], [%r9], %p3;\n\
+            tcgen05.mma.cta_group::1.kind::mxf4nvf4.block_scale.scale_vec::4X \
+            [%r12], %rd4, %rd3, %r11, [%r10], [%r9], %p3;\n}\n";
+        let entries = census(ptx);
+        let blocks: Vec<Option<u32>> = entries[0]
+            .tcgen05_mma
+            .values()
+            .map(|(m, _)| m.scale_block)
+            .collect();
+        assert_eq!(blocks, [Some(16), Some(32)]);
+    }
 
     #[test]
     fn what_a_device_function_holds_counts_for_the_entries() {

@@ -1,8 +1,9 @@
 """Compiles cute_nvfp4_mma.py for sm_100a on a machine without a GPU and writes its PTX into DIR:
 
-    CUTE_DSL_ARCH=sm_100a python3 compile_cute.py DIR
+    CUTE_DSL_ARCH=sm_100a CUTE_DSL_NO_CACHE=1 python3 compile_cute.py DIR
 
-(CUTE_DSL_ARCH set before cutlass is imported keeps it from probing a driver.) Arguments are
+(CUTE_DSL_ARCH set before cutlass is imported keeps it from probing a driver; CUTE_DSL_NO_CACHE
+because the kernel's tile comes from the environment, which the compile cache does not key on.) Arguments are
 fake tensors (cute.runtime.make_fake_compact_tensor), so nothing is allocated or launched. A
 tile the MMA refuses ends here with the compiler's message and exit 1.
 """

@@ -5,8 +5,9 @@ It exists to give `nvfp4-oracle preflight` real sm_100a code on a machine withou
 scales per 16 in tensor memory, by `tcgen05.mma ... kind::mxf4nvf4.block_scale.block16`. It
 cannot run: tensor-memory addresses are constants (no tcgen05.alloc), and nothing loads the
 operands, commits or stores the result. The tile comes from the environment: MMA_M, MMA_N, CG
-(1 or 2) and SMEM_BYTES (the launch's dynamic shared memory), so that the tile checks of the
-MMA's constructor can be seen refusing a bad one. Compiled by run.sh beside it.
+(1 or 2), SMEM_BYTES (the launch's dynamic shared memory) and SCALES (nvfp4, or mx for MXFP4's
+scales), so that the tile checks of the MMA's constructor can be seen refusing a bad one.
+Compiled by run.sh beside it.
 """
 import os, sys
 import cutlass
@@ -17,8 +18,11 @@ import cutlass.utils.blockscaled_layout as blockscaled_utils
 from cutlass.cute.typing import AddressSpace
 
 AB = cutlass.Float4E2M1FN
-SF = cutlass.Float8E4M3FN
-SF_VEC = 16
+# SCALES=mx: MXFP4's UE8M0 scales per 32 instead of NVFP4's e4m3 per 16 (a kernel for the
+# wrong format, for preflight to catch).
+MX = os.environ.get("SCALES", "nvfp4") == "mx"
+SF = cutlass.Float8E8M0FNU if MX else cutlass.Float8E4M3FN
+SF_VEC = 32 if MX else 16
 MMA_M = int(os.environ.get("MMA_M", "128"))
 MMA_N = int(os.environ.get("MMA_N", "128"))
 CG = int(os.environ.get("CG", "1"))

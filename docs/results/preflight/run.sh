@@ -11,10 +11,14 @@ venv=${VENV:-/tmp/cute}
 [ -n "${NVFP4_ORACLE_PTXAS:-}" ] || [ -x target/nvcc/nvidia/cuda_nvcc/bin/ptxas ] && export NVFP4_ORACLE_PTXAS=${NVFP4_ORACLE_PTXAS:-target/nvcc/nvidia/cuda_nvcc/bin/ptxas}
 out=$(mktemp -d)
 export CUTE_DSL_ARCH=sm_100a
+# The kernel's tile and scales come from the environment, which CuTe DSL's compile cache does not
+# key on: without this, a later case would get an earlier case's code.
+export CUTE_DSL_NO_CACHE=1
 B=./target/release/nvfp4-oracle
 for case in "one CTA, 128x128:CG=1 MMA_M=128 MMA_N=128" "a CTA pair, 256x128:CG=2 MMA_M=256 MMA_N=128" \
             "an invalid tile, M=64 on one CTA:CG=1 MMA_M=64 MMA_N=128" \
-            "past the shared-memory limit:CG=1 MMA_M=128 MMA_N=128 SMEM_BYTES=240000"; do
+            "past the shared-memory limit:CG=1 MMA_M=128 MMA_N=128 SMEM_BYTES=240000" \
+            "MXFP4 scales where NVFP4 is meant:CG=1 MMA_M=128 MMA_N=128 SCALES=mx"; do
   name=${case%%:*}; vars=${case#*:}
   dir="$out/$(echo "$name" | tr -c 'a-z0-9' '-')"
   echo "=== $name ($vars)"
