@@ -41,17 +41,10 @@ pub fn read_baseline(path: &Path, kernel: &str) -> Result<Option<Certificate>> {
     } else {
         path.to_path_buf()
     };
-    let Ok(text) = std::fs::read_to_string(&file) else {
-        return if path.is_dir() {
-            Ok(None)
-        } else {
-            Err(Error::file(&file, "cannot read the baseline"))
-        };
-    };
-    let value: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|err| Error::file(&file, format!("not a certificate: {err}")))?;
-    super::signing::verify(&value)
-        .map_err(|why| Error::file(&file, format!("baseline not trusted: {why}")))?;
+    if path.is_dir() && !file.exists() {
+        return Ok(None);
+    }
+    let value = super::signing::read_verified(&file, "baseline")?;
     let certificate: Certificate = serde_json::from_value(value)
         .map_err(|err| Error::file(&file, format!("not a certificate of this oracle: {err}")))?;
     Ok((certificate.kernel == kernel).then_some(certificate))

@@ -27,11 +27,7 @@ pub struct ShardCertificate {
 
 /// Reads a shard's certificate, refusing one whose signature does not hold.
 pub fn read_shard(path: &Path) -> Result<ShardCertificate> {
-    let text = std::fs::read_to_string(path).map_err(|err| Error::file(path, err))?;
-    let value: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|err| Error::file(path, format!("not a certificate: {err}")))?;
-    super::signing::verify(&value)
-        .map_err(|why| Error::file(path, format!("not trusted: {why}")))?;
+    let value = super::signing::read_verified(path, "shard certificate")?;
     let certificate: Certificate = serde_json::from_value(value)
         .map_err(|err| Error::file(path, format!("not a certificate of this oracle: {err}")))?;
     if certificate.shard.is_none() {

@@ -79,6 +79,16 @@ pub fn sign(certificate: &mut serde_json::Value) -> Result<()> {
     Ok(())
 }
 
+/// The JSON in `path` (a certificate, a bench report), refused unless its signature is this
+/// oracle's; `what` names it in the messages ("baseline not trusted: ...").
+pub fn read_verified(path: &std::path::Path, what: &str) -> Result<serde_json::Value> {
+    let text = std::fs::read_to_string(path).map_err(|err| Error::file(path, err))?;
+    let value: serde_json::Value = serde_json::from_str(&text)
+        .map_err(|err| Error::file(path, format!("not a {what}: {err}")))?;
+    verify(&value).map_err(|why| Error::file(path, format!("{what} not trusted: {why}")))?;
+    Ok(value)
+}
+
 /// Why a certificate's JSON is not to be trusted, or `Ok` when its signature is this oracle's.
 pub fn verify(certificate: &serde_json::Value) -> std::result::Result<(), String> {
     let Some(given) = certificate.get(SIGNATURE_FIELD).and_then(|s| s.as_str()) else {

@@ -24,11 +24,7 @@ pub struct MedianChange {
 
 /// The baseline's timings (a bench.json this oracle wrote and signed).
 pub fn read_baseline(path: &Path) -> Result<Vec<Timing>> {
-    let text = std::fs::read_to_string(path).map_err(|err| Error::file(path, err))?;
-    let value: serde_json::Value = serde_json::from_str(&text)
-        .map_err(|err| Error::file(path, format!("not a bench report: {err}")))?;
-    crate::certify::signing::verify(&value)
-        .map_err(|why| Error::file(path, format!("baseline not trusted: {why}")))?;
+    let value = crate::certify::signing::read_verified(path, "baseline")?;
     let timings: Vec<(Timing, bool)> = serde_json::from_value(value["timings"].clone())
         .map_err(|err| Error::file(path, format!("not a bench report of this oracle: {err}")))?;
     Ok(timings.into_iter().map(|(timing, _)| timing).collect())
