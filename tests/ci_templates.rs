@@ -52,15 +52,7 @@ fn the_slurm_scripts_shard_and_merge_a_campaign() {
         for (k, v) in vars {
             command.env(k, v);
         }
-        let out = command.output().unwrap();
-        (
-            out.status.code().unwrap_or(-1),
-            format!(
-                "{}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
-            ),
-        )
+        common::code_and_text(command.output().unwrap())
     };
     // The array as `#SBATCH --array=0-3` makes it.
     let array = std::fs::read_to_string(template("slurm-certify.sh")).unwrap();

@@ -23,14 +23,7 @@ fn compile(python: &str, dir: &Path, vars: &[(&str, &str)]) -> (i32, String) {
         .envs(vars.iter().copied())
         .output()
         .expect("the CuTe DSL interpreter runs");
-    (
-        out.status.code().unwrap_or(-1),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    common::code_and_text(out)
 }
 
 fn preflight(dir: &Path, dynamic_smem: &str) -> (i32, String) {

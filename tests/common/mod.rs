@@ -108,6 +108,11 @@ pub fn oracle_with_key(secrets: &std::path::Path, args: &[&str]) -> (i32, String
         .env_remove("JOB_COMPLETION_INDEX")
         .output()
         .expect("nvfp4-oracle runs");
+    code_and_text(out)
+}
+
+/// A finished process's exit code (-1 when killed by a signal) and its stdout then stderr.
+pub fn code_and_text(out: std::process::Output) -> (i32, String) {
     (
         out.status.code().unwrap_or(-1),
         format!(
