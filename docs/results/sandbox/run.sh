@@ -19,6 +19,8 @@
 #   bash docs/results/sandbox/run.sh delivery   # the library (timed on files) and the timing
 #                                               # exploits, after the timed inputs moved into
 #                                               # shared device memory
+#   bash docs/results/sandbox/run.sh grouped    # the grouped GEMM example (its Python door
+#                                               # repaired) certified --quick and timed
 #   bash docs/results/sandbox/run.sh medians    # the Python examples timed by an older
 #                                               # binary and by this one, alternately, on one
 #                                               # machine (OLD=dir holding that binary as
@@ -129,6 +131,14 @@ delivery)
   cp "$R/certs/bench.md" "$O/bench-library.md"
   list=${EXPLOITS:-read_ahead,batch_and_skip,precompute_thread,patch_elapsed_native,patch_event}
   run exploits env EXPLOIT="$list" NVFP4_ORACLE_BIN=$B timeout 420 .carry/exploits_test --include-ignored --nocapture
+  ;;
+grouped)
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
+  G=$S/other_problems/group_gemm/kernel.toml
+  run certify-group-gemm $B certify --manifest $G --cases 30 --seed 2026 --report-dir "$R/certs"
+  run bench-group-gemm $B bench --manifest $G --reps 5 --spot-checks 2 --no-torch --report-dir "$R/certs"
+  cp "$R/certs/bench.md" "$O/bench-group-gemm.md"
+  cat "$R"/certs/example-*.md > "$O/certificates.md"
   ;;
 exploits)
   list=${EXPLOITS:-parent_memory,certificate_forgery,read_ahead,batch_and_skip,ptrace_parent}
