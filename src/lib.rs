@@ -16,8 +16,9 @@
 //!   shapes judged on sampled rows, and per-product rounding's worst case among them),
 //!   shrinking of the first failure, compute-sanitizer and determinism checks, signed
 //!   certificates, shards of a campaign and their merge, the gate against a baseline.
-//! - [`preflight`]: what a kernel's compiled code shows before any GPU runs it (the census of
-//!   its PTX: MMA kind and scale block, CTA pair, warp roles, TMA, cluster, variant).
+//! - [`preflight`]: what a kernel's compiled code shows before any GPU runs it (a CuTe DSL
+//!   submission compiled for sm_100a in the sandbox; the census of its PTX: MMA kind and scale
+//!   block, CTA pair, warp roles, TMA, cluster, variant).
 //! - [`gpu`]: device discovery, NVRTC compilation with a cache, the variant registry, the
 //!   fenced buffers every launch uses, the roofline floor bench checks times against, the
 //!   hardened launch, C-ABI libraries and the in-process bench; CUDA is loaded at run time.

@@ -803,3 +803,31 @@ fn a_sandboxed_worker_cannot_reach_the_parent_the_reports_or_outlive_itself() {
     assert!(!alive(), "a process the worker started outlived it");
     let _ = std::fs::remove_dir_all(reports);
 }
+
+/// The worker's reading of a Blackwell-only submission (started on an older GPU, it is "unable
+/// to run here", pointed to preflight, instead of a failed verdict from its first compile).
+#[test]
+fn a_blackwell_only_submission_is_recognized_from_its_source() {
+    need_python!();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/worker/submission_worker.py");
+    let check = r#"
+import importlib.util, sys
+spec = importlib.util.spec_from_file_location("worker", sys.argv[1])
+worker = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(worker)
+blackwell = "import cutlass\nfrom cutlass.cute.nvgpu import cpasync, tcgen05\n"
+assert worker.blackwell_only(blackwell) == "`tcgen05` (line 2)", worker.blackwell_only(blackwell)
+# A Hopper path beside it: the worker runs it and lets the GPU decide.
+assert worker.blackwell_only(blackwell + "from cutlass.cute.nvgpu import warpgroup\n") is None
+assert worker.blackwell_only("import torch\ndef custom_kernel(data):\n    return data[-1]\n") is None
+print("ok")
+"#;
+    let out = Command::new("python3")
+        .args(["-c", check])
+        .arg(&script)
+        .output()
+        .unwrap();
+    let (code, text) = common::code_and_text(out);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("ok"), "{text}");
+}

@@ -6,6 +6,7 @@ mod common;
 use nvfp4_oracle::gpu::compile::{compile_variant, nvrtc_present};
 use nvfp4_oracle::gpu::variants::gpu_variants;
 use nvfp4_oracle::preflight::census::{census, Census, Variant};
+use std::process::Command;
 
 fn entry(variant: &str, entry: &str) -> Option<Census> {
     let variant = gpu_variants().into_iter().find(|v| v.name == variant)?;
@@ -196,4 +197,47 @@ fn a_deeper_pipeline_against_the_baseline_is_shared_memory_up_and_ctas_down() {
         "{text}"
     );
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A submission preflight where the interpreter has no CuTe DSL, or the file is missing: a
+/// clear message and exit 2, never a report that claims anything.
+#[test]
+fn a_submission_preflight_without_cute_dsl_says_what_is_missing() {
+    let python = std::env::var("NVFP4_ORACLE_TEST_PLAIN_PYTHON").unwrap_or("python3".into());
+    if Command::new(&python)
+        .arg("-c")
+        .arg("import cutlass")
+        .output()
+        .map_or(true, |o| o.status.success())
+    {
+        common::skip("no python3 without CuTe DSL to try (NVFP4_ORACLE_TEST_PLAIN_PYTHON)");
+        return;
+    }
+    let dir = common::scratch_dir("preflight-no-cute");
+    let submission = dir.join("submission.py");
+    std::fs::write(
+        &submission,
+        "def custom_kernel(data):\n    return data[-1]\n",
+    )
+    .unwrap();
+    let out = Command::new(common::oracle_binary())
+        .env("NVFP4_ORACLE_PYTHON", &python)
+        .args(["preflight", "--submission"])
+        .arg(&submission)
+        .output()
+        .unwrap();
+    let (code, text) = common::code_and_text(out);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("CuTe DSL is not installed"), "{text}");
+    assert!(text.contains("pip install nvidia-cutlass-dsl"), "{text}");
+    assert!(!text.contains("# Preflight"), "{text}");
+    let out = Command::new(common::oracle_binary())
+        .args(["preflight", "--submission"])
+        .arg(dir.join("missing.py"))
+        .output()
+        .unwrap();
+    let (code, text) = common::code_and_text(out);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("missing.py"), "{text}");
+    let _ = std::fs::remove_dir_all(dir);
 }

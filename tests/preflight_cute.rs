@@ -1,89 +1,98 @@
-//! Preflight on real sm_100a code compiled by CuTe DSL on a machine without a GPU (the kernel
-//! and its compile script are in docs/results/preflight/). Ignored by default: it needs the
-//! CuTe DSL package (~100 MB), named by the interpreter that has it:
+//! Preflight of CuTe DSL submissions compiled for sm_100a on a machine without a GPU: the test
+//! kernel of docs/results/preflight/ (its tile from the environment) as a GPU MODE submission,
+//! and GPU MODE's own NVFP4 dual-GEMM submission where a copy is named. They need the CuTe DSL
+//! package (~100 MB), named by the interpreter that has it (`.ci/run` installs it), and skip
+//! with a printed reason without it:
 //!
-//!     NVFP4_ORACLE_CUTE_PYTHON=/tmp/cute/bin/python \
-//!       cargo test --release --test preflight_cute -- --ignored
+//!     NVFP4_ORACLE_CUTE_PYTHON=/tmp/cute/bin/python cargo test --release --test preflight_cute
 //!
-//! (`python3 -m venv /tmp/cute && /tmp/cute/bin/pip install nvidia-cutlass-dsl==4.8.1 numpy`),
-//! and ptxas for the occupancy case (NVFP4_ORACLE_PTXAS, PATH or the CUDA toolkit).
+//! (`python3 -m venv /tmp/cute && /tmp/cute/bin/pip install nvidia-cutlass-dsl==4.8.1 numpy`;
+//! torch is not needed), ptxas for registers and occupancy (NVFP4_ORACLE_PTXAS, PATH or the CUDA
+//! toolkit), and for GPU MODE's submission NVFP4_ORACLE_GPUMODE_DUAL_GEMM naming a copy of
+//! gpu-mode/reference-kernels' problems/nvidia/nvfp4_dual_gemm/submission.py (never committed).
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
 
-/// Compiles the test kernel with `vars` into `dir`; (exit code, what it printed).
-fn compile(python: &str, dir: &Path, vars: &[(&str, &str)]) -> (i32, String) {
-    let out = Command::new(python)
-        .arg(common::repo_path("docs/results/preflight/compile_cute.py"))
-        .arg(dir)
-        .env("CUTE_DSL_ARCH", "sm_100a")
-        .env("CUTE_DSL_NO_CACHE", "1")
-        .envs(vars.iter().copied())
-        .output()
-        .expect("the CuTe DSL interpreter runs");
-    common::code_and_text(out)
+/// The interpreter with CuTe DSL, or None (the test is skipped, saying why).
+fn cute_python() -> Option<String> {
+    let python = std::env::var("NVFP4_ORACLE_CUTE_PYTHON").ok();
+    if python.is_none() {
+        common::skip("NVFP4_ORACLE_CUTE_PYTHON does not name a python with nvidia-cutlass-dsl");
+    }
+    python
 }
 
-fn preflight(dir: &Path, dynamic_smem: &str) -> (i32, String) {
-    let ptx = std::fs::read_dir(dir)
-        .unwrap()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|e| e == "ptx"))
-        .expect("the compile wrote PTX");
+/// `preflight --submission` of the test kernel with `vars`: (exit code, report, stderr).
+fn preflight(vars: &[(&str, &str)], extra: &[&str]) -> (i32, String, String) {
     let out = Command::new(common::oracle_binary())
-        .args(["preflight", "--ptx"])
-        .arg(&ptx)
-        .args(["--dynamic-smem", dynamic_smem])
+        .env(
+            "NVFP4_ORACLE_PYTHON",
+            std::env::var("NVFP4_ORACLE_CUTE_PYTHON").unwrap(),
+        )
+        .args(["preflight", "--submission"])
+        .arg(common::repo_path(
+            "docs/results/preflight/submission_nvfp4_mma.py",
+        ))
+        .args(extra)
+        .envs(vars.iter().copied())
         .output()
         .unwrap();
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
     )
 }
 
 #[test]
-#[ignore = "needs the CuTe DSL package: NVFP4_ORACLE_CUTE_PYTHON=... cargo test --release --test preflight_cute -- --ignored"]
 fn the_cute_dsl_test_kernels_get_their_expected_preflight() {
-    let python = std::env::var("NVFP4_ORACLE_CUTE_PYTHON")
-        .expect("NVFP4_ORACLE_CUTE_PYTHON names a python with nvidia-cutlass-dsl installed");
-    let root = common::scratch_dir("preflight-cute");
-    // A valid NVFP4 block-scaled MMA kernel, one CTA and a CTA pair.
+    if cute_python().is_none() {
+        return;
+    }
+    let ptxas = nvfp4_oracle::preflight::resources::find_ptxas().is_some();
+    // A valid NVFP4 block-scaled MMA kernel, one CTA and a CTA pair; the launch's 64 KiB of
+    // dynamic shared memory read from the host code.
     for (cg, m, group) in [("1", "128", "cta_group::1"), ("2", "256", "cta_group::2")] {
-        let dir = root.join(format!("valid-{cg}"));
-        let (code, out) = compile(&python, &dir, &[("CG", cg), ("MMA_M", m)]);
-        assert_eq!(code, 0, "{out}");
-        let (code, report) = preflight(&dir, "65536");
-        assert_eq!(code, 0, "{report}");
+        let (code, report, err) = preflight(&[("CG", cg), ("MMA_M", m)], &[]);
+        assert_eq!(code, 0, "{report}{err}");
+        assert!(report.starts_with("# Preflight of "), "{report}");
+        assert!(report.contains("Nothing was run"), "{report}");
         assert!(
             report.contains(&format!("tcgen05.mma kind::mxf4nvf4 block16 {group}")),
             "{report}"
         );
+        if ptxas {
+            assert!(report.contains("+ 65536 dynamic"), "{report}");
+        }
         if cg == "2" {
             assert!(report.contains("2SM (cta_group::2)"), "{report}");
+        } else {
+            // A claim the code does not bear out is a finding.
+            let (code, report, _) = preflight(&[("CG", cg)], &["--claim", "two-sm"]);
+            assert_eq!(code, 1, "{report}");
+            assert!(report.contains("claimed 2SM"), "{report}");
         }
     }
-    // An invalid tile: refused while tracing, with the MMA's own words.
-    let (code, out) = compile(&python, &root.join("bad-tile"), &[("MMA_M", "64")]);
-    assert_eq!(code, 1, "{out}");
+    // An invalid tile: refused while tracing, the MMA's words and what they mean.
+    let (code, report, err) = preflight(&[("MMA_M", "64")], &[]);
+    assert_eq!(code, 1, "{report}{err}");
+    assert!(report.contains("Did not compile"), "{report}");
     assert!(
-        out.contains("expects the M-mode to be 128, but got 64"),
-        "{out}"
+        report.contains("expects the M-mode to be 128, but got 64"),
+        "{report}"
     );
+    assert!(report.contains("an M tile of 128 per CTA"), "{report}");
     // MXFP4's scales where NVFP4 is meant: a kernel for another format.
-    let dir = root.join("mx");
-    assert_eq!(compile(&python, &dir, &[("SCALES", "mx")]).0, 0);
-    let (code, report) = preflight(&dir, "65536");
+    let (code, report, _) = preflight(&[("SCALES", "mx")], &[]);
     assert_eq!(code, 1, "{report}");
     assert!(report.contains("a kernel for another format"), "{report}");
-    // Past the shared-memory limit: compiles, and fails only at launch.
-    if nvfp4_oracle::preflight::resources::find_ptxas().is_some() {
-        let dir = root.join("smem");
-        assert_eq!(compile(&python, &dir, &[("SMEM_BYTES", "240000")]).0, 0);
-        let (code, report) = preflight(&dir, "240000");
+    // Past the shared-memory limit: compiles, and would fail only at launch.
+    if ptxas {
+        let (code, report, _) = preflight(&[("SMEM_BYTES", "240000")], &[]);
         assert_eq!(code, 1, "{report}");
+        assert!(report.contains("+ 240000 dynamic"), "{report}");
         assert!(
             report.contains("it compiles and fails at launch"),
             "{report}"
@@ -91,5 +100,28 @@ fn the_cute_dsl_test_kernels_get_their_expected_preflight() {
     } else {
         common::skip("no ptxas: the shared-memory case was not checked");
     }
-    let _ = std::fs::remove_dir_all(root);
+}
+
+#[test]
+fn gpu_modes_dual_gemm_submission_compiles_for_sm_100a() {
+    let Some(python) = cute_python() else {
+        return;
+    };
+    let Some(path) = std::env::var_os("NVFP4_ORACLE_GPUMODE_DUAL_GEMM") else {
+        common::skip("NVFP4_ORACLE_GPUMODE_DUAL_GEMM does not name GPU MODE's submission");
+        return;
+    };
+    let out = Command::new(common::oracle_binary())
+        .env("NVFP4_ORACLE_PYTHON", python)
+        .args(["preflight", "--submission"])
+        .arg(path)
+        .output()
+        .unwrap();
+    let (code, report) = common::code_and_text(out);
+    assert_eq!(code, 0, "{report}");
+    assert!(
+        report.contains("tcgen05.mma kind::mxf4nvf4 block16 cta_group::1"),
+        "{report}"
+    );
+    assert!(report.contains("| variant | baseline"), "{report}");
 }

@@ -5,6 +5,7 @@
 use super::EXIT_FAIL;
 use crate::error::{Error, Result};
 use crate::preflight::census::{census, Variant};
+use crate::preflight::submission::{self, Compilation};
 use crate::preflight::Resources;
 use clap::Args;
 use std::path::PathBuf;
@@ -13,8 +14,13 @@ use std::process::ExitCode;
 #[derive(Args, Debug)]
 pub struct PreflightArgs {
     /// A PTX file (nvcc --ptx, NVRTC, CuTe DSL's --keep-ptx dump).
-    #[arg(long, value_name = "FILE", conflicts_with = "kernel")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["kernel", "submission"])]
     pub ptx: Option<PathBuf>,
+    /// A GPU MODE submission.py with CuTe DSL kernels: its `compile_kernel()` is run in the
+    /// sandbox for --arch (default sm_100a) with nothing launched, and its PTX read
+    /// (NVFP4_ORACLE_PYTHON names an interpreter with nvidia-cutlass-dsl; torch is optional).
+    #[arg(long, value_name = "FILE", conflicts_with = "kernel")]
+    pub submission: Option<PathBuf>,
     /// A built-in GPU variant (see `variants`), compiled with NVRTC for its architecture.
     #[arg(long, value_name = "NAME")]
     pub kernel: Option<String>,
@@ -24,7 +30,8 @@ pub struct PreflightArgs {
     /// What the kernel claims to be (repeatable): a finding when the code does not show it.
     #[arg(long, value_enum)]
     pub claim: Vec<Claim>,
-    /// The architecture ptxas assembles for (default: the PTX's `.target`).
+    /// The architecture to compile a submission for and that ptxas assembles for (default:
+    /// sm_100a for a submission, else the PTX's `.target`).
     #[arg(long)]
     pub arch: Option<String>,
     /// The dynamic shared memory the launch asks for, bytes (it is set by the host code, not in
@@ -48,34 +55,15 @@ pub enum Claim {
 }
 
 pub fn run(args: PreflightArgs) -> Result<ExitCode> {
-    // (what it is, its PTX, the launch's threads and dynamic shared memory where known)
-    let (source, ptx, threads, dynamic) = match (&args.ptx, &args.kernel) {
-        (Some(path), _) => (
-            path.display().to_string(),
-            std::fs::read_to_string(path).map_err(|err| Error::file(path, err))?,
-            None,
-            None,
-        ),
-        (None, Some(name)) => {
-            let variant = crate::gpu::variants::gpu_variants()
-                .into_iter()
-                .find(|v| v.name == name)
-                .ok_or_else(|| Error::Usage(format!("no GPU variant '{name}'")))?;
-            let ptx = crate::gpu::compile::compile_variant(&variant)?;
-            (
-                format!("{name} ({})", variant.arch.target),
-                ptx.to_src(),
-                Some(variant.threads),
-                Some(u64::from(variant.dynamic_smem)),
-            )
-        }
-        (None, None) => {
-            return Err(Error::Usage(
-                "name the code to read: --ptx FILE or --kernel NAME".into(),
-            ))
+    let code = code_to_read(&args)?;
+    let (source, modules, threads, dynamic) = match code {
+        Code::Read(code) => code,
+        Code::Refused(report) => {
+            print!("{report}");
+            return Ok(ExitCode::from(EXIT_FAIL));
         }
     };
-    let entries = census(&ptx);
+    let entries: Vec<_> = modules.iter().flat_map(|ptx| census(ptx)).collect();
     if entries.is_empty() {
         return Err(Error::Usage(format!("{source}: no .entry in this PTX")));
     }
@@ -88,12 +76,18 @@ pub fn run(args: PreflightArgs) -> Result<ExitCode> {
             Claim::WarpSpecialized => Variant::WarpSpecialized,
         })
         .collect();
-    let resources = measure(
-        &ptx,
-        args.arch.clone(),
-        threads,
-        args.dynamic_smem.or(dynamic),
-    );
+    let resources = modules
+        .iter()
+        .map(|ptx| {
+            measure(
+                ptx,
+                args.arch.clone(),
+                threads,
+                args.dynamic_smem.or(dynamic),
+            )
+        })
+        .reduce(Resources::merge)
+        .expect("at least one module");
     let findings = crate::preflight::findings(&entries, &resources, !args.any_format, &claims);
     print!(
         "{}",
@@ -131,6 +125,84 @@ pub fn run(args: PreflightArgs) -> Result<ExitCode> {
         ExitCode::SUCCESS
     })
 }
+
+/// What the command reads: (what it is, its PTX modules, the launch's threads and dynamic
+/// shared memory where known), or a submission's refusal to compile, as a report.
+enum Code {
+    Read((String, Vec<String>, Option<u32>, Option<u64>)),
+    Refused(String),
+}
+
+fn code_to_read(args: &PreflightArgs) -> Result<Code> {
+    if let Some(path) = &args.ptx {
+        let ptx = std::fs::read_to_string(path).map_err(|err| Error::file(path, err))?;
+        return Ok(Code::Read((
+            path.display().to_string(),
+            vec![ptx],
+            None,
+            None,
+        )));
+    }
+    if let Some(path) = &args.submission {
+        let arch = args.arch.as_deref().unwrap_or(SUBMISSION_ARCH);
+        let source = format!("{} (CuTe DSL, compiled for {arch})", path.display());
+        return Ok(match submission::compile(path, arch)? {
+            Compilation::Compiled {
+                ptx,
+                launches,
+                driven_by,
+                torch_placeholder,
+            } => {
+                eprintln!(
+                    "compiled by {driven_by} for {arch}: {} PTX module(s), {} launch(es) in the \
+                     host code{}",
+                    ptx.len(),
+                    launches.len(),
+                    if torch_placeholder {
+                        " (torch not installed: a placeholder stood in for it)"
+                    } else {
+                        ""
+                    }
+                );
+                // Where launches differ, the largest: what must fit for every launch to start.
+                let dynamic = launches.iter().filter_map(|l| l.dynamic_shared).max();
+                let threads = launches.iter().filter_map(|l| l.threads).max();
+                Code::Read((
+                    source,
+                    ptx.into_iter().map(|(_, text)| text).collect(),
+                    threads,
+                    dynamic,
+                ))
+            }
+            Compilation::Refused {
+                phase,
+                message,
+                meaning,
+            } => Code::Refused(crate::preflight::refused_report(
+                &source, &phase, &message, meaning,
+            )),
+        });
+    }
+    let Some(name) = &args.kernel else {
+        return Err(Error::Usage(
+            "name the code to read: --ptx FILE, --submission FILE or --kernel NAME".into(),
+        ));
+    };
+    let variant = crate::gpu::variants::gpu_variants()
+        .into_iter()
+        .find(|v| v.name == *name)
+        .ok_or_else(|| Error::Usage(format!("no GPU variant '{name}'")))?;
+    let ptx = crate::gpu::compile::compile_variant(&variant)?;
+    Ok(Code::Read((
+        format!("{name} ({})", variant.arch.target),
+        vec![ptx.to_src()],
+        Some(variant.threads),
+        Some(u64::from(variant.dynamic_smem)),
+    )))
+}
+
+/// The architecture a submission is compiled for unless --arch names another: the B200's.
+const SUBMISSION_ARCH: &str = "sm_100a";
 
 /// ptxas's numbers for the module, or why there are none.
 fn measure(

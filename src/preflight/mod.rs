@@ -7,6 +7,7 @@
 pub mod census;
 pub mod diff;
 pub mod resources;
+pub mod submission;
 
 use census::{Census, Variant};
 use resources::{ctas_per_sm, Usage};
@@ -26,6 +27,30 @@ pub enum Resources {
 }
 
 impl Resources {
+    /// Two modules' numbers as one (a submission compiles a module per kernel).
+    pub fn merge(self, other: Resources) -> Resources {
+        match (self, other) {
+            (
+                Resources::Measured {
+                    arch,
+                    mut usages,
+                    dynamic_shared,
+                    threads,
+                },
+                Resources::Measured { usages: more, .. },
+            ) => {
+                usages.extend(more);
+                Resources::Measured {
+                    arch,
+                    usages,
+                    dynamic_shared,
+                    threads,
+                }
+            }
+            (unavailable @ Resources::Unavailable(_), _) | (_, unavailable) => unavailable,
+        }
+    }
+
     /// (usage, threads per CTA, dynamic shared memory) of `entry`, where measured.
     pub(crate) fn of(&self, entry: &Census) -> Option<(&Usage, Option<u32>, u64)> {
         match self {
@@ -96,6 +121,20 @@ pub fn findings(
         }
     }
     out
+}
+
+/// A submission that did not compile, in Markdown: the compiler's message and what it means.
+pub fn refused_report(source: &str, phase: &str, message: &str, meaning: Option<&str>) -> String {
+    let when = match phase {
+        "import" => "importing the submission failed",
+        _ => "its compilation was refused",
+    };
+    format!(
+        "# Preflight of {source}\n\nNothing was run and no numerical claim is made: this is \
+         what compiling the code showed.\n\nDid not compile: {when}.\n\n```\n{}\n```\n\n{}",
+        message.trim(),
+        meaning.map_or(String::new(), |m| format!("What it means: {m}.\n"))
+    )
 }
 
 /// The census in Markdown, the first line saying what preflight is not.

@@ -143,7 +143,12 @@ pub fn wrap(
         } else {
             path.parent()
         };
-        if let Some(dir) = dir {
+        // A program in a `bin` folder (a virtual environment's python) needs the folder above
+        // it too: its packages are in lib/ beside bin/.
+        let prefix = (path == command.program.as_path())
+            .then(|| dir.filter(|d| d.ends_with("bin")).and_then(Path::parent))
+            .flatten();
+        for dir in [dir, prefix].into_iter().flatten() {
             if !paths.readable.iter().any(|d| d == dir) {
                 paths.readable.push(dir.to_path_buf());
             }

@@ -656,6 +656,26 @@ def required_parameters(function):
         return []
 
 
+# What only Blackwell has (its tensor-core instructions and CuTe DSL's helpers for them), and
+# what a submission with a Hopper path would name too.
+BLACKWELL_ONLY = ("tcgen05", "blackwell_helpers", "sm100_utils", "MmaMXF4NVF4Op",
+                  "kind::mxf4nvf4", "sm_100")
+HOPPER_PATH = ("wgmma", "sm_90", "sm90", "hopper_helpers", "warpgroup")
+
+
+def blackwell_only(source):
+    """Where a submission's source shows Blackwell-only code and no Hopper path: the first
+    marker and its line, else None. A kernel like that cannot run on an older GPU (it fails
+    at its first compile), and `nvfp4-oracle preflight --submission` is what can read it."""
+    if any(marker in source for marker in HOPPER_PATH):
+        return None
+    for number, line in enumerate(source.splitlines(), 1):
+        for marker in BLACKWELL_ONLY:
+            if marker in line:
+                return f"`{marker}` (line {number})"
+    return None
+
+
 def main():
     take_over_stdio()
     take_input_socket()
@@ -706,6 +726,12 @@ def main():
         exact = args.arch.endswith("a")
         if (exact and (major, minor) != need) or (not exact and (major, minor) < need):
             start_failed(f"needs {args.arch}; this GPU is sm_{major}{minor}", unavailable=True)
+    elif major < 10:
+        blackwell = blackwell_only(source.decode("utf-8", "replace"))
+        if blackwell:
+            start_failed(f"needs sm_100a: its code uses {blackwell}, which only Blackwell has, "
+                         f"and shows no Hopper path; this GPU is sm_{major}{minor}",
+                         unavailable=True)
 
     try:
         spec = importlib.util.spec_from_file_location("submission", submission)

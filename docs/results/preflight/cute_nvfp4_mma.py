@@ -7,7 +7,7 @@ cannot run: tensor-memory addresses are constants (no tcgen05.alloc), and nothin
 operands, commits or stores the result. The tile comes from the environment: MMA_M, MMA_N, CG
 (1 or 2), SMEM_BYTES (the launch's dynamic shared memory) and SCALES (nvfp4, or mx for MXFP4's
 scales), so that the tile checks of the MMA's constructor can be seen refusing a bad one.
-Compiled by run.sh beside it.
+Compiled as a submission by submission_nvfp4_mma.py beside it (run.sh).
 """
 import os, sys
 import cutlass
