@@ -88,6 +88,12 @@ fn the_cute_dsl_test_kernels_get_their_expected_preflight() {
     let (code, report, _) = preflight(&[("SCALES", "mx")], &[]);
     assert_eq!(code, 1, "{report}");
     assert!(report.contains("a kernel for another format"), "{report}");
+    // Warp roles (setmaxnreg.dec in one warpgroup, .inc in the other): warp-specialized, as
+    // claimed.
+    let (code, report, err) = preflight(&[("WS", "1")], &["--claim", "warp-specialized"]);
+    assert_eq!(code, 0, "{report}{err}");
+    assert!(report.contains("| variant | warp-specialized"), "{report}");
+    assert!(report.contains("up to 232 / down to 40"), "{report}");
     // Past the shared-memory limit: compiles, and would fail only at launch.
     if ptxas {
         let (code, report, _) = preflight(&[("SMEM_BYTES", "240000")], &[]);

@@ -5,8 +5,10 @@ It exists to give `nvfp4-oracle preflight` real sm_100a code on a machine withou
 scales per 16 in tensor memory, by `tcgen05.mma ... kind::mxf4nvf4.block_scale.block16`. It
 cannot run: tensor-memory addresses are constants (no tcgen05.alloc), and nothing loads the
 operands, commits or stores the result. The tile comes from the environment: MMA_M, MMA_N, CG
-(1 or 2), SMEM_BYTES (the launch's dynamic shared memory) and SCALES (nvfp4, or mx for MXFP4's
-scales), so that the tile checks of the MMA's constructor can be seen refusing a bad one.
+(1 or 2), SMEM_BYTES (the launch's dynamic shared memory), SCALES (nvfp4, or mx for MXFP4's
+scales) and WS=1 (two warpgroups with warp roles: the first gives registers back with
+setmaxnreg.dec, the second takes more with setmaxnreg.inc and issues the MMA), so that the tile
+checks of the MMA's constructor can be seen refusing a bad one.
 Compiled as a submission by submission_nvfp4_mma.py beside it (run.sh).
 """
 import os, sys
@@ -28,6 +30,8 @@ MMA_N = int(os.environ.get("MMA_N", "128"))
 CG = int(os.environ.get("CG", "1"))
 MMA_TILER = (MMA_M, MMA_N, 256)   # K tile = 4 MMA-K (64) steps
 SMEM_BYTES = int(os.environ.get("SMEM_BYTES", str(64 * 1024)))
+WS = os.environ.get("WS", "0") == "1"
+THREADS = 256 if WS else 128
 
 @cute.kernel
 def mma_kernel(gD: cute.Tensor):
@@ -59,6 +63,12 @@ def mma_kernel(gD: cute.Tensor):
     tCtSFB = cute.make_tensor(sfb_ptr, blockscaled_utils.make_tmem_layout_sfb(
         tiled_mma, MMA_TILER, SF_VEC, cute.slice_(sfb_layout, (None, None, None, 0))))
 
+    if cutlass.const_expr(WS):
+        # Warp roles: a producer warpgroup with few registers, a consumer with many.
+        if cute.arch.make_warp_uniform(cute.arch.warp_idx()) < 4:
+            cute.arch.warpgroup_reg_dealloc(40)
+        else:
+            cute.arch.warpgroup_reg_alloc(232)
     tiled_mma.set(tcgen05.Field.ACCUMULATE, False)
     for k in cutlass.range_constexpr(cute.size(tCrA, mode=[2])):
         cute.gemm(tiled_mma, tCtAcc,
@@ -70,6 +80,6 @@ def mma_kernel(gD: cute.Tensor):
 @cute.jit
 def mma_host(mD: cute.Tensor):
     if cutlass.const_expr(CG == 1):
-        mma_kernel(mD).launch(grid=(1, 1, 1), block=(128, 1, 1), smem=SMEM_BYTES)
+        mma_kernel(mD).launch(grid=(1, 1, 1), block=(THREADS, 1, 1), smem=SMEM_BYTES)
     else:
-        mma_kernel(mD).launch(grid=(2, 1, 1), block=(128, 1, 1), cluster=(2, 1, 1), smem=SMEM_BYTES)
+        mma_kernel(mD).launch(grid=(2, 1, 1), block=(THREADS, 1, 1), cluster=(2, 1, 1), smem=SMEM_BYTES)

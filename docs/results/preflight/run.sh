@@ -2,7 +2,7 @@
 # Preflight of CuTe DSL submissions compiled for sm_100a on a machine without a GPU:
 # submission_nvfp4_mma.py (the compile-only test kernel cute_nvfp4_mma.py as a GPU MODE
 # submission) as one CTA, as a CTA pair, with a tile the MMA refuses, past the shared-memory
-# limit and with MXFP4's scales; then GPU MODE's own NVFP4 dual-GEMM submission where GPUMODE
+# limit, with MXFP4's scales and with warp roles; then GPU MODE's own NVFP4 dual-GEMM submission where GPUMODE
 # names a copy of it (gpu-mode/reference-kernels, problems/nvidia/nvfp4_dual_gemm/submission.py;
 # never committed), and that submission with a deeper pipeline against it as the baseline. CuTe DSL from PyPI (nvidia-cutlass-dsl 4.8.1, no torch), ptxas from PyPI
 # (nvidia-cuda-nvcc-cu12). From the repository root, with a release build:
@@ -17,7 +17,8 @@ B=./target/release/nvfp4-oracle
 for case in "one CTA, 128x128:CG=1 MMA_M=128 MMA_N=128" "a CTA pair, 256x128:CG=2 MMA_M=256 MMA_N=128" \
             "an invalid tile, M=64 on one CTA:CG=1 MMA_M=64 MMA_N=128" \
             "past the shared-memory limit:CG=1 MMA_M=128 MMA_N=128 SMEM_BYTES=240000" \
-            "MXFP4 scales where NVFP4 is meant:CG=1 MMA_M=128 MMA_N=128 SCALES=mx"; do
+            "MXFP4 scales where NVFP4 is meant:CG=1 MMA_M=128 MMA_N=128 SCALES=mx" \
+            "warp roles, two warpgroups:CG=1 MMA_M=128 MMA_N=128 WS=1"; do
   name=${case%%:*}; vars=${case#*:}
   echo "=== $name ($vars)"
   echo "\$ $vars $B preflight --submission $here/submission_nvfp4_mma.py"
