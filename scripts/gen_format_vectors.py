@@ -23,6 +23,8 @@ Files (tensors are 1-D, index i of every tensor in a file belongs together):
   e2m1_encode   input F32[N], saturate U8[N]   (4-bit code, sign in bit 3)
   f16_encode    input F32[N], f16 F16[N]
   bf16_encode   input F32[N], bf16 U16[N]
+  ue8m0_decode  code U8[256], value F32[256]
+  ue8m0_encode  input F32[N], code U8[N]
 """
 
 import json
@@ -40,6 +42,7 @@ from safetensors.numpy import load_file, save_file
 E2M1 = ml_dtypes.float4_e2m1fn
 E4M3 = ml_dtypes.float8_e4m3fn
 BF16 = ml_dtypes.bfloat16
+UE8M0 = ml_dtypes.float8_e8m0fnu
 
 SEED = 0x4E564634  # "NVF4"; each file derives its own stream so files stay independent
 OUT_DIR = Path(__file__).resolve().parent.parent / "golden" / "conformance"
@@ -215,6 +218,27 @@ def ref_bf16(x):
     return int(bits32(r)[0]) >> 16
 
 
+def ref_decode_ue8m0(code):
+    return math.nan if code == 0xFF else 2.0 ** (code - 127)
+
+
+def ref_ue8m0(x):
+    """ml_dtypes' cast to float8_e8m0fnu, as measured and stated here independently: a power of
+    two 2^e, e in -127..127; a normal x = m * 2^k with 1 <= m < 2 goes to 2^k below m = 1.5 and
+    to 2^(k+1) from it on (the tie goes up); an f32 subnormal (below 2^-126) goes to 2^-127 up to
+    and including 2^-127 and to 2^-126 above it (up, not to nearest: found by this check);
+    zero, negatives, infinities, NaN and anything rounding past 2^127 to NaN (0xFF)."""
+    if math.isnan(x) or math.isinf(x) or x <= 0:
+        return 0xFF
+    if x < F32_MIN_NORMAL:
+        return 0 if x <= 2.0**-127 else 1
+    m, k = math.frexp(x)  # x = m * 2^k, 0.5 <= m < 1
+    e = k - 1 if m < 0.75 else k
+    if e > 127:
+        return 0xFF
+    return max(e, -127) + 127
+
+
 def check_against_reference(name, inputs, got, ref):
     want = np.array([ref(float(x)) for x in inputs], dtype=np.int64)
     bad = np.nonzero(want != got.astype(np.int64))[0]
@@ -356,6 +380,35 @@ def bf16_encode():
          "subnormals, overflow -> inf; every NaN -> 0x7FC0/0xFFC0 by sign (payload dropped)")
 
 
+def ue8m0_decode():
+    code = np.arange(256, dtype=np.uint8)
+    value = code.view(UE8M0).astype(np.float32)
+    ref = f32([ref_decode_ue8m0(c) for c in range(256)])
+    same = (bits32(value) == bits32(ref)) | (np.isnan(value) & np.isnan(ref))
+    assert same.all()
+    assert np.isnan(value).sum() == 1 and value[0] == 2.0**-127
+    return {"code": code, "value": value}, \
+        "ml_dtypes float8_e8m0fnu decode of every code 0..255 (2^(code-127); 0x00 is 2^-127, 0xFF NaN)"
+
+
+def ue8m0_encode():
+    rng = rng_for(7)
+    powers = [2.0**e for e in range(-127, 128)]
+    # Each power of two, the tie 1.5 * 2^e between it and the next, and their neighbours.
+    ties = [1.5 * p for p in powers]
+    special = [0.0, F32_TINY, 2.0**-130, 2.0**-128, 1.5 * 2.0**-128, F32_MIN_NORMAL,
+               1.5 * 2.0**127, F32_MAX, 6.0, 448.0]
+    x = dedup(both_signs(with_neighbours(powers + ties + special)),
+              f32([np.inf, -np.inf]), from_bits32(NAN_BITS),
+              log_uniform(rng, 4000, -135, 130), random_bits(rng, 4000))
+    code = x.astype(UE8M0).view(np.uint8)
+    check_against_reference("ue8m0_encode", x, code, ref_ue8m0)
+    return {"input": x, "code": code}, \
+        ("f32 -> float8_e8m0fnu via ml_dtypes astype: nearest power of two, ties (1.5 * 2^e) up; "
+         "f32 subnormals up to 2^-127 -> 0x00, above it -> 0x01; zero, negatives, infinities, "
+         "NaN, overflow -> 0xFF")
+
+
 FILES = {
     "e2m1_decode": e2m1_decode,
     "e4m3_decode": e4m3_decode,
@@ -363,6 +416,8 @@ FILES = {
     "e2m1_encode": e2m1_encode,
     "f16_encode": f16_encode,
     "bf16_encode": bf16_encode,
+    "ue8m0_decode": ue8m0_decode,
+    "ue8m0_encode": ue8m0_encode,
 }
 
 

@@ -4,7 +4,7 @@
 mod common;
 use common::{as_f32, as_u16, load_vectors, tensor};
 use half::{bf16, f16};
-use nvfp4_oracle::formats::{E2m1, E4m3, E4m3Overflow};
+use nvfp4_oracle::formats::{E2m1, E4m3, E4m3Overflow, Ue8m0};
 
 /// Compares decoded values bit for bit; NaN codes must decode to NaN (payloads are not part of
 /// either format).
@@ -153,4 +153,30 @@ fn float8_crate_lacks_the_nan_on_overflow_convention() {
     assert!(overflow_mismatches
         .iter()
         .all(|x| x.is_infinite() || x.abs() > 464.0));
+}
+
+#[test]
+fn ue8m0_decodes_all_256_codes() {
+    let v = load_vectors("golden/conformance/ue8m0_decode.safetensors");
+    let (codes, values) = (tensor(&v, "code"), as_f32(tensor(&v, "value")));
+    assert_eq!(codes.len(), 256);
+    for (&code, &value) in codes.iter().zip(&values) {
+        assert_same_value(code, Ue8m0::from_bits(code).to_f32(), value);
+    }
+}
+
+#[test]
+fn ue8m0_encodes_as_ml_dtypes_casts() {
+    let v = load_vectors("golden/conformance/ue8m0_encode.safetensors");
+    let inputs = as_f32(tensor(&v, "input"));
+    assert!(inputs.len() > 10_000, "{} vectors", inputs.len());
+    for (&x, &expected) in inputs.iter().zip(tensor(&v, "code")) {
+        let ours = Ue8m0::from_f32_ml_dtypes(x).to_bits();
+        assert_eq!(
+            ours,
+            expected,
+            "{x:e} ({:#010x}): ours {ours:#04x}, ml_dtypes {expected:#04x}",
+            x.to_bits()
+        );
+    }
 }

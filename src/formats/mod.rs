@@ -1,11 +1,12 @@
 //! The number formats of NVFP4: e2m1 data, e4m3fn block scales, their packing, and the shared
-//! rounding core. fp16 and bf16 come from the `half` crate.
+//! rounding core; UE8M0, the MX formats' block scale. fp16 and bf16 come from the `half` crate.
 
 pub mod e2m1;
 pub mod e4m3;
 pub mod fp16;
 pub mod minifloat;
 pub mod packing;
+pub mod ue8m0;
 
 pub use e2m1::{E2m1, E2M1_MAX};
 pub use e4m3::{
@@ -13,3 +14,4 @@ pub use e4m3::{
 };
 pub use fp16::fp16_from_f64_rne;
 pub use packing::{e2m1_at, pack_e2m1, unpack_e2m1};
+pub use ue8m0::Ue8m0;

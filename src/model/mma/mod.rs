@@ -34,7 +34,7 @@ pub mod fast;
 pub mod probe;
 pub mod schedule;
 
-use crate::formats::{E2m1, E4m3};
+use crate::formats::{E2m1, E4m3, Ue8m0};
 use adder::{Cut, Dyadic, FusedAdder, Rounding};
 use half::f16;
 
@@ -127,13 +127,13 @@ impl BlackwellScales {
                     alignment,
                 })
             }
-            BlackwellScales::Block16Ue8m0 | BlackwellScales::Block32Ue8m0 => {
-                (byte != 0xFF).then(|| ScaleFactor {
+            BlackwellScales::Block16Ue8m0 | BlackwellScales::Block32Ue8m0 => Ue8m0::from_bits(byte)
+                .exponent()
+                .map(|exponent| ScaleFactor {
                     significand: 1,
-                    exponent: i32::from(byte) - 127,
-                    alignment: i32::from(byte) - 127,
-                })
-            }
+                    exponent,
+                    alignment: exponent,
+                }),
         }
     }
 }
