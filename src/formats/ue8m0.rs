@@ -9,7 +9,10 @@
 //! golden/conformance/ue8m0_encode.safetensors: the nearest power of two with the tie
 //! (1.5 * 2^e) going up; in the f32 subnormal range (below 2^-126) up to and including 2^-127 to
 //! 0x00 and above it to 0x01 (up, not to nearest); zero, negatives, infinities, NaN and values
-//! that round past 2^127 to NaN. The MX quantizers do not cast: they derive the scale's exponent
+//! that round past 2^127 to NaN. torch's cast (2.11, CPU and CUDA alike;
+//! [`Ue8m0::from_f32_torch`], pinned by golden/conformance/ue8m0_torch_cpu.bin and
+//! docs/results/ue8m0/) differs in two ways only: it ignores the sign (-x casts as x) and casts
+//! zero to 0x00 (2^-127), where ml_dtypes gives NaN. The MX quantizers do not cast: they derive the scale's exponent
 //! from the block's largest magnitude (floor or ceiling of its log2), which belongs with them.
 
 /// Exponent bias: code c is 2^(c - BIAS).
@@ -68,6 +71,14 @@ impl Ue8m0 {
             return Ue8m0(UE8M0_NAN_CODE);
         }
         Ue8m0((rounded + UE8M0_BIAS) as u8)
+    }
+
+    /// torch's cast from f32: ml_dtypes' on the magnitude, and zero to 0x00 (2^-127).
+    pub fn from_f32_torch(x: f32) -> Self {
+        if x == 0.0 {
+            return Ue8m0(0);
+        }
+        Self::from_f32_ml_dtypes(x.abs())
     }
 }
 
