@@ -167,3 +167,58 @@ fn torchaos_swizzled_scales_match_our_blocked_layout() {
     );
     assert_eq!(ours, swizzled);
 }
+
+/// MXFP4 (e2m1 with a UE8M0 scale per 32) against torchao 0.18.0's `to_mx`, FLOOR scaling, on
+/// the CPU and on CUDA (golden/conformance/mxfp4_quant.safetensors, written on the H100 by
+/// scripts/gen_mx_quant_vectors.py): every scale byte and data byte.
+#[test]
+fn mxfp4_quantization_matches_torchao_bit_for_bit() {
+    use nvfp4_oracle::quant::mxfp4::{dequantize_mxfp4, quantize_mxfp4_floor};
+    let v = load_vectors("golden/conformance/mxfp4_quant.safetensors");
+    let mut tiny_blocks = 0;
+    for dtype in DTYPES {
+        let values = input(&v, &format!("{dtype}_input"), dtype);
+        let rows = values.len() / K;
+        assert!(rows >= 50, "{rows} rows");
+        let ours = quantize_mxfp4_floor(&values, rows, K).unwrap();
+        for prefix in ["", "cuda_"] {
+            let label = format!("{prefix}{dtype}");
+            let scales = tensor(&v, &format!("{prefix}{dtype}_scale"));
+            let data = tensor(&v, &format!("{prefix}{dtype}_data"));
+            assert_eq!(ours.scales.len(), scales.len(), "{label}");
+            assert_eq!(ours.data.len(), data.len(), "{label}");
+            for (i, (o, t)) in ours.scales.iter().zip(scales).enumerate() {
+                assert_eq!(
+                    o,
+                    t,
+                    "{label}: scale of row {}, block {}",
+                    i / (K / 32),
+                    i % (K / 32)
+                );
+            }
+            for (i, (o, t)) in ours.data.iter().zip(data).enumerate() {
+                assert_eq!(
+                    o,
+                    t,
+                    "{label}: data byte of row {}, k {}",
+                    i / (K / 2),
+                    2 * (i % (K / 2))
+                );
+            }
+        }
+        // The vectors reach the blocks whose amax is below 2^-125: scale byte 0x00 (2^-127),
+        // their elements divided by 2^-126 (quant::mxfp4's step 3).
+        for (block, x) in values.chunks(32).enumerate() {
+            let amax = x.iter().fold(0f32, |a, v| a.max(v.abs()));
+            if amax > 0.0 && amax < 2f32.powi(-125) {
+                assert_eq!(ours.scales[block], 0, "{dtype}: block {block}");
+                tiny_blocks += 1;
+            }
+        }
+        assert_eq!(dequantize_mxfp4(&ours).len(), values.len());
+    }
+    assert!(
+        tiny_blocks > 0,
+        "the vectors hold a block of f32 subnormals"
+    );
+}

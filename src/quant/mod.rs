@@ -6,12 +6,16 @@
 //! even per operation. Where torch gives different bits on CPU and CUDA (it turns division by a
 //! Python scalar into multiplication by the scalar's f32 reciprocal on CUDA), the difference is a
 //! named [`TorchDevice`], never a silent choice.
+//!
+//! MXFP4 (e2m1 with a UE8M0 scale per 32, torchao's `to_mx`) is in [`mxfp4`].
 
 use crate::error::{Error, Result};
 use crate::formats::{
     pack_e2m1, unpack_e2m1, E2m1, E4m3, E4m3Overflow, E2M1_MAX, E4M3_MAX, E4M3_MIN_NORMAL,
 };
 use crate::problem::SCALE_BLOCK;
+
+pub mod mxfp4;
 
 /// 448 * 6: the per-tensor scale maps the tensor's amax to the largest e2m1 value at the largest
 /// e4m3 scale.
