@@ -189,8 +189,7 @@ fn ue8m0_encodes_as_torch_casts() {
     let inputs = as_f32(tensor(&v, "input"));
     let torch = std::fs::read(common::repo_path("golden/conformance/ue8m0_torch_cpu.bin")).unwrap();
     assert_eq!(torch.len(), inputs.len());
-    let cuda =
-        std::fs::read(common::repo_path("golden/conformance/ue8m0_torch_cuda.bin")).unwrap();
+    let cuda = std::fs::read(common::repo_path("golden/conformance/ue8m0_torch_cuda.bin")).unwrap();
     assert_eq!(cuda, torch, "torch's CUDA cast differs from its CPU cast");
     let mut differs_from_ml_dtypes = 0;
     for (&x, &expected) in inputs.iter().zip(&torch) {

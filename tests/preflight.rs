@@ -241,3 +241,71 @@ fn a_submission_preflight_without_cute_dsl_says_what_is_missing() {
     assert!(text.contains("missing.py"), "{text}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A hostile submission's compilation that plants a link to a file of the parent's, named as its
+/// PTX: refused, the file never read into a report.
+#[test]
+fn a_link_left_by_the_compilation_is_refused() {
+    let dir = common::scratch_dir("preflight-link");
+    let secret = dir.join("secret.ptx");
+    std::fs::write(
+        &secret,
+        ".version 8.0\n.target sm_100a\n.visible .entry secret_kernel()\n{\n ret;\n}\n",
+    )
+    .unwrap();
+    // A stand-in interpreter: in its working directory (the dump folder) it leaves a link to the
+    // secret and a result naming it as the compiled PTX.
+    let fake = dir.join("bin").join("python");
+    std::fs::create_dir_all(fake.parent().unwrap()).unwrap();
+    std::fs::write(
+        &fake,
+        format!(
+            "#!/bin/sh\nln -s {} evil.ptx\nprintf '%s' '{{\"phase\": null, \"error\": null, \"torch\": \"installed\", \"driven_by\": \"compile_kernel()\", \"files\": [\"evil.ptx\"]}}' > result.json\n",
+            secret.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let submission = dir.join("submission.py");
+    std::fs::write(&submission, "def compile_kernel():\n    pass\n").unwrap();
+    let out = Command::new(common::oracle_binary())
+        .env("NVFP4_ORACLE_PYTHON", &fake)
+        .args(["preflight", "--submission"])
+        .arg(&submission)
+        .output()
+        .unwrap();
+    let (code, text) = common::code_and_text(out);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("evil.ptx, which is not a regular file"),
+        "{text}"
+    );
+    assert!(!text.contains("secret_kernel"), "{text}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A compilation that never ends is killed at --timeout, with a clear message and exit 2.
+#[test]
+fn a_compilation_past_its_timeout_is_killed() {
+    let dir = common::scratch_dir("preflight-hang");
+    let fake = dir.join("bin").join("python");
+    std::fs::create_dir_all(fake.parent().unwrap()).unwrap();
+    std::fs::write(&fake, "#!/bin/sh\nsleep 300\n").unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let submission = dir.join("submission.py");
+    std::fs::write(&submission, "def compile_kernel():\n    pass\n").unwrap();
+    let started = std::time::Instant::now();
+    let out = Command::new(common::oracle_binary())
+        .env("NVFP4_ORACLE_PYTHON", &fake)
+        .args(["preflight", "--timeout", "2", "--submission"])
+        .arg(&submission)
+        .output()
+        .unwrap();
+    let (code, text) = common::code_and_text(out);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("did not end within 2 s"), "{text}");
+    assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
+    let _ = std::fs::remove_dir_all(dir);
+}

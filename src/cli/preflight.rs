@@ -24,6 +24,9 @@ pub struct PreflightArgs {
     /// A built-in GPU variant (see `variants`), compiled with NVRTC for its architecture.
     #[arg(long, value_name = "NAME")]
     pub kernel: Option<String>,
+    /// Seconds a submission's compilation may take before it is killed.
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::preflight::submission::COMPILE_TIMEOUT.as_secs())]
+    pub timeout: u64,
     /// Do not require block-scaled MMAs to be NVFP4's (kind::mxf4nvf4 block16).
     #[arg(long)]
     pub any_format: bool,
@@ -146,7 +149,8 @@ fn code_to_read(args: &PreflightArgs) -> Result<Code> {
     if let Some(path) = &args.submission {
         let arch = args.arch.as_deref().unwrap_or(SUBMISSION_ARCH);
         let source = format!("{} (CuTe DSL, compiled for {arch})", path.display());
-        return Ok(match submission::compile(path, arch)? {
+        let timeout = std::time::Duration::from_secs(args.timeout);
+        return Ok(match submission::compile(path, arch, timeout)? {
             Compilation::Compiled {
                 ptx,
                 launches,

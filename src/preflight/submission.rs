@@ -15,8 +15,9 @@ use std::time::{Duration, Instant};
 /// The script that drives the compilation, embedded so the binary alone can preflight.
 pub const COMPILE_WORKER: &str = include_str!("compile_worker.py");
 
-/// How long a compilation may take: imports (torch, CuTe DSL) and every kernel's compile.
-const COMPILE_TIMEOUT: Duration = Duration::from_secs(600);
+/// How long a compilation may take unless the caller says: imports (torch, CuTe DSL) and every
+/// kernel's compile.
+pub const COMPILE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// One kernel launch found in the host code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,8 +54,9 @@ struct WorkerResult {
     files: Vec<String>,
 }
 
-/// Compiles `submission` for `arch` in the sandbox and reads what the compilation wrote.
-pub fn compile(submission: &Path, arch: &str) -> Result<Compilation> {
+/// Compiles `submission` for `arch` in the sandbox and reads what the compilation wrote; a
+/// compilation past `timeout` is killed with everything it started.
+pub fn compile(submission: &Path, arch: &str, timeout: Duration) -> Result<Compilation> {
     let submission = std::path::absolute(submission).map_err(|err| Error::file(submission, err))?;
     if !submission.is_file() {
         return Err(Error::file(&submission, "no such file"));
@@ -73,13 +75,20 @@ pub fn compile(submission: &Path, arch: &str) -> Result<Compilation> {
     }
     let script = script_dir.join("compile_worker.py");
     std::fs::write(&script, COMPILE_WORKER).map_err(|err| Error::file(&script, err))?;
-    let outcome = run_worker(&submission, arch, &script, &dump).and_then(|log| read(&dump, &log));
+    let outcome =
+        run_worker(&submission, arch, &script, &dump, timeout).and_then(|log| read(&dump, &log));
     let _ = std::fs::remove_dir_all(&scratch);
     outcome
 }
 
 /// Runs the compile worker in the sandbox; its combined output, for a failure's message.
-fn run_worker(submission: &Path, arch: &str, script: &Path, dump: &Path) -> Result<String> {
+fn run_worker(
+    submission: &Path,
+    arch: &str,
+    script: &Path,
+    dump: &Path,
+    timeout: Duration,
+) -> Result<String> {
     let folder = |path: &Path| path.parent().map(Path::to_path_buf);
     let command = WorkerCommand {
         program: python_program(),
@@ -96,7 +105,7 @@ fn run_worker(submission: &Path, arch: &str, script: &Path, dump: &Path) -> Resu
             ".".into(),
         ],
         env: Vec::new(),
-        start_timeout: COMPILE_TIMEOUT,
+        start_timeout: timeout,
         sandbox: None,
     };
     let paths = SandboxPaths {
@@ -136,14 +145,14 @@ fn run_worker(submission: &Path, arch: &str, script: &Path, dump: &Path) -> Resu
     loop {
         match child.try_wait() {
             Ok(Some(_)) => break,
-            Ok(None) if started.elapsed() > COMPILE_TIMEOUT => {
+            Ok(None) if started.elapsed() > timeout => {
                 // The launcher takes the worker and all it started with it.
                 let _ = child.kill();
                 let _ = child.wait();
                 return Err(Error::Usage(format!(
                     "{}: the compilation did not end within {} s",
                     submission.display(),
-                    COMPILE_TIMEOUT.as_secs()
+                    timeout.as_secs()
                 )));
             }
             Ok(None) => std::thread::sleep(Duration::from_millis(50)),
@@ -183,8 +192,16 @@ fn read(dump: &Path, log: &str) -> Result<Compilation> {
             message,
         });
     }
+    // The files were written by untrusted code: only regular files, never a link it planted to
+    // something this process may read and it may not (the certificate key, another user's file).
     let read_file = |name: &str| {
         let path = dump.join(name);
+        let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
+        if !regular {
+            return Err(Error::Usage(format!(
+                "the compilation left {name}, which is not a regular file: refused"
+            )));
+        }
         std::fs::read_to_string(&path).map_err(|err| Error::file(&path, err))
     };
     let mut ptx = Vec::new();
