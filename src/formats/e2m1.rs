@@ -39,6 +39,15 @@ impl E2m1 {
         self.0 & SIGN_BIT != 0
     }
 
+    /// Exact value: (half units) * 2^-1.
+    pub fn to_exact(self) -> super::ExactValue {
+        super::ExactValue::Finite {
+            negative: self.is_negative(),
+            significand: self.to_half_units().unsigned_abs().into(),
+            exponent: -1,
+        }
+    }
+
     /// Exact value. -0 decodes to -0.0.
     pub fn to_f32(self) -> f32 {
         let magnitude = decode_magnitude(u32::from(self.0 & !SIGN_BIT), E2M1_SPEC);

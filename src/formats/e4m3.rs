@@ -58,6 +58,30 @@ impl E4m3 {
         self.0 & NAN_MAGNITUDE == NAN_MAGNITUDE
     }
 
+    /// Exact value as an element (signed), NaN for 0x7F and 0xFF.
+    pub fn to_exact(self) -> super::ExactValue {
+        match self.unsigned_scale_parts() {
+            None => super::ExactValue::NaN,
+            Some((significand, exponent)) => super::ExactValue::Finite {
+                negative: self.0 & SIGN_BIT != 0,
+                significand: significand.into(),
+                exponent,
+            },
+        }
+    }
+
+    /// Exact value as an unsigned block scale (UE4M3: the sign bit ignored), NaN for 0x7F, 0xFF.
+    pub fn to_exact_unsigned_scale(self) -> super::ExactValue {
+        match self.unsigned_scale_parts() {
+            None => super::ExactValue::NaN,
+            Some((significand, exponent)) => super::ExactValue::Finite {
+                negative: false,
+                significand: significand.into(),
+                exponent,
+            },
+        }
+    }
+
     /// Exact value; NaN codes decode to f32 NaN with the code's sign.
     pub fn to_f32(self) -> f32 {
         let magnitude = if self.is_nan() {

@@ -44,6 +44,18 @@ impl Ue8m0 {
         (!self.is_nan()).then(|| i32::from(self.0) - UE8M0_BIAS)
     }
 
+    /// Exact value: 2^(c - 127), NaN for 0xFF.
+    pub fn to_exact(self) -> super::ExactValue {
+        match self.exponent() {
+            None => super::ExactValue::NaN,
+            Some(exponent) => super::ExactValue::Finite {
+                negative: false,
+                significand: 1,
+                exponent,
+            },
+        }
+    }
+
     /// Exact value: 2^-127 (code 0x00) is an f32 subnormal, every other code a normal.
     pub fn to_f32(self) -> f32 {
         match self.0 {

@@ -7,6 +7,7 @@ pub mod mma;
 pub mod portable_math;
 pub mod reference;
 pub mod replay;
+pub mod scaled_gemm;
 
 pub use reference::{
     dual_gemm_reference, gemm_reference, group_gemm_reference, problem_reference, Reference,

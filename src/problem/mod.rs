@@ -4,6 +4,8 @@
 pub mod generate;
 pub mod memory;
 pub mod operand;
+pub mod scaled_gemm;
+pub mod scaled_generate;
 pub mod shape;
 pub mod stagnation;
 pub mod tensors;

@@ -1,0 +1,312 @@
+//! The block-scaled GEMM family's model (`problem::scaled_gemm`): for every output element, the
+//! exact reference and the outputs a correct kernel may produce.
+//!
+//! **The exact reference** is what a kernel with a perfect f32 accumulator computes: the exact
+//! sum of the products (every product of two scaled elements is exact, and [`WideSum`] adds
+//! them without rounding) rounded once to f32, then the library's epilogue in its own arithmetic
+//! ([`Epilogue`]; for [`Epilogue::F32`] the multiply and the add rounded separately).
+//!
+//! **The acceptance interval** holds every output of a kernel that meets the accumulation
+//! contract of docs/numerics.md ("The block-scaled family"):
+//! - K is consumed in steps of at most 32 products, each step's error at most [`STEP_ULPS`] f32
+//!   ulps of (|accumulator| + the step's sum of |products|) (per-product FMAs, Hopper's 16-term
+//!   fused adders, Blackwell's exact 16- or 32-blocks, an upcast to bf16 followed by wgmma), by
+//!   at most [`MAX_SPLITS`] accumulators over contiguous runs of K whose partials are added in
+//!   f32 at the end;
+//! - underflow in the accumulator or in a product, flushed to zero or not, costs at most 2^-126
+//!   per product, per step and per final add ([`UNDERFLOW`]);
+//! - the epilogue is one of [`Epilogue`]'s (for [`Epilogue::F32`], separate roundings or one
+//!   FMA: both accepted).
+//!
+//! Every such accumulator lies in `[S - E, S + E]` around the exact sum S; the epilogue is
+//! monotone in the accumulator, so the outputs lie between the epilogue at the two f32 values
+//! that bracket that range. Where the accumulator could overflow f32 the element is not judged.
+
+mod wide_sum;
+
+pub use wide_sum::{SumValue, WideSum};
+
+use crate::formats::ExactValue;
+use crate::problem::scaled_gemm::{Epilogue, OutDtype, ScaledGemmInputs};
+
+/// Products per error-accounting group: the bound counts K / 16 steps whatever the kernel's
+/// step, which over-counts kernels whose steps are 32 products.
+pub const GROUP: usize = 16;
+/// Error of one step in f32 ulps (2^-23 relative) of |accumulator| + sum of |products|. 16
+/// per-product FMAs: 16 x 1/2; Hopper's fused adder on 16 products: 17/4 + 1; a 32-product
+/// fused adder with the same 25-bit alignment: 33/4 + 1 = 9.25, over two groups. 10 covers all.
+pub const STEP_ULPS: f64 = 10.0;
+/// Most accumulators (split-K, stream-K partials) a kernel may combine.
+pub const MAX_SPLITS: usize = 16;
+/// Absolute error per product, step and final add from underflow: the smallest normal f32.
+pub const UNDERFLOW: f64 = 1.1754943508222875e-38;
+const F32_ULP: f64 = 1.0 / 8_388_608.0;
+/// Slack for the f64 arithmetic of the bound itself (group sums, products of bounds).
+const RELATIVE_SLACK: f64 = 1.0 / (1u64 << 40) as f64;
+
+/// What a correct kernel may write for one element.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Accepted {
+    /// Any value of the output type in `[lo, hi]` (values of that type, as f64).
+    Between { lo: f64, hi: f64 },
+    /// NaN only (a NaN scale or element took part, an infinity met a zero or its opposite, or
+    /// alpha was zero with an infinite sum).
+    NaN,
+    /// The f32 accumulator could overflow on the way: not judged.
+    Unjudged,
+}
+
+impl Accepted {
+    pub fn accepts(&self, got: f64) -> bool {
+        match *self {
+            Accepted::Between { lo, hi } => lo <= got && got <= hi,
+            Accepted::NaN => got.is_nan(),
+            Accepted::Unjudged => true,
+        }
+    }
+}
+
+/// The model's answer for one GEMM: row-major `M x N`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScaledReference {
+    pub m: usize,
+    pub n: usize,
+    /// The exact reference, as values of the output type.
+    pub expected: Vec<f64>,
+    pub accepted: Vec<Accepted>,
+}
+
+impl ScaledReference {
+    /// Elements of `output` outside their interval, as `(index, got)`.
+    pub fn rejected(&self, output: &[f64]) -> Vec<(usize, f64)> {
+        assert_eq!(output.len(), self.accepted.len(), "output size");
+        output
+            .iter()
+            .zip(&self.accepted)
+            .enumerate()
+            .filter(|(_, (&got, accepted))| !accepted.accepts(got))
+            .map(|(i, (&got, _))| (i, got))
+            .collect()
+    }
+
+    pub fn unjudged(&self) -> usize {
+        self.accepted
+            .iter()
+            .filter(|a| **a == Accepted::Unjudged)
+            .count()
+    }
+}
+
+pub fn scaled_gemm_reference(inputs: &ScaledGemmInputs) -> ScaledReference {
+    use rayon::prelude::*;
+    let (m, n) = (inputs.m(), inputs.n());
+    let elements: Vec<(f64, Accepted)> = (0..m * n)
+        .into_par_iter()
+        .map(|index| element(inputs, index / n, index % n))
+        .collect();
+    let (expected, accepted) = elements.into_iter().unzip();
+    ScaledReference {
+        m,
+        n,
+        expected,
+        accepted,
+    }
+}
+
+/// The magnitudes the error bound needs, from the products of one dot product.
+#[derive(Debug, Clone, Copy, Default)]
+struct Magnitudes {
+    /// Sum of |product| over the whole row.
+    abs_terms: f64,
+    /// Largest and smallest prefix sums over the 16-groups (0 included).
+    prefix_max: f64,
+    prefix_min: f64,
+    /// Sum of the positive and of the magnitudes of the negative group sums.
+    positive_groups: f64,
+    negative_groups: f64,
+    /// Largest sum of |product| within one group.
+    max_group_abs: f64,
+}
+
+/// The reference and acceptance of element (row, col).
+fn element(inputs: &ScaledGemmInputs, row: usize, col: usize) -> (f64, Accepted) {
+    let mut wide = WideSum::new();
+    let mut magnitudes = Magnitudes::default();
+    let (mut prefix, mut group_sum, mut group_abs) = (0.0f64, 0.0f64, 0.0f64);
+    for k in 0..inputs.k() {
+        let product = inputs.a.value(row, k).times(inputs.b.value(col, k));
+        wide.add(product);
+        if let ExactValue::Finite { .. } = product {
+            let value = product.to_f64();
+            group_sum += value;
+            group_abs += value.abs();
+        }
+        if (k + 1) % GROUP == 0 {
+            prefix += group_sum;
+            magnitudes.prefix_max = magnitudes.prefix_max.max(prefix);
+            magnitudes.prefix_min = magnitudes.prefix_min.min(prefix);
+            if group_sum > 0.0 {
+                magnitudes.positive_groups += group_sum;
+            } else {
+                magnitudes.negative_groups -= group_sum;
+            }
+            magnitudes.abs_terms += group_abs;
+            magnitudes.max_group_abs = magnitudes.max_group_abs.max(group_abs);
+            group_sum = 0.0;
+            group_abs = 0.0;
+        }
+    }
+    let epilogue = Epilogues::new(inputs, col);
+    match wide.finish() {
+        SumValue::NaN => (f64::NAN, Accepted::NaN),
+        SumValue::Infinite { negative } => {
+            let acc = if negative {
+                f32::NEG_INFINITY
+            } else {
+                f32::INFINITY
+            };
+            let out = epilogue.reference(acc);
+            let accepted = if out.is_nan() {
+                Accepted::NaN
+            } else {
+                Accepted::Between { lo: out, hi: out }
+            };
+            (out, accepted)
+        }
+        SumValue::Finite(sum) => {
+            let expected = epilogue.reference(sum as f32);
+            let accepted = match accumulator_error(sum, &magnitudes, inputs.k()) {
+                None => Accepted::Unjudged,
+                Some(error) => {
+                    let lo = f32_at_or_below(sum - error);
+                    let hi = f32_at_or_above(sum + error);
+                    let (a, b) = (epilogue.range(lo), epilogue.range(hi));
+                    Accepted::Between {
+                        lo: a.0.min(b.0),
+                        hi: a.1.max(b.1),
+                    }
+                }
+            };
+            (expected, accepted)
+        }
+    }
+}
+
+/// E: the largest distance from the exact sum a contract-abiding f32 accumulator can end at, or
+/// `None` where it could overflow. The derivation is the NVFP4 bound's (docs/numerics.md) with
+/// the family's step error and the underflow term.
+fn accumulator_error(sum: f64, mag: &Magnitudes, k: usize) -> Option<f64> {
+    let steps = k.div_ceil(GROUP) as f64;
+    let splits = (k.div_ceil(GROUP)).min(MAX_SPLITS) as f64;
+    let slack = mag.abs_terms * RELATIVE_SLACK * 16.0;
+    // A partial sum that stops inside a group (per-product FMAs) differs from a group prefix by
+    // at most that group's sum of magnitudes.
+    let run = mag.prefix_max - mag.prefix_min + 2.0 * mag.max_group_abs + slack;
+    let subset = mag.positive_groups.max(mag.negative_groups) + slack;
+    let combined = subset.min(splits * run);
+    let step_error = STEP_ULPS * F32_ULP;
+    let underflow = (k as f64 + steps + splits) * UNDERFLOW;
+    let numerator = step_error * (steps * run + mag.abs_terms + slack)
+        + F32_ULP * (splits - 1.0) * combined
+        + underflow;
+    let denominator = 1.0 - step_error * steps - F32_ULP * (splits - 1.0) * splits;
+    if denominator <= 0.5 {
+        return None;
+    }
+    let error = numerator / denominator * (1.0 + RELATIVE_SLACK) + sum.abs() * RELATIVE_SLACK;
+    let largest = run.max(subset).max(mag.abs_terms) + error;
+    (largest < f64::from(f32::MAX) / 2.0).then_some(error)
+}
+
+/// The largest f32 at or below x (x within f32's range).
+fn f32_at_or_below(x: f64) -> f32 {
+    let nearest = x as f32;
+    if f64::from(nearest) > x {
+        -next_up(-nearest)
+    } else {
+        nearest
+    }
+}
+
+/// The smallest f32 at or above x (x within f32's range).
+fn f32_at_or_above(x: f64) -> f32 {
+    let nearest = x as f32;
+    if f64::from(nearest) < x {
+        next_up(nearest)
+    } else {
+        nearest
+    }
+}
+
+/// The next f32 toward +infinity, for finite x (`f32::next_up` needs a newer Rust than ours).
+fn next_up(x: f32) -> f32 {
+    let bits = x.to_bits();
+    if x == 0.0 {
+        f32::from_bits(1)
+    } else if x > 0.0 {
+        f32::from_bits(bits + 1)
+    } else {
+        f32::from_bits(bits - 1)
+    }
+}
+
+/// One element's epilogue: alpha, its column's bias, the output type and order.
+struct Epilogues {
+    alpha: f32,
+    bias: f32,
+    out: OutDtype,
+    order: Epilogue,
+}
+
+impl Epilogues {
+    fn new(inputs: &ScaledGemmInputs, col: usize) -> Self {
+        Epilogues {
+            alpha: inputs.alpha,
+            bias: inputs.bias.as_ref().map_or(0.0, |bias| bias[col]),
+            out: inputs.out,
+            order: inputs.epilogue,
+        }
+    }
+
+    /// The epilogue as the exact reference defines it (separate f32 roundings).
+    fn reference(&self, acc: f32) -> f64 {
+        self.forms(acc)[0]
+    }
+
+    /// The outputs the accepted forms give for `acc`, lowest and highest.
+    fn range(&self, acc: f32) -> (f64, f64) {
+        let [a, b] = self.forms(acc);
+        if a.is_nan() || b.is_nan() {
+            return (a, a);
+        }
+        (a.min(b), a.max(b))
+    }
+
+    /// The output of each accepted form for `acc`: the reference form first.
+    fn forms(&self, acc: f32) -> [f64; 2] {
+        let out = |x: f64| self.out.round(x);
+        match self.order {
+            Epilogue::F32 => {
+                // Rust's f32 arithmetic is IEEE's: each operation rounded once, to nearest even;
+                // `mul_add` rounds once for both.
+                let separate = out(f64::from(self.alpha * acc + self.bias));
+                let fused = out(f64::from(self.alpha.mul_add(acc, self.bias)));
+                [separate, fused]
+            }
+            // A sum or product of two values of at most 24 bits is exact in f64 or, for a sum
+            // whose exponents differ too much, rounds in f64 without changing the rounding
+            // to 24 bits or fewer.
+            Epilogue::BiasInOutput => {
+                let scaled = out(f64::from(self.alpha * acc));
+                let value = out(scaled + f64::from(self.bias));
+                [value, value]
+            }
+            Epilogue::AfterCast => {
+                let cast = out(f64::from(acc));
+                let scaled = out(cast * out(f64::from(self.alpha)));
+                let value = out(scaled + f64::from(self.bias));
+                [value, value]
+            }
+        }
+    }
+}
