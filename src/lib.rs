@@ -1,21 +1,26 @@
 //! nvfp4-oracle: a bit-exact CPU model of NVFP4 block-scaled GEMMs, and the tools built on it.
 //!
 //! Map of the crate, every public module (the README maps the whole repository):
-//! - [`formats`]: e2m1 and e4m3fn, bit by bit, FP4 packing and the shared rounding core.
+//! - [`formats`]: e2m1, e4m3fn, e5m2 and UE8M0, bit by bit, FP4 packing, the shared rounding
+//!   core, and every value decoded exactly.
 //! - [`quant`]: NVFP4 quantization and dequantization with torchao's semantics.
 //! - [`layout`]: plain and blocked (tensor-core, 512-byte atom) scale layouts.
 //! - [`problem`]: the dual GEMM, GEMM, GEMV and grouped GEMM: shapes, typed and validated
-//!   inputs, deterministic input generators, inputs from named tensors.
+//!   inputs, deterministic input generators, inputs from named tensors; the block-scaled
+//!   family (NVFP4, MX, FP8 and bf16 operands, alpha, bias, output types).
 //! - [`model`]: exact dot products, the declared reference answer, acceptance intervals,
-//!   tensor-core adder models and the replay of a declared schedule.
+//!   tensor-core adder models and the replay of a declared schedule; the block-scaled family's
+//!   reference and intervals.
 //! - [`compare`]: verdicts on a kernel's output (which elements fail, by how much, where) and
-//!   diagnosis against a catalogue of known bugs.
+//!   diagnosis against a catalogue of known bugs; the libraries' own tolerance checks.
 //! - [`kernels`]: the interface every kernel under test meets, the CPU kernels and planted-bug
-//!   mutants that run in process, and the manifest that describes an external kernel.
+//!   mutants that run in process, and the manifest that describes an external kernel; the
+//!   block-scaled family's CPU kernel and its planted bugs.
 //! - [`certify`]: campaigns of cases against the model (the production shapes, random large
 //!   shapes judged on sampled rows, and per-product rounding's worst case among them),
 //!   shrinking of the first failure, compute-sanitizer and determinism checks, signed
-//!   certificates, shards of a campaign and their merge, the gate against a baseline.
+//!   certificates, shards of a campaign and their merge, the gate against a baseline; the
+//!   planted bugs judged by the libraries' checks and by the oracle.
 //! - [`preflight`]: what a kernel's compiled code shows before any GPU runs it (a CuTe DSL
 //!   submission compiled for sm_100a in the sandbox; the census of its PTX: MMA kind and scale
 //!   block, CTA pair, warp roles, TMA, cluster, variant).

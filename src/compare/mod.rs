@@ -2,6 +2,7 @@
 //! where and by how much.
 
 pub mod diagnosis;
+pub mod field_checks;
 
 use crate::model::bounds::fp16_ordinal;
 use half::f16;

@@ -3,6 +3,7 @@
 //!   case it is given, its failures and the conditions it runs under;
 //! - [`cpu`], [`cpu_hopper_sim`], [`cpu_fma`]: built-in CPU kernels and planted-bug mutants
 //!   (run anywhere);
+//! - [`scaled_mutants`]: a CPU kernel of the block-scaled family and its planted bugs;
 //! - [`manifest`]: the TOML file that describes an external kernel (a GPU MODE `submission.py`
 //!   or a compiled kernel behind the C ABI of `include/nvfp4_oracle.h`).
 //!
@@ -16,6 +17,7 @@ pub mod cpu_fma;
 pub mod cpu_hopper_sim;
 pub mod interface;
 pub mod manifest;
+pub mod scaled_mutants;
 
 pub use interface::{
     DualGemmCase, KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError,

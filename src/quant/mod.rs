@@ -7,7 +7,8 @@
 //! Python scalar into multiplication by the scalar's f32 reciprocal on CUDA), the difference is a
 //! named [`TorchDevice`], never a silent choice.
 //!
-//! MXFP4 (e2m1 with a UE8M0 scale per 32, torchao's `to_mx`) is in [`mxfp4`].
+//! MXFP4 (e2m1 with a UE8M0 scale per 32, torchao's `to_mx`) is in [`mxfp4`]; every operand
+//! format of the block-scaled family in [`family`].
 
 use crate::error::{Error, Result};
 use crate::formats::{
@@ -15,6 +16,7 @@ use crate::formats::{
 };
 use crate::problem::SCALE_BLOCK;
 
+pub mod family;
 pub mod mxfp4;
 
 /// 448 * 6: the per-tensor scale maps the tensor's amax to the largest e2m1 value at the largest

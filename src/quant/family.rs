@@ -1,0 +1,152 @@
+//! Quantizers for every operand format of the block-scaled family (`problem::scaled_gemm`), as
+//! the libraries' reference quantizers work: what their tests feed their kernels.
+
+use crate::error::Result;
+use crate::formats::minifloat::{round_magnitude_rne, MiniFloatSpec, RoundedMagnitude};
+use crate::formats::{bf16_from_f64_rne, E4m3, E4m3Overflow, E4M3_MAX};
+use crate::problem::scaled_gemm::{OperandFormat, ScaledOperand};
+
+use super::{mxfp4::quantize_mxfp4_floor, quantize_nvfp4, QuantRecipe, TorchDevice};
+
+/// An operand quantized from `values` (`rows x k`, row-major), and the factor its per-tensor
+/// scale contributes to alpha (1 where the format has none).
+#[derive(Debug, Clone, PartialEq)]
+pub struct QuantizedOperand {
+    pub operand: ScaledOperand,
+    pub alpha_factor: f32,
+}
+
+/// Quantizes as the libraries' reference quantizers do: NVFP4 with torchao's two-level recipe
+/// (a per-tensor scale amax / (448 * 6), folded into alpha); MXFP4 with torchao's `to_mx` (FLOOR);
+/// MXFP8 with the same FLOOR scale rule (amax's power of two over the element format's largest
+/// power of two) and a saturating cast; FP8 with a per-tensor scale amax / 448; bf16 rounded.
+pub fn quantize_operand(
+    format: OperandFormat,
+    values: &[f32],
+    rows: usize,
+    k: usize,
+) -> Result<QuantizedOperand> {
+    let unpack = |packed: &[u8]| -> Vec<u16> {
+        packed
+            .iter()
+            .flat_map(|&byte| [u16::from(byte & 0xF), u16::from(byte >> 4)])
+            .collect()
+    };
+    let (codes, scales, alpha_factor) = match format {
+        OperandFormat::Nvfp4 => {
+            let tensor_scale = crate::quant::per_tensor_scale(values, TorchDevice::Cpu)?;
+            let recipe = QuantRecipe::TwoLevel { tensor_scale };
+            let q = quantize_nvfp4(values, rows, k, recipe, TorchDevice::Cpu)?;
+            (unpack(&q.data), q.scales, tensor_scale)
+        }
+        OperandFormat::Mxfp4 => {
+            let q = quantize_mxfp4_floor(values, rows, k)?;
+            (unpack(&q.data), q.scales, 1.0)
+        }
+        OperandFormat::Mxfp8E4m3 | OperandFormat::Mxfp8E5m2 => {
+            let element = Fp8::of(format);
+            let mut codes = Vec::with_capacity(values.len());
+            let mut scales = Vec::new();
+            for block in values.chunks(32) {
+                let amax = block.iter().fold(0f32, |m, x| m.max(x.abs()));
+                let exponent = if amax > 0.0 {
+                    (amax.log2().floor() as i32 - element.max_pow2).clamp(-127, 127)
+                } else {
+                    -127
+                };
+                scales.push((exponent + 127) as u8);
+                let divisor = 2f64.powi(exponent);
+                codes.extend(
+                    block
+                        .iter()
+                        .map(|&x| element.encode(f64::from(x) / divisor)),
+                );
+            }
+            (codes, scales, 1.0)
+        }
+        OperandFormat::Fp8E4m3 => {
+            let amax = values.iter().fold(0f32, |m, x| m.max(x.abs()));
+            let scale = if amax > 0.0 { amax / E4M3_MAX } else { 1.0 };
+            let codes = values
+                .iter()
+                .map(|&x| {
+                    u16::from(E4m3::from_f32_rne(x / scale, E4m3Overflow::Saturate).to_bits())
+                })
+                .collect();
+            (codes, Vec::new(), scale)
+        }
+        OperandFormat::Bf16 => {
+            let codes = values
+                .iter()
+                .map(|&x| bf16_from_f64_rne(f64::from(x)).to_bits())
+                .collect();
+            (codes, Vec::new(), 1.0)
+        }
+    };
+    Ok(QuantizedOperand {
+        operand: ScaledOperand::new(format, rows, k, codes, scales)?,
+        alpha_factor,
+    })
+}
+
+/// The FP8 element formats' saturating round-to-nearest-even cast.
+struct Fp8 {
+    spec: MiniFloatSpec,
+    max_code: u32,
+    /// log2 of the largest power of two below the largest finite value (8 for e4m3's 448, 15
+    /// for e5m2's 57344).
+    max_pow2: i32,
+}
+
+impl Fp8 {
+    fn of(format: OperandFormat) -> Fp8 {
+        match format {
+            OperandFormat::Mxfp8E5m2 => Fp8 {
+                spec: MiniFloatSpec {
+                    exponent_bits: 5,
+                    mantissa_bits: 2,
+                    bias: 15,
+                },
+                max_code: 0x7B,
+                max_pow2: 15,
+            },
+            _ => Fp8 {
+                spec: crate::formats::e4m3::E4M3_SPEC,
+                max_code: 0x7E,
+                max_pow2: 8,
+            },
+        }
+    }
+
+    fn encode(&self, x: f64) -> u16 {
+        let sign = if x.is_sign_negative() { 0x80 } else { 0 };
+        let magnitude = match round_magnitude_rne(x, self.spec) {
+            RoundedMagnitude::Code(code) => code.min(self.max_code),
+            _ => self.max_code,
+        };
+        sign | magnitude as u16
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::scaled_generate::normal_values;
+
+    #[test]
+    fn quantized_operands_are_close_to_their_values() {
+        let (rows, k) = (4, 64);
+        let values = normal_values(rows * k, 3, 0);
+        for format in OperandFormat::ALL {
+            let q = quantize_operand(format, &values, rows, k).unwrap();
+            let worst = (0..rows * k)
+                .map(|i| {
+                    let got = q.operand.value(i / k, i % k).to_f64() * f64::from(q.alpha_factor);
+                    (got - f64::from(values[i])).abs()
+                })
+                .fold(0.0, f64::max);
+            // e2m1 keeps a quarter of the block's amax apart at worst: below 1.5 for N(0, 1).
+            assert!(worst < 1.5, "{}: {worst}", format.name());
+        }
+    }
+}
