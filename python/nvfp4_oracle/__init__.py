@@ -20,6 +20,10 @@ do not fit, a permuted copy that disagrees, an unknown problem or distribution, 
 0..2**64-1), naming the tensor. `check` is as strict as the CLI's: the output must have exactly
 the reference's shape.
 
+`assert_gemm(out, a, b, a_scale, b_scale, a_format=..., alpha=..., ...)` judges one GEMM of the
+block-scaled family as the libraries ship it (NVFP4, MX, FP8 and bf16 operands, a global scale,
+a bias, fp16/bf16/f32 output): a drop-in for the tolerance line of their tests (see `gemm`).
+
 `certify(fn)` runs the CLI's certification campaign (the same cases, shrinking and diagnosis) on
 a trusted callable and returns its certificate.
 """
@@ -35,10 +39,12 @@ import types
 import numpy as np
 
 from . import _core
+from .gemm import EPILOGUES, OPERAND_FORMATS, OUT_DTYPES, GemmReference, assert_gemm
 
 __all__ = [
     "Case", "Reference", "Verdict", "Certification", "generate", "reference", "check",
     "to_gpumode", "from_gpumode", "certify", "MODEL_VERSION", "PROBLEMS", "DISTRIBUTIONS",
+    "assert_gemm", "GemmReference", "OPERAND_FORMATS", "OUT_DTYPES", "EPILOGUES",
 ]
 
 MODEL_VERSION = _core.MODEL_VERSION

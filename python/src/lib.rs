@@ -25,6 +25,8 @@ use std::path::Path;
 use std::sync::Mutex;
 use std::time::Duration;
 
+mod scaled;
+
 fn value_error(err: impl std::fmt::Display) -> PyErr {
     PyValueError::new_err(err.to_string())
 }
@@ -446,6 +448,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(write_case_dir, m)?)?;
     m.add_function(wrap_pyfunction!(worker_source, m)?)?;
     m.add_function(wrap_pyfunction!(certify, m)?)?;
+    m.add_function(wrap_pyfunction!(scaled::scaled_gemm_check, m)?)?;
     m.add("MODEL_VERSION", nvfp4_oracle::model::MODEL_VERSION)?;
     Ok(())
 }

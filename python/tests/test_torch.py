@@ -95,3 +95,31 @@ def test_certify_judges_in_place_outputs_group_outputs_and_the_doors_checks(tmp_
     result = oracle.certify(wrong_dtype, cases=0, device=_device(), raise_on_failure=False,
                             report_dir=tmp_path)
     assert "the output is a torch.float32 tensor" in result.failure["verdict"]
+
+
+def test_assert_gemm_reads_the_libraries_torch_dtypes():
+    # MXFP8 (e4m3) x MXFP4 with float8_e8m0fnu scales, and bf16 x MXFP4, against torch's own
+    # dequantize-and-matmul in float64; bf16 output.
+    gen = torch.Generator().manual_seed(4)
+    m, n, k = 32, 16, 128
+    a8 = torch.randint(0, 256, (m, k), dtype=torch.uint8, generator=gen)
+    a8[(a8 & 0x7F) == 0x7F] = 0x38
+    b4 = torch.randint(0, 256, (n, k // 2), dtype=torch.uint8, generator=gen)
+    sa = torch.randint(120, 134, (m, k // 32), dtype=torch.uint8, generator=gen)
+    sb = torch.randint(120, 134, (n, k // 32), dtype=torch.uint8, generator=gen)
+    e2m1 = torch.tensor([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6],
+                        dtype=torch.float64)
+    b_values = torch.stack([e2m1[(b4 & 0xF).long()], e2m1[(b4 >> 4).long()]], -1).reshape(n, k)
+    b_values = b_values * torch.exp2(sb.double() - 127).repeat_interleave(32, 1)
+    a_values = a8.view(torch.float8_e4m3fn).double()
+    a_values = a_values * torch.exp2(sa.double() - 127).repeat_interleave(32, 1)
+    out = (a_values @ b_values.T).to(torch.bfloat16)
+    oracle.assert_gemm(out, a8.view(torch.float8_e4m3fn), b4.view(torch.float4_e2m1fn_x2),
+                       sa.view(torch.float8_e8m0fnu), sb.view(torch.float8_e8m0fnu),
+                       a_format="mxfp8-e4m3", b_format="mxfp4")
+    a16 = torch.randn(m, k, generator=gen).to(torch.bfloat16)
+    out = (a16.double() @ b_values.T).to(torch.bfloat16)
+    oracle.assert_gemm(out, a16, b4.view(torch.float4_e2m1fn_x2), None, sb,
+                       a_format="bf16", b_format="mxfp4")
+    with pytest.raises(AssertionError):
+        oracle.assert_gemm(out * 1.05, a16, b4, None, sb, a_format="bf16", b_format="mxfp4")
