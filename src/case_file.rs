@@ -207,6 +207,20 @@ impl CaseReader {
         })
     }
 
+    /// Whether the file holds tensor `name`.
+    pub fn has_tensor(&self, name: &str) -> Result<bool> {
+        Ok(self.parsed()?.tensor(name).is_ok())
+    }
+
+    /// The shape of tensor `name`, whatever its dtype.
+    pub fn shape_of(&self, name: &str) -> Result<Vec<usize>> {
+        let parsed = self.parsed()?;
+        let view = parsed
+            .tensor(name)
+            .map_err(|_| Error::file(&self.path, format!("has no tensor '{name}'")))?;
+        Ok(view.shape().to_vec())
+    }
+
     /// The bytes of tensor `name`, which must have `dtype` and `shape`.
     pub fn tensor(&self, name: &str, dtype: Dtype, shape: &[usize]) -> Result<Vec<u8>> {
         let parsed = self.parsed()?;

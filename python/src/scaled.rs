@@ -140,15 +140,7 @@ pub fn scaled_gemm_check<'py>(
         .into_iter()
         .map(|(i, _)| i)
         .collect();
-    let (lo, hi): (Vec<f64>, Vec<f64>) = reference
-        .accepted
-        .iter()
-        .map(|accepted| match *accepted {
-            Accepted::Between { lo, hi } => (lo, hi),
-            Accepted::NaN => (f64::NAN, f64::NAN),
-            Accepted::Unjudged => (f64::NEG_INFINITY, f64::INFINITY),
-        })
-        .unzip();
+    let (lo, hi): (Vec<f64>, Vec<f64>) = reference.accepted.iter().map(Accepted::bounds).unzip();
     let array = |values: Vec<f64>| {
         ndarray::Array::from_shape_vec(ndarray::IxDyn(&[m, n]), values)
             .expect("M x N values")

@@ -19,6 +19,7 @@ mod golden;
 mod merge;
 mod preflight;
 mod reference;
+mod scaled_gemm;
 mod variants;
 mod verify;
 
@@ -63,6 +64,11 @@ pub enum Command {
     Reference(reference::ReferenceArgs),
     /// Judge a kernel's output (tensor `c`) against a reference case. Exit 0 pass, 1 fail, 2 bad input.
     Check(check::CheckArgs),
+    /// The block-scaled family as the libraries ship it (NVFP4, MXFP4, MXFP8, FP8 and bf16
+    /// operands; a global scale, a bias, fp16/bf16/fp32 output): write a case with its
+    /// reference, or judge an output against one.
+    #[command(subcommand)]
+    ScaledGemm(scaled_gemm::ScaledGemmCommand),
     /// Fuzz kernels against the model, shrink and diagnose the first failure, write certificates.
     ///
     /// Exit codes: 0 every selected kernel certified; 1 some kernel failed; 2 bad usage or input
@@ -130,6 +136,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Generate(args) => generate::run(args),
         Command::Reference(args) => reference::run(args),
         Command::Check(args) => check::run(args),
+        Command::ScaledGemm(command) => scaled_gemm::run(command),
         Command::Certify(args) => certify::run(args),
         Command::Merge(args) => merge::run(args),
         Command::Verify(args) => verify::run(args),

@@ -57,6 +57,27 @@ pub enum Accepted {
 }
 
 impl Accepted {
+    /// As two numbers, the form case files and the Python package carry: the interval's ends;
+    /// NaN and NaN where NaN is the answer; -inf and inf where the element is not judged.
+    pub fn bounds(&self) -> (f64, f64) {
+        match *self {
+            Accepted::Between { lo, hi } => (lo, hi),
+            Accepted::NaN => (f64::NAN, f64::NAN),
+            Accepted::Unjudged => (f64::NEG_INFINITY, f64::INFINITY),
+        }
+    }
+
+    /// The inverse of [`Accepted::bounds`].
+    pub fn from_bounds(lo: f64, hi: f64) -> Accepted {
+        if lo.is_nan() || hi.is_nan() {
+            Accepted::NaN
+        } else if lo == f64::NEG_INFINITY && hi == f64::INFINITY {
+            Accepted::Unjudged
+        } else {
+            Accepted::Between { lo, hi }
+        }
+    }
+
     pub fn accepts(&self, got: f64) -> bool {
         match *self {
             Accepted::Between { lo, hi } => lo <= got && got <= hi,

@@ -1,0 +1,409 @@
+//! `nvfp4-oracle scaled-gemm`: the block-scaled family (`problem::scaled_gemm`) from the command
+//! line. `reference` writes a case file with the operands (drawn, or yours with --inputs) and the
+//! model's exact reference and interval; `check` judges a kernel's output against it.
+//!
+//! The case file (safetensors) holds `a` and `b` (packed FP4 as uint8 `[rows, K/2]`, FP8 as
+//! uint8 `[rows, K]`, bf16 as BF16 `[rows, K]`), `a_scale` and `b_scale` (uint8, plain
+//! `[rows, K/block]`, absent for FP8 and bf16), `bias` (F32 `[N]`, optional), and `expected`,
+//! `lo`, `hi` (F64 `[M, N]`: values of the output type; lo = hi = NaN where the answer is NaN,
+//! -inf and inf where the element is not judged); its metadata names the formats, alpha, the
+//! output type and the epilogue.
+
+use super::EXIT_FAIL;
+use crate::case_file::{CaseReader, CaseWriter};
+use crate::error::{Error, Result};
+use crate::model::scaled_gemm::{scaled_gemm_reference, Accepted};
+use crate::model::MODEL_VERSION;
+use crate::problem::scaled_gemm::{
+    Epilogue, OperandFormat, OutDtype, ScaledGemmInputs, ScaledOperand,
+};
+use crate::problem::scaled_generate::{normal_values, random_operand, ScaledDistribution};
+use crate::problem::Shape;
+use crate::quant::family::quantize_operand;
+use clap::{Args, Subcommand};
+use safetensors::Dtype;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Subcommand, Debug)]
+pub enum ScaledGemmCommand {
+    /// Write a case: the operands (drawn, or yours with --inputs) and the model's exact reference
+    /// and acceptance interval.
+    Reference(ScaledReferenceArgs),
+    /// Judge a kernel's output (tensor `c`: F16, BF16 or F32 [M, N]) against a case. Exit 0
+    /// pass, 1 fail, 2 bad input.
+    Check(ScaledCheckArgs),
+}
+
+#[derive(Args, Debug)]
+#[command(
+    after_help = "Formats: nvfp4 (e2m1, e4m3 scale per 16), mxfp4 (e2m1, UE8M0 per 32), \
+mxfp8-e4m3 and mxfp8-e5m2 (UE8M0 per 32), fp8-e4m3 (no block scale: fold its per-tensor scale \
+into --alpha), bf16. Epilogues: f32 (alpha * acc + bias in f32, one cast: CUTLASS, cuBLASLt, \
+cuDNN), bias-in-output (the bias added after the cast: vLLM), after-cast (cast, times alpha, \
+plus bias, each in the output type: torchao). With --inputs, FILE holds a, b, a_scale, b_scale \
+and optionally bias as the case file stores them (see `scaled-gemm check --help`)."
+)]
+pub struct ScaledReferenceArgs {
+    /// A's format.
+    #[arg(long, default_value = "nvfp4")]
+    pub a_format: OperandFormat,
+    /// B's format (B is N x K, as a weight is stored).
+    #[arg(long, default_value = "nvfp4")]
+    pub b_format: OperandFormat,
+    /// MxNxK of drawn operands (K a multiple of 32 for MX formats, of 16 otherwise).
+    #[arg(long, required_unless_present = "inputs", conflicts_with = "inputs")]
+    pub shape: Option<Shape>,
+    /// How drawn operands are made: `normal` (standard normal values through each format's
+    /// quantizer, as the libraries' tests do; alpha then includes the per-tensor scales),
+    /// `moderate` (every finite code, scales near 1) or `codes` (every finite code and scale:
+    /// UE8M0 from 2^-127 to 2^127).
+    #[arg(long, default_value = "normal", conflicts_with = "inputs")]
+    pub dist: String,
+    #[arg(long, default_value_t = 1111, conflicts_with = "inputs")]
+    pub seed: u64,
+    /// Your operands instead of drawn ones (a safetensors file).
+    #[arg(long)]
+    pub inputs: Option<PathBuf>,
+    /// The FP32 global scale (for drawn `normal` operands, multiplied by their per-tensor scales).
+    #[arg(long, default_value_t = 1.0)]
+    pub alpha: f32,
+    /// Add a bias per column (drawn: 0.05 times standard normal values).
+    #[arg(long)]
+    pub bias: bool,
+    /// fp16, bf16 or fp32.
+    #[arg(long, default_value = "bf16")]
+    pub out_dtype: OutDtype,
+    /// f32, bias-in-output or after-cast.
+    #[arg(long, default_value = "f32")]
+    pub epilogue: Epilogue,
+    /// Output case file (safetensors).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct ScaledCheckArgs {
+    /// A case written by `scaled-gemm reference`.
+    #[arg(long)]
+    pub case: PathBuf,
+    /// The kernel's output: a safetensors file with tensor `c` ([M, N], the case's output type).
+    #[arg(long)]
+    pub output: PathBuf,
+}
+
+pub fn run(command: ScaledGemmCommand) -> Result<ExitCode> {
+    match command {
+        ScaledGemmCommand::Reference(args) => reference(args),
+        ScaledGemmCommand::Check(args) => check(args),
+    }
+}
+
+fn reference(args: ScaledReferenceArgs) -> Result<ExitCode> {
+    let (inputs, what) = match (&args.inputs, args.shape) {
+        (Some(path), _) => {
+            let case = CaseReader::open(path)?;
+            let a = read_operand(&case, "a", args.a_format, None)?;
+            let b = read_operand(&case, "b", args.b_format, Some(a.k))?;
+            let bias = if case.has_tensor("bias")? {
+                Some(f32s(&case.tensor("bias", Dtype::F32, &[b.rows])?))
+            } else {
+                None
+            };
+            let inputs =
+                ScaledGemmInputs::new(a, b, args.alpha, bias, args.out_dtype, args.epilogue)?;
+            (inputs, format!("the operands of {}", path.display()))
+        }
+        (None, Some(shape)) => {
+            if shape.l != 1 {
+                return Err(Error::Usage("scaled-gemm shapes are MxNxK (no L)".into()));
+            }
+            (
+                drawn(&args, shape)?,
+                format!(
+                    "{}x{}x{} {} operands, seed {}",
+                    shape.m, shape.n, shape.k, args.dist, args.seed
+                ),
+            )
+        }
+        (None, None) => unreachable!("clap requires --shape or --inputs"),
+    };
+    let reference = scaled_gemm_reference(&inputs);
+    let (m, n) = (inputs.m(), inputs.n());
+    let mut writer = CaseWriter::default();
+    for (name, operand) in [("a", &inputs.a), ("b", &inputs.b)] {
+        write_operand(&mut writer, name, operand);
+    }
+    if let Some(bias) = &inputs.bias {
+        writer.tensor(
+            "bias",
+            Dtype::F32,
+            vec![n],
+            bias.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        );
+    }
+    let (lo, hi): (Vec<f64>, Vec<f64>) = reference.accepted.iter().map(Accepted::bounds).unzip();
+    for (name, values) in [("expected", &reference.expected), ("lo", &lo), ("hi", &hi)] {
+        writer.tensor(
+            name,
+            Dtype::F64,
+            vec![m, n],
+            values.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        );
+    }
+    writer
+        .meta("problem", "scaled-gemm")
+        .meta("model_version", MODEL_VERSION)
+        .meta("a_format", inputs.a.format.name())
+        .meta("b_format", inputs.b.format.name())
+        .meta("alpha", format!("{:?}", inputs.alpha))
+        .meta("out_dtype", inputs.out.name())
+        .meta("epilogue", inputs.epilogue.name())
+        .meta("shape", format!("{m}x{n}x{}", inputs.k()))
+        .write(&args.out)?;
+    println!(
+        "wrote {what} ({} x {}, alpha {:?}, {} output, {} epilogue) with the reference (model \
+         version {MODEL_VERSION}) to {}; {} of {} elements not judged (the f32 accumulator \
+         could overflow)",
+        inputs.a.format.name(),
+        inputs.b.format.name(),
+        inputs.alpha,
+        inputs.out.name(),
+        inputs.epilogue.name(),
+        args.out.display(),
+        reference.unjudged(),
+        m * n
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn drawn(args: &ScaledReferenceArgs, shape: Shape) -> Result<ScaledGemmInputs> {
+    let (m, n, k) = (shape.m, shape.n, shape.k);
+    let (a, b, alpha) = match args.dist.as_str() {
+        "normal" => {
+            let a = quantize_operand(args.a_format, &normal_values(m * k, args.seed, 0), m, k)?;
+            let b = quantize_operand(args.b_format, &normal_values(n * k, args.seed, 1), n, k)?;
+            let alpha = args.alpha * a.alpha_factor * b.alpha_factor;
+            (a.operand, b.operand, alpha)
+        }
+        name => {
+            let distribution = match name {
+                "moderate" => ScaledDistribution::Moderate,
+                "codes" => ScaledDistribution::Codes,
+                other => {
+                    return Err(Error::UnknownName {
+                        what: "distribution",
+                        given: other.into(),
+                        expected: "normal, moderate, codes".into(),
+                    })
+                }
+            };
+            for format in [args.a_format, args.b_format] {
+                if k % format.k_multiple() != 0 {
+                    return Err(Error::Usage(format!(
+                        "K = {k} is not a multiple of {} ({})",
+                        format.k_multiple(),
+                        format.name()
+                    )));
+                }
+            }
+            let a = random_operand(args.a_format, m, k, distribution, args.seed, 0);
+            let b = random_operand(args.b_format, n, k, distribution, args.seed, 1);
+            (a, b, args.alpha)
+        }
+    };
+    let bias = args.bias.then(|| {
+        normal_values(n, args.seed, 2)
+            .into_iter()
+            .map(|x| {
+                let value = x * 0.05;
+                if args.epilogue == Epilogue::F32 {
+                    value
+                } else {
+                    args.out_dtype.round(f64::from(value)) as f32
+                }
+            })
+            .collect()
+    });
+    ScaledGemmInputs::new(a, b, alpha, bias, args.out_dtype, args.epilogue)
+}
+
+/// How an operand's elements are stored: (dtype, columns per row, bytes).
+fn storage(operand: &ScaledOperand) -> (Dtype, usize, Vec<u8>) {
+    match operand.format {
+        OperandFormat::Nvfp4 | OperandFormat::Mxfp4 => (
+            Dtype::U8,
+            operand.k / 2,
+            operand
+                .codes
+                .chunks_exact(2)
+                .map(|pair| (pair[0] | pair[1] << 4) as u8)
+                .collect(),
+        ),
+        OperandFormat::Bf16 => (
+            Dtype::BF16,
+            operand.k,
+            operand.codes.iter().flat_map(|c| c.to_le_bytes()).collect(),
+        ),
+        _ => (
+            Dtype::U8,
+            operand.k,
+            operand.codes.iter().map(|&c| c as u8).collect(),
+        ),
+    }
+}
+
+fn write_operand(writer: &mut CaseWriter, name: &str, operand: &ScaledOperand) {
+    let (dtype, cols, bytes) = storage(operand);
+    writer.tensor(name, dtype, vec![operand.rows, cols], bytes);
+    if let Some((_, block)) = operand.format.scale() {
+        writer.tensor(
+            &format!("{name}_scale"),
+            Dtype::U8,
+            vec![operand.rows, operand.k / block],
+            operand.scales.clone(),
+        );
+    }
+}
+
+/// Reads operand `name` of `format`; its shape from the file (K must equal `k` when given).
+fn read_operand(
+    case: &CaseReader,
+    name: &str,
+    format: OperandFormat,
+    k: Option<usize>,
+) -> Result<ScaledOperand> {
+    let shape = case.shape_of(name)?;
+    let [rows, cols] = shape[..] else {
+        return Err(Error::file(
+            case.path(),
+            format!("tensor '{name}' has shape {shape:?}; expected [rows, columns]"),
+        ));
+    };
+    let packed = matches!(format, OperandFormat::Nvfp4 | OperandFormat::Mxfp4);
+    let operand_k = if packed { cols * 2 } else { cols };
+    if let Some(k) = k {
+        if operand_k != k {
+            return Err(Error::file(
+                case.path(),
+                format!("'{name}' has K = {operand_k}, A has K = {k}"),
+            ));
+        }
+    }
+    let codes: Vec<u16> = match format {
+        OperandFormat::Bf16 => case
+            .tensor(name, Dtype::BF16, &shape)?
+            .chunks_exact(2)
+            .map(|b| u16::from_le_bytes([b[0], b[1]]))
+            .collect(),
+        _ if packed => case
+            .tensor(name, Dtype::U8, &shape)?
+            .iter()
+            .flat_map(|&b| [u16::from(b & 0xF), u16::from(b >> 4)])
+            .collect(),
+        _ => case
+            .tensor(name, Dtype::U8, &shape)?
+            .iter()
+            .map(|&b| u16::from(b))
+            .collect(),
+    };
+    let scales = match format.scale() {
+        None => Vec::new(),
+        Some((_, block)) => case.tensor(
+            &format!("{name}_scale"),
+            Dtype::U8,
+            &[rows, operand_k / block],
+        )?,
+    };
+    ScaledOperand::new(format, rows, operand_k, codes, scales)
+}
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+fn f64s(bytes: &[u8]) -> Vec<f64> {
+    bytes
+        .chunks_exact(8)
+        .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
+        .collect()
+}
+
+fn check(args: ScaledCheckArgs) -> Result<ExitCode> {
+    let case = CaseReader::open(&args.case)?;
+    if case.meta("problem")? != "scaled-gemm" {
+        return Err(Error::file(
+            &args.case,
+            "is not a scaled-gemm case (write one with `scaled-gemm reference`)",
+        ));
+    }
+    let version = case.meta("model_version")?;
+    if version != MODEL_VERSION {
+        return Err(Error::file(&args.case, format!("was written by model version {version}; this tool is version {MODEL_VERSION}: regenerate the case")));
+    }
+    let out_dtype: OutDtype = case.meta("out_dtype")?.parse()?;
+    let [m, n] = case.shape_of("expected")?[..] else {
+        return Err(Error::file(&args.case, "tensor 'expected' is not [M, N]"));
+    };
+    let read = |name| {
+        case.tensor(name, Dtype::F64, &[m, n])
+            .map(|bytes| f64s(&bytes))
+    };
+    let (expected, lo, hi) = (read("expected")?, read("lo")?, read("hi")?);
+    let output = CaseReader::open(&args.output)?;
+    let got: Vec<f64> = match out_dtype {
+        OutDtype::F16 => output
+            .tensor("c", Dtype::F16, &[m, n])?
+            .chunks_exact(2)
+            .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f64())
+            .collect(),
+        OutDtype::Bf16 => output
+            .tensor("c", Dtype::BF16, &[m, n])?
+            .chunks_exact(2)
+            .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f64())
+            .collect(),
+        OutDtype::F32 => f32s(&output.tensor("c", Dtype::F32, &[m, n])?)
+            .into_iter()
+            .map(f64::from)
+            .collect(),
+    };
+    let accepted: Vec<Accepted> = lo
+        .iter()
+        .zip(&hi)
+        .map(|(&lo, &hi)| Accepted::from_bounds(lo, hi))
+        .collect();
+    let rejected: Vec<usize> = (0..m * n)
+        .filter(|&i| !accepted[i].accepts(got[i]))
+        .collect();
+    let unjudged = accepted
+        .iter()
+        .filter(|a| **a == Accepted::Unjudged)
+        .count();
+    if rejected.is_empty() {
+        println!("PASS: all {} elements are what a correct kernel gives ({unjudged} not judged: the f32 accumulator could overflow)", m * n);
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!(
+        "FAIL: {} of {} elements are outside what a correct kernel gives",
+        rejected.len(),
+        m * n
+    );
+    for &i in rejected.iter().take(10) {
+        println!(
+            "  [{}, {}]: got {:?}, exact {:?}, accepted [{:?}, {:?}]",
+            i / n,
+            i % n,
+            got[i],
+            expected[i],
+            lo[i],
+            hi[i]
+        );
+    }
+    if rejected.len() > 10 {
+        println!("  ... and {} more", rejected.len() - 10);
+    }
+    Ok(ExitCode::from(EXIT_FAIL))
+}
