@@ -9,7 +9,7 @@ if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
 fi
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-  "maturin==1.16.0" "numpy>=1.21" "pytest>=7"
+  "maturin==1.16.0" "numpy>=1.21" "pytest>=7" "hypothesis>=6"
 rm -rf target/wheels
 "$venv/bin/maturin" build --quiet --release --strip --locked -m python/Cargo.toml -o target/wheels
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --force-reinstall --no-deps \
