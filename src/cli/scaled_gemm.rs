@@ -56,8 +56,9 @@ pub struct ScaledReferenceArgs {
     pub shape: Option<Shape>,
     /// How drawn operands are made: `normal` (standard normal values through each format's
     /// quantizer, as the libraries' tests do; alpha then includes the per-tensor scales),
-    /// `moderate` (every finite code, scales near 1) or `codes` (every finite code and scale:
-    /// UE8M0 from 2^-127 to 2^127).
+    /// `moderate` (every finite code, scales near 1), `codes` (every finite code and scale:
+    /// UE8M0 from 2^-127 to 2^127) or `edges` (NaN and infinite elements, UE8M0 0x00, 0xFE and
+    /// NaN scales).
     #[arg(long, default_value = "normal", conflicts_with = "inputs")]
     pub dist: String,
     #[arg(long, default_value_t = 1111, conflicts_with = "inputs")]
@@ -187,17 +188,14 @@ fn drawn(args: &ScaledReferenceArgs, shape: Shape) -> Result<ScaledGemmInputs> {
             (a.operand, b.operand, alpha)
         }
         name => {
-            let distribution = match name {
-                "moderate" => ScaledDistribution::Moderate,
-                "codes" => ScaledDistribution::Codes,
-                other => {
-                    return Err(Error::UnknownName {
-                        what: "distribution",
-                        given: other.into(),
-                        expected: "normal, moderate, codes".into(),
-                    })
-                }
-            };
+            let distribution = ScaledDistribution::ALL
+                .into_iter()
+                .find(|d| d.name() == name)
+                .ok_or_else(|| Error::UnknownName {
+                    what: "distribution",
+                    given: name.into(),
+                    expected: "normal, moderate, codes, edges".into(),
+                })?;
             for format in [args.a_format, args.b_format] {
                 if k % format.k_multiple() != 0 {
                     return Err(Error::Usage(format!(

@@ -18,7 +18,34 @@ pub enum ScaledDistribution {
     /// Every finite element code, scales within 2^-8..2^8 and bf16 exponents within 2^-16..2^16:
     /// values of comparable size, where the intervals are narrowest.
     Moderate,
+    /// Every element code, NaN and infinities included, and the scale bytes kernels mishandle:
+    /// UE8M0 0x00 (2^-127, not zero), 0xFE (2^127) and 0xFF (NaN) among 1 and its neighbours;
+    /// UE4M3 NaN (0x7F) in one block in twenty.
+    Edges,
 }
+
+impl ScaledDistribution {
+    pub const ALL: [ScaledDistribution; 3] = [
+        ScaledDistribution::Codes,
+        ScaledDistribution::Moderate,
+        ScaledDistribution::Edges,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ScaledDistribution::Codes => "codes",
+            ScaledDistribution::Moderate => "moderate",
+            ScaledDistribution::Edges => "edges",
+        }
+    }
+}
+
+/// UE8M0 bytes of the edge distribution, out of 20: 0x00 six times, 1.0 six, 0xFE four, NaN
+/// once, 2^-15 twice, 2^15 once.
+const EDGE_UE8M0: [u8; 20] = [
+    0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x7F, 0x7F, 0x7F, 0x7F, 0x7F, 0x7F, 0xFE, 0xFE, 0xFE, 0xFE,
+    0xFF, 0x70, 0x70, 0x8E,
+];
 
 /// Draws a `rows x k` operand of `format`.
 pub fn random_operand(
@@ -42,7 +69,8 @@ pub fn random_operand(
             } else {
                 code
             };
-            if format.element().decode(code).to_f64().is_finite() {
+            let edges = distribution == ScaledDistribution::Edges;
+            if edges || format.element().decode(code).to_f64().is_finite() {
                 break code;
             }
         })
@@ -50,11 +78,13 @@ pub fn random_operand(
     let scales = match format.scale() {
         None => Vec::new(),
         Some((scale, block)) => (0..rows * (k / block))
-            .map(|_| match (scale, moderate) {
+            .map(|_| match (scale, distribution) {
+                (ScaleFormat::Ue4m3, ScaledDistribution::Edges) if below(20) == 0 => 0x7F,
                 // Every UE4M3 byte but NaN and the sign bit: 0x00..=0x7E (zero included).
                 (ScaleFormat::Ue4m3, _) => below(0x7F) as u8,
-                (ScaleFormat::Ue8m0, false) => below(0xFF) as u8,
-                (ScaleFormat::Ue8m0, true) => (127 - 8 + below(17)) as u8,
+                (ScaleFormat::Ue8m0, ScaledDistribution::Codes) => below(0xFF) as u8,
+                (ScaleFormat::Ue8m0, ScaledDistribution::Moderate) => (127 - 8 + below(17)) as u8,
+                (ScaleFormat::Ue8m0, ScaledDistribution::Edges) => EDGE_UE8M0[below(20) as usize],
             })
             .collect(),
     };
