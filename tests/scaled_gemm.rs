@@ -170,8 +170,8 @@ fn every_simulated_accumulation_lands_inside_its_interval() {
         Accumulation::Groups(32),
         Accumulation::SplitK(3),
     ];
-    // Unjudged elements (the f32 accumulator could overflow) by distribution.
-    let (mut judged, mut unjudged_moderate, mut unjudged_wide) = (0usize, 0usize, 0usize);
+        // Judged and unjudged elements (the f32 accumulator could overflow) by distribution.
+    let mut counts = std::collections::HashMap::<&str, (usize, usize)>::new();
     for (i, a) in OperandFormat::ALL.into_iter().enumerate() {
         for (j, b) in OperandFormat::ALL.into_iter().enumerate() {
             for distribution in ScaledDistribution::ALL {
@@ -195,10 +195,7 @@ fn every_simulated_accumulation_lands_inside_its_interval() {
                         for col in 0..4 {
                             let accepted = reference.accepted[row * 4 + col];
                             if accepted == Accepted::Unjudged {
-                                match distribution {
-                                    ScaledDistribution::Moderate => unjudged_moderate += 1,
-                                    _ => unjudged_wide += 1,
-                                }
+                                counts.entry(distribution.name()).or_default().1 += 1;
                                 continue;
                             }
                             let terms = products(&x, row, col);
@@ -217,20 +214,21 @@ fn every_simulated_accumulation_lands_inside_its_interval() {
                                     );
                                 }
                             }
-                            judged += 1;
+                            counts.entry(distribution.name()).or_default().0 += 1;
                         }
                     }
                 }
             }
         }
     }
-    // Scales up to 2^127 on bf16 or e5m2 values overflow f32 in about a third of the elements of
-    // the whole-range and edge distributions; moderate data never does.
-    assert_eq!(unjudged_moderate, 0);
-    assert!(
-        judged > 2 * unjudged_wide,
-        "judged {judged}, unjudged {unjudged_wide}"
-    );
+    // Two UE8M0 scales drawn from 2^-127..2^127 multiply past f32's range in most elements of the
+    // whole-range distribution (about 63% here) and many of the edge one (0xFE is one scale byte
+    // in five); moderate data never does. What is judged is still hundreds of elements.
+    let count = |name: &str| counts.get(name).copied().unwrap_or_default();
+    eprintln!("judged, unjudged: {counts:?}");
+    assert_eq!(count("moderate").1, 0);
+    assert!(3 * count("codes").0 > count("codes").0 + count("codes").1, "{counts:?}");
+    assert!(count("edges").0 > count("edges").1, "{counts:?}");
 }
 
 #[test]

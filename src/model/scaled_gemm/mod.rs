@@ -180,6 +180,11 @@ fn element(inputs: &ScaledGemmInputs, row: usize, col: usize) -> (f64, Accepted)
     let epilogue = Epilogues::new(inputs, col);
     match wide.finish() {
         SumValue::NaN => (f64::NAN, Accepted::NaN),
+        // An infinite element makes the sum infinite, but a kernel whose finite products or
+        // partials overflow f32 with the other sign gets NaN: judged only where none can.
+        SumValue::Infinite { .. } if accumulator_error(0.0, &magnitudes, inputs.k()).is_none() => {
+            (f64::NAN, Accepted::Unjudged)
+        }
         SumValue::Infinite { negative } => {
             let acc = if negative {
                 f32::NEG_INFINITY
