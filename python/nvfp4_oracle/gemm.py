@@ -160,7 +160,9 @@ def assert_gemm(out, a, b, a_scale=None, b_scale=None, *, a_format="nvfp4", b_fo
     if out_dtype is not None:
         _choice("output type", out_dtype, OUT_DTYPES)
     values, out_dtype = _output(out, out_dtype)
-    scales = [None if s is None else _bytes(n, s).reshape(-1)
+    # Plain scales keep their shape, which is checked; the 128x4 layout is read as its bytes.
+    scales = [None if s is None else
+              _bytes(n, s).reshape(-1) if scale_layout == "128x4" else _bytes(n, s)
               for n, s in (("a_scale", a_scale), ("b_scale", b_scale))]
     if bias is not None:
         bias = np.ascontiguousarray(_host(bias).float().numpy() if _torch_dtype(bias) else bias,

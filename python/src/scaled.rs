@@ -54,6 +54,7 @@ fn operand(
             )))
         }
         (Some((_, block)), Some(scales)) => {
+            let shape = scales.shape().to_vec();
             let bytes = contiguous(&format!("{name}_scale"), &scales)?;
             let dims = ScaleDims {
                 rows,
@@ -61,7 +62,14 @@ fn operand(
                 batches: 1,
             };
             match scale_layout {
-                "plain" => bytes,
+                "plain" if shape == [rows, k / block] => bytes,
+                "plain" => {
+                    return Err(PyValueError::new_err(format!(
+                        "'{name}_scale' has shape {shape:?}; plain scales of {rows} rows and K = \
+                         {k} are [{rows}, {}] (one per {block} elements)",
+                        k / block
+                    )))
+                }
                 "128x4" => {
                     let expected = BlockedScaleLayout(dims).len();
                     if bytes.len() != expected {

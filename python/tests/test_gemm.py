@@ -132,6 +132,9 @@ def test_bad_input_says_what_is_wrong():
     with pytest.raises(TypeError, match="float64"):
         oracle.assert_gemm(out.astype(np.float64), a, b, sa, sb, a_format="mxfp8-e4m3",
                            b_format="mxfp4")
+    with pytest.raises(ValueError, match=r"'a_scale' has shape \[80, 2\]; plain scales"):
+        oracle.assert_gemm(out, a, b, sa.reshape(80, 2), sb, a_format="mxfp8-e4m3",
+                           b_format="mxfp4")
     with pytest.raises(ValueError, match="128x4 layout"):
         oracle.assert_gemm(out, a, b, sa, sb, a_format="mxfp8-e4m3", b_format="mxfp4",
                            scale_layout="128x4")
