@@ -6,6 +6,7 @@ mod common;
 use nvfp4_oracle::gpu::compile::{compile_variant, nvrtc_present};
 use nvfp4_oracle::gpu::variants::gpu_variants;
 use nvfp4_oracle::preflight::census::{census, Census, Variant};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn entry(variant: &str, entry: &str) -> Option<Census> {
@@ -220,13 +221,7 @@ fn a_submission_preflight_without_cute_dsl_says_what_is_missing() {
         "def custom_kernel(data):\n    return data[-1]\n",
     )
     .unwrap();
-    let out = Command::new(common::oracle_binary())
-        .env("NVFP4_ORACLE_PYTHON", &python)
-        .args(["preflight", "--submission"])
-        .arg(&submission)
-        .output()
-        .unwrap();
-    let (code, text) = common::code_and_text(out);
+    let (code, text) = preflight_submission(Path::new(&python), &submission, &[]);
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("CuTe DSL is not installed"), "{text}");
     assert!(text.contains("pip install nvidia-cutlass-dsl"), "{text}");
@@ -242,6 +237,31 @@ fn a_submission_preflight_without_cute_dsl_says_what_is_missing() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// `preflight --submission` with `python` as the interpreter and `extra` arguments first.
+fn preflight_submission(python: &Path, submission: &Path, extra: &[&str]) -> (i32, String) {
+    let out = Command::new(common::oracle_binary())
+        .env("NVFP4_ORACLE_PYTHON", python)
+        .arg("preflight")
+        .args(extra)
+        .arg("--submission")
+        .arg(submission)
+        .output()
+        .unwrap();
+    common::code_and_text(out)
+}
+
+/// A stand-in interpreter `dir/bin/python` running `script` (sh), and a submission beside it.
+fn fake_python_and_submission(dir: &Path, script: &str) -> (PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let fake = dir.join("bin").join("python");
+    std::fs::create_dir_all(fake.parent().unwrap()).unwrap();
+    std::fs::write(&fake, format!("#!/bin/sh\n{script}")).unwrap();
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let submission = dir.join("submission.py");
+    std::fs::write(&submission, "def compile_kernel():\n    pass\n").unwrap();
+    (fake, submission)
+}
+
 /// A hostile submission's compilation that plants a link to a file of the parent's, named as its
 /// PTX: refused, the file never read into a report.
 #[test]
@@ -253,29 +273,16 @@ fn a_link_left_by_the_compilation_is_refused() {
         ".version 8.0\n.target sm_100a\n.visible .entry secret_kernel()\n{\n ret;\n}\n",
     )
     .unwrap();
-    // A stand-in interpreter: in its working directory (the dump folder) it leaves a link to the
-    // secret and a result naming it as the compiled PTX.
-    let fake = dir.join("bin").join("python");
-    std::fs::create_dir_all(fake.parent().unwrap()).unwrap();
-    std::fs::write(
-        &fake,
-        format!(
-            "#!/bin/sh\nln -s {} evil.ptx\nprintf '%s' '{{\"phase\": null, \"error\": null, \"torch\": \"installed\", \"driven_by\": \"compile_kernel()\", \"files\": [\"evil.ptx\"]}}' > result.json\n",
+    // In its working directory (the dump folder) the stand-in leaves a link to the secret and a
+    // result naming it as the compiled PTX.
+    let (fake, submission) = fake_python_and_submission(
+        &dir,
+        &format!(
+            "ln -s {} evil.ptx\nprintf '%s' '{{\"phase\": null, \"error\": null, \"torch\": \"installed\", \"driven_by\": \"compile_kernel()\", \"files\": [\"evil.ptx\"]}}' > result.json\n",
             secret.display()
         ),
-    )
-    .unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let submission = dir.join("submission.py");
-    std::fs::write(&submission, "def compile_kernel():\n    pass\n").unwrap();
-    let out = Command::new(common::oracle_binary())
-        .env("NVFP4_ORACLE_PYTHON", &fake)
-        .args(["preflight", "--submission"])
-        .arg(&submission)
-        .output()
-        .unwrap();
-    let (code, text) = common::code_and_text(out);
+    );
+    let (code, text) = preflight_submission(&fake, &submission, &[]);
     assert_eq!(code, 2, "{text}");
     assert!(
         text.contains("evil.ptx, which is not a regular file"),
@@ -289,21 +296,9 @@ fn a_link_left_by_the_compilation_is_refused() {
 #[test]
 fn a_compilation_past_its_timeout_is_killed() {
     let dir = common::scratch_dir("preflight-hang");
-    let fake = dir.join("bin").join("python");
-    std::fs::create_dir_all(fake.parent().unwrap()).unwrap();
-    std::fs::write(&fake, "#!/bin/sh\nsleep 300\n").unwrap();
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let submission = dir.join("submission.py");
-    std::fs::write(&submission, "def compile_kernel():\n    pass\n").unwrap();
+    let (fake, submission) = fake_python_and_submission(&dir, "sleep 300\n");
     let started = std::time::Instant::now();
-    let out = Command::new(common::oracle_binary())
-        .env("NVFP4_ORACLE_PYTHON", &fake)
-        .args(["preflight", "--timeout", "2", "--submission"])
-        .arg(&submission)
-        .output()
-        .unwrap();
-    let (code, text) = common::code_and_text(out);
+    let (code, text) = preflight_submission(&fake, &submission, &["--timeout", "2"]);
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("did not end within 2 s"), "{text}");
     assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());

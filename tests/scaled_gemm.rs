@@ -170,7 +170,7 @@ fn every_simulated_accumulation_lands_inside_its_interval() {
         Accumulation::Groups(32),
         Accumulation::SplitK(3),
     ];
-        // Judged and unjudged elements (the f32 accumulator could overflow) by distribution.
+    // Judged and unjudged elements (the f32 accumulator could overflow) by distribution.
     let mut counts = std::collections::HashMap::<&str, (usize, usize)>::new();
     for (i, a) in OperandFormat::ALL.into_iter().enumerate() {
         for (j, b) in OperandFormat::ALL.into_iter().enumerate() {
@@ -227,7 +227,10 @@ fn every_simulated_accumulation_lands_inside_its_interval() {
     let count = |name: &str| counts.get(name).copied().unwrap_or_default();
     eprintln!("judged, unjudged: {counts:?}");
     assert_eq!(count("moderate").1, 0);
-    assert!(3 * count("codes").0 > count("codes").0 + count("codes").1, "{counts:?}");
+    assert!(
+        3 * count("codes").0 > count("codes").0 + count("codes").1,
+        "{counts:?}"
+    );
     assert!(count("edges").0 > count("edges").1, "{counts:?}");
 }
 

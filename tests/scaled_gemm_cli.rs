@@ -18,6 +18,11 @@ fn oracle(args: &[&str]) -> (i32, String) {
     )
 }
 
+/// `scaled-gemm check --case CASE --output OUTPUT`.
+fn check(case: &str, output: &str) -> (i32, String) {
+    oracle(&["scaled-gemm", "check", "--case", case, "--output", output])
+}
+
 fn f64s(bytes: &[u8]) -> Vec<f64> {
     bytes
         .chunks_exact(8)
@@ -67,27 +72,13 @@ fn a_case_judges_outputs_and_carries_its_operands() {
     let output = dir.join("out.safetensors");
     let output_text = output.display().to_string();
     write_output(&output, &expected, 48, 24);
-    let (code, text) = oracle(&[
-        "scaled-gemm",
-        "check",
-        "--case",
-        &case_text,
-        "--output",
-        &output_text,
-    ]);
+    let (code, text) = check(&case_text, &output_text);
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("PASS: all 1152 elements"), "{text}");
     let mut wrong = expected.clone();
     wrong[5 * 24 + 7] = wrong[5 * 24 + 7] * 1.02 + 0.05;
     write_output(&output, &wrong, 48, 24);
-    let (code, text) = oracle(&[
-        "scaled-gemm",
-        "check",
-        "--case",
-        &case_text,
-        "--output",
-        &output_text,
-    ]);
+    let (code, text) = check(&case_text, &output_text);
     assert_eq!(code, 1, "{text}");
     assert!(
         text.contains("FAIL: 1 of 1152") && text.contains("[5, 7]: got"),
@@ -121,28 +112,14 @@ fn a_case_judges_outputs_and_carries_its_operands() {
         oracle(&["reference", "--shape", "16x16x64", "--out", &dual]).0,
         0
     );
-    let (code, text) = oracle(&[
-        "scaled-gemm",
-        "check",
-        "--case",
-        &dual,
-        "--output",
-        &output_text,
-    ]);
+    let (code, text) = check(&dual, &output_text);
     assert_eq!(code, 2, "{text}");
     let f16_output = dir.join("f16.safetensors");
     CaseWriter::default()
         .tensor("c", Dtype::F16, vec![48, 24], vec![0; 48 * 24 * 2])
         .write(&f16_output)
         .unwrap();
-    let (code, text) = oracle(&[
-        "scaled-gemm",
-        "check",
-        "--case",
-        &case_text,
-        "--output",
-        &f16_output.display().to_string(),
-    ]);
+    let (code, text) = check(&case_text, &f16_output.display().to_string());
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("tensor 'c' is F16"), "{text}");
     let (code, text) = oracle(&[

@@ -2,7 +2,7 @@
 //! round-to-nearest-even (through f32 it would round twice). Also its exact decoding.
 
 use super::exact_value::ExactValue;
-use super::minifloat::{round_magnitude_rne, MiniFloatSpec, RoundedMagnitude};
+use super::minifloat::{binary16_from_f64_rne, MiniFloatSpec};
 use half::bf16;
 
 pub const BF16_SPEC: MiniFloatSpec = MiniFloatSpec {
@@ -12,17 +12,17 @@ pub const BF16_SPEC: MiniFloatSpec = MiniFloatSpec {
 };
 const MAX_FINITE_CODE: u32 = 0x7F7F;
 const INFINITY_CODE: u16 = 0x7F80;
+const QUIET_NAN_CODE: u16 = 0x7FC0;
 
 /// f64 to bf16, round to nearest even, overflow to infinity, NaN to NaN (sign kept).
 pub fn bf16_from_f64_rne(x: f64) -> bf16 {
-    let sign = if x.is_sign_negative() { 0x8000 } else { 0 };
-    let magnitude = match round_magnitude_rne(x, BF16_SPEC) {
-        RoundedMagnitude::NotANumber => return bf16::from_bits(sign | 0x7FC0),
-        RoundedMagnitude::Infinite => INFINITY_CODE,
-        RoundedMagnitude::Code(code) if code <= MAX_FINITE_CODE => code as u16,
-        RoundedMagnitude::Code(_) => INFINITY_CODE,
-    };
-    bf16::from_bits(sign | magnitude)
+    bf16::from_bits(binary16_from_f64_rne(
+        x,
+        BF16_SPEC,
+        MAX_FINITE_CODE,
+        INFINITY_CODE,
+        QUIET_NAN_CODE,
+    ))
 }
 
 pub fn bf16_to_exact(x: bf16) -> ExactValue {

@@ -3,7 +3,7 @@
 //! rounds twice and gets ties wrong: 1 + 2^-11 + 2^-40 must round up to 1 + 2^-10, not to 1.
 //! The error bounds are computed in f64 and need the single rounding.
 
-use super::minifloat::{round_magnitude_rne, MiniFloatSpec, RoundedMagnitude};
+use super::minifloat::{binary16_from_f64_rne, MiniFloatSpec};
 use half::f16;
 
 pub const FP16_SPEC: MiniFloatSpec = MiniFloatSpec {
@@ -16,14 +16,13 @@ const INFINITY_CODE: u16 = 0x7C00;
 
 /// f64 to fp16, round to nearest even, overflow to infinity, NaN to NaN (sign kept).
 pub fn fp16_from_f64_rne(x: f64) -> f16 {
-    let sign = if x.is_sign_negative() { 0x8000 } else { 0 };
-    let magnitude = match round_magnitude_rne(x, FP16_SPEC) {
-        RoundedMagnitude::NotANumber => return if sign != 0 { -f16::NAN } else { f16::NAN },
-        RoundedMagnitude::Infinite => INFINITY_CODE,
-        RoundedMagnitude::Code(code) if code <= MAX_FINITE_CODE => code as u16,
-        RoundedMagnitude::Code(_) => INFINITY_CODE,
-    };
-    f16::from_bits(sign | magnitude)
+    f16::from_bits(binary16_from_f64_rne(
+        x,
+        FP16_SPEC,
+        MAX_FINITE_CODE,
+        INFINITY_CODE,
+        f16::NAN.to_bits(),
+    ))
 }
 
 #[cfg(test)]

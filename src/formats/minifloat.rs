@@ -77,6 +77,25 @@ pub fn round_magnitude_rne(x: f64, spec: MiniFloatSpec) -> RoundedMagnitude {
     RoundedMagnitude::Code(u32::try_from(code).unwrap_or(u32::MAX))
 }
 
+/// f64 to the bits of a 16-bit IEEE format with infinities (fp16, bf16): round to nearest
+/// even, overflow to infinity, NaN to `nan_code`; the sign kept in every case.
+pub fn binary16_from_f64_rne(
+    x: f64,
+    spec: MiniFloatSpec,
+    max_finite_code: u32,
+    infinity_code: u16,
+    nan_code: u16,
+) -> u16 {
+    let sign = if x.is_sign_negative() { 0x8000 } else { 0 };
+    let magnitude = match round_magnitude_rne(x, spec) {
+        RoundedMagnitude::NotANumber => nan_code,
+        RoundedMagnitude::Infinite => infinity_code,
+        RoundedMagnitude::Code(code) if code <= max_finite_code => code as u16,
+        RoundedMagnitude::Code(_) => infinity_code,
+    };
+    sign | magnitude
+}
+
 /// `value / 2^shift` rounded to nearest, ties to even. A non-positive shift means a magnitude far
 /// above every format here: the result only needs to be large enough to read as overflow.
 fn shift_right_rne(value: u64, shift: i32) -> u64 {
