@@ -20,7 +20,8 @@ N rows of K). Operand formats (`a_format`, `b_format`):
 
 Scales are plain (`[rows, K/block]`) or, with `scale_layout="128x4"`, in the swizzled layout of
 cuBLAS, CUTLASS, torchao's `to_blocked` and TensorRT-LLM (any shape holding
-`ceil(rows/128) * ceil(K/block/4) * 512` bytes). `alpha` is the FP32 global scale (for NVFP4's
+`ceil(rows/128) * ceil(K/block/4) * 512` bytes), or with `scale_layout="8x4"` in TensorRT-LLM's
+`R8c4` layout (FlashInfer's `layout_8x4`: 8 x 4 tiles of 32 bytes). `alpha` is the FP32 global scale (for NVFP4's
 two-level recipe `1 / (global_scale_a * global_scale_b)`); `bias` one value per column (N).
 `epilogue` names where they are applied: `"f32"` (CUTLASS, cuBLASLt, cuDNN: `alpha * acc + bias`
 in f32, one cast; fused or not), `"bias-in-output"` (vLLM: the bias added after the cast, in the
@@ -156,13 +157,13 @@ def assert_gemm(out, a, b, a_scale=None, b_scale=None, *, a_format="nvfp4", b_fo
     _choice("operand format", a_format, OPERAND_FORMATS)
     _choice("operand format", b_format, OPERAND_FORMATS)
     _choice("epilogue", epilogue, EPILOGUES)
-    _choice("scale layout", scale_layout, ("plain", "128x4"))
+    _choice("scale layout", scale_layout, ("plain", "128x4", "8x4"))
     if out_dtype is not None:
         _choice("output type", out_dtype, OUT_DTYPES)
     values, out_dtype = _output(out, out_dtype)
     # Plain scales keep their shape, which is checked; the 128x4 layout is read as its bytes.
     scales = [None if s is None else
-              _bytes(n, s).reshape(-1) if scale_layout == "128x4" else _bytes(n, s)
+              _bytes(n, s).reshape(-1) if scale_layout != "plain" else _bytes(n, s)
               for n, s in (("a_scale", a_scale), ("b_scale", b_scale))]
     if bias is not None:
         bias = np.ascontiguousarray(_host(bias).float().numpy() if _torch_dtype(bias) else bias,

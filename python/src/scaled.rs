@@ -2,7 +2,9 @@
 //! `assert_gemm`: operands as element codes and scale bytes, the output as f64, judged in Rust.
 
 use numpy::{IntoPyArray, PyArrayDyn, PyReadonlyArrayDyn, PyUntypedArrayMethods};
-use nvfp4_oracle::layout::{blocked_to_plain, BlockedScaleLayout, ScaleDims};
+use nvfp4_oracle::layout::{
+    blocked_to_plain, tiled8x4_to_plain, BlockedScaleLayout, ScaleDims, Tiled8x4ScaleLayout,
+};
 use nvfp4_oracle::model::scaled_gemm::{scaled_gemm_reference, Accepted};
 use nvfp4_oracle::problem::scaled_gemm::{
     Epilogue, OperandFormat, OutDtype, ScaledGemmInputs, ScaledOperand,
@@ -70,21 +72,29 @@ fn operand(
                         k / block
                     )))
                 }
-                "128x4" => {
-                    let expected = BlockedScaleLayout(dims).len();
+                "128x4" | "8x4" => {
+                    let expected = if scale_layout == "8x4" {
+                        Tiled8x4ScaleLayout(dims).len()
+                    } else {
+                        BlockedScaleLayout(dims).len()
+                    };
                     if bytes.len() != expected {
                         return Err(PyValueError::new_err(format!(
-                            "'{name}_scale' holds {} bytes; the 128x4 layout of {rows} rows and {} \
-                             scale columns holds {expected}",
+                            "'{name}_scale' holds {} bytes; the {scale_layout} layout of {rows} \
+                             rows and {} scale columns holds {expected}",
                             bytes.len(),
                             dims.cols
                         )));
                     }
-                    blocked_to_plain(&bytes, dims)
+                    if scale_layout == "8x4" {
+                        tiled8x4_to_plain(&bytes, dims)
+                    } else {
+                        blocked_to_plain(&bytes, dims)
+                    }
                 }
                 other => {
                     return Err(PyValueError::new_err(format!(
-                        "scale_layout '{other}': expected 'plain' or '128x4'"
+                        "scale_layout '{other}': expected 'plain', '128x4' or '8x4'"
                     )))
                 }
             }

@@ -50,6 +50,18 @@ def swizzle_128x4(plain):
     return out
 
 
+def tile_8x4(plain):
+    """The 8x4 layout from its definition: scale (i, j) at
+    (i // 8) * ceil(cols / 4) * 32 + (j // 4) * 32 + (i % 8) * 4 + j % 4."""
+    rows, cols = plain.shape
+    tiles = -(-cols // 4)
+    out = np.full((-(-rows // 8)) * tiles * 32, 0xEE, dtype=np.uint8)
+    for i in range(rows):
+        for j in range(cols):
+            out[(i // 8) * tiles * 32 + (j // 4) * 32 + (i % 8) * 4 + j % 4] = plain[i, j]
+    return out
+
+
 def case(seed=0, m=40, n=24, k=128):
     rng = np.random.default_rng(seed)
     a, sa, av = mx_operand(rng, m, k, "mxfp8-e4m3")
@@ -57,7 +69,7 @@ def case(seed=0, m=40, n=24, k=128):
     return a, sa, av, b, sb, bv
 
 
-def test_a_correct_output_passes_in_both_scale_layouts():
+def test_a_correct_output_passes_in_every_scale_layout():
     a, sa, av, b, sb, bv = case()
     out = (av @ bv.T).astype(np.float32)
     ref = oracle.assert_gemm(out, a, b, sa, sb, a_format="mxfp8-e4m3", b_format="mxfp4")
@@ -65,6 +77,15 @@ def test_a_correct_output_passes_in_both_scale_layouts():
     assert np.array_equal(ref.expected, out.astype(np.float64))
     oracle.assert_gemm(out, a, b, swizzle_128x4(sa), swizzle_128x4(sb), a_format="mxfp8-e4m3",
                        b_format="mxfp4", scale_layout="128x4")
+    oracle.assert_gemm(out, a, b, tile_8x4(sa), tile_8x4(sb), a_format="mxfp8-e4m3",
+                       b_format="mxfp4", scale_layout="8x4")
+    # Scales put in the 128x4 order but read as 8x4 (128 rows of 4 scale columns: 512 bytes in
+    # either layout) are the wrong scales, and the verdict says so.
+    a48, sa48, av48, b48, sb48, bv48 = case(4, m=128, n=8)
+    good = (av48 @ bv48.T).astype(np.float32)
+    with pytest.raises(AssertionError):
+        oracle.assert_gemm(good, a48, b48, swizzle_128x4(sa48), tile_8x4(sb48),
+                           a_format="mxfp8-e4m3", b_format="mxfp4", scale_layout="8x4")
 
 
 def test_a_wrong_element_is_named():

@@ -6,8 +6,13 @@
 //!   512-byte atom; inside it, byte = `mm32 * 16 + mm4 * 4 + kk4` where `mm32 = i % 32`,
 //!   `mm4 = (i % 128) / 32`, `kk4 = j % 4`. Atoms are ordered by (l, i / 128, j / 4).
 //!
-//! The blocked layout pads rows to a multiple of 128 and scale columns to a multiple of 4. Padding
-//! bytes get a caller-chosen fill and are never read back into a plain layout or a result.
+//! - [`Tiled8x4ScaleLayout`]: TensorRT-LLM's `R8c4` (FlashInfer's `layout_8x4`), for small token
+//!   counts: 8-row x 4-column tiles of 32 bytes, contiguous, row-major inside; tiles ordered by
+//!   (i / 8, j / 4).
+//!
+//! The blocked layout pads rows to a multiple of 128 and scale columns to a multiple of 4 (the
+//! 8x4 layout rows to 8). Padding bytes get a caller-chosen fill and are never read back into a
+//! plain layout or a result.
 
 /// Bytes in one 128 x 4 atom of the blocked layout.
 pub const ATOM_BYTES: usize = 512;
@@ -86,6 +91,44 @@ impl BlockedScaleLayout {
     }
 }
 
+/// 8 x 4 tiles of 32 bytes (one batch): scale (i, j) at
+/// `(i / 8) * ceil(cols / 4) * 32 + (j / 4) * 32 + (i % 8) * 4 + j % 4`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tiled8x4ScaleLayout(pub ScaleDims);
+
+impl Tiled8x4ScaleLayout {
+    /// Total bytes, padding included.
+    pub fn len(&self) -> usize {
+        self.0.rows.div_ceil(8) * self.0.cols.div_ceil(4) * 32 * self.0.batches
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    #[inline]
+    pub fn offset(&self, i: usize, j: usize, l: usize) -> usize {
+        let tiles_per_row = self.0.cols.div_ceil(4);
+        let batch = self.0.rows.div_ceil(8) * tiles_per_row * 32;
+        l * batch + (i / 8) * tiles_per_row * 32 + (j / 4) * 32 + (i % 8) * 4 + j % 4
+    }
+}
+
+/// Reads the unpadded region of 8x4-tiled scales back into the plain layout.
+pub fn tiled8x4_to_plain(tiled: &[u8], dims: ScaleDims) -> Vec<u8> {
+    let (from, to) = (Tiled8x4ScaleLayout(dims), PlainScaleLayout(dims));
+    assert_eq!(
+        tiled.len(),
+        from.len(),
+        "8x4 scale buffer does not match {dims:?}"
+    );
+    let mut plain = vec![0; to.len()];
+    for_each_index(dims, |i, j, l| {
+        plain[to.offset(i, j, l)] = tiled[from.offset(i, j, l)]
+    });
+    plain
+}
+
 /// Rewrites plain scales into the blocked layout, padding with `fill`.
 pub fn plain_to_blocked(plain: &[u8], dims: ScaleDims, fill: u8) -> Vec<u8> {
     let (from, to) = (PlainScaleLayout(dims), BlockedScaleLayout(dims));
@@ -154,5 +197,36 @@ mod tests {
         }
         assert_eq!(layout.len(), 2 * 4608);
         assert_eq!(layout.logical_shape(), [32, 4, 3, 4, 3, 2]);
+    }
+
+    /// The 8x4 layout of a 20 x 10 scale tensor: 3 tile rows of 3 tiles, 288 bytes.
+    #[test]
+    fn hand_checked_8x4_offsets() {
+        let dims = ScaleDims {
+            rows: 20,
+            cols: 10,
+            batches: 1,
+        };
+        let layout = Tiled8x4ScaleLayout(dims);
+        let table = [
+            ((0, 0), 0),
+            ((0, 3), 3),
+            ((1, 0), 4),
+            ((0, 4), 32),
+            ((8, 0), 3 * 32),
+            ((19, 9), 2 * 3 * 32 + 2 * 32 + 3 * 4 + 1),
+        ];
+        for ((i, j), offset) in table {
+            assert_eq!(layout.offset(i, j, 0), offset, "(i={i}, j={j})");
+        }
+        assert_eq!(layout.len(), 288);
+        let plain: Vec<u8> = (0..200).map(|x| x as u8).collect();
+        let mut tiled = vec![0xEE; 288];
+        for i in 0..20 {
+            for j in 0..10 {
+                tiled[layout.offset(i, j, 0)] = plain[i * 10 + j];
+            }
+        }
+        assert_eq!(tiled8x4_to_plain(&tiled, dims), plain);
     }
 }
