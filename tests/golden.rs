@@ -157,7 +157,9 @@ fn every_adversarial_case_exposes_its_bug() {
 
 fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to.join("cases")).unwrap();
-    std::fs::copy(from.join("manifest.json"), to.join("manifest.json")).unwrap();
+    for file in ["manifest.json", "scaled-gemm.json"] {
+        std::fs::copy(from.join(file), to.join(file)).unwrap();
+    }
     for entry in std::fs::read_dir(from.join("cases")).unwrap() {
         let entry = entry.unwrap();
         std::fs::copy(entry.path(), to.join("cases").join(entry.file_name())).unwrap();
@@ -219,4 +221,58 @@ fn the_built_in_campaign_cases_are_the_committed_manifests() {
         built_in.iter().map(key).collect::<Vec<_>>(),
         committed.iter().map(key).collect::<Vec<_>>()
     );
+}
+
+#[test]
+fn the_block_scaled_family_hashes_verify_and_a_tampered_one_is_drift() {
+    use nvfp4_oracle::golden::scaled::{compute_scaled_manifest, verify_scaled_manifest};
+    let results = verify_scaled_manifest(&golden_dir()).unwrap();
+    assert_eq!(results.len(), 12);
+    for (name, _, drift) in &results {
+        assert!(drift.is_none(), "{name}: {drift:?}");
+    }
+    // Every operand format and output type is among the cases.
+    let manifest = compute_scaled_manifest().unwrap();
+    for format in [
+        "nvfp4",
+        "mxfp4",
+        "mxfp8-e4m3",
+        "mxfp8-e5m2",
+        "fp8-e4m3",
+        "bf16",
+    ] {
+        assert!(
+            manifest
+                .cases
+                .iter()
+                .any(|c| c.a_format == format || c.b_format == format),
+            "{format}"
+        );
+    }
+    let copy =
+        std::env::temp_dir().join(format!("nvfp4-oracle-golden-scaled-{}", std::process::id()));
+    copy_dir(&golden_dir(), &copy);
+    let text = std::fs::read_to_string(copy.join("scaled-gemm.json")).unwrap();
+    let victim = &manifest.cases[3];
+    std::fs::write(
+        copy.join("scaled-gemm.json"),
+        text.replacen(&victim.sha256_lo, &"0".repeat(64), 1),
+    )
+    .unwrap();
+    let drifted: Vec<_> = verify_scaled_manifest(&copy)
+        .unwrap()
+        .into_iter()
+        .filter(|(_, _, drift)| drift.is_some())
+        .collect();
+    assert_eq!(drifted.len(), 1);
+    assert_eq!(drifted[0].0, victim.name);
+    assert!(drifted[0].2.as_ref().unwrap().contains("model drift"));
+    let out = Command::new(env!("CARGO_BIN_EXE_nvfp4-oracle"))
+        .args(["golden", "verify", "--max-cost", "1e6", "--dir"])
+        .arg(&copy)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains(&victim.name));
+    let _ = std::fs::remove_dir_all(copy);
 }

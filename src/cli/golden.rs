@@ -2,6 +2,7 @@
 
 use super::EXIT_FAIL;
 use crate::error::Result;
+use crate::golden::scaled::{verify_scaled_manifest, write_scaled_manifest};
 use crate::golden::{cost, generate, read_manifest, verify_case, CaseStatus};
 use crate::model::bounds::KOrder;
 use clap::{Args, Subcommand};
@@ -61,9 +62,11 @@ pub fn run(args: GoldenArgs) -> Result<ExitCode> {
                 },
             )?;
             progress.finish_and_clear();
+            let scaled = write_scaled_manifest(&args.dir)?;
             println!(
-                "wrote {} golden cases to {} in {:.0} s",
+                "wrote {} golden cases and {} of the block-scaled family to {} in {:.0} s",
                 manifest.cases.len(),
+                scaled.cases.len(),
                 args.dir.display(),
                 started.elapsed().as_secs_f64()
             );
@@ -106,6 +109,18 @@ pub fn run(args: GoldenArgs) -> Result<ExitCode> {
                 progress.inc(1);
             }
             progress.finish_and_clear();
+            for (name, shape, drift) in verify_scaled_manifest(&args.dir)? {
+                let verdict = match drift {
+                    None => "ok".to_string(),
+                    Some(reason) => {
+                        drifted.push(name.clone());
+                        format!("DRIFT: {reason}")
+                    }
+                };
+                rows.push(format!(
+                    "| {name} | scaled-gemm | {shape} | hashes | {verdict} | - |"
+                ));
+            }
             println!("| case | problem | shape | stored | verdict | time (s) |\n|---|---|---|---|---|---|");
             rows.iter().for_each(|row| println!("{row}"));
             println!(

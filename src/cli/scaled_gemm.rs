@@ -17,9 +17,8 @@ use crate::model::MODEL_VERSION;
 use crate::problem::scaled_gemm::{
     Epilogue, OperandFormat, OutDtype, ScaledGemmInputs, ScaledOperand,
 };
-use crate::problem::scaled_generate::{normal_values, random_operand, ScaledDistribution};
 use crate::problem::Shape;
-use crate::quant::family::quantize_operand;
+use crate::quant::family::{draw_scaled_gemm, ScaledDraw};
 use clap::{Args, Subcommand};
 use safetensors::Dtype;
 use std::path::PathBuf;
@@ -179,51 +178,17 @@ fn reference(args: ScaledReferenceArgs) -> Result<ExitCode> {
 }
 
 fn drawn(args: &ScaledReferenceArgs, shape: Shape) -> Result<ScaledGemmInputs> {
-    let (m, n, k) = (shape.m, shape.n, shape.k);
-    let (a, b, alpha) = match args.dist.as_str() {
-        "normal" => {
-            let a = quantize_operand(args.a_format, &normal_values(m * k, args.seed, 0), m, k)?;
-            let b = quantize_operand(args.b_format, &normal_values(n * k, args.seed, 1), n, k)?;
-            let alpha = args.alpha * a.alpha_factor * b.alpha_factor;
-            (a.operand, b.operand, alpha)
-        }
-        name => {
-            let distribution = ScaledDistribution::ALL
-                .into_iter()
-                .find(|d| d.name() == name)
-                .ok_or_else(|| Error::UnknownName {
-                    what: "distribution",
-                    given: name.into(),
-                    expected: "normal, moderate, codes, edges".into(),
-                })?;
-            for format in [args.a_format, args.b_format] {
-                if k % format.k_multiple() != 0 {
-                    return Err(Error::Usage(format!(
-                        "K = {k} is not a multiple of {} ({})",
-                        format.k_multiple(),
-                        format.name()
-                    )));
-                }
-            }
-            let a = random_operand(args.a_format, m, k, distribution, args.seed, 0);
-            let b = random_operand(args.b_format, n, k, distribution, args.seed, 1);
-            (a, b, args.alpha)
-        }
-    };
-    let bias = args.bias.then(|| {
-        normal_values(n, args.seed, 2)
-            .into_iter()
-            .map(|x| {
-                let value = x * 0.05;
-                if args.epilogue == Epilogue::F32 {
-                    value
-                } else {
-                    args.out_dtype.round(f64::from(value)) as f32
-                }
-            })
-            .collect()
-    });
-    ScaledGemmInputs::new(a, b, alpha, bias, args.out_dtype, args.epilogue)
+    draw_scaled_gemm(&ScaledDraw {
+        a_format: args.a_format,
+        b_format: args.b_format,
+        shape: (shape.m, shape.n, shape.k),
+        distribution: args.dist.parse()?,
+        seed: args.seed,
+        alpha: args.alpha,
+        bias: args.bias,
+        out: args.out_dtype,
+        epilogue: args.epilogue,
+    })
 }
 
 /// How an operand's elements are stored: (dtype, columns per row, bytes).

@@ -4,7 +4,9 @@
 //! `golden/manifest.json` lists every case: problem, shapes, distribution, seed, SHA-256 of the
 //! `expected`, `lo` and `hi` fp16 bytes, and a few hundred sampled elements. Small cases are also
 //! stored whole under `golden/cases/` (inputs and reference, the case-file format of `reference`).
+//! `golden/scaled-gemm.json` holds the block-scaled family's hashes ([`scaled`]).
 
+pub mod scaled;
 pub mod set;
 
 use crate::case_file::{fp16_bytes, CaseReader, CaseWriter};

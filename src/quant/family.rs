@@ -1,10 +1,14 @@
 //! Quantizers for every operand format of the block-scaled family (`problem::scaled_gemm`), as
 //! the libraries' reference quantizers work: what their tests feed their kernels.
 
+use crate::error::Error;
 use crate::error::Result;
 use crate::formats::minifloat::{round_magnitude_rne, MiniFloatSpec, RoundedMagnitude};
 use crate::formats::{bf16_from_f64_rne, E4m3, E4m3Overflow, E4M3_MAX};
-use crate::problem::scaled_gemm::{OperandFormat, ScaledOperand};
+use crate::problem::scaled_gemm::{
+    Epilogue, OperandFormat, OutDtype, ScaledGemmInputs, ScaledOperand,
+};
+use crate::problem::scaled_generate::{normal_values, random_operand, ScaledDistribution};
 
 use super::{mxfp4::quantize_mxfp4_floor, quantize_nvfp4, QuantRecipe, TorchDevice};
 
@@ -87,6 +91,100 @@ pub fn quantize_operand(
         operand: ScaledOperand::new(format, rows, k, codes, scales)?,
         alpha_factor,
     })
+}
+
+/// How a case's operands are made: drawn codes, or normal values quantized.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ScaledCaseDistribution {
+    /// Standard normal values through each format's quantizer, as the libraries' tests draw
+    /// them; alpha then includes the operands' per-tensor scales.
+    Normal,
+    Drawn(ScaledDistribution),
+}
+
+impl std::str::FromStr for ScaledCaseDistribution {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Self> {
+        if text == "normal" {
+            return Ok(ScaledCaseDistribution::Normal);
+        }
+        ScaledDistribution::ALL
+            .into_iter()
+            .find(|d| d.name() == text)
+            .map(ScaledCaseDistribution::Drawn)
+            .ok_or_else(|| Error::UnknownName {
+                what: "distribution",
+                given: text.into(),
+                expected: "normal, moderate, codes, edges".into(),
+            })
+    }
+}
+
+impl ScaledCaseDistribution {
+    pub fn name(self) -> &'static str {
+        match self {
+            ScaledCaseDistribution::Normal => "normal",
+            ScaledCaseDistribution::Drawn(d) => d.name(),
+        }
+    }
+}
+
+/// Everything that makes one drawn case of the family.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ScaledDraw {
+    pub a_format: OperandFormat,
+    pub b_format: OperandFormat,
+    /// (M, N, K).
+    pub shape: (usize, usize, usize),
+    pub distribution: ScaledCaseDistribution,
+    pub seed: u64,
+    pub alpha: f32,
+    /// A bias per column: 0.05 times standard normal values, in the type the epilogue adds it in.
+    pub bias: bool,
+    pub out: OutDtype,
+    pub epilogue: Epilogue,
+}
+
+/// The inputs of one drawn case.
+pub fn draw_scaled_gemm(draw: &ScaledDraw) -> Result<ScaledGemmInputs> {
+    let (m, n, k) = draw.shape;
+    for format in [draw.a_format, draw.b_format] {
+        if k == 0 || k % format.k_multiple() != 0 {
+            return Err(Error::Usage(format!(
+                "K = {k} is not a positive multiple of {} ({})",
+                format.k_multiple(),
+                format.name()
+            )));
+        }
+    }
+    let (a, b, alpha) = match draw.distribution {
+        ScaledCaseDistribution::Normal => {
+            let a = quantize_operand(draw.a_format, &normal_values(m * k, draw.seed, 0), m, k)?;
+            let b = quantize_operand(draw.b_format, &normal_values(n * k, draw.seed, 1), n, k)?;
+            let alpha = draw.alpha * a.alpha_factor * b.alpha_factor;
+            (a.operand, b.operand, alpha)
+        }
+        ScaledCaseDistribution::Drawn(distribution) => {
+            let a = random_operand(draw.a_format, m, k, distribution, draw.seed, 0);
+            let b = random_operand(draw.b_format, n, k, distribution, draw.seed, 1);
+            (a, b, draw.alpha)
+        }
+    };
+    let bias = draw.bias.then(|| {
+        normal_values(n, draw.seed, 2)
+            .into_iter()
+            .map(|x| {
+                let value = x * 0.05;
+                if draw.epilogue == Epilogue::F32 {
+                    value
+                } else {
+                    draw.out.round(f64::from(value)) as f32
+                }
+            })
+            .collect()
+    });
+    ScaledGemmInputs::new(a, b, alpha, bias, draw.out, draw.epilogue)
 }
 
 /// The FP8 element formats' saturating round-to-nearest-even cast.
