@@ -3,8 +3,9 @@
 //! Map of the crate, every public module (the README maps the whole repository):
 //! - [`formats`]: e2m1, e4m3fn, e5m2 and UE8M0, bit by bit, FP4 packing, the shared rounding
 //!   core, and every value decoded exactly.
-//! - [`quant`]: NVFP4 quantization and dequantization with torchao's semantics.
-//! - [`layout`]: plain and blocked (tensor-core, 512-byte atom) scale layouts.
+//! - [`quant`]: NVFP4 quantization and dequantization with torchao's semantics; MXFP4, and
+//!   quantizers and drawn cases for every operand format of the block-scaled family.
+//! - [`layout`]: plain and blocked (tensor-core, 512-byte atom) scale layouts, and 8x4 tiles.
 //! - [`problem`]: the dual GEMM, GEMM, GEMV and grouped GEMM: shapes, typed and validated
 //!   inputs, deterministic input generators, inputs from named tensors; the block-scaled
 //!   family (NVFP4, MX, FP8 and bf16 operands, alpha, bias, output types).
@@ -31,7 +32,8 @@
 //!   the watchdog, worker-backed kernels: the built-in GPU variants, submissions and C-ABI
 //!   libraries, and the registry of every kernel), the serving sides (`gpu-worker` in Rust,
 //!   `submission_worker.py` in Python), timing that the kernel cannot falsify, the sandbox.
-//! - [`golden`]: the golden set's definition, its manifest, generate and verify.
+//! - [`golden`]: the golden set's definition, its manifest, generate and verify; the
+//!   block-scaled family's golden hashes.
 //! - [`case_file`]: safetensors case files (inputs, and for reference cases the answer and
 //!   its intervals), read and written with validation.
 //! - [`fuzzing`]: the bodies of the fuzz targets under `fuzz/`, shared with
