@@ -25,6 +25,8 @@ Files (tensors are 1-D, index i of every tensor in a file belongs together):
   bf16_encode   input F32[N], bf16 U16[N]
   ue8m0_decode  code U8[256], value F32[256]
   ue8m0_encode  input F32[N], code U8[N]
+  e5m2_decode   code U8[256], value F32[256]
+  e5m2_encode   input F32[N], code U8[N], saturate U8[N]
 """
 
 import json
@@ -43,6 +45,7 @@ E2M1 = ml_dtypes.float4_e2m1fn
 E4M3 = ml_dtypes.float8_e4m3fn
 BF16 = ml_dtypes.bfloat16
 UE8M0 = ml_dtypes.float8_e8m0fnu
+E5M2 = ml_dtypes.float8_e5m2
 
 SEED = 0x4E564634  # "NVF4"; each file derives its own stream so files stay independent
 OUT_DIR = Path(__file__).resolve().parent.parent / "golden" / "conformance"
@@ -216,6 +219,34 @@ def ref_bf16(x):
     if abs(r) >= 2.0**128:
         return sign | 0x7F80
     return int(bits32(r)[0]) >> 16
+
+
+def ref_decode_e5m2(code):
+    s, e, m = code >> 7, (code >> 2) & 0x1F, code & 0x3
+    if e == 0x1F:
+        v = math.inf if m == 0 else math.nan
+    elif e == 0:
+        v = m / 4 * 2.0**-14
+    else:
+        v = (1 + m / 4) * 2.0 ** (e - 15)
+    return -v if s else v
+
+
+E5M2_CODES = code_table(ref_decode_e5m2, 256)
+
+
+def ref_e5m2(x, saturate):
+    """IEEE semantics (overflow and inf to inf, NaN to NaN keeping the sign; ml_dtypes'
+    quiet NaN is 0x7E/0xFE), or with saturate, clamped to +-57344 first."""
+    neg = math.copysign(1.0, x) < 0
+    if math.isnan(x):
+        return 0xFE if neg else 0x7E
+    if saturate:
+        x = max(-57344.0, min(57344.0, x))
+    r = rne(x, 2, -14) if not math.isinf(x) else x
+    if abs(r) > 57344.0:
+        return 0xFC if neg else 0x7C
+    return lookup(E5M2_CODES, r)
 
 
 def ref_decode_ue8m0(code):
@@ -409,6 +440,39 @@ def ue8m0_encode():
          "NaN, overflow -> 0xFF")
 
 
+def e5m2_decode():
+    code = np.arange(256, dtype=np.uint8)
+    value = code.view(E5M2).astype(np.float32)
+    ref = f32([ref_decode_e5m2(c) for c in range(256)])
+    same = (bits32(value) == bits32(ref)) | (np.isnan(value) & np.isnan(ref))
+    assert same.all()
+    return {"code": code, "value": value}, \
+        "ml_dtypes float8_e5m2 decode of every code 0..255 (0x7C/0xFC inf, 0x7D..0x7F NaN)"
+
+
+def e5m2_encode():
+    rng = rng_for(8)
+    grid = np.sort(np.arange(0x7C, dtype=np.uint8).view(E5M2).astype(np.float64))
+    grid = np.append(grid, 65536.0)  # would-be next value: probes the 57344..65536 gap
+    around = [57344, 61440, 65536, 1e5, F32_MAX, 2.0**-17, 2.0**-16, 2.0**-14, F32_MIN_NORMAL]
+    tiny = [2.0**-18, 2.0**-30, 1e-40, F32_TINY]
+    x = dedup(grid_probes(grid),
+              both_signs(with_neighbours(around)),
+              both_signs(with_neighbours(tiny)),
+              f32([0.0, -0.0, np.inf, -np.inf]), from_bits32(NAN_BITS),
+              log_uniform(rng, 20000, -18, 17),
+              random_bits(rng, 2000))
+    with np.errstate(invalid="ignore", over="ignore"):
+        code = x.astype(E5M2).view(np.uint8)
+        saturate = np.clip(x, -57344, 57344).astype(E5M2).view(np.uint8)
+    check_against_reference("e5m2", x, code, lambda v: ref_e5m2(v, saturate=False))
+    check_against_reference("e5m2 saturate", x, saturate, lambda v: ref_e5m2(v, saturate=True))
+    return {"input": x, "code": code, "saturate": saturate}, \
+        ("f32 -> float8_e5m2, round-to-nearest-even. code: ml_dtypes astype (overflow past "
+         "61440 and inf -> inf 0x7C/0xFC). saturate: clip to +-57344 first (inf -> +-57344). "
+         "NaN -> 0x7E/0xFE by sign in both")
+
+
 FILES = {
     "e2m1_decode": e2m1_decode,
     "e4m3_decode": e4m3_decode,
@@ -418,6 +482,8 @@ FILES = {
     "bf16_encode": bf16_encode,
     "ue8m0_decode": ue8m0_decode,
     "ue8m0_encode": ue8m0_encode,
+    "e5m2_decode": e5m2_decode,
+    "e5m2_encode": e5m2_encode,
 }
 
 

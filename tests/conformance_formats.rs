@@ -4,7 +4,7 @@
 mod common;
 use common::{as_f32, as_u16, load_vectors, tensor};
 use half::{bf16, f16};
-use nvfp4_oracle::formats::{E2m1, E4m3, E4m3Overflow, Ue8m0};
+use nvfp4_oracle::formats::{bf16_from_f64_rne, E2m1, E4m3, E4m3Overflow, E5m2, Ue8m0};
 
 /// Compares decoded values bit for bit; NaN codes must decode to NaN (payloads are not part of
 /// either format).
@@ -103,11 +103,14 @@ fn half_crate_fp16_and_bf16_round_like_numpy() {
         .zip(&as_u16(tensor(&v, "bf16")))
     {
         let ours = bf16::from_f32(x);
+        // The family's single rounding from f64, on f32 inputs (exact in f64).
+        let single = bf16_from_f64_rne(f64::from(x));
         // ml_dtypes canonicalises NaN payloads, half keeps them; both are NaN.
         if x.is_nan() {
-            assert!(ours.is_nan(), "{x}");
+            assert!(ours.is_nan() && single.is_nan(), "{x}");
         } else {
             assert_eq!(ours.to_bits(), expected, "bf16 of {x:e}");
+            assert_eq!(single.to_bits(), expected, "bf16_from_f64_rne of {x:e}");
         }
     }
 }
@@ -204,4 +207,36 @@ fn ue8m0_encodes_as_torch_casts() {
     }
     // Every negative and both zeros (torch-cast.log: 5,477 of 11,084).
     assert_eq!(differs_from_ml_dtypes, 5477);
+}
+
+#[test]
+fn e5m2_decodes_all_256_codes() {
+    let v = load_vectors("golden/conformance/e5m2_decode.safetensors");
+    let values = as_f32(tensor(&v, "value"));
+    assert_eq!(values.len(), 256);
+    for (&code, &theirs) in tensor(&v, "code").iter().zip(&values) {
+        let value = E5m2::from_bits(code);
+        assert_same_value(code, value.to_f32(), theirs);
+        let exact = value.to_exact().to_f64();
+        assert!(
+            exact == f64::from(theirs) || (exact.is_nan() && theirs.is_nan()),
+            "{code:#04x}"
+        );
+    }
+}
+
+#[test]
+fn e5m2_encodes_as_ml_dtypes_casts_and_saturating() {
+    let v = load_vectors("golden/conformance/e5m2_encode.safetensors");
+    let inputs = as_f32(tensor(&v, "input"));
+    assert!(inputs.len() > 20_000, "{}", inputs.len());
+    for (name, encode) in [
+        ("code", E5m2::from_f32_rne as fn(f32) -> E5m2),
+        ("saturate", E5m2::from_f32_rne_saturating),
+    ] {
+        for (&x, &expected) in inputs.iter().zip(tensor(&v, name)) {
+            let ours = encode(x).to_bits();
+            assert_eq!(ours, expected, "{name}: {x:e} ({:#010x})", x.to_bits());
+        }
+    }
 }

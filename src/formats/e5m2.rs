@@ -1,9 +1,24 @@
 //! e5m2 (FP8): 1 sign bit, 5 exponent bits, 2 mantissa bits, bias 15, subnormals, infinities
 //! (0x7C, 0xFC) and NaN (0x7D..=0x7F and their negatives): fp16's top byte. Largest finite
 //! magnitude 57344 (0x7B), smallest normal 2^-14, smallest subnormal 2^-16. One of MXFP8's two
-//! element formats; the model only decodes it (kernels receive its bytes).
+//! element formats.
+//!
+//! Encoding from f32 rounds to nearest even in two conventions, both pinned against ml_dtypes
+//! 0.6.0 by golden/conformance/e5m2_encode.safetensors: IEEE's (overflow from 61440 on and
+//! infinities to infinity: ml_dtypes' cast) and saturating (clamped to +-57344 first: what the
+//! MX quantizers do). NaN becomes ml_dtypes' 0x7E / 0xFE, by sign.
 
 use super::exact_value::ExactValue;
+use super::minifloat::{round_magnitude_rne, MiniFloatSpec, RoundedMagnitude};
+
+pub const E5M2_SPEC: MiniFloatSpec = MiniFloatSpec {
+    exponent_bits: 5,
+    mantissa_bits: 2,
+    bias: 15,
+};
+const MAX_FINITE_CODE: u32 = 0x7B;
+const INFINITY_CODE: u8 = 0x7C;
+const NAN_CODE: u8 = 0x7E;
 
 pub const E5M2_MAX: f32 = 57344.0;
 
@@ -22,6 +37,27 @@ impl E5m2 {
 
     pub fn to_exact(self) -> ExactValue {
         ExactValue::from_ieee_bits(u64::from(self.0), 5, 2)
+    }
+
+    /// f32 to e5m2, round to nearest even, overflow and infinities to infinity (ml_dtypes' cast).
+    pub fn from_f32_rne(x: f32) -> Self {
+        Self::encode(x, INFINITY_CODE)
+    }
+
+    /// f32 to e5m2, round to nearest even, clamped to +-57344 (infinities too).
+    pub fn from_f32_rne_saturating(x: f32) -> Self {
+        Self::encode(x, MAX_FINITE_CODE as u8)
+    }
+
+    fn encode(x: f32, overflow: u8) -> Self {
+        let sign = if x.is_sign_negative() { 0x80 } else { 0 };
+        let magnitude = match round_magnitude_rne(f64::from(x), E5M2_SPEC) {
+            RoundedMagnitude::NotANumber => NAN_CODE,
+            RoundedMagnitude::Infinite => overflow,
+            RoundedMagnitude::Code(code) if code <= MAX_FINITE_CODE => code as u8,
+            RoundedMagnitude::Code(_) => overflow,
+        };
+        E5m2(sign | magnitude)
     }
 
     /// Exact: fp16 with the low byte zero.

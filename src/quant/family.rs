@@ -3,14 +3,14 @@
 
 use crate::error::Error;
 use crate::error::Result;
-use crate::formats::minifloat::{round_magnitude_rne, MiniFloatSpec, RoundedMagnitude};
-use crate::formats::{bf16_from_f64_rne, E4m3, E4m3Overflow, E4M3_MAX};
+use crate::formats::{bf16_from_f64_rne, E4m3, E4m3Overflow, E5m2, E4M3_MAX};
 use crate::problem::scaled_gemm::{
     Epilogue, OperandFormat, OutDtype, ScaledGemmInputs, ScaledOperand,
 };
 use crate::problem::scaled_generate::{normal_values, random_operand, ScaledDistribution};
 
-use super::{mxfp4::quantize_mxfp4_floor, quantize_nvfp4, QuantRecipe, TorchDevice};
+use super::mxfp4::{floor_scale, quantize_mxfp4_floor};
+use super::{quantize_nvfp4, QuantRecipe, TorchDevice};
 
 /// An operand quantized from `values` (`rows x k`, row-major), and the factor its per-tensor
 /// scale contributes to alpha (1 where the format has none).
@@ -23,7 +23,8 @@ pub struct QuantizedOperand {
 /// Quantizes as the libraries' reference quantizers do: NVFP4 with torchao's two-level recipe
 /// (a per-tensor scale amax / (448 * 6), folded into alpha); MXFP4 with torchao's `to_mx` (FLOOR);
 /// MXFP8 with the same FLOOR scale rule (amax's power of two over the element format's largest
-/// power of two) and a saturating cast; FP8 with a per-tensor scale amax / 448; bf16 rounded.
+/// power of two, torchao's `to_mx` rule for every element format) and a saturating cast; FP8
+/// with a per-tensor scale amax / 448; bf16 rounded. NaN input is an error.
 pub fn quantize_operand(
     format: OperandFormat,
     values: &[f32],
@@ -48,23 +49,25 @@ pub fn quantize_operand(
             (unpack(&q.data), q.scales, 1.0)
         }
         OperandFormat::Mxfp8E4m3 | OperandFormat::Mxfp8E5m2 => {
-            let element = Fp8::of(format);
+            if let Some(index) = values.iter().position(|x| x.is_nan()) {
+                return Err(Error::Quantize {
+                    reason: format!("input row {}, column {} is NaN", index / k, index % k),
+                });
+            }
+            // The largest power of two of e4m3 (448) is 2^8, of e5m2 (57344) 2^15.
+            let e4m3 = format == OperandFormat::Mxfp8E4m3;
             let mut codes = Vec::with_capacity(values.len());
             let mut scales = Vec::new();
             for block in values.chunks(32) {
-                let amax = block.iter().fold(0f32, |m, x| m.max(x.abs()));
-                let exponent = if amax > 0.0 {
-                    (amax.log2().floor() as i32 - element.max_pow2).clamp(-127, 127)
-                } else {
-                    -127
-                };
-                scales.push((exponent + 127) as u8);
-                let divisor = 2f64.powi(exponent);
-                codes.extend(
-                    block
-                        .iter()
-                        .map(|&x| element.encode(f64::from(x) / divisor)),
-                );
+                let (byte, divisor) = floor_scale(block, if e4m3 { 8 } else { 15 });
+                scales.push(byte);
+                codes.extend(block.iter().map(|&x| {
+                    u16::from(if e4m3 {
+                        E4m3::from_f32_rne(x / divisor, E4m3Overflow::Saturate).to_bits()
+                    } else {
+                        E5m2::from_f32_rne_saturating(x / divisor).to_bits()
+                    })
+                }));
             }
             (codes, scales, 1.0)
         }
@@ -185,45 +188,6 @@ pub fn draw_scaled_gemm(draw: &ScaledDraw) -> Result<ScaledGemmInputs> {
             .collect()
     });
     ScaledGemmInputs::new(a, b, alpha, bias, draw.out, draw.epilogue)
-}
-
-/// The FP8 element formats' saturating round-to-nearest-even cast.
-struct Fp8 {
-    spec: MiniFloatSpec,
-    max_code: u32,
-    /// log2 of the largest power of two below the largest finite value (8 for e4m3's 448, 15
-    /// for e5m2's 57344).
-    max_pow2: i32,
-}
-
-impl Fp8 {
-    fn of(format: OperandFormat) -> Fp8 {
-        match format {
-            OperandFormat::Mxfp8E5m2 => Fp8 {
-                spec: MiniFloatSpec {
-                    exponent_bits: 5,
-                    mantissa_bits: 2,
-                    bias: 15,
-                },
-                max_code: 0x7B,
-                max_pow2: 15,
-            },
-            _ => Fp8 {
-                spec: crate::formats::e4m3::E4M3_SPEC,
-                max_code: 0x7E,
-                max_pow2: 8,
-            },
-        }
-    }
-
-    fn encode(&self, x: f64) -> u16 {
-        let sign = if x.is_sign_negative() { 0x80 } else { 0 };
-        let magnitude = match round_magnitude_rne(x, self.spec) {
-            RoundedMagnitude::Code(code) => code.min(self.max_code),
-            _ => self.max_code,
-        };
-        sign | magnitude as u16
-    }
 }
 
 #[cfg(test)]

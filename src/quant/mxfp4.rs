@@ -53,11 +53,7 @@ pub fn quantize_mxfp4_floor(values: &[f32], rows: usize, k: usize) -> Result<Qua
     let mut codes = Vec::with_capacity(values.len());
     let mut scales = Vec::with_capacity(values.len() / MX_BLOCK);
     for block in values.chunks_exact(MX_BLOCK) {
-        let amax = block.iter().fold(0f32, |acc, x| acc.max(x.abs()));
-        let exponent_field = ((amax.to_bits() >> 23) & 0xFF) as i32;
-        let exponent = (exponent_field - 127 - E2M1_MAX_POW2).clamp(-127, 128);
-        let byte = (exponent + 127) as u8;
-        let divisor = f32::from_bits(u32::from(byte) << 23).max(SMALLEST_DIVISOR);
+        let (byte, divisor) = floor_scale(block, E2M1_MAX_POW2);
         scales.push(byte);
         for &x in block {
             codes.push(
@@ -70,6 +66,21 @@ pub fn quantize_mxfp4_floor(values: &[f32], rows: usize, k: usize) -> Result<Qua
         data: pack_e2m1(&codes)?,
         scales,
     })
+}
+
+/// torchao's FLOOR scale of one block whose element format's largest power of two is
+/// 2^`max_pow2`: the UE8M0 byte (amax's f32 exponent field minus 127 minus `max_pow2`, clamped to
+/// -127..=128, plus 127) and the f32 divisor the elements are divided by (the byte's value,
+/// clamped below at 2^-126).
+pub(crate) fn floor_scale(block: &[f32], max_pow2: i32) -> (u8, f32) {
+    let amax = block.iter().fold(0f32, |acc, x| acc.max(x.abs()));
+    let exponent_field = ((amax.to_bits() >> 23) & 0xFF) as i32;
+    let exponent = (exponent_field - 127 - max_pow2).clamp(-127, 128);
+    let byte = (exponent + 127) as u8;
+    (
+        byte,
+        f32::from_bits(u32::from(byte) << 23).max(SMALLEST_DIVISOR),
+    )
 }
 
 /// The values the quantized data stands for: e2m1 times its block's scale byte as UE8M0
