@@ -36,11 +36,13 @@ pub struct DataSet {
     pub unquantized: Vec<f64>,
 }
 
+const FIELD_CHECKS: usize = FieldCheck::ALL.len();
+
 /// Which checks caught one bug, in [`FieldCheck::ALL`] order, then the oracle.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MutantRow {
     pub bug: ScaledBug,
-    pub field: [bool; 4],
+    pub field: [bool; FIELD_CHECKS],
     pub oracle: bool,
 }
 
@@ -49,7 +51,7 @@ pub struct MutantRow {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MutantTable {
     pub rows: Vec<MutantRow>,
-    pub correct: Vec<(String, [bool; 5])>,
+    pub correct: Vec<(String, [bool; FIELD_CHECKS + 1])>,
 }
 
 /// The data sets of both configurations, drawn from `seed`.
@@ -136,9 +138,9 @@ pub fn mutant_table(seed: u64) -> Result<MutantTable> {
         .map(|(set, (reference, usable))| {
             let out = run_scaled_kernel(&set.inputs, set.factors, None);
             let oracle = reference.rejected(&out).is_empty();
-            let mut passes = [false; 5];
-            passes[..4].copy_from_slice(usable);
-            passes[4] = oracle;
+            let mut passes = [false; FIELD_CHECKS + 1];
+            passes[..FIELD_CHECKS].copy_from_slice(usable);
+            passes[FIELD_CHECKS] = oracle;
             (set.name.clone(), passes)
         })
         .collect();
@@ -146,7 +148,7 @@ pub fn mutant_table(seed: u64) -> Result<MutantTable> {
     for bug in ScaledBug::ALL {
         let mut row = MutantRow {
             bug,
-            field: [false; 4],
+            field: [false; FIELD_CHECKS],
             oracle: false,
         };
         for (set, (reference, usable)) in sets.iter().zip(&judged) {

@@ -6,7 +6,9 @@
 //! - vLLM `tests/kernels/quantization/test_nvfp4_scaled_mm.py` (and SGLang): `assert_close` with
 //!   atol = rtol = 0.1 against the dequantized product;
 //! - torchao and PyTorch's `test_scaled_matmul_cuda.py`: SQNR >= 16 dB against it;
-//! - TensorRT-LLM: `allclose` with atol = rtol = 1e-2 against it.
+//! - TensorRT-LLM: `allclose` with atol = rtol = 1e-2 against it;
+//! - TransformerEngine `test_nvfp4_gemm_exact.py`: atol = rtol = 8e-3 against it;
+//! - DeepGEMM: its `calc_diff`, 1 - 2 sum(x y) / sum(x^2 + y^2), below 0.02 against it.
 //!
 //! NaN fails every one of them, as in torch (`equal_nan` is off, and a NaN cosine or SQNR is not
 //! above its threshold); equal infinities pass the elementwise ones.
@@ -18,14 +20,18 @@ pub enum FieldCheck {
     AssertClose,
     Sqnr,
     Allclose,
+    TightClose,
+    CalcDiff,
 }
 
 impl FieldCheck {
-    pub const ALL: [FieldCheck; 4] = [
+    pub const ALL: [FieldCheck; 6] = [
         FieldCheck::Cosine,
         FieldCheck::AssertClose,
         FieldCheck::Sqnr,
         FieldCheck::Allclose,
+        FieldCheck::TightClose,
+        FieldCheck::CalcDiff,
     ];
 
     pub fn name(self) -> &'static str {
@@ -34,6 +40,8 @@ impl FieldCheck {
             FieldCheck::AssertClose => "atol = rtol = 0.1 (vLLM, SGLang)",
             FieldCheck::Sqnr => "SQNR >= 16 dB (torchao, PyTorch)",
             FieldCheck::Allclose => "allclose 1e-2 (TensorRT-LLM)",
+            FieldCheck::TightClose => "atol = rtol = 8e-3 (TransformerEngine)",
+            FieldCheck::CalcDiff => "calc_diff < 0.02 (DeepGEMM)",
         }
     }
 
@@ -46,6 +54,8 @@ impl FieldCheck {
             FieldCheck::AssertClose => close(out, dequantized, 0.1, 0.1),
             FieldCheck::Sqnr => sqnr_db(dequantized, out) >= 16.0,
             FieldCheck::Allclose => close(out, dequantized, 1e-2, 1e-2),
+            FieldCheck::TightClose => close(out, dequantized, 8e-3, 8e-3),
+            FieldCheck::CalcDiff => calc_diff(out, dequantized) < 0.02,
         }
     }
 }
@@ -55,6 +65,13 @@ pub fn cosine(x: &[f64], y: &[f64]) -> f64 {
     let dot: f64 = x.iter().zip(y).map(|(a, b)| a * b).sum();
     let norm = |v: &[f64]| v.iter().map(|a| a * a).sum::<f64>().sqrt();
     dot / (norm(x) * norm(y))
+}
+
+/// DeepGEMM's `calc_diff`: 1 - 2 sum(x y) / sum(x^2 + y^2) (NaN if either holds NaN).
+pub fn calc_diff(x: &[f64], y: &[f64]) -> f64 {
+    let denominator: f64 = x.iter().zip(y).map(|(a, b)| a * a + b * b).sum();
+    let dot: f64 = x.iter().zip(y).map(|(a, b)| a * b).sum();
+    1.0 - 2.0 * dot / denominator
 }
 
 /// torchao's `compute_error`: 20 log10(|reference| / |reference - out|).
@@ -94,5 +111,7 @@ mod tests {
         let noisy = [1.1, -2.2, 4.4];
         assert!((sqnr_db(&reference, &noisy) - 20.0).abs() < 1e-9);
         assert!(!FieldCheck::Sqnr.passes(&[f64::NAN; 3], &reference, &reference));
+        assert_eq!(calc_diff(&reference, &reference), 0.0);
+        assert!((calc_diff(&reference, &[-1.0, 2.0, -4.0]) - 2.0).abs() < 1e-12);
     }
 }
