@@ -135,5 +135,18 @@ fn a_case_judges_outputs_and_carries_its_operands() {
         &again.display().to_string(),
     ]);
     assert_eq!(code, 2, "{text}");
+    // An output too large to hold a reference for is refused before any work.
+    let (code, text) = oracle(&[
+        "scaled-gemm",
+        "reference",
+        "--dist",
+        "moderate",
+        "--shape",
+        "65536x8192x32",
+        "--out",
+        &again.display().to_string(),
+    ]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("more than 2^28 elements"), "{text}");
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -12,7 +12,7 @@
 use super::EXIT_FAIL;
 use crate::case_file::{CaseReader, CaseWriter};
 use crate::error::{Error, Result};
-use crate::model::scaled_gemm::{scaled_gemm_reference, Accepted};
+use crate::model::scaled_gemm::{scaled_gemm_reference_with_progress, Accepted};
 use crate::model::MODEL_VERSION;
 use crate::problem::scaled_gemm::{
     Epilogue, OperandFormat, OutDtype, ScaledGemmInputs, ScaledOperand,
@@ -128,7 +128,7 @@ fn reference(args: ScaledReferenceArgs) -> Result<ExitCode> {
         }
         (None, None) => unreachable!("clap requires --shape or --inputs"),
     };
-    let reference = scaled_gemm_reference(&inputs);
+    let reference = with_progress(&inputs)?;
     let (m, n) = (inputs.m(), inputs.n());
     let mut writer = CaseWriter::default();
     for (name, operand) in [("a", &inputs.a), ("b", &inputs.b)] {
@@ -189,6 +189,39 @@ fn drawn(args: &ScaledReferenceArgs, shape: Shape) -> Result<ScaledGemmInputs> {
         out: args.out_dtype,
         epilogue: args.epilogue,
     })
+}
+
+/// Outputs past this many elements are refused: the reference holds about 40 bytes for each.
+const MAX_OUTPUT_ELEMENTS: usize = 1 << 28;
+/// Products past this many get a progress bar (a few seconds on two cores).
+const PROGRESS_PRODUCTS: usize = 1 << 28;
+
+/// The reference, with a progress bar on stderr for long runs; refused for outputs too large to
+/// hold.
+fn with_progress(inputs: &ScaledGemmInputs) -> Result<crate::model::scaled_gemm::ScaledReference> {
+    let (m, n, k) = (inputs.m(), inputs.n(), inputs.k());
+    if m.saturating_mul(n) > MAX_OUTPUT_ELEMENTS {
+        return Err(Error::Usage(format!(
+            "the output {m} x {n} has more than 2^28 elements: its reference would need about \
+             {} GB; split it into row blocks of A",
+            m * n * 40 / 1_000_000_000
+        )));
+    }
+    if m.saturating_mul(n).saturating_mul(k) < PROGRESS_PRODUCTS {
+        return Ok(scaled_gemm_reference_with_progress(inputs, &|_| {}));
+    }
+    let bar = indicatif::ProgressBar::new(m as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "reference [{bar:30}] {pos}/{len} rows, {eta} left",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    let reference =
+        scaled_gemm_reference_with_progress(inputs, &|done| bar.set_position(done as u64));
+    bar.finish_and_clear();
+    Ok(reference)
 }
 
 /// How an operand's elements are stored: (dtype, columns per row, bytes).

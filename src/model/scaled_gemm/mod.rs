@@ -119,13 +119,28 @@ impl ScaledReference {
 }
 
 pub fn scaled_gemm_reference(inputs: &ScaledGemmInputs) -> ScaledReference {
+    scaled_gemm_reference_with_progress(inputs, &|_| {})
+}
+
+/// The same, calling `rows_done` with the number of output rows finished after each row (from
+/// several threads, in no particular order of rows), for a progress bar.
+pub fn scaled_gemm_reference_with_progress(
+    inputs: &ScaledGemmInputs,
+    rows_done: &(dyn Fn(usize) + Sync),
+) -> ScaledReference {
     use rayon::prelude::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
     let (m, n) = (inputs.m(), inputs.n());
-    let elements: Vec<(f64, Accepted)> = (0..m * n)
+    let done = AtomicUsize::new(0);
+    let rows: Vec<Vec<(f64, Accepted)>> = (0..m)
         .into_par_iter()
-        .map(|index| element(inputs, index / n, index % n))
+        .map(|row| {
+            let elements = (0..n).map(|col| element(inputs, row, col)).collect();
+            rows_done(done.fetch_add(1, Ordering::Relaxed) + 1);
+            elements
+        })
         .collect();
-    let (expected, accepted) = elements.into_iter().unzip();
+    let (expected, accepted) = rows.into_iter().flatten().unzip();
     ScaledReference {
         m,
         n,
