@@ -116,17 +116,13 @@ impl Tiled8x4ScaleLayout {
 
 /// Reads the unpadded region of 8x4-tiled scales back into the plain layout.
 pub fn tiled8x4_to_plain(tiled: &[u8], dims: ScaleDims) -> Vec<u8> {
-    let (from, to) = (Tiled8x4ScaleLayout(dims), PlainScaleLayout(dims));
+    let layout = Tiled8x4ScaleLayout(dims);
     assert_eq!(
         tiled.len(),
-        from.len(),
+        layout.len(),
         "8x4 scale buffer does not match {dims:?}"
     );
-    let mut plain = vec![0; to.len()];
-    for_each_index(dims, |i, j, l| {
-        plain[to.offset(i, j, l)] = tiled[from.offset(i, j, l)]
-    });
-    plain
+    gather_plain(dims, |i, j, l| tiled[layout.offset(i, j, l)])
 }
 
 /// Rewrites plain scales into the blocked layout, padding with `fill`.
@@ -146,15 +142,21 @@ pub fn plain_to_blocked(plain: &[u8], dims: ScaleDims, fill: u8) -> Vec<u8> {
 
 /// Reads the unpadded region of blocked scales back into the plain layout.
 pub fn blocked_to_plain(blocked: &[u8], dims: ScaleDims) -> Vec<u8> {
-    let (from, to) = (BlockedScaleLayout(dims), PlainScaleLayout(dims));
+    let layout = BlockedScaleLayout(dims);
     assert_eq!(
         blocked.len(),
-        from.len(),
+        layout.len(),
         "blocked scale buffer does not match {dims:?}"
     );
-    let mut plain = vec![0; to.len()];
+    gather_plain(dims, |i, j, l| blocked[layout.offset(i, j, l)])
+}
+
+/// The plain layout of the scale `at(i, j, l)` returns for every index.
+fn gather_plain(dims: ScaleDims, at: impl Fn(usize, usize, usize) -> u8) -> Vec<u8> {
+    let plain_layout = PlainScaleLayout(dims);
+    let mut plain = vec![0; plain_layout.len()];
     for_each_index(dims, |i, j, l| {
-        plain[to.offset(i, j, l)] = blocked[from.offset(i, j, l)]
+        plain[plain_layout.offset(i, j, l)] = at(i, j, l)
     });
     plain
 }
