@@ -83,7 +83,7 @@ impl ExactValue {
                 significand,
                 exponent,
             } => {
-                let magnitude = significand as f64 * 2f64.powi(exponent);
+                let magnitude = significand as f64 * pow2(exponent);
                 if negative {
                     -magnitude
                 } else {
@@ -129,6 +129,17 @@ impl ExactValue {
     }
 }
 
+/// 2^e as f64, from its bits (`powi` is a loop of multiplications): exact for e in
+/// -1074..=1023, zero below and infinity above.
+fn pow2(e: i32) -> f64 {
+    match e {
+        ..-1074 => 0.0,
+        -1074..=-1023 => f64::from_bits(1u64 << (e + 1074)),
+        -1022..=1023 => f64::from_bits(((e + 1023) as u64) << 52),
+        _ => f64::INFINITY,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -153,6 +164,19 @@ mod tests {
             ExactValue::Infinite { negative: true }
         );
         assert_eq!(ExactValue::from_f32(f32::NAN), ExactValue::NaN);
+    }
+
+    #[test]
+    fn pow2_is_exact_over_f64s_range() {
+        // Each power is twice the one below it, from the smallest subnormal to the largest;
+        // `powi` itself is not exact down there (2f64.powi(-1074) is 0).
+        assert_eq!(pow2(-1074), 5e-324);
+        assert_eq!(pow2(0), 1.0);
+        for e in -1073..=1023 {
+            assert_eq!(pow2(e), 2.0 * pow2(e - 1), "{e}");
+        }
+        assert_eq!(pow2(-1075), 0.0);
+        assert_eq!(pow2(1024), f64::INFINITY);
     }
 
     #[test]

@@ -122,25 +122,52 @@ pub fn scaled_gemm_reference(inputs: &ScaledGemmInputs) -> ScaledReference {
     scaled_gemm_reference_with_progress(inputs, &|_| {})
 }
 
-/// The same, calling `rows_done` with the number of output rows finished after each row (from
-/// several threads, in no particular order of rows), for a progress bar.
+/// Decoded values of B kept at once (24 bytes each): B is decoded in blocks of its rows.
+const DECODED_B_VALUES: usize = 1 << 22;
+
+/// The same, calling `rows_done` with the number of output rows' worth of elements finished
+/// (from several threads), for a progress bar.
 pub fn scaled_gemm_reference_with_progress(
     inputs: &ScaledGemmInputs,
     rows_done: &(dyn Fn(usize) + Sync),
 ) -> ScaledReference {
+    reference_in_blocks(inputs, DECODED_B_VALUES, rows_done)
+}
+
+/// The reference, B decoded `decoded_b_values / K` rows at a time.
+fn reference_in_blocks(
+    inputs: &ScaledGemmInputs,
+    decoded_b_values: usize,
+    rows_done: &(dyn Fn(usize) + Sync),
+) -> ScaledReference {
     use rayon::prelude::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
-    let (m, n) = (inputs.m(), inputs.n());
+    let (m, n, k) = (inputs.m(), inputs.n(), inputs.k());
+    let mut expected = vec![0.0; m * n];
+    let mut accepted = vec![Accepted::Unjudged; m * n];
     let done = AtomicUsize::new(0);
-    let rows: Vec<Vec<(f64, Accepted)>> = (0..m)
-        .into_par_iter()
-        .map(|row| {
-            let elements = (0..n).map(|col| element(inputs, row, col)).collect();
-            rows_done(done.fetch_add(1, Ordering::Relaxed) + 1);
-            elements
-        })
-        .collect();
-    let (expected, accepted) = rows.into_iter().flatten().unzip();
+    // Each operand element is decoded once per block of B's rows, not once per product.
+    let block = (decoded_b_values / k).clamp(1, n.max(1));
+    for first in (0..n).step_by(block) {
+        let cols = first..(first + block).min(n);
+        let b_values: Vec<ExactValue> = cols
+            .clone()
+            .flat_map(|col| (0..k).map(move |kk| inputs.b.value(col, kk)))
+            .collect();
+        expected
+            .par_chunks_mut(n.max(1))
+            .zip(accepted.par_chunks_mut(n.max(1)))
+            .enumerate()
+            .for_each(|(row, (expected_row, accepted_row))| {
+                let a_row: Vec<ExactValue> = (0..k).map(|kk| inputs.a.value(row, kk)).collect();
+                for (j, col) in cols.clone().enumerate() {
+                    let b_row = &b_values[j * k..(j + 1) * k];
+                    (expected_row[col], accepted_row[col]) = element(inputs, &a_row, b_row, col);
+                }
+                let finished = done.fetch_add(cols.len(), Ordering::Relaxed) + cols.len();
+                rows_done(finished / n);
+            });
+    }
     ScaledReference {
         m,
         n,
@@ -164,13 +191,19 @@ struct Magnitudes {
     max_group_abs: f64,
 }
 
-/// The reference and acceptance of element (row, col).
-fn element(inputs: &ScaledGemmInputs, row: usize, col: usize) -> (f64, Accepted) {
+/// The reference and acceptance of the element of A's row `a_row` and B's row `b_row` (decoded),
+/// output column `col`.
+fn element(
+    inputs: &ScaledGemmInputs,
+    a_row: &[ExactValue],
+    b_row: &[ExactValue],
+    col: usize,
+) -> (f64, Accepted) {
     let mut wide = WideSum::new();
     let mut magnitudes = Magnitudes::default();
     let (mut prefix, mut group_sum, mut group_abs) = (0.0f64, 0.0f64, 0.0f64);
     for k in 0..inputs.k() {
-        let product = inputs.a.value(row, k).times(inputs.b.value(col, k));
+        let product = a_row[k].times(b_row[k]);
         wide.add(product);
         if let ExactValue::Finite { .. } = product {
             let value = product.to_f64();
@@ -349,5 +382,33 @@ impl Epilogues {
                 [value, value]
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::scaled_gemm::{OperandFormat, OutDtype};
+    use crate::problem::scaled_generate::{random_operand, ScaledDistribution};
+
+    #[test]
+    fn decoding_b_in_blocks_changes_nothing() {
+        let a = random_operand(OperandFormat::Mxfp4, 7, 64, ScaledDistribution::Edges, 3, 0);
+        let b = random_operand(OperandFormat::Bf16, 9, 64, ScaledDistribution::Edges, 3, 1);
+        let inputs = ScaledGemmInputs::new(a, b, 0.5, None, OutDtype::F32, Epilogue::F32).unwrap();
+        let whole = scaled_gemm_reference(&inputs);
+        let rows = std::sync::atomic::AtomicUsize::new(0);
+        let one_row_at_a_time = reference_in_blocks(&inputs, 64, &|done| {
+            rows.fetch_max(done, std::sync::atomic::Ordering::Relaxed);
+        });
+        let bits = |r: &ScaledReference| -> Vec<(u64, u64, u64)> {
+            r.expected
+                .iter()
+                .zip(&r.accepted)
+                .map(|(e, a)| (e.to_bits(), a.bounds().0.to_bits(), a.bounds().1.to_bits()))
+                .collect()
+        };
+        assert_eq!(bits(&whole), bits(&one_row_at_a_time));
+        assert_eq!(rows.into_inner(), 7);
     }
 }
