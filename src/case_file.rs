@@ -342,6 +342,24 @@ pub fn fp16_bytes(values: &[half::f16]) -> Vec<u8> {
         .collect()
 }
 
+pub fn f32_from_bytes(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+pub fn f64_bytes(values: &[f64]) -> Vec<u8> {
+    values.iter().flat_map(|x| x.to_le_bytes()).collect()
+}
+
+pub fn f64_from_bytes(bytes: &[u8]) -> Vec<f64> {
+    bytes
+        .chunks_exact(8)
+        .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
+        .collect()
+}
+
 pub fn fp16_from_bytes(bytes: &[u8]) -> Vec<half::f16> {
     bytes
         .chunks_exact(2)

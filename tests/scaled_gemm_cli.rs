@@ -4,7 +4,7 @@
 
 mod common;
 
-use nvfp4_oracle::case_file::{CaseReader, CaseWriter};
+use nvfp4_oracle::case_file::{f64_from_bytes, CaseReader, CaseWriter};
 use safetensors::Dtype;
 use std::path::Path;
 use std::process::Command;
@@ -21,13 +21,6 @@ fn oracle(args: &[&str]) -> (i32, String) {
 /// `scaled-gemm check --case CASE --output OUTPUT`.
 fn check(case: &str, output: &str) -> (i32, String) {
     oracle(&["scaled-gemm", "check", "--case", case, "--output", output])
-}
-
-fn f64s(bytes: &[u8]) -> Vec<f64> {
-    bytes
-        .chunks_exact(8)
-        .map(|b| f64::from_le_bytes(b.try_into().unwrap()))
-        .collect()
 }
 
 /// Writes `values` (bf16 values as f64) as tensor `c`, BF16 [m, n].
@@ -68,7 +61,7 @@ fn a_case_judges_outputs_and_carries_its_operands() {
         "{text}"
     );
     let reader = CaseReader::open(&case).unwrap();
-    let expected = f64s(&reader.tensor("expected", Dtype::F64, &[48, 24]).unwrap());
+    let expected = f64_from_bytes(&reader.tensor("expected", Dtype::F64, &[48, 24]).unwrap());
     let output = dir.join("out.safetensors");
     let output_text = output.display().to_string();
     write_output(&output, &expected, 48, 24);
@@ -103,7 +96,7 @@ fn a_case_judges_outputs_and_carries_its_operands() {
     assert_eq!(code, 0, "{text}");
     let reread = CaseReader::open(&again).unwrap();
     assert_eq!(
-        f64s(&reread.tensor("expected", Dtype::F64, &[48, 24]).unwrap()),
+        f64_from_bytes(&reread.tensor("expected", Dtype::F64, &[48, 24]).unwrap()),
         expected
     );
     // Bad input: another problem's case, the wrong output type, formats that do not fit.

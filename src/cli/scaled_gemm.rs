@@ -10,8 +10,9 @@
 //! output type and the epilogue.
 
 use super::EXIT_FAIL;
-use crate::case_file::{CaseReader, CaseWriter};
+use crate::case_file::{f32_from_bytes, f64_bytes, f64_from_bytes, CaseReader, CaseWriter};
 use crate::error::{Error, Result};
+use crate::formats::{pack_e2m1, unpack_e2m1, E2m1};
 use crate::model::scaled_gemm::{scaled_gemm_reference_with_progress, Accepted};
 use crate::model::MODEL_VERSION;
 use crate::problem::scaled_gemm::{
@@ -106,7 +107,11 @@ fn reference(args: ScaledReferenceArgs) -> Result<ExitCode> {
             let a = read_operand(&case, "a", args.a_format, None)?;
             let b = read_operand(&case, "b", args.b_format, Some(a.k))?;
             let bias = if case.has_tensor("bias")? {
-                Some(f32s(&case.tensor("bias", Dtype::F32, &[b.rows])?))
+                Some(f32_from_bytes(&case.tensor(
+                    "bias",
+                    Dtype::F32,
+                    &[b.rows],
+                )?))
             } else {
                 None
             };
@@ -144,12 +149,7 @@ fn reference(args: ScaledReferenceArgs) -> Result<ExitCode> {
     }
     let (lo, hi): (Vec<f64>, Vec<f64>) = reference.accepted.iter().map(Accepted::bounds).unzip();
     for (name, values) in [("expected", &reference.expected), ("lo", &lo), ("hi", &hi)] {
-        writer.tensor(
-            name,
-            Dtype::F64,
-            vec![m, n],
-            values.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        );
+        writer.tensor(name, Dtype::F64, vec![m, n], f64_bytes(values));
     }
     writer
         .meta("problem", "scaled-gemm")
@@ -230,11 +230,14 @@ fn storage(operand: &ScaledOperand) -> (Dtype, usize, Vec<u8>) {
         OperandFormat::Nvfp4 | OperandFormat::Mxfp4 => (
             Dtype::U8,
             operand.k / 2,
-            operand
-                .codes
-                .chunks_exact(2)
-                .map(|pair| (pair[0] | pair[1] << 4) as u8)
-                .collect(),
+            pack_e2m1(
+                &operand
+                    .codes
+                    .iter()
+                    .map(|&c| E2m1::from_bits(c as u8))
+                    .collect::<Vec<_>>(),
+            )
+            .expect("K is a multiple of 16"),
         ),
         OperandFormat::Bf16 => (
             Dtype::BF16,
@@ -292,10 +295,9 @@ fn read_operand(
             .chunks_exact(2)
             .map(|b| u16::from_le_bytes([b[0], b[1]]))
             .collect(),
-        _ if packed => case
-            .tensor(name, Dtype::U8, &shape)?
+        _ if packed => unpack_e2m1(&case.tensor(name, Dtype::U8, &shape)?)
             .iter()
-            .flat_map(|&b| [u16::from(b & 0xF), u16::from(b >> 4)])
+            .map(|code| u16::from(code.to_bits()))
             .collect(),
         _ => case
             .tensor(name, Dtype::U8, &shape)?
@@ -312,20 +314,6 @@ fn read_operand(
         )?,
     };
     ScaledOperand::new(format, rows, operand_k, codes, scales)
-}
-
-fn f32s(bytes: &[u8]) -> Vec<f32> {
-    bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect()
-}
-
-fn f64s(bytes: &[u8]) -> Vec<f64> {
-    bytes
-        .chunks_exact(8)
-        .map(|b| f64::from_le_bytes(b.try_into().expect("8 bytes")))
-        .collect()
 }
 
 fn check(args: ScaledCheckArgs) -> Result<ExitCode> {
@@ -346,7 +334,7 @@ fn check(args: ScaledCheckArgs) -> Result<ExitCode> {
     };
     let read = |name| {
         case.tensor(name, Dtype::F64, &[m, n])
-            .map(|bytes| f64s(&bytes))
+            .map(|bytes| f64_from_bytes(&bytes))
     };
     let (expected, lo, hi) = (read("expected")?, read("lo")?, read("hi")?);
     let output = CaseReader::open(&args.output)?;
@@ -361,7 +349,7 @@ fn check(args: ScaledCheckArgs) -> Result<ExitCode> {
             .chunks_exact(2)
             .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f64())
             .collect(),
-        OutDtype::F32 => f32s(&output.tensor("c", Dtype::F32, &[m, n])?)
+        OutDtype::F32 => f32_from_bytes(&output.tensor("c", Dtype::F32, &[m, n])?)
             .into_iter()
             .map(f64::from)
             .collect(),

@@ -5,6 +5,7 @@
 //! generator drift, a changed answer hash model drift.
 
 use super::sha256_hex;
+use crate::case_file::f64_bytes;
 use crate::error::{Error, Result};
 use crate::model::scaled_gemm::{scaled_gemm_reference, Accepted};
 use crate::model::MODEL_VERSION;
@@ -92,10 +93,6 @@ const CASES: [(&str, &str, &str, &str, &str, bool, f32); 12] = [
 const SHAPE: (usize, usize, usize) = (24, 20, 128);
 const SEED: u64 = 2026;
 
-fn f64_bytes(values: impl Iterator<Item = f64>) -> Vec<u8> {
-    values.flat_map(f64::to_le_bytes).collect()
-}
-
 /// The case's inputs from its definition.
 fn inputs(case: &ScaledGoldenCase) -> Result<ScaledGemmInputs> {
     let dims: Vec<usize> = case
@@ -130,16 +127,20 @@ fn hashed(mut case: ScaledGoldenCase) -> Result<ScaledGoldenCase> {
         bytes.extend(operand.codes.iter().flat_map(|c| c.to_le_bytes()));
         bytes.extend(&operand.scales);
     }
-    bytes.extend(f64_bytes(
-        inputs.bias.iter().flatten().map(|&x| f64::from(x)),
-    ));
+    let bias: Vec<f64> = inputs
+        .bias
+        .iter()
+        .flatten()
+        .map(|&x| f64::from(x))
+        .collect();
+    bytes.extend(f64_bytes(&bias));
     bytes.extend(inputs.alpha.to_le_bytes());
     let reference = scaled_gemm_reference(&inputs);
     let (lo, hi): (Vec<f64>, Vec<f64>) = reference.accepted.iter().map(Accepted::bounds).unzip();
     case.sha256_inputs = sha256_hex(&bytes);
-    case.sha256_expected = sha256_hex(&f64_bytes(reference.expected.iter().copied()));
-    case.sha256_lo = sha256_hex(&f64_bytes(lo.into_iter()));
-    case.sha256_hi = sha256_hex(&f64_bytes(hi.into_iter()));
+    case.sha256_expected = sha256_hex(&f64_bytes(&reference.expected));
+    case.sha256_lo = sha256_hex(&f64_bytes(&lo));
+    case.sha256_hi = sha256_hex(&f64_bytes(&hi));
     Ok(case)
 }
 

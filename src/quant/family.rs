@@ -3,7 +3,7 @@
 
 use crate::error::Error;
 use crate::error::Result;
-use crate::formats::{bf16_from_f64_rne, E4m3, E4m3Overflow, E5m2, E4M3_MAX};
+use crate::formats::{bf16_from_f64_rne, unpack_e2m1, E4m3, E4m3Overflow, E5m2, E4M3_MAX};
 use crate::problem::scaled_gemm::{
     Epilogue, OperandFormat, OutDtype, ScaledGemmInputs, ScaledOperand,
 };
@@ -32,9 +32,9 @@ pub fn quantize_operand(
     k: usize,
 ) -> Result<QuantizedOperand> {
     let unpack = |packed: &[u8]| -> Vec<u16> {
-        packed
+        unpack_e2m1(packed)
             .iter()
-            .flat_map(|&byte| [u16::from(byte & 0xF), u16::from(byte >> 4)])
+            .map(|code| u16::from(code.to_bits()))
             .collect()
     };
     let (codes, scales, alpha_factor) = match format {
