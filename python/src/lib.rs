@@ -153,7 +153,11 @@ fn reference<'py>(
     Ok((expected, lo, hi, k, output_tensor_dims(&inputs)))
 }
 
-fn fp16_values(name: &str, array: &PyReadonlyArrayDyn<'_, f16>) -> PyResult<Vec<f16>> {
+/// The elements of a contiguous array, or a ValueError naming it.
+fn contiguous<T: Copy + numpy::Element>(
+    name: &str,
+    array: &PyReadonlyArrayDyn<'_, T>,
+) -> PyResult<Vec<T>> {
     Ok(array
         .as_slice()
         .map_err(|_| PyValueError::new_err(format!("'{name}' is not contiguous")))?
@@ -185,10 +189,10 @@ fn check(
     }
     let verdict = judge(
         OutputShape { m, n, l },
-        &fp16_values("output", &output)?,
-        &fp16_values("expected", &expected)?,
-        &fp16_values("lo", &lo)?,
-        &fp16_values("hi", &hi)?,
+        &contiguous("output", &output)?,
+        &contiguous("expected", &expected)?,
+        &contiguous("lo", &lo)?,
+        &contiguous("hi", &hi)?,
     );
     let json = serde_json::to_string(&verdict).map_err(value_error)?;
     Ok((verdict.pass, json, verdict.render()))

@@ -12,17 +12,7 @@ use nvfp4_oracle::problem::scaled_gemm::{
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
-use super::{parse, value_error};
-
-fn contiguous<T: Copy + numpy::Element>(
-    name: &str,
-    array: &PyReadonlyArrayDyn<'_, T>,
-) -> PyResult<Vec<T>> {
-    Ok(array
-        .as_slice()
-        .map_err(|_| PyValueError::new_err(format!("'{name}' is not contiguous")))?
-        .to_vec())
-}
+use super::{contiguous, parse, value_error};
 
 /// One operand from its codes `[rows, K]` and its scale bytes, plain `[rows, K / block]` or in the
 /// 128x4 layout (any shape holding `ceil(rows / 128) * ceil(K / block / 4) * 512` bytes).
