@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Generate MX quantization conformance vectors from torchao's `to_mx` (FLOOR scaling, its
-default: the scale is 2^(floor(log2(amax)) - emax), amax read from the f32 exponent field, emax
-2 for e2m1, 8 for e4m3, 15 for e5m2). `--elem` picks the element format: e2m1 (MXFP4, the
-default, whose vectors are committed), e4m3 or e5m2 (MXFP8: data is one byte per element,
-[ROWS, 128]; not yet run, for the next GPU session: src/quant/family.rs's MXFP8 quantizer is
-to be checked against them).
+"""Generate MX quantization conformance vectors from torchao's `to_mx`. `--elem` picks the element
+format: e2m1 (MXFP4, the default), e4m3 or e5m2 (MXFP8: data is one byte per element,
+[ROWS, 128]). `--scaling` picks the scale rule:
+
+  floor  torchao's default: 2^(floor(log2(amax)) - emax), amax's exponent read from its f32
+         bits, emax 2 for e2m1, 8 for e4m3, 15 for e5m2
+  rceil  cuBLAS's and TransformerEngine's rule as torchao computes it off Blackwell (eager):
+         2^ceil(log2(amax / max_pos)) with torch's f32 log2, the data multiplied by the
+         reciprocal (1.0 where the scale byte is 0)
 
 Runs wherever torch and torchao (0.18.0, the version these vectors were made with) import. It
 quantizes on the CPU, and on CUDA too when a GPU is there (stored under a `cuda_` prefix).
@@ -26,6 +29,7 @@ On the device machine, with the torchao 0.18.0 wheel carried in .carry/whl/:
 """
 
 import argparse
+import struct
 
 import torch
 import torchao
@@ -66,6 +70,16 @@ def rows():
     special[3 * BLOCK + 1] = 3.0
     special[3 * BLOCK + 2] = float("-inf")
     out.append(special)
+    # RCEIL's boundaries: blocks whose amax is 0, 1, 2 and 64 f32 ulps above max_pos * 2^p of
+    # each element format, where log2(amax / max_pos) is within an f32 ulp of an integer.
+    for max_pos in [6.0, 448.0, 57344.0]:
+        for p in [-100, -20, 0, 20, 100]:
+            base = max_pos * 2.0**p
+            row = torch.rand(K, generator=g) * base
+            for block, ulps in enumerate([0, 1, 2, 64]):
+                (bits,) = struct.unpack("<I", struct.pack("<f", base))
+                (row[block * BLOCK],) = struct.unpack("<f", struct.pack("<I", bits + ulps))
+            out.append(row)
     return torch.stack(out).contiguous()
 
 
@@ -73,9 +87,12 @@ ELEMENTS = {"e2m1": (torch.float4_e2m1fn_x2, K // 2), "e4m3": (torch.float8_e4m3
             "e5m2": (torch.float8_e5m2, K)}
 
 
-def quantize(x, device, elem):
+SCALING = {"floor": ScaleCalculationMode.FLOOR, "rceil": ScaleCalculationMode.RCEIL}
+
+
+def quantize(x, device, elem, scaling):
     dtype, columns = ELEMENTS[elem]
-    scale, data = to_mx(x.to(device), dtype, BLOCK, scaling_mode=ScaleCalculationMode.FLOOR)
+    scale, data = to_mx(x.to(device), dtype, BLOCK, scaling_mode=SCALING[scaling])
     return (data.view(torch.uint8).cpu().reshape(x.shape[0], columns),
             scale.view(torch.uint8).cpu().reshape(x.shape[0], K // BLOCK))
 
@@ -84,6 +101,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", default="golden/conformance/mxfp4_quant.safetensors")
     parser.add_argument("--elem", choices=sorted(ELEMENTS), default="e2m1")
+    parser.add_argument("--scaling", choices=sorted(SCALING), default="floor")
     args = parser.parse_args()
     x32 = rows()
     tensors = {}
@@ -92,7 +110,7 @@ def main():
         tensors[f"{name}_input"] = x.contiguous()
         for device in devices:
             prefix = "" if device == "cpu" else "cuda_"
-            data, scale = quantize(x, device, args.elem)
+            data, scale = quantize(x, device, args.elem, args.scaling)
             tensors[f"{prefix}{name}_data"] = data.contiguous()
             tensors[f"{prefix}{name}_scale"] = scale.contiguous()
         if "cuda" in devices:
@@ -103,7 +121,7 @@ def main():
         "generator": "scripts/gen_mx_quant_vectors.py",
         "torch_version": torch.__version__,
         "torchao_version": torchao.__version__,
-        "scaling_mode": "FLOOR",
+        "scaling_mode": args.scaling.upper(),
         "element": args.elem,
         "rows": str(x32.shape[0]),
     })

@@ -3,8 +3,7 @@
 //! scripts/gen_quant_vectors.py; the semantics are in docs/torchao-nvfp4-semantics.md).
 
 mod common;
-use common::{as_f32, as_u16, load_vectors, tensor};
-use half::bf16;
+use common::{as_f32, float_input, load_vectors, tensor};
 use nvfp4_oracle::quant::{per_tensor_scale, quantize_nvfp4, QuantRecipe, TorchDevice};
 use std::collections::HashMap;
 
@@ -13,17 +12,6 @@ const K: usize = 128;
 const RECIPES: [&str; 3] = ["single_level", "two_level", "two_level_fixed"];
 const DTYPES: [&str; 2] = ["f32", "bf16"];
 const DEVICES: [(TorchDevice, &str); 2] = [(TorchDevice::Cpu, ""), (TorchDevice::Cuda, "cuda_")];
-
-fn input(vectors: &HashMap<String, Vec<u8>>, name: &str, dtype: &str) -> Vec<f32> {
-    let bytes = tensor(vectors, name);
-    match dtype {
-        "f32" => as_f32(bytes),
-        _ => as_u16(bytes)
-            .into_iter()
-            .map(|bits| bf16::from_bits(bits).to_f32())
-            .collect(),
-    }
-}
 
 /// Quantizes one stored input and compares data and scales; returns the element count compared.
 fn check(
@@ -34,7 +22,7 @@ fn check(
     device: TorchDevice,
     prefix: &str,
 ) -> usize {
-    let values = input(vectors, &format!("{recipe}_{dtype}_input{suffix}"), dtype);
+    let values = float_input(vectors, &format!("{recipe}_{dtype}_input{suffix}"), dtype);
     let rows = values.len() / K;
     let quant_recipe = if recipe == "single_level" {
         QuantRecipe::SingleLevel
@@ -119,7 +107,7 @@ fn infinite_inputs_match_torchao_where_torchao_defines_them() {
                 prefix,
             );
             // torchao's dynamic per-tensor scale becomes inf and its output garbage: we refuse.
-            let values = input(
+            let values = float_input(
                 &vectors,
                 &format!("two_level_{dtype}_input_special_inf"),
                 dtype,
@@ -135,7 +123,7 @@ fn nan_inputs_are_refused_with_the_position() {
     let vectors = load_vectors(FILE);
     for recipe in RECIPES {
         for dtype in DTYPES {
-            let values = input(&vectors, &format!("{recipe}_{dtype}_input_special"), dtype);
+            let values = float_input(&vectors, &format!("{recipe}_{dtype}_input_special"), dtype);
             let err = quantize_nvfp4(
                 &values,
                 values.len() / K,
@@ -166,59 +154,4 @@ fn torchaos_swizzled_scales_match_our_blocked_layout() {
         0,
     );
     assert_eq!(ours, swizzled);
-}
-
-/// MXFP4 (e2m1 with a UE8M0 scale per 32) against torchao 0.18.0's `to_mx`, FLOOR scaling, on
-/// the CPU and on CUDA (golden/conformance/mxfp4_quant.safetensors, written on the H100 by
-/// scripts/gen_mx_quant_vectors.py): every scale byte and data byte.
-#[test]
-fn mxfp4_quantization_matches_torchao_bit_for_bit() {
-    use nvfp4_oracle::quant::mxfp4::{dequantize_mxfp4, quantize_mxfp4_floor};
-    let v = load_vectors("golden/conformance/mxfp4_quant.safetensors");
-    let mut tiny_blocks = 0;
-    for dtype in DTYPES {
-        let values = input(&v, &format!("{dtype}_input"), dtype);
-        let rows = values.len() / K;
-        assert!(rows >= 50, "{rows} rows");
-        let ours = quantize_mxfp4_floor(&values, rows, K).unwrap();
-        for prefix in ["", "cuda_"] {
-            let label = format!("{prefix}{dtype}");
-            let scales = tensor(&v, &format!("{prefix}{dtype}_scale"));
-            let data = tensor(&v, &format!("{prefix}{dtype}_data"));
-            assert_eq!(ours.scales.len(), scales.len(), "{label}");
-            assert_eq!(ours.data.len(), data.len(), "{label}");
-            for (i, (o, t)) in ours.scales.iter().zip(scales).enumerate() {
-                assert_eq!(
-                    o,
-                    t,
-                    "{label}: scale of row {}, block {}",
-                    i / (K / 32),
-                    i % (K / 32)
-                );
-            }
-            for (i, (o, t)) in ours.data.iter().zip(data).enumerate() {
-                assert_eq!(
-                    o,
-                    t,
-                    "{label}: data byte of row {}, k {}",
-                    i / (K / 2),
-                    2 * (i % (K / 2))
-                );
-            }
-        }
-        // The vectors reach the blocks whose amax is below 2^-125: scale byte 0x00 (2^-127),
-        // their elements divided by 2^-126 (quant::mxfp4's step 3).
-        for (block, x) in values.chunks(32).enumerate() {
-            let amax = x.iter().fold(0f32, |a, v| a.max(v.abs()));
-            if amax > 0.0 && amax < 2f32.powi(-125) {
-                assert_eq!(ours.scales[block], 0, "{dtype}: block {block}");
-                tiny_blocks += 1;
-            }
-        }
-        assert_eq!(dequantize_mxfp4(&ours).len(), values.len());
-    }
-    assert!(
-        tiny_blocks > 0,
-        "the vectors hold a block of f32 subnormals"
-    );
 }

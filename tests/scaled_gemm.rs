@@ -351,3 +351,83 @@ fn one_large_product_then_many_small_ones_stays_inside() {
     }
     assert_eq!(accumulate(&terms, Accumulation::PerProduct), 268_435_456.0);
 }
+
+/// A Blackwell kernel for the MXFP8 pairings, simulated with the MMA-Sim-validated
+/// `kind::mxf8f6f4` model (`model::mma::mxf8f6f4`): one instruction per 32 of K chained through
+/// its f32 C, then each epilogue. Every judged element must be accepted, in every distribution
+/// (a step of zero products under scales near 2^127 could drop C: docs/numerics.md, section 10;
+/// these distributions do not reach it).
+#[test]
+fn a_simulated_blackwell_mxf8f6f4_kernel_lands_inside_its_intervals() {
+    use nvfp4_oracle::model::mma::mxf8f6f4::{blackwell_mxf8f6f4_step, Fp8Type, MXF8F6F4_K};
+    let fp8 = [
+        (OperandFormat::Mxfp8E4m3, Fp8Type::E4m3),
+        (OperandFormat::Mxfp8E5m2, Fp8Type::E5m2),
+    ];
+    let mut judged = 0;
+    for (i, &(a, ta)) in fp8.iter().enumerate() {
+        for (j, &(b, tb)) in fp8.iter().enumerate() {
+            for distribution in ScaledDistribution::ALL {
+                for (o, out) in OutDtype::ALL.into_iter().enumerate() {
+                    let order = Epilogue::ALL[(i + j + o) % 3];
+                    let x = Case {
+                        a,
+                        b,
+                        shape: (4, 4, 256),
+                        distribution,
+                        seed: 300 + (i * 2 + j) as u64,
+                        out,
+                        epilogue: order,
+                        alpha: [1.0, -0.3, 2.5e-3][(i + o) % 3],
+                        with_bias: o % 2 == 0,
+                    }
+                    .inputs();
+                    let reference = scaled_gemm_reference(&x);
+                    let k = x.k();
+                    for row in 0..4 {
+                        for col in 0..4 {
+                            let accepted = reference.accepted[row * 4 + col];
+                            if accepted == Accepted::Unjudged {
+                                continue;
+                            }
+                            let mut acc = 0f32;
+                            for step in 0..k / MXF8F6F4_K {
+                                let at = |op: &ScaledOperand, r: usize| -> [u8; MXF8F6F4_K] {
+                                    std::array::from_fn(|t| {
+                                        op.codes[r * k + step * MXF8F6F4_K + t] as u8
+                                    })
+                                };
+                                let scale = |op: &ScaledOperand, r: usize| {
+                                    op.scales[r * (k / MXF8F6F4_K) + step]
+                                };
+                                acc = blackwell_mxf8f6f4_step(
+                                    acc,
+                                    ta,
+                                    &at(&x.a, row),
+                                    scale(&x.a, row),
+                                    tb,
+                                    &at(&x.b, col),
+                                    scale(&x.b, col),
+                                );
+                            }
+                            for fused in [false, true] {
+                                let got = epilogue(&x, col, acc, fused);
+                                assert!(
+                                    accepted.accepts(got),
+                                    "{} x {}, {distribution:?}, {}, {}: ({row}, {col}) {got} \
+                                     outside {accepted:?}",
+                                    a.name(),
+                                    b.name(),
+                                    out.name(),
+                                    order.name()
+                                );
+                            }
+                            judged += 1;
+                        }
+                    }
+                }
+            }
+        }
+    }
+    assert!(judged > 300, "{judged} judged");
+}

@@ -3,13 +3,14 @@
 
 use crate::error::Error;
 use crate::error::Result;
-use crate::formats::{bf16_from_f64_rne, unpack_e2m1, E4m3, E4m3Overflow, E5m2, E4M3_MAX};
+use crate::formats::{bf16_from_f64_rne, unpack_e2m1};
 use crate::problem::scaled_gemm::{
     Epilogue, OperandFormat, OutDtype, ScaledGemmInputs, ScaledOperand,
 };
 use crate::problem::scaled_generate::{normal_values, random_operand, ScaledDistribution};
 
-use super::mxfp4::{floor_scale, quantize_mxfp4_floor};
+use super::fp8::quantize_fp8_tensor;
+use super::mx::{quantize_mx, MxElement, MxScaling};
 use super::{quantize_nvfp4, QuantRecipe, TorchDevice};
 
 /// An operand quantized from `values` (`rows x k`, row-major), and the factor its per-tensor
@@ -21,10 +22,9 @@ pub struct QuantizedOperand {
 }
 
 /// Quantizes as the libraries' reference quantizers do: NVFP4 with torchao's two-level recipe
-/// (a per-tensor scale amax / (448 * 6), folded into alpha); MXFP4 with torchao's `to_mx` (FLOOR);
-/// MXFP8 with the same FLOOR scale rule (amax's power of two over the element format's largest
-/// power of two, torchao's `to_mx` rule for every element format) and a saturating cast; FP8
-/// with a per-tensor scale amax / 448; bf16 rounded. NaN input is an error.
+/// (a per-tensor scale amax / (448 * 6), folded into alpha); MXFP4 and MXFP8 with torchao's `to_mx`
+/// (FLOOR); FP8 with torchao's float8 per-tensor scale (its inverse folded into alpha); bf16
+/// rounded. NaN input is an error.
 pub fn quantize_operand(
     format: OperandFormat,
     values: &[f32],
@@ -44,43 +44,19 @@ pub fn quantize_operand(
             let q = quantize_nvfp4(values, rows, k, recipe, TorchDevice::Cpu)?;
             (unpack(&q.data), q.scales, tensor_scale)
         }
-        OperandFormat::Mxfp4 => {
-            let q = quantize_mxfp4_floor(values, rows, k)?;
-            (unpack(&q.data), q.scales, 1.0)
-        }
-        OperandFormat::Mxfp8E4m3 | OperandFormat::Mxfp8E5m2 => {
-            if let Some(index) = values.iter().position(|x| x.is_nan()) {
-                return Err(Error::Quantize {
-                    reason: format!("input row {}, column {} is NaN", index / k, index % k),
-                });
-            }
-            // The largest power of two of e4m3 (448) is 2^8, of e5m2 (57344) 2^15.
-            let e4m3 = format == OperandFormat::Mxfp8E4m3;
-            let mut codes = Vec::with_capacity(values.len());
-            let mut scales = Vec::new();
-            for block in values.chunks(32) {
-                let (byte, divisor) = floor_scale(block, if e4m3 { 8 } else { 15 });
-                scales.push(byte);
-                codes.extend(block.iter().map(|&x| {
-                    u16::from(if e4m3 {
-                        E4m3::from_f32_rne(x / divisor, E4m3Overflow::Saturate).to_bits()
-                    } else {
-                        E5m2::from_f32_rne_saturating(x / divisor).to_bits()
-                    })
-                }));
-            }
-            (codes, scales, 1.0)
+        OperandFormat::Mxfp4 | OperandFormat::Mxfp8E4m3 | OperandFormat::Mxfp8E5m2 => {
+            let element = match format {
+                OperandFormat::Mxfp4 => MxElement::E2m1,
+                OperandFormat::Mxfp8E4m3 => MxElement::E4m3,
+                _ => MxElement::E5m2,
+            };
+            let q = quantize_mx(values, rows, k, element, MxScaling::Floor)?;
+            (q.codes.into_iter().map(u16::from).collect(), q.scales, 1.0)
         }
         OperandFormat::Fp8E4m3 => {
-            let amax = values.iter().fold(0f32, |m, x| m.max(x.abs()));
-            let scale = if amax > 0.0 { amax / E4M3_MAX } else { 1.0 };
-            let codes = values
-                .iter()
-                .map(|&x| {
-                    u16::from(E4m3::from_f32_rne(x / scale, E4m3Overflow::Saturate).to_bits())
-                })
-                .collect();
-            (codes, Vec::new(), scale)
+            let q = quantize_fp8_tensor(values)?;
+            let codes = q.codes.into_iter().map(u16::from).collect();
+            (codes, Vec::new(), q.inverse_scale)
         }
         OperandFormat::Bf16 => {
             let codes = values

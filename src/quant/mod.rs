@@ -7,8 +7,9 @@
 //! Python scalar into multiplication by the scalar's f32 reciprocal on CUDA), the difference is a
 //! named [`TorchDevice`], never a silent choice.
 //!
-//! MXFP4 (e2m1 with a UE8M0 scale per 32, torchao's `to_mx`) is in [`mxfp4`]; every operand
-//! format of the block-scaled family in [`family`].
+//! MX formats (e2m1, e4m3 or e5m2 with a UE8M0 scale per 32, torchao's `to_mx`, FLOOR and RCEIL)
+//! are in [`mx`]; FP8 e4m3 with a per-tensor scale (torchao's float8 recipe) in [`fp8`]; every
+//! operand format of the block-scaled family in [`family`].
 
 use crate::error::{Error, Result};
 use crate::formats::{
@@ -17,7 +18,8 @@ use crate::formats::{
 use crate::problem::SCALE_BLOCK;
 
 pub mod family;
-pub mod mxfp4;
+pub mod fp8;
+pub mod mx;
 
 /// 448 * 6: the per-tensor scale maps the tensor's amax to the largest e2m1 value at the largest
 /// e4m3 scale.

@@ -39,6 +39,18 @@ pub fn as_u16(bytes: &[u8]) -> Vec<u16> {
         .collect()
 }
 
+/// A stored input tensor of f32 or bf16 values (`dtype` "f32" or "bf16"), as f32.
+pub fn float_input(vectors: &HashMap<String, Vec<u8>>, name: &str, dtype: &str) -> Vec<f32> {
+    let bytes = tensor(vectors, name);
+    match dtype {
+        "f32" => as_f32(bytes),
+        _ => as_u16(bytes)
+            .into_iter()
+            .map(|bits| half::bf16::from_bits(bits).to_f32())
+            .collect(),
+    }
+}
+
 pub fn tensor<'a>(vectors: &'a HashMap<String, Vec<u8>>, name: &str) -> &'a [u8] {
     vectors
         .get(name)

@@ -20,6 +20,9 @@
 //!   result is +0, 2^128 or more is infinity); a NaN scale (the sign bit of a UE4M3 scale is
 //!   ignored) or a NaN C gives NaN `0x7FFFFFFF`. [`BlackwellScales`] has MMA-Sim's two UE8M0
 //!   forms of the same instruction (block16, and block32 = MXFP4) on the same adder;
+//! - `blackwell-mxf8f6f4-block32-ue8m0`: `tcgen05.mma kind::mxf8f6f4` with e4m3 / e5m2 operands
+//!   and one UE8M0 scale per 32, K = 32 ([`mxf8f6f4`]): each product a term of its own, aligned
+//!   by the sum of its elements' and scales' exponents, 25 fractional bits;
 //! - `hopper-hmma-f16-f32`: `mma.sync m16n8k16` f16 -> f32 as measured on the H100
 //!   (docs/tensor-core-models-hopper-findings.md: this function matches 100% of 3,915,776 H100
 //!   dot products, tests/conformance_mma.rs checks 17,408 of them on every run): C and
@@ -31,6 +34,7 @@
 
 pub mod adder;
 pub mod fast;
+pub mod mxf8f6f4;
 pub mod probe;
 pub mod schedule;
 
