@@ -3,8 +3,9 @@
 //! Map of the crate, every public module (the README maps the whole repository):
 //! - [`formats`]: e2m1, e4m3fn, e5m2 and UE8M0, bit by bit, FP4 packing, the shared rounding
 //!   core, and every value decoded exactly.
-//! - [`quant`]: NVFP4 quantization and dequantization with torchao's semantics; MXFP4, and
-//!   quantizers and drawn cases for every operand format of the block-scaled family.
+//! - [`quant`]: NVFP4 quantization and dequantization with torchao's semantics; the MX formats
+//!   (FLOOR and RCEIL), FP8 with a per-tensor scale, and quantizers and drawn cases for every
+//!   operand format of the block-scaled family.
 //! - [`layout`]: plain and blocked (tensor-core, 512-byte atom) scale layouts, and 8x4 tiles.
 //! - [`problem`]: the dual GEMM, GEMM, GEMV and grouped GEMM: shapes, typed and validated
 //!   inputs, deterministic input generators, inputs from named tensors; the block-scaled

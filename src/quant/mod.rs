@@ -74,6 +74,37 @@ pub fn per_tensor_scale(values: &[f32], device: TorchDevice) -> Result<f32> {
     Ok(device.divide_by_scalar(amax, TENSOR_SCALE_DIVISOR))
 }
 
+/// The checks every block quantizer makes first: K a positive multiple of its block (else
+/// `requirement`), `rows * k` values, no NaN (named by its row and column).
+fn check_input(
+    values: &[f32],
+    rows: usize,
+    k: usize,
+    block: usize,
+    requirement: &'static str,
+) -> Result<()> {
+    if k == 0 || k % block != 0 {
+        return Err(Error::InvalidShape {
+            dimension: "K",
+            value: k,
+            requirement,
+        });
+    }
+    if values.len() != rows * k {
+        return Err(Error::TensorSize {
+            name: "input".into(),
+            expected: rows * k,
+            actual: values.len(),
+        });
+    }
+    match values.iter().position(|x| x.is_nan()) {
+        Some(index) => Err(Error::Quantize {
+            reason: format!("input row {}, column {} is NaN", index / k, index % k),
+        }),
+        None => Ok(()),
+    }
+}
+
 /// Quantizes `values` (row-major `rows x k`). NaN input is an error (NVFP4 cannot represent it, and
 /// torchao's output for it is an artifact of its bit tricks). Infinities follow torchao: their
 /// block gets scale 448 and they become +-6. (An infinite input makes the per-tensor scale of
@@ -85,25 +116,13 @@ pub fn quantize_nvfp4(
     recipe: QuantRecipe,
     device: TorchDevice,
 ) -> Result<Quantized> {
-    if k == 0 || k % SCALE_BLOCK != 0 {
-        return Err(Error::InvalidShape {
-            dimension: "K",
-            value: k,
-            requirement: "must be a positive multiple of 16",
-        });
-    }
-    if values.len() != rows * k {
-        return Err(Error::TensorSize {
-            name: "input".into(),
-            expected: rows * k,
-            actual: values.len(),
-        });
-    }
-    if let Some(index) = values.iter().position(|x| x.is_nan()) {
-        return Err(Error::Quantize {
-            reason: format!("input row {}, column {} is NaN", index / k, index % k),
-        });
-    }
+    check_input(
+        values,
+        rows,
+        k,
+        SCALE_BLOCK,
+        "must be a positive multiple of 16",
+    )?;
     if let QuantRecipe::TwoLevel { tensor_scale } = recipe {
         if !(tensor_scale.is_finite() && tensor_scale > 0.0) {
             return Err(Error::Quantize {

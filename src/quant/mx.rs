@@ -33,7 +33,7 @@
 //! by arithmetic on NaN, nothing a kernel should be held to.
 
 use super::Quantized;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::formats::{pack_e2m1, unpack_e2m1, E2m1, E4m3, E4m3Overflow, E5m2, Ue8m0};
 
 /// Elements per MX scale.
@@ -103,25 +103,13 @@ pub fn quantize_mx(
     element: MxElement,
     scaling: MxScaling,
 ) -> Result<MxQuantized> {
-    if k == 0 || k % MX_BLOCK != 0 {
-        return Err(Error::InvalidShape {
-            dimension: "K",
-            value: k,
-            requirement: "must be a positive multiple of 32 for an MX format",
-        });
-    }
-    if values.len() != rows * k {
-        return Err(Error::TensorSize {
-            name: "input".into(),
-            expected: rows * k,
-            actual: values.len(),
-        });
-    }
-    if let Some(index) = values.iter().position(|x| x.is_nan()) {
-        return Err(Error::Quantize {
-            reason: format!("input row {}, column {} is NaN", index / k, index % k),
-        });
-    }
+    super::check_input(
+        values,
+        rows,
+        k,
+        MX_BLOCK,
+        "must be a positive multiple of 32 for an MX format",
+    )?;
     let mut codes = Vec::with_capacity(values.len());
     let mut scales = Vec::with_capacity(values.len() / MX_BLOCK);
     for block in values.chunks_exact(MX_BLOCK) {
