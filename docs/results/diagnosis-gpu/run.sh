@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Issue #15 on a Hopper GPU: the GPU test kernels and the examples' deliberately broken copies
+# Diagnosis on a Hopper GPU: the GPU test kernels and the examples' deliberately broken copies
 # through the campaign, shape and data shrinking, diagnosis and localization:
 #   bash docs/results/diagnosis-gpu/run.sh
 # From the repository root on the GPU machine, release binary at .carry/nvfp4-oracle. The
@@ -12,7 +12,7 @@ O=${OUT:-/tmp/diagnosis-out}/diagnosis-gpu
 mkdir -p "$O/certs"
 S=examples/submissions
 bash $S/library/build.sh > "$O/build-library.log" 2>&1 || echo "library build failed"
-# The checks of issue #14 are left out here (--sanitize 0 --determinism 0): this run is about
+# compute-sanitizer and the determinism check are left out here (--sanitize 0 --determinism 0): this run is about
 # wrong outputs.
 timeout 300 $B certify --kernel 'hopper-test-*' --cases 50 --seed 2026 --sanitize 0 --determinism 0 \
   --report-dir "$O/certs" > "$O/test-kernels.log" 2>&1; echo "test kernels: exit $?"

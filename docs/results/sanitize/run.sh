@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# compute-sanitizer and the determinism check in certification (issue #14), on a Hopper GPU:
+# compute-sanitizer and the determinism check in certification, on a Hopper GPU:
 #   bash docs/results/sanitize/run.sh
 # From the repository root on the GPU machine, release binary at .carry/nvfp4-oracle. Each
 # certify runs with the default checks (--sanitize 2 --determinism 2); logs and certificates go
