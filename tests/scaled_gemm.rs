@@ -355,8 +355,8 @@ fn one_large_product_then_many_small_ones_stays_inside() {
 /// A Blackwell kernel for the MXFP8 pairings, simulated with the MMA-Sim-validated
 /// `kind::mxf8f6f4` model (`model::mma::mxf8f6f4`): one instruction per 32 of K chained through
 /// its f32 C, then each epilogue. Every judged element must be accepted, in every distribution
-/// (a step of zero products under scales near 2^127 could drop C: docs/numerics.md, section 10;
-/// these distributions do not reach it).
+/// (a step of zero products under large scales may drop C: the intervals charge it,
+/// docs/numerics.md, section 10).
 #[test]
 fn a_simulated_blackwell_mxf8f6f4_kernel_lands_inside_its_intervals() {
     use nvfp4_oracle::model::mma::mxf8f6f4::{blackwell_mxf8f6f4_step, Fp8Type, MXF8F6F4_K};
@@ -430,4 +430,85 @@ fn a_simulated_blackwell_mxf8f6f4_kernel_lands_inside_its_intervals() {
         }
     }
     assert!(judged > 300, "{judged} judged");
+}
+
+/// MMA-Sim's Blackwell adders put zero blocks in their maximum, aligned by their scales: a step of
+/// zero blocks under large scales cuts the accumulator it is given. Both instructions' models do
+/// it here, and the intervals accept what they give.
+#[test]
+fn a_zero_block_under_large_scales_may_cut_a_blackwell_accumulator() {
+    use nvfp4_oracle::formats::E2m1;
+    use nvfp4_oracle::model::mma::mxf8f6f4::{blackwell_mxf8f6f4_step, Fp8Type};
+    use nvfp4_oracle::model::mma::{blackwell_block_scaled_step, BlackwellScales};
+    let judge = |a: ScaledOperand, b: ScaledOperand| -> Accepted {
+        scaled_gemm_reference(
+            &ScaledGemmInputs::new(a, b, 1.0, None, OutDtype::F32, Epilogue::F32).unwrap(),
+        )
+        .accepted[0]
+    };
+    // NVFP4, K = 128 (two mxf4nvf4 steps): 0.5 x 0.5 under UE4M3 scales 2^-9 gives C = 2^-20;
+    // then A's blocks are zero under scale 448 (B's ones under 448): aligned at 16, C is cut to
+    // a multiple of 2^-19, 0.
+    let a: Vec<u16> = (0..128).map(|k| u16::from(k == 0)).collect();
+    let b: Vec<u16> = (0..128).map(|k| if k == 0 { 1 } else { 2 }).collect();
+    let scales = vec![0x01u8, 0x01, 0x01, 0x01, 0x7E, 0x7E, 0x7E, 0x7E];
+    let mut acc = 0f32;
+    for step in 0..2 {
+        let codes = |v: &[u16]| -> [E2m1; 64] {
+            std::array::from_fn(|t| E2m1::from_bits(v[step * 64 + t] as u8))
+        };
+        let s: [u8; 4] = std::array::from_fn(|t| scales[step * 4 + t]);
+        acc = blackwell_block_scaled_step(
+            BlackwellScales::Block16Ue4m3,
+            acc,
+            &codes(&a),
+            s,
+            &codes(&b),
+            s,
+        );
+    }
+    assert_eq!(acc, 0.0, "the model cuts C = 2^-20");
+    let accepted = judge(
+        ScaledOperand::new(OperandFormat::Nvfp4, 1, 128, a, scales.clone()).unwrap(),
+        ScaledOperand::new(OperandFormat::Nvfp4, 1, 128, b, scales).unwrap(),
+    );
+    assert!(
+        accepted.accepts(0.0) && accepted.accepts(2f64.powi(-20)),
+        "{accepted:?}"
+    );
+    // Still narrow: 2^-20 plus 4 x 2^(16 - 32).
+    assert!(!accepted.accepts(0.5), "{accepted:?}");
+
+    // MXFP8 e4m3 x e5m2, K = 64: 1 x 1 at scale 1 (C = 1), then A zero under 2^127, B 1 under 2^127.
+    let a: Vec<u16> = (0..64).map(|k| if k == 0 { 0x38 } else { 0 }).collect();
+    let b: Vec<u16> = (0..64)
+        .map(|k| {
+            if k < 32 {
+                u16::from(k == 0) * 0x3C
+            } else {
+                0x3C
+            }
+        })
+        .collect();
+    let scales = vec![127u8, 254];
+    let mut acc = 0f32;
+    for step in 0..2 {
+        let codes = |v: &[u16]| -> [u8; 32] { std::array::from_fn(|t| v[step * 32 + t] as u8) };
+        acc = blackwell_mxf8f6f4_step(
+            acc,
+            Fp8Type::E4m3,
+            &codes(&a),
+            scales[step],
+            Fp8Type::E5m2,
+            &codes(&b),
+            scales[step],
+        );
+    }
+    assert_eq!(acc, 0.0, "the model drops C = 1");
+    let accepted = judge(
+        ScaledOperand::new(OperandFormat::Mxfp8E4m3, 1, 64, a, scales.clone()).unwrap(),
+        ScaledOperand::new(OperandFormat::Mxfp8E5m2, 1, 64, b, scales).unwrap(),
+    );
+    // Scales aligned at 254: 2^222 of possible error, past f32's range: not judged.
+    assert_eq!(accepted, Accepted::Unjudged);
 }

@@ -15,6 +15,10 @@
 //!   f32 at the end;
 //! - underflow in the accumulator or in a product, flushed to zero or not, costs at most 2^-126
 //!   per product, per step and per final add ([`UNDERFLOW`]);
+//! - a fused step's adder may align to a block's scales rather than to its magnitude (Blackwell's
+//!   block-scaled adders, as MMA-Sim models them, put zero blocks in their maximum): a 16-group
+//!   whose sum is far below its scales' alignment `Z` costs up to 2^(Z - 32) absolutely
+//!   ([`raised_maximum_error`]);
 //! - the epilogue is one of [`Epilogue`]'s (for [`Epilogue::F32`], separate roundings or one
 //!   FMA: both accepted).
 //!
@@ -27,7 +31,9 @@ mod wide_sum;
 pub use wide_sum::{SumValue, WideSum};
 
 use crate::formats::ExactValue;
-use crate::problem::scaled_gemm::{Epilogue, OutDtype, ScaledGemmInputs};
+use crate::problem::scaled_gemm::{
+    Epilogue, OutDtype, ScaleFormat, ScaledGemmInputs, ScaledOperand,
+};
 
 /// Products per error-accounting group: the bound counts K / 16 steps whatever the kernel's
 /// step, which over-counts kernels whose steps are 32 products.
@@ -162,7 +168,8 @@ fn reference_in_blocks(
                 let a_row: Vec<ExactValue> = (0..k).map(|kk| inputs.a.value(row, kk)).collect();
                 for (j, col) in cols.clone().enumerate() {
                     let b_row = &b_values[j * k..(j + 1) * k];
-                    (expected_row[col], accepted_row[col]) = element(inputs, &a_row, b_row, col);
+                    (expected_row[col], accepted_row[col]) =
+                        element(inputs, &a_row, b_row, row, col);
                 }
                 let finished = done.fetch_add(cols.len(), Ordering::Relaxed) + cols.len();
                 rows_done(finished / n);
@@ -189,6 +196,8 @@ struct Magnitudes {
     negative_groups: f64,
     /// Largest sum of |product| within one group.
     max_group_abs: f64,
+    /// Sum of [`raised_maximum_error`] over the groups.
+    raised_maximum: f64,
 }
 
 /// The reference and acceptance of the element of A's row `a_row` and B's row `b_row` (decoded),
@@ -197,6 +206,7 @@ fn element(
     inputs: &ScaledGemmInputs,
     a_row: &[ExactValue],
     b_row: &[ExactValue],
+    row: usize,
     col: usize,
 ) -> (f64, Accepted) {
     let mut wide = WideSum::new();
@@ -221,6 +231,8 @@ fn element(
             }
             magnitudes.abs_terms += group_abs;
             magnitudes.max_group_abs = magnitudes.max_group_abs.max(group_abs);
+            magnitudes.raised_maximum +=
+                raised_maximum_error(inputs, row, col, k / GROUP, group_sum);
             group_sum = 0.0;
             group_abs = 0.0;
         }
@@ -266,6 +278,61 @@ fn element(
     }
 }
 
+/// What one 16-group can cost beyond the step contract when a fused adder aligns it by its
+/// scales and not by its value. MMA-Sim's Blackwell adders take their maximum over alignment
+/// exponents, zero terms included: `kind::mxf4nvf4` aligns a block's sum at the sum of its two
+/// scales' exponents `Z` even when the sum is 0, so the step's other operands, the accumulator
+/// included, are cut below 2^(Z - 35) (35 fractional bits, 5 operands: less than 2^(Z - 32) in
+/// all); `kind::mxf8f6f4` aligns a zero product at -126 + the other factor's exponent (at most
+/// 15) + the scales', at most Z - 111, and cuts 25 bits below it (33 operands: less than
+/// 2^(Z - 130)). Where the group's exact sum is at least 2^(Z - 4) its own magnitude already
+/// bounds the cut (the contract's derivation), so only groups whose sum is below that are
+/// charged. Operands without block scales align by their values: no charge.
+fn raised_maximum_error(
+    inputs: &ScaledGemmInputs,
+    row: usize,
+    col: usize,
+    group: usize,
+    group_sum: f64,
+) -> f64 {
+    let (Some(a), Some(b)) = (
+        scale_alignment(&inputs.a, row, group),
+        scale_alignment(&inputs.b, col, group),
+    ) else {
+        return 0.0;
+    };
+    let z = a + b;
+    if group_sum.abs() >= 2f64.powi(z - 4) {
+        0.0
+    } else {
+        2f64.powi(z - 32)
+    }
+}
+
+/// The alignment exponent of the block scale covering 16-group `group` of `operand`'s row `row`:
+/// floor(log2) of its value, at least -6 for a UE4M3 subnormal (MMA-Sim aligns those at their
+/// exponent field's -6), -126 for a zero scale; `None` without block scales or for a NaN scale
+/// (the element is NaN then).
+fn scale_alignment(operand: &ScaledOperand, row: usize, group: usize) -> Option<i32> {
+    let (format, block) = operand.format.scale()?;
+    let byte = operand.scales[row * (operand.k / block) + group * GROUP / block];
+    match format.decode(byte) {
+        ExactValue::Finite { significand: 0, .. } => Some(-126),
+        ExactValue::Finite {
+            significand,
+            exponent,
+            ..
+        } => {
+            let floor_log2 = 63 - significand.leading_zeros() as i32 + exponent;
+            Some(match format {
+                ScaleFormat::Ue4m3 => floor_log2.max(-6),
+                ScaleFormat::Ue8m0 => floor_log2,
+            })
+        }
+        _ => None,
+    }
+}
+
 /// E: the largest distance from the exact sum a contract-abiding f32 accumulator can end at, or
 /// `None` where it could overflow. The derivation is the NVFP4 bound's (docs/numerics.md) with
 /// the family's step error and the underflow term.
@@ -282,7 +349,8 @@ fn accumulator_error(sum: f64, mag: &Magnitudes, k: usize) -> Option<f64> {
     let underflow = (k as f64 + steps + splits) * UNDERFLOW;
     let numerator = step_error * (steps * run + mag.abs_terms + slack)
         + F32_ULP * (splits - 1.0) * combined
-        + underflow;
+        + underflow
+        + mag.raised_maximum;
     let denominator = 1.0 - step_error * steps - F32_ULP * (splits - 1.0) * splits;
     if denominator <= 0.5 {
         return None;
