@@ -179,8 +179,9 @@ def assert_gemm(out, a, b, a_scale=None, b_scale=None, *, a_format="nvfp4", b_fo
                  f"{out_dtype} output, {epilogue} epilogue)"]
         for index in rejected[:10]:
             i, j = divmod(index, n)
-            lines.append(f"  [{i}, {j}]: got {values[i, j]!r}, exact {expected[i, j]!r}, "
-                         f"accepted [{lo[i, j]!r}, {hi[i, j]!r}]")
+            lines.append(f"  [{i}, {j}]: got {float(values[i, j])!r}, exact "
+                         f"{float(expected[i, j])!r}, accepted [{float(lo[i, j])!r}, "
+                         f"{float(hi[i, j])!r}]")
         if len(rejected) > 10:
             lines.append(f"  ... and {len(rejected) - 10} more")
         raise AssertionError("\n".join(lines))
