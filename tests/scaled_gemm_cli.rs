@@ -143,3 +143,48 @@ fn a_case_judges_outputs_and_carries_its_operands() {
     assert!(text.contains("more than 2^28 elements"), "{text}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `--mx-scaling rceil` draws `normal` MX operands with cuBLAS's rule: every scale at least
+/// FLOOR's (RCEIL rounds up so that amax fits), some above it; an unknown rule exits 2.
+#[test]
+fn rceil_scales_are_at_least_floor_scales() {
+    let dir = common::scratch_dir("scaled-gemm-rceil");
+    let scales = |rule: &str| -> Vec<u8> {
+        let path = dir.join(format!("{rule}.safetensors"));
+        let (code, text) = oracle(&[
+            "scaled-gemm",
+            "reference",
+            "--a-format",
+            "mxfp8-e4m3",
+            "--b-format",
+            "mxfp4",
+            "--shape",
+            "16x8x256",
+            "--mx-scaling",
+            rule,
+            "--out",
+            &path.display().to_string(),
+        ]);
+        assert_eq!(code, 0, "{text}");
+        let reader = CaseReader::open(&path).unwrap();
+        let mut bytes = reader.tensor("a_scale", Dtype::U8, &[16, 8]).unwrap();
+        bytes.extend(reader.tensor("b_scale", Dtype::U8, &[8, 8]).unwrap());
+        bytes
+    };
+    let (floor, rceil) = (scales("floor"), scales("rceil"));
+    assert!(floor.iter().zip(&rceil).all(|(f, r)| r >= f));
+    assert!(floor.iter().zip(&rceil).any(|(f, r)| r > f));
+    let (code, text) = oracle(&[
+        "scaled-gemm",
+        "reference",
+        "--shape",
+        "16x8x256",
+        "--mx-scaling",
+        "ceil",
+        "--out",
+        &dir.join("x.safetensors").display().to_string(),
+    ]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("floor, rceil"), "{text}");
+    let _ = std::fs::remove_dir_all(dir);
+}

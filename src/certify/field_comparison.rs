@@ -22,6 +22,7 @@ use crate::model::scaled_gemm::scaled_gemm_reference;
 use crate::problem::scaled_gemm::{Epilogue, OperandFormat, OutDtype, ScaledGemmInputs};
 use crate::problem::scaled_generate::normal_values;
 use crate::quant::family::quantize_operand;
+use crate::quant::mx::MxScaling;
 
 /// Rows of A, rows of B, K: small enough for a test, K deep enough for MX blocks and tails.
 pub const SHAPE: (usize, usize, usize) = (64, 64, 512);
@@ -64,8 +65,8 @@ pub fn data_sets(seed: u64) -> Result<Vec<DataSet>> {
         let (m, n, k) = SHAPE;
         let a_values = normal_values(m * k, seed, 0);
         let b_values = normal_values(n * k, seed, 1);
-        let a = quantize_operand(a_format, &a_values, m, k)?;
-        let b = quantize_operand(b_format, &b_values, n, k)?;
+        let a = quantize_operand(a_format, &a_values, m, k, MxScaling::Floor)?;
+        let b = quantize_operand(b_format, &b_values, n, k, MxScaling::Floor)?;
         let factors = AlphaFactors {
             a: a.alpha_factor,
             b: b.alpha_factor,

@@ -66,6 +66,11 @@ pub struct ScaledReferenceArgs {
     /// Your operands instead of drawn ones (a safetensors file).
     #[arg(long)]
     pub inputs: Option<PathBuf>,
+    /// How `normal` operands of the MX formats get their scales: `floor` (torchao's `to_mx`
+    /// default, the OCP MX rule) or `rceil` (cuBLAS's and TransformerEngine's: the scale rounded
+    /// up so that amax fits).
+    #[arg(long, default_value = "floor", conflicts_with = "inputs")]
+    pub mx_scaling: String,
     /// The FP32 global scale (for drawn `normal` operands, multiplied by their per-tensor scales).
     #[arg(long, default_value_t = 1.0)]
     pub alpha: f32,
@@ -126,8 +131,17 @@ fn reference(args: ScaledReferenceArgs) -> Result<ExitCode> {
             (
                 drawn(&args, shape)?,
                 format!(
-                    "{}x{}x{} {} operands, seed {}",
-                    shape.m, shape.n, shape.k, args.dist, args.seed
+                    "{}x{}x{} {} operands{}, seed {}",
+                    shape.m,
+                    shape.n,
+                    shape.k,
+                    args.dist,
+                    if args.mx_scaling == "rceil" {
+                        " (RCEIL MX scales)"
+                    } else {
+                        ""
+                    },
+                    args.seed
                 ),
             )
         }
@@ -188,6 +202,7 @@ fn drawn(args: &ScaledReferenceArgs, shape: Shape) -> Result<ScaledGemmInputs> {
         bias: args.bias,
         out: args.out_dtype,
         epilogue: args.epilogue,
+        mx_scaling: args.mx_scaling.parse()?,
     })
 }
 

@@ -11,6 +11,7 @@ use crate::model::scaled_gemm::{scaled_gemm_reference, Accepted};
 use crate::model::MODEL_VERSION;
 use crate::problem::scaled_gemm::{Epilogue, OperandFormat, OutDtype, ScaledGemmInputs};
 use crate::quant::family::{draw_scaled_gemm, ScaledCaseDistribution, ScaledDraw};
+use crate::quant::mx::MxScaling;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -116,6 +117,7 @@ fn inputs(case: &ScaledGoldenCase) -> Result<ScaledGemmInputs> {
         bias: case.bias,
         out: case.out_dtype.parse::<OutDtype>()?,
         epilogue: case.epilogue.parse::<Epilogue>()?,
+        mx_scaling: MxScaling::Floor,
     })
 }
 

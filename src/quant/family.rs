@@ -23,13 +23,14 @@ pub struct QuantizedOperand {
 
 /// Quantizes as the libraries' reference quantizers do: NVFP4 with torchao's two-level recipe
 /// (a per-tensor scale amax / (448 * 6), folded into alpha); MXFP4 and MXFP8 with torchao's `to_mx`
-/// (FLOOR); FP8 with torchao's float8 per-tensor scale (its inverse folded into alpha); bf16
+/// (FLOOR, its default, or RCEIL, cuBLAS's and TransformerEngine's rule); FP8 with torchao's float8 per-tensor scale (its inverse folded into alpha); bf16
 /// rounded. NaN input is an error.
 pub fn quantize_operand(
     format: OperandFormat,
     values: &[f32],
     rows: usize,
     k: usize,
+    mx_scaling: MxScaling,
 ) -> Result<QuantizedOperand> {
     let unpack = |packed: &[u8]| -> Vec<u16> {
         unpack_e2m1(packed)
@@ -50,7 +51,7 @@ pub fn quantize_operand(
                 OperandFormat::Mxfp8E4m3 => MxElement::E4m3,
                 _ => MxElement::E5m2,
             };
-            let q = quantize_mx(values, rows, k, element, MxScaling::Floor)?;
+            let q = quantize_mx(values, rows, k, element, mx_scaling)?;
             (q.codes.into_iter().map(u16::from).collect(), q.scales, 1.0)
         }
         OperandFormat::Fp8E4m3 => {
@@ -123,6 +124,8 @@ pub struct ScaledDraw {
     pub bias: bool,
     pub out: OutDtype,
     pub epilogue: Epilogue,
+    /// The MX formats' scale rule for `Normal` operands.
+    pub mx_scaling: MxScaling,
 }
 
 /// The inputs of one drawn case.
@@ -139,8 +142,11 @@ pub fn draw_scaled_gemm(draw: &ScaledDraw) -> Result<ScaledGemmInputs> {
     }
     let (a, b, alpha) = match draw.distribution {
         ScaledCaseDistribution::Normal => {
-            let a = quantize_operand(draw.a_format, &normal_values(m * k, draw.seed, 0), m, k)?;
-            let b = quantize_operand(draw.b_format, &normal_values(n * k, draw.seed, 1), n, k)?;
+            let quantize = |format, values: &[f32], rows| {
+                quantize_operand(format, values, rows, k, draw.mx_scaling)
+            };
+            let a = quantize(draw.a_format, &normal_values(m * k, draw.seed, 0), m)?;
+            let b = quantize(draw.b_format, &normal_values(n * k, draw.seed, 1), n)?;
             let alpha = draw.alpha * a.alpha_factor * b.alpha_factor;
             (a.operand, b.operand, alpha)
         }
@@ -176,7 +182,7 @@ mod tests {
         let (rows, k) = (4, 64);
         let values = normal_values(rows * k, 3, 0);
         for format in OperandFormat::ALL {
-            let q = quantize_operand(format, &values, rows, k).unwrap();
+            let q = quantize_operand(format, &values, rows, k, MxScaling::Floor).unwrap();
             let worst = (0..rows * k)
                 .map(|i| {
                     let got = q.operand.value(i / k, i % k).to_f64() * f64::from(q.alpha_factor);

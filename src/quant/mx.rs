@@ -33,7 +33,7 @@
 //! by arithmetic on NaN, nothing a kernel should be held to.
 
 use super::Quantized;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::formats::{pack_e2m1, unpack_e2m1, E2m1, E4m3, E4m3Overflow, E5m2, Ue8m0};
 
 /// Elements per MX scale.
@@ -81,10 +81,36 @@ impl MxElement {
 }
 
 /// How the block's scale is chosen from its amax.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum MxScaling {
     Floor,
     Rceil,
+}
+
+impl MxScaling {
+    pub const ALL: [MxScaling; 2] = [MxScaling::Floor, MxScaling::Rceil];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MxScaling::Floor => "floor",
+            MxScaling::Rceil => "rceil",
+        }
+    }
+}
+
+impl std::str::FromStr for MxScaling {
+    type Err = Error;
+
+    fn from_str(text: &str) -> Result<Self> {
+        Self::ALL
+            .into_iter()
+            .find(|s| s.name() == text)
+            .ok_or_else(|| Error::UnknownName {
+                what: "MX scaling",
+                given: text.into(),
+                expected: "floor, rceil".into(),
+            })
+    }
 }
 
 /// An MX-quantized `rows x k` matrix: one element code per value (e2m1 codes unpacked, in the low
