@@ -62,3 +62,25 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// The value of `all` whose `name` is `text`, or [`Error::UnknownName`] listing every name: the
+/// `FromStr` of each named enum (problems, formats, orders, epilogues...).
+pub fn parse_name<T: Copy>(
+    all: &[T],
+    name: fn(T) -> &'static str,
+    what: &'static str,
+    text: &str,
+) -> Result<T> {
+    all.iter()
+        .copied()
+        .find(|&value| name(value) == text)
+        .ok_or_else(|| Error::UnknownName {
+            what,
+            given: text.to_string(),
+            expected: all
+                .iter()
+                .map(|&value| name(value))
+                .collect::<Vec<_>>()
+                .join(", "),
+        })
+}

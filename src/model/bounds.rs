@@ -85,14 +85,7 @@ impl std::str::FromStr for KOrder {
     type Err = crate::Error;
 
     fn from_str(text: &str) -> crate::Result<Self> {
-        KOrder::ALL
-            .into_iter()
-            .find(|order| order.name() == text)
-            .ok_or_else(|| crate::Error::UnknownName {
-                what: "K order",
-                given: text.to_string(),
-                expected: KOrder::ALL.map(KOrder::name).join(", "),
-            })
+        crate::error::parse_name(&KOrder::ALL, KOrder::name, "K order", text)
     }
 }
 

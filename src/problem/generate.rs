@@ -76,14 +76,12 @@ impl std::str::FromStr for Distribution {
     type Err = Error;
 
     fn from_str(text: &str) -> Result<Self> {
-        Distribution::NAMED
-            .into_iter()
-            .find(|dist| dist.name() == text)
-            .ok_or_else(|| Error::UnknownName {
-                what: "distribution",
-                given: text.to_string(),
-                expected: Distribution::NAMED.map(Distribution::name).join(", "),
-            })
+        crate::error::parse_name(
+            &Distribution::NAMED,
+            Distribution::name,
+            "distribution",
+            text,
+        )
     }
 }
 

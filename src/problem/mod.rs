@@ -128,14 +128,7 @@ impl std::str::FromStr for ProblemKind {
     type Err = Error;
 
     fn from_str(text: &str) -> Result<Self> {
-        ProblemKind::ALL
-            .into_iter()
-            .find(|kind| kind.name() == text)
-            .ok_or_else(|| Error::UnknownName {
-                what: "problem",
-                given: text.to_string(),
-                expected: ProblemKind::ALL.map(ProblemKind::name).join(", "),
-            })
+        crate::error::parse_name(&ProblemKind::ALL, ProblemKind::name, "problem", text)
     }
 }
 

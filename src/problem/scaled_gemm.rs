@@ -128,14 +128,12 @@ impl std::str::FromStr for OperandFormat {
     type Err = Error;
 
     fn from_str(text: &str) -> Result<Self> {
-        OperandFormat::ALL
-            .into_iter()
-            .find(|format| format.name() == text)
-            .ok_or_else(|| Error::UnknownName {
-                what: "operand format",
-                given: text.to_string(),
-                expected: OperandFormat::ALL.map(OperandFormat::name).join(", "),
-            })
+        crate::error::parse_name(
+            &OperandFormat::ALL,
+            OperandFormat::name,
+            "operand format",
+            text,
+        )
     }
 }
 
@@ -172,14 +170,7 @@ impl std::str::FromStr for OutDtype {
     type Err = Error;
 
     fn from_str(text: &str) -> Result<Self> {
-        OutDtype::ALL
-            .into_iter()
-            .find(|dtype| dtype.name() == text)
-            .ok_or_else(|| Error::UnknownName {
-                what: "output type",
-                given: text.to_string(),
-                expected: OutDtype::ALL.map(OutDtype::name).join(", "),
-            })
+        crate::error::parse_name(&OutDtype::ALL, OutDtype::name, "output type", text)
     }
 }
 
@@ -214,14 +205,7 @@ impl std::str::FromStr for Epilogue {
     type Err = Error;
 
     fn from_str(text: &str) -> Result<Self> {
-        Epilogue::ALL
-            .into_iter()
-            .find(|epilogue| epilogue.name() == text)
-            .ok_or_else(|| Error::UnknownName {
-                what: "epilogue",
-                given: text.to_string(),
-                expected: Epilogue::ALL.map(Epilogue::name).join(", "),
-            })
+        crate::error::parse_name(&Epilogue::ALL, Epilogue::name, "epilogue", text)
     }
 }
 

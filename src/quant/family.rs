@@ -86,22 +86,23 @@ impl std::str::FromStr for ScaledCaseDistribution {
     type Err = Error;
 
     fn from_str(text: &str) -> Result<Self> {
-        if text == "normal" {
-            return Ok(ScaledCaseDistribution::Normal);
-        }
-        ScaledDistribution::ALL
-            .into_iter()
-            .find(|d| d.name() == text)
-            .map(ScaledCaseDistribution::Drawn)
-            .ok_or_else(|| Error::UnknownName {
-                what: "distribution",
-                given: text.into(),
-                expected: "normal, moderate, codes, edges".into(),
-            })
+        crate::error::parse_name(
+            &ScaledCaseDistribution::ALL,
+            ScaledCaseDistribution::name,
+            "distribution",
+            text,
+        )
     }
 }
 
 impl ScaledCaseDistribution {
+    pub const ALL: [ScaledCaseDistribution; 4] = [
+        ScaledCaseDistribution::Normal,
+        ScaledCaseDistribution::Drawn(ScaledDistribution::Moderate),
+        ScaledCaseDistribution::Drawn(ScaledDistribution::Codes),
+        ScaledCaseDistribution::Drawn(ScaledDistribution::Edges),
+    ];
+
     pub fn name(self) -> &'static str {
         match self {
             ScaledCaseDistribution::Normal => "normal",
@@ -176,6 +177,21 @@ pub fn draw_scaled_gemm(draw: &ScaledDraw) -> Result<ScaledGemmInputs> {
 mod tests {
     use super::*;
     use crate::problem::scaled_generate::normal_values;
+
+    #[test]
+    fn every_distribution_has_a_name_that_parses_back() {
+        for drawn in ScaledDistribution::ALL {
+            assert!(ScaledCaseDistribution::ALL.contains(&ScaledCaseDistribution::Drawn(drawn)));
+        }
+        for d in ScaledCaseDistribution::ALL {
+            assert_eq!(d.name().parse::<ScaledCaseDistribution>().unwrap(), d);
+        }
+        let error = "uniform".parse::<ScaledCaseDistribution>().unwrap_err();
+        assert!(
+            error.to_string().contains("normal, moderate, codes, edges"),
+            "{error}"
+        );
+    }
 
     #[test]
     fn quantized_operands_are_close_to_their_values() {

@@ -102,14 +102,7 @@ impl std::str::FromStr for MxScaling {
     type Err = Error;
 
     fn from_str(text: &str) -> Result<Self> {
-        Self::ALL
-            .into_iter()
-            .find(|s| s.name() == text)
-            .ok_or_else(|| Error::UnknownName {
-                what: "MX scaling",
-                given: text.into(),
-                expected: "floor, rceil".into(),
-            })
+        crate::error::parse_name(&MxScaling::ALL, MxScaling::name, "MX scaling", text)
     }
 }
 
