@@ -478,6 +478,14 @@ fn a_zero_block_under_large_scales_may_cut_a_blackwell_accumulator() {
     );
     // Still narrow: 2^-20 plus 4 x 2^(16 - 32).
     assert!(!accepted.accepts(0.5), "{accepted:?}");
+    // With every product zero there is no accumulator to cut: no charge, zero stays narrow.
+    let zeros = ScaledOperand::new(OperandFormat::Nvfp4, 1, 128, vec![0; 128], vec![0x7E; 8]);
+    let ones = ScaledOperand::new(OperandFormat::Nvfp4, 1, 128, vec![2; 128], vec![0x7E; 8]);
+    let accepted = judge(zeros.unwrap(), ones.unwrap());
+    assert!(
+        accepted.accepts(0.0) && !accepted.accepts(2f64.powi(-100)),
+        "{accepted:?}"
+    );
 
     // MXFP8 e4m3 x e5m2, K = 64: 1 x 1 at scale 1 (C = 1), then A zero under 2^127, B 1 under 2^127.
     let a: Vec<u16> = (0..64).map(|k| if k == 0 { 0x38 } else { 0 }).collect();

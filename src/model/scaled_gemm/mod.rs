@@ -347,10 +347,16 @@ fn accumulator_error(sum: f64, mag: &Magnitudes, k: usize) -> Option<f64> {
     let combined = subset.min(splits * run);
     let step_error = STEP_ULPS * F32_ULP;
     let underflow = (k as f64 + steps + splits) * UNDERFLOW;
+    // Where every product is zero the accumulator is exactly zero throughout: nothing to cut.
+    let raised_maximum = if mag.abs_terms > 0.0 {
+        mag.raised_maximum
+    } else {
+        0.0
+    };
     let numerator = step_error * (steps * run + mag.abs_terms + slack)
         + F32_ULP * (splits - 1.0) * combined
         + underflow
-        + mag.raised_maximum;
+        + raised_maximum;
     let denominator = 1.0 - step_error * steps - F32_ULP * (splits - 1.0) * splits;
     if denominator <= 0.5 {
         return None;
