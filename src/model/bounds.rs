@@ -13,13 +13,14 @@
 //!   nearest and truncating adds, one FMA per step adding an exact scaled block sum, and fused
 //!   multi-term tensor-core adders that align to the
 //!   largest operand and keep at least 25 fractional bits for up to 16 products (Hopper's model)
-//!   or exact 16-blocks with 35 bits (Blackwell's);
+//!   or exact 16-blocks with 35 bits (Blackwell's); a block that Blackwell's adder aligns above
+//!   its value (a zero one under its scales) adds up to 2^(Z - 32) ([`ExactDot::raised_blocks`]);
 //! - the epilogue computes silu(x1) * x2 in f32 with relative error at most [`epilogue_budget`]
 //!   (fast `__expf`, `__fdividef` or `__frcp_rn` are fine; tanh.approx is not), and rounds the
 //!   result to fp16 to nearest even.
 
 use super::exact::{fixed_to_f64, ExactDot, FIXED_POINT_EXPONENT};
-use super::portable_math::{silu, SILU_ARGMIN};
+use super::portable_math::{pow2, silu, SILU_ARGMIN};
 use crate::formats::fp16_from_f64_rne;
 use crate::problem::SCALE_BLOCK;
 use half::f16;
@@ -188,7 +189,9 @@ pub fn accumulator_range_in(
     // E <= c (steps (A + E) + T) + u (p - 1)(C + p E), solved for E; c = factor u.
     let (unit, max) = accumulator.unit_and_max();
     let step_error = factor * unit;
-    let numerator = step_error * (steps * partial + abs_terms) + unit * (splits - 1.0) * combined;
+    let numerator = step_error * (steps * partial + abs_terms)
+        + unit * (splits - 1.0) * combined
+        + raised_maximum_error(dot);
     let denominator = 1.0 - step_error * steps - unit * (splits - 1.0) * splits;
     if denominator <= 0.5 {
         return Range::Unbounded;
@@ -200,6 +203,19 @@ pub fn accumulator_range_in(
     Range::Real {
         lo: exact - error,
         hi: exact + error,
+    }
+}
+
+/// What blocks aligned above their value can cost a Blackwell kernel (as MMA-Sim models its
+/// adder): each such block, aligned at `Z`, can cut the other operands of its step, the
+/// accumulator included, below 2^(Z - 35), five operands: less than 2^(Z - 32) per block
+/// (docs/numerics.md, section 10, "Zero blocks raise Blackwell's maximum"). Nothing where every
+/// product is zero: the accumulator is exactly zero throughout.
+fn raised_maximum_error(dot: &ExactDot) -> f64 {
+    if dot.raised_blocks == 0 || dot.abs_terms == 0 {
+        0.0
+    } else {
+        f64::from(dot.raised_blocks) * pow2(dot.raised_alignment - 32)
     }
 }
 
@@ -338,6 +354,58 @@ pub fn width_ulps(lo: f16, hi: f16) -> Option<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// K = 128: one product 0.5 x 0.5 under scales 2^-9 (the accumulator holds 2^-20), then
+    /// A's blocks zero under scale 448 against B's ones under 448. MMA-Sim's Blackwell adder
+    /// aligns those zero blocks at 16 and cuts the accumulator to 0; the interval must hold it.
+    #[test]
+    fn a_blackwell_kernel_cut_by_zero_blocks_is_accepted() {
+        use crate::formats::E2m1;
+        use crate::model::exact::{exact_dot, PreparedRow};
+        use crate::model::mma::{blackwell_block_scaled_step, BlackwellScales};
+        let codes_a: Vec<u8> = (0..128).map(|k| u8::from(k == 0)).collect();
+        let codes_b: Vec<u8> = (0..128).map(|k| if k == 0 { 1 } else { 2 }).collect();
+        let scales = [0x01u8, 0x01, 0x01, 0x01, 0x7E, 0x7E, 0x7E, 0x7E];
+        let pack = |c: &[u8]| -> Vec<u8> { c.chunks(2).map(|p| p[0] | (p[1] << 4)).collect() };
+        let mut acc = 0f32;
+        for step in 0..2 {
+            let e2m1 = |c: &[u8]| -> [E2m1; 64] {
+                std::array::from_fn(|t| E2m1::from_bits(c[step * 64 + t]))
+            };
+            let s: [u8; 4] = std::array::from_fn(|t| scales[step * 4 + t]);
+            acc = blackwell_block_scaled_step(
+                BlackwellScales::Block16Ue4m3,
+                acc,
+                &e2m1(&codes_a),
+                s,
+                &e2m1(&codes_b),
+                s,
+            );
+        }
+        assert_eq!(acc, 0.0);
+        let dot = exact_dot(
+            &PreparedRow::new(&pack(&codes_a), &scales),
+            &PreparedRow::new(&pack(&codes_b), &scales),
+        );
+        // Blocks 1..3 (zero under 2^-9) and 4..7 (zero under 448), not block 0 (2^-20 = 2^(Z - 8)).
+        assert_eq!((dot.raised_blocks, dot.raised_alignment), (7, 16));
+        let Range::Real { lo, hi } = accumulator_range(&dot, 8, KOrder::Contiguous) else {
+            panic!("finite");
+        };
+        assert!(
+            lo <= 0.0 && 2f64.powi(-20) <= hi && hi < 0.001,
+            "[{lo}, {hi}]"
+        );
+        // Without the charge the interval would be a few ulps of 2^-20 wide.
+        let plain = ExactDot {
+            raised_blocks: 0,
+            ..dot
+        };
+        let Range::Real { lo, .. } = accumulator_range(&plain, 8, KOrder::Contiguous) else {
+            panic!("finite");
+        };
+        assert!(lo > 0.0, "{lo}");
+    }
 
     #[test]
     fn the_bound_holds_to_the_depth_it_reports() {

@@ -37,9 +37,48 @@ pub struct ExactDot {
     pub max_block_abs: i128,
     /// A NaN scale took part: the tensor cores give NaN, whatever the data.
     pub nan: bool,
+    /// Blocks whose term is below 2^(Z - 10), `Z` the sum of their two scales' alignment
+    /// exponents ([`scale_alignment`]), and the largest such `Z`: Blackwell's block-scaled adder
+    /// (as MMA-Sim models it) aligns a block at `Z` whatever its value, so such a block (a zero
+    /// one, typically) can raise the step's maximum above every operand and cut the accumulator
+    /// (docs/numerics.md, section 10). A NaN block counts as one of zero scale.
+    pub raised_blocks: u32,
+    pub raised_alignment: i32,
+}
+
+/// The alignment exponent MMA-Sim's Blackwell adder gives a UE4M3 scale `S` (the integer
+/// `sig << (e + 9)`, units of 2^-9): floor(log2) of its value, -6 for a subnormal, -126 for zero.
+#[inline(always)]
+pub fn scale_alignment(s: i64) -> i32 {
+    if s == 0 {
+        -126
+    } else {
+        (63 - s.leading_zeros() as i32 - 9).max(-6)
+    }
+}
+
+/// Whether a block term (units of 2^-20) lies below 2^(z - 10), z its scales' alignment. A
+/// larger block keeps the adder's cut (2^(z - 35)) below 2^-25 of its own magnitude, which the
+/// contract's step error already covers; with UE4M3 scales (a nonzero block is at least
+/// 2^(z - 8)) only blocks whose products sum to zero are below.
+#[inline(always)]
+pub fn raises_maximum(term: i64, z: i32) -> bool {
+    let bits = z + 10;
+    term == 0 || (bits > 0 && term.unsigned_abs() < 1u64 << bits)
 }
 
 impl ExactDot {
+    /// Records one block that raises the maximum (see [`ExactDot::raised_blocks`]).
+    #[inline(always)]
+    pub fn raise(&mut self, z: i32) {
+        self.raised_alignment = if self.raised_blocks == 0 {
+            z
+        } else {
+            self.raised_alignment.max(z)
+        };
+        self.raised_blocks += 1;
+    }
+
     /// The largest magnitude that a sum of any subset of 16-blocks can have.
     pub fn max_subset_sum(&self) -> i128 {
         self.positive_blocks.max(self.negative_blocks)
@@ -69,6 +108,17 @@ struct ScaleParts {
 }
 
 const NAN_EXPONENT: u8 = u8::MAX;
+
+impl ScaleParts {
+    /// `S`, the scale in units of 2^-9 (0 for NaN, as the grid stores it).
+    fn integer(self) -> i64 {
+        if self.exponent == NAN_EXPONENT {
+            0
+        } else {
+            self.significand << self.exponent
+        }
+    }
+}
 
 impl PreparedRow {
     pub fn new(packed: &[u8], scales: &[u8]) -> Self {
@@ -128,14 +178,20 @@ pub fn exact_dot(a: &PreparedRow, b: &PreparedRow) -> ExactDot {
     let mut out = ExactDot::default();
     for j in 0..a.half_units.len() {
         let (sa, sb) = (a.scales[j], b.scales[j]);
+        let z = scale_alignment(sa.integer()) + scale_alignment(sb.integer());
         if sa.exponent == NAN_EXPONENT || sb.exponent == NAN_EXPONENT {
             out.nan = true;
+            out.raise(z);
             continue;
         }
         let (sum, abs) = block_dot(&a.half_units[j], &b.half_units[j]);
         let significand = sa.significand * sb.significand;
         let shift = u32::from(sa.exponent) + u32::from(sb.exponent);
-        let block = i128::from((i64::from(sum) * significand) << shift);
+        let term = (i64::from(sum) * significand) << shift;
+        if raises_maximum(term, z) {
+            out.raise(z);
+        }
+        let block = i128::from(term);
         out.sum += block;
         out.prefix_max = out.prefix_max.max(out.sum);
         out.prefix_min = out.prefix_min.min(out.sum);

@@ -7,7 +7,7 @@
 //! integer `S = sig << (e + 9)` in units of 2^-9, at most 448 * 2^9 = 229,376 < 2^18, and a block
 //! term in units of 2^-20 is `s * S_a * S_b`, at most 2304 * 229,376^2 < 1.22 * 10^14 in magnitude.
 //! Every statistic (the sum, its prefix maximum and minimum, the sum of |term|, the sum of the
-//! products' magnitudes) is a sum of at most `blocks` such terms, so it fits an i64 (below
+//! products' magnitudes; the blocks that raise Blackwell's maximum are a count and a maximum) is a sum of at most `blocks` such terms, so it fits an i64 (below
 //! 9.2 * 10^18) while `blocks` <= [`MAX_I64_BLOCKS`] = 65,536 (K <= 1,048,576; every benchmark's
 //! K is at most 7,168). Longer K takes the i128 path ([`exact_dot`] per pair), which is checked.
 //!
@@ -21,7 +21,7 @@
 //! loops are compiled three times (AVX-512, AVX2, portable) and the best one the CPU has is
 //! chosen at run time; all three give the same integers.
 
-use super::exact::{exact_dot, ExactDot, PreparedRow};
+use super::exact::{exact_dot, raises_maximum, scale_alignment, ExactDot, PreparedRow};
 use crate::formats::E4m3;
 use crate::problem::{BlockScaledMatrix, SCALE_BLOCK};
 use rayon::prelude::*;
@@ -158,6 +158,8 @@ struct TileStats<const R: usize> {
     abs_blocks: [[i64; LANES]; R],
     abs_terms: [[i64; LANES]; R],
     max_block_abs: [[i64; LANES]; R],
+    raised_blocks: [[u32; LANES]; R],
+    raised_alignment: [[i32; LANES]; R],
 }
 
 impl<const R: usize> TileStats<R> {
@@ -168,6 +170,8 @@ impl<const R: usize> TileStats<R> {
         abs_blocks: [[0; LANES]; R],
         abs_terms: [[0; LANES]; R],
         max_block_abs: [[0; LANES]; R],
+        raised_blocks: [[0; LANES]; R],
+        raised_alignment: [[i32::MIN; LANES]; R],
     };
 
     fn dot(&self, r: usize, lane: usize, nan: bool) -> ExactDot {
@@ -182,6 +186,11 @@ impl<const R: usize> TileStats<R> {
             abs_terms: i128::from(self.abs_terms[r][lane]),
             max_block_abs: i128::from(self.max_block_abs[r][lane]),
             nan,
+            raised_blocks: self.raised_blocks[r][lane],
+            raised_alignment: match self.raised_blocks[r][lane] {
+                0 => 0,
+                _ => self.raised_alignment[r][lane],
+            },
         }
     }
 }
@@ -223,6 +232,7 @@ fn tile_kernel<const STATS: bool, const R: usize>(
         let b_scales = &b.scales[(tile * blocks + j) * LANES..(tile * blocks + j + 1) * LANES];
         for r in 0..R {
             let a_scale = a.scales[(m0 + r) * blocks + j];
+            let a_alignment = scale_alignment(i64::from(a_scale));
             for lane in 0..LANES {
                 // |s * S_a| <= 2304 * 229,376 < 2^31: one i32 product, then a 32 x 32 -> 64-bit
                 // one (a single instruction, where a 64 x 64 one is several).
@@ -237,6 +247,11 @@ fn tile_kernel<const STATS: bool, const R: usize>(
                     let block_abs = i64::from(i32::from(u[r][lane]) * a_scale) * b_scale;
                     st.abs_terms[r][lane] += block_abs;
                     st.max_block_abs[r][lane] = st.max_block_abs[r][lane].max(block_abs);
+                    let z = a_alignment + scale_alignment(b_scale);
+                    if raises_maximum(term, z) {
+                        st.raised_blocks[r][lane] += 1;
+                        st.raised_alignment[r][lane] = st.raised_alignment[r][lane].max(z);
+                    }
                 }
             }
         }

@@ -285,7 +285,7 @@ fn element(
 /// included, are cut below 2^(Z - 35) (35 fractional bits, 5 operands: less than 2^(Z - 32) in
 /// all); `kind::mxf8f6f4` aligns a zero product at -126 + the other factor's exponent (at most
 /// 15) + the scales', at most Z - 111, and cuts 25 bits below it (33 operands: less than
-/// 2^(Z - 130)). Where the group's exact sum is at least 2^(Z - 4) its own magnitude already
+/// 2^(Z - 130)). Where the group's exact sum is at least 2^(Z - 10) its own magnitude already
 /// bounds the cut (the contract's derivation), so only groups whose sum is below that are
 /// charged. Operands without block scales align by their values: no charge.
 fn raised_maximum_error(
@@ -302,7 +302,7 @@ fn raised_maximum_error(
         return 0.0;
     };
     let z = a + b;
-    if group_sum.abs() >= 2f64.powi(z - 4) {
+    if group_sum.abs() >= 2f64.powi(z - 10) {
         0.0
     } else {
         2f64.powi(z - 32)
