@@ -37,11 +37,14 @@ pub struct ExactDot {
     pub max_block_abs: i128,
     /// A NaN scale took part: the tensor cores give NaN, whatever the data.
     pub nan: bool,
-    /// Blocks whose term is below 2^(Z - 10), `Z` the sum of their two scales' alignment
-    /// exponents ([`scale_alignment`]), and the largest such `Z`: Blackwell's block-scaled adder
-    /// (as MMA-Sim models it) aligns a block at `Z` whatever its value, so such a block (a zero
-    /// one, typically) can raise the step's maximum above every operand and cut the accumulator
-    /// (docs/numerics.md, section 10). A NaN block counts as one of zero scale.
+    /// Blocks whose term is zero, and the largest `Z` among them, `Z` the sum of their two scales'
+    /// alignment exponents ([`scale_alignment`]): Blackwell's block-scaled adder (as MMA-Sim
+    /// models it) aligns a block at `Z` whatever its value, so a zero block can raise the step's
+    /// maximum above every operand and cut the accumulator (docs/numerics.md, section 10). The
+    /// bound needs every block below 2^(Z - 10) (above it the cut is under 2^-25 of the block);
+    /// with UE4M3 scales those are exactly the zero ones: a nonzero block is at least
+    /// 1/4 * 2^(Za - 3) * 2^(Zb - 3) = 2^(Z - 8) (a subnormal scale, aligned at -6, is at least
+    /// 2^-9). A NaN block counts as a zero one of zero scale.
     pub raised_blocks: u32,
     pub raised_alignment: i32,
 }
@@ -55,16 +58,6 @@ pub fn scale_alignment(s: i64) -> i32 {
     } else {
         (63 - s.leading_zeros() as i32 - 9).max(-6)
     }
-}
-
-/// Whether a block term (units of 2^-20) lies below 2^(z - 10), z its scales' alignment. A
-/// larger block keeps the adder's cut (2^(z - 35)) below 2^-25 of its own magnitude, which the
-/// contract's step error already covers; with UE4M3 scales (a nonzero block is at least
-/// 2^(z - 8)) only blocks whose products sum to zero are below.
-#[inline(always)]
-pub fn raises_maximum(term: i64, z: i32) -> bool {
-    let bits = z + 10;
-    term == 0 || (bits > 0 && term.unsigned_abs() < 1u64 << bits)
 }
 
 impl ExactDot {
@@ -188,7 +181,7 @@ pub fn exact_dot(a: &PreparedRow, b: &PreparedRow) -> ExactDot {
         let significand = sa.significand * sb.significand;
         let shift = u32::from(sa.exponent) + u32::from(sb.exponent);
         let term = (i64::from(sum) * significand) << shift;
-        if raises_maximum(term, z) {
+        if term == 0 {
             out.raise(z);
         }
         let block = i128::from(term);

@@ -21,7 +21,7 @@
 //! loops are compiled three times (AVX-512, AVX2, portable) and the best one the CPU has is
 //! chosen at run time; all three give the same integers.
 
-use super::exact::{exact_dot, raises_maximum, scale_alignment, ExactDot, PreparedRow};
+use super::exact::{exact_dot, scale_alignment, ExactDot, PreparedRow};
 use crate::formats::E4m3;
 use crate::problem::{BlockScaledMatrix, SCALE_BLOCK};
 use rayon::prelude::*;
@@ -67,6 +67,14 @@ fn store_scales(
     nan_row
 }
 
+/// The alignment exponent of every scale integer.
+fn alignments_of(scales: &[i32]) -> Vec<i32> {
+    scales
+        .par_iter()
+        .map(|&s| scale_alignment(i64::from(s)))
+        .collect()
+}
+
 /// One batch of an operand, as the grid reads it: values as i8 half units and scale integers,
 /// rows padded with zeros to a multiple of `group` (`ROWS` for A, `LANES` for B), laid out so
 /// that `group` consecutive rows of one block are adjacent (`[group][block][k][row in group]`
@@ -77,6 +85,8 @@ struct GridOperand<V> {
     values: Vec<V>,
     /// Scale integers `S` (below 2^18, so `s * S_a` of a block sum fits an i32).
     scales: Vec<i32>,
+    /// Their alignment exponents ([`scale_alignment`]), laid out as `scales`.
+    alignments: Vec<i32>,
     nan_rows: Vec<bool>,
 }
 
@@ -105,6 +115,7 @@ impl GridOperand<i16> {
             rows,
             blocks,
             values,
+            alignments: alignments_of(&scales),
             scales,
             nan_rows,
         }
@@ -144,6 +155,7 @@ impl GridOperand<i8> {
             rows,
             blocks,
             values,
+            alignments: alignments_of(&scales),
             scales,
             nan_rows,
         }
@@ -229,10 +241,11 @@ fn tile_kernel<const STATS: bool, const R: usize>(
                 }
             }
         }
-        let b_scales = &b.scales[(tile * blocks + j) * LANES..(tile * blocks + j + 1) * LANES];
+        let lanes = (tile * blocks + j) * LANES..(tile * blocks + j + 1) * LANES;
+        let (b_scales, b_alignments) = (&b.scales[lanes.clone()], &b.alignments[lanes]);
         for r in 0..R {
             let a_scale = a.scales[(m0 + r) * blocks + j];
-            let a_alignment = scale_alignment(i64::from(a_scale));
+            let a_alignment = a.alignments[(m0 + r) * blocks + j];
             for lane in 0..LANES {
                 // |s * S_a| <= 2304 * 229,376 < 2^31: one i32 product, then a 32 x 32 -> 64-bit
                 // one (a single instruction, where a 64 x 64 one is several).
@@ -247,11 +260,11 @@ fn tile_kernel<const STATS: bool, const R: usize>(
                     let block_abs = i64::from(i32::from(u[r][lane]) * a_scale) * b_scale;
                     st.abs_terms[r][lane] += block_abs;
                     st.max_block_abs[r][lane] = st.max_block_abs[r][lane].max(block_abs);
-                    let z = a_alignment + scale_alignment(b_scale);
-                    if raises_maximum(term, z) {
-                        st.raised_blocks[r][lane] += 1;
-                        st.raised_alignment[r][lane] = st.raised_alignment[r][lane].max(z);
-                    }
+                    let z = a_alignment + b_alignments[lane];
+                    let raised = term == 0;
+                    st.raised_blocks[r][lane] += u32::from(raised);
+                    let candidate = if raised { z } else { i32::MIN };
+                    st.raised_alignment[r][lane] = st.raised_alignment[r][lane].max(candidate);
                 }
             }
         }
