@@ -57,7 +57,7 @@ fn mx_quantization_matches_torchao_bit_for_bit() {
                 .chunks(32)
                 .map(|block| {
                     let amax = block.iter().fold(0f32, |m, x| m.max(x.abs()));
-                    let log2 = f64::from(amax / max_pos(element)).log2();
+                    let log2 = f64::from(amax / element.max_pos()).log2();
                     scaling == MxScaling::Rceil && log2.ceil() != f64::from(log2 as f32).ceil()
                 })
                 .collect();
@@ -99,14 +99,6 @@ fn mx_quantization_matches_torchao_bit_for_bit() {
     // log2 took the next scale on some: the allowance above is used, and only there.
     assert!(log2_boundaries > 0 && cuda_next_scale > 0);
     assert!(cuda_next_scale <= log2_boundaries);
-}
-
-fn max_pos(element: MxElement) -> f32 {
-    match element {
-        MxElement::E2m1 => 6.0,
-        MxElement::E4m3 => 448.0,
-        MxElement::E5m2 => 57344.0,
-    }
 }
 
 /// Every row quantized as its own tensor: codes, s and 1 / s; the rows torchao gives no finite

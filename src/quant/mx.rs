@@ -60,7 +60,7 @@ impl MxElement {
     }
 
     /// The format's largest finite value: RCEIL maps amax at most there.
-    fn max_pos(self) -> f32 {
+    pub fn max_pos(self) -> f32 {
         match self {
             MxElement::E2m1 => 6.0,
             MxElement::E4m3 => 448.0,

@@ -160,16 +160,22 @@ fn reference_in_blocks(
             .clone()
             .flat_map(|col| (0..k).map(move |kk| inputs.b.value(col, kk)))
             .collect();
+        let b_alignments: Vec<Vec<Option<i32>>> = cols
+            .clone()
+            .map(|col| group_alignments(&inputs.b, col))
+            .collect();
         expected
             .par_chunks_mut(n.max(1))
             .zip(accepted.par_chunks_mut(n.max(1)))
             .enumerate()
             .for_each(|(row, (expected_row, accepted_row))| {
                 let a_row: Vec<ExactValue> = (0..k).map(|kk| inputs.a.value(row, kk)).collect();
+                let a_alignments = group_alignments(&inputs.a, row);
                 for (j, col) in cols.clone().enumerate() {
                     let b_row = &b_values[j * k..(j + 1) * k];
+                    let alignments = (a_alignments.as_slice(), b_alignments[j].as_slice());
                     (expected_row[col], accepted_row[col]) =
-                        element(inputs, &a_row, b_row, row, col);
+                        element(inputs, &a_row, b_row, alignments, col);
                 }
                 let finished = done.fetch_add(cols.len(), Ordering::Relaxed) + cols.len();
                 rows_done(finished / n);
@@ -200,13 +206,13 @@ struct Magnitudes {
     raised_maximum: f64,
 }
 
-/// The reference and acceptance of the element of A's row `a_row` and B's row `b_row` (decoded),
-/// output column `col`.
+/// The reference and acceptance of the element of A's row `a_row` and B's row `b_row` (decoded;
+/// `alignments`: their 16-groups' scale alignments, [`group_alignments`]), output column `col`.
 fn element(
     inputs: &ScaledGemmInputs,
     a_row: &[ExactValue],
     b_row: &[ExactValue],
-    row: usize,
+    alignments: (&[Option<i32>], &[Option<i32>]),
     col: usize,
 ) -> (f64, Accepted) {
     let mut wide = WideSum::new();
@@ -231,8 +237,9 @@ fn element(
             }
             magnitudes.abs_terms += group_abs;
             magnitudes.max_group_abs = magnitudes.max_group_abs.max(group_abs);
+            let group = k / GROUP;
             magnitudes.raised_maximum +=
-                raised_maximum_error(inputs, row, col, k / GROUP, group_sum);
+                raised_maximum_error(alignments.0[group], alignments.1[group], group_sum);
             group_sum = 0.0;
             group_abs = 0.0;
         }
@@ -288,17 +295,8 @@ fn element(
 /// 2^(Z - 130)). Where the group's exact sum is at least 2^(Z - 10) its own magnitude already
 /// bounds the cut (the contract's derivation), so only groups whose sum is below that are
 /// charged. Operands without block scales align by their values: no charge.
-fn raised_maximum_error(
-    inputs: &ScaledGemmInputs,
-    row: usize,
-    col: usize,
-    group: usize,
-    group_sum: f64,
-) -> f64 {
-    let (Some(a), Some(b)) = (
-        scale_alignment(&inputs.a, row, group),
-        scale_alignment(&inputs.b, col, group),
-    ) else {
+fn raised_maximum_error(a: Option<i32>, b: Option<i32>, group_sum: f64) -> f64 {
+    let (Some(a), Some(b)) = (a, b) else {
         return 0.0;
     };
     let z = a + b;
@@ -309,13 +307,23 @@ fn raised_maximum_error(
     }
 }
 
-/// The alignment exponent of the block scale covering 16-group `group` of `operand`'s row `row`:
-/// floor(log2) of its value, at least -6 for a UE4M3 subnormal (MMA-Sim aligns those at their
-/// exponent field's -6), -126 for a zero scale; `None` without block scales or for a NaN scale
-/// (the element is NaN then).
-fn scale_alignment(operand: &ScaledOperand, row: usize, group: usize) -> Option<i32> {
-    let (format, block) = operand.format.scale()?;
-    let byte = operand.scales[row * (operand.k / block) + group * GROUP / block];
+/// For each 16-group of `operand`'s row `row`, the alignment exponent of the block scale covering
+/// it: floor(log2) of its value, at least -6 for a UE4M3 subnormal (MMA-Sim aligns those at
+/// their exponent field's -6), -126 for a zero scale; `None` without block scales or for a NaN
+/// scale (the element is NaN then).
+fn group_alignments(operand: &ScaledOperand, row: usize) -> Vec<Option<i32>> {
+    (0..operand.k / GROUP)
+        .map(|group| {
+            let (format, block) = operand.format.scale()?;
+            scale_alignment(
+                format,
+                operand.scales[row * (operand.k / block) + group * GROUP / block],
+            )
+        })
+        .collect()
+}
+
+fn scale_alignment(format: ScaleFormat, byte: u8) -> Option<i32> {
     match format.decode(byte) {
         ExactValue::Finite { significand: 0, .. } => Some(-126),
         ExactValue::Finite {
