@@ -9,6 +9,7 @@ use crate::error::{Error, Result};
 use crate::golden::set::{DUAL_GEMM_BENCHMARKS, GROUP_GEMM_BENCHMARKS};
 use crate::gpu::bench::Timing;
 use crate::gpu::device::device_info;
+use crate::gpu::l2::L2Reset;
 use crate::gpu::roofline::{self, below_floor_finding};
 use crate::kernels::{KernelCase, KernelUnderTest};
 use crate::model::bounds::KOrder;
@@ -163,11 +164,14 @@ pub fn bench_external(
         );
         return Ok(());
     }
+    // The parent's own GPU state first, before any code of the kernel's runs: a kernel that
+    // then takes the device's memory cannot turn its timing into "no usable GPU".
+    let info = device_info().as_ref().map_err(|e| Error::Gpu(e.clone()))?;
+    let mut l2 = L2Reset::new().map_err(Error::Gpu)?;
     if let Err(err) = kernel.prepare() {
         eprintln!("skipping {name}: {err}");
         return Ok(());
     }
-    let info = device_info().as_ref().map_err(|e| Error::Gpu(e.clone()))?;
     report.device = info.describe();
     if let Some(isolation) = kernel.environment().isolation {
         report.isolation.push((name.to_string(), isolation));
@@ -203,6 +207,7 @@ pub fn bench_external(
             10 + (2 * first_case.inputs.output_len() * shape.k / 100_000_000_000) as u64,
         );
         let timed = kernel.time(
+            &mut l2,
             &warmup_sets,
             args.reps,
             |call| {

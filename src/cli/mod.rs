@@ -99,7 +99,7 @@ pub enum Command {
     /// built-in variant, or a symbol of a shared library (C ABI).
     #[command(hide = true)]
     GpuWorker {
-        #[arg(long, required_unless_present = "library")]
+        #[arg(long, required_unless_present_any = ["library", "timing_baseline"])]
         variant: Option<String>,
         #[arg(long, requires = "symbol", conflicts_with = "variant")]
         library: Option<std::path::PathBuf>,
@@ -107,6 +107,9 @@ pub enum Command {
         symbol: Option<String>,
         #[arg(long)]
         arch: Option<String>,
+        /// Serve no kernel: the requests without the kernel that set a timing's clock.
+        #[arg(long, conflicts_with_all = ["variant", "library"])]
+        timing_baseline: bool,
     },
     /// Internal: run a worker inside the sandbox (src/worker/sandbox.rs); `--probe` builds the
     /// sandbox, checks it from inside and says what holds.
@@ -171,9 +174,11 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             library,
             symbol,
             arch,
+            timing_baseline,
         } => {
             use crate::worker::serve::{serve, WorkerTarget};
             let target = match (variant, library, symbol) {
+                _ if timing_baseline => WorkerTarget::Baseline,
                 (Some(name), _, _) => WorkerTarget::Variant(name),
                 (None, Some(path), Some(symbol)) => WorkerTarget::Library { path, symbol },
                 _ => {

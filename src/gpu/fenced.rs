@@ -199,6 +199,23 @@ impl FencedBuffer {
         Ok(bytes)
     }
 
+    /// The body's bytes.
+    pub fn download_body(&self, stream: &Arc<CudaStream>) -> Result<Vec<u8>, String> {
+        let mut bytes = vec![0u8; self.len];
+        // SAFETY: the body lies inside the mapping; the host buffer has its length and
+        // outlives the synchronize below.
+        check("cuMemcpyDtoHAsync", unsafe {
+            sys::cuMemcpyDtoHAsync_v2(
+                bytes.as_mut_ptr().cast(),
+                self.body_ptr(),
+                bytes.len(),
+                stream.cu_stream(),
+            )
+        })?;
+        stream.synchronize().map_err(|e| e.to_string())?;
+        Ok(bytes)
+    }
+
     /// The window as uploaded: canaries, `body`, canaries.
     pub fn expected_window(&self, body: &[u8]) -> Vec<u8> {
         let mut bytes = vec![CANARY_BYTE; self.mapped_len - (self.start - self.lead())];

@@ -10,6 +10,7 @@ pub mod compile;
 pub mod conditions;
 pub mod device;
 pub mod fenced;
+pub mod l2;
 pub mod launch;
 pub mod library;
 pub mod roofline;

@@ -20,6 +20,9 @@ pub const PYTHON_ENV: &str = "NVFP4_ORACLE_PYTHON";
 /// The worker script (also handed to the Python package, whose `to_gpumode` runs its `build_data`).
 pub const SUBMISSION_WORKER: &str = include_str!("submission_worker.py");
 
+/// The submission the timing baseline's worker runs: no code of the user's.
+const TIMING_BASELINE_SUBMISSION: &str = include_str!("timing_baseline.py");
+
 /// Time a worker gets to start: imports, `load_inline` or Triton builds, `compile_kernel()`.
 const SUBMISSION_START_TIMEOUT: Duration = Duration::from_secs(600);
 /// The base of a submission case's watchdog: the first calls of a Triton or torch.compile kernel
@@ -40,6 +43,17 @@ fn worker_script() -> Result<PathBuf> {
     if !path.exists() {
         std::fs::write(&path, SUBMISSION_WORKER)
             .map_err(|err| Error::file(&path, format!("cannot write the worker script: {err}")))?;
+    }
+    Ok(path)
+}
+
+/// The timing baseline's submission, beside the worker script.
+fn timing_baseline_submission() -> Result<PathBuf> {
+    let script = worker_script()?;
+    let path = script.with_file_name("timing_baseline.py");
+    if !path.exists() {
+        std::fs::write(&path, TIMING_BASELINE_SUBMISSION)
+            .map_err(|err| Error::file(&path, format!("cannot write: {err}")))?;
     }
     Ok(path)
 }
@@ -110,19 +124,60 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
             CASE_TIMEOUT,
         ),
     };
+    // The worker that serves a timing's requests without the kernel: the same program in the
+    // same sandbox, with no code of the user's.
+    let baseline_command = match &manifest.code {
+        KernelCode::Submission(_) => {
+            let submission = timing_baseline_submission()?;
+            WorkerCommand {
+                sandbox: sandbox(parent_dir(&submission).into_iter().collect()),
+                args: [
+                    "-u".to_string(),
+                    worker_script()?.display().to_string(),
+                    "--submission".to_string(),
+                    submission.display().to_string(),
+                    "--problem".to_string(),
+                    manifest.problem.name().to_string(),
+                ]
+                .into(),
+                ..command.clone()
+            }
+        }
+        KernelCode::Library { .. } => WorkerCommand {
+            sandbox: sandbox(Vec::new()),
+            args: vec!["gpu-worker".into(), "--timing-baseline".into()],
+            ..command.clone()
+        },
+    };
+    // Python submissions of the problems whose data tuple lives on the device get their timed
+    // calls in shared memory; the grouped GEMM's plain scales are host tensors, and the C-ABI
+    // worker maps no shared memory: those get files.
+    let shared = matches!(manifest.code, KernelCode::Submission(_))
+        && manifest.problem != crate::problem::ProblemKind::GroupGemm;
+    let info = KernelInfo {
+        name: manifest.name.clone(),
+        description: manifest.description.clone(),
+        problem: manifest.problem,
+        support: manifest.support,
+        schedule: manifest.schedule,
+        source_hash: manifest.hash.clone(),
+        deliberately_broken: manifest.deliberately_broken,
+        nondeterministic: manifest.nondeterministic,
+        accumulation: manifest.accumulation,
+    };
+    let baseline = IsolatedKernel::new(
+        KernelInfo {
+            name: "timing-baseline".into(),
+            description: "serves a timing's requests without the kernel".into(),
+            ..info.clone()
+        },
+        baseline_command,
+        std::sync::Arc::new(|| Ok(())),
+        case_timeout,
+    );
     let arch = manifest.arch;
     Ok(IsolatedKernel::new(
-        KernelInfo {
-            name: manifest.name.clone(),
-            description: manifest.description.clone(),
-            problem: manifest.problem,
-            support: manifest.support,
-            schedule: manifest.schedule,
-            source_hash: manifest.hash.clone(),
-            deliberately_broken: manifest.deliberately_broken,
-            nondeterministic: manifest.nondeterministic,
-            accumulation: manifest.accumulation,
-        },
+        info,
         command,
         std::sync::Arc::new(move || match device_info() {
             Err(reason) => Err(reason.clone()),
@@ -132,5 +187,6 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
         }),
         case_timeout,
     )
-    .with_production_shapes(manifest.production_shapes.clone()))
+    .with_production_shapes(manifest.production_shapes.clone())
+    .with_timing_baseline(baseline, shared))
 }

@@ -59,6 +59,12 @@ pub struct IsolatedKernel {
     scratch: PathBuf,
     /// A manifest's `[shapes] production` ([`IsolatedKernel::with_production_shapes`]).
     production_shapes: Vec<crate::problem::Shape>,
+    /// The worker that serves a timing's requests without the kernel: the same program and
+    /// sandbox with no kernel loaded ([`IsolatedKernel::with_timing_baseline`]).
+    baseline: Option<Box<IsolatedKernel>>,
+    /// Whether timed calls travel in shared device memory: the parent's decision, from what
+    /// the kernel is, never from what its worker says.
+    shared_timing: bool,
 }
 
 impl IsolatedKernel {
@@ -85,7 +91,17 @@ impl IsolatedKernel {
             environment: Mutex::new(KernelEnvironment::default()),
             scratch,
             production_shapes: Vec::new(),
+            baseline: None,
+            shared_timing: false,
         }
+    }
+
+    /// The kernel timed against `baseline`'s requests without a kernel; `shared`: its timed
+    /// calls' inputs and outputs travel in device memory shared with the parent.
+    pub fn with_timing_baseline(mut self, baseline: IsolatedKernel, shared: bool) -> Self {
+        self.baseline = Some(Box::new(baseline));
+        self.shared_timing = shared;
+        self
     }
 
     /// The shapes a manifest declares the kernel will run at: its campaigns run them.
@@ -148,39 +164,72 @@ impl IsolatedKernel {
 }
 
 impl IsolatedKernel {
-    /// Times the kernel in its worker (see [`super::timing`]): warm-up calls on
-    /// `warmup_sets`, then `timed` calls, call i on the case `make_case(i)`, delivered just
-    /// before its call (in shared device memory, or as files in the input directory); `pick`
-    /// chooses, after the timed loop, which timed calls' outputs come back. `per_call` is the
-    /// watchdog of one call.
+    /// Times the kernel in its worker against its baseline's requests without a kernel (see
+    /// [`super::timing`]): warm-up calls on `warmup_sets`, then `timed` calls, call i on the
+    /// case `make_case(i)`, delivered just before its call (in shared device memory, or as
+    /// files in the input directory); `pick` chooses, after the timed loop, which timed calls'
+    /// outputs are judged. `per_call` is the watchdog of one call; `l2` the parent's reset.
     pub fn time(
         &self,
+        l2: &mut dyn crate::gpu::l2::CacheReset,
         warmup_sets: &[CaseFiles],
         timed: usize,
         make_case: impl Fn(usize) -> KernelCase + Sync,
         pick: impl FnOnce(usize) -> Vec<usize>,
         per_call: Duration,
     ) -> Result<TimedRun, KernelFailure> {
+        let Some(baseline) = &self.baseline else {
+            return Err(KernelFailure::Crashed(
+                "this kernel has no timing baseline: it is not timed in a worker".into(),
+            ));
+        };
         let mut slot = self.worker.lock().unwrap_or_else(|p| p.into_inner());
+        let mut baseline_slot = baseline.worker.lock().unwrap_or_else(|p| p.into_inner());
         self.ensure_started(&mut slot)
             .map_err(|err| KernelFailure::Crashed(format!("starting the worker: {err}")))?;
-        let worker = slot.as_mut().expect("started above");
-        let timeout = self.case_timeout_base + per_call * (warmup_sets.len() + 1) as u32;
-        let dir = self.input_dir().join("timed-call");
-        let result = worker.time(
+        baseline
+            .ensure_started(&mut baseline_slot)
+            .map_err(|err| {
+                KernelFailure::Crashed(format!("starting the timing baseline's worker: {err}"))
+            })?;
+        // The baseline reads its warm-up sets from its own input directory, the only one its
+        // sandbox shows it.
+        let baseline_sets = warmup_sets
+            .iter()
+            .enumerate()
+            .map(|(i, set)| {
+                let case = set.read().map_err(|err| err.to_string())?;
+                CaseFiles::write(&case, &baseline.input_dir().join(format!("warm-up-{i}")))
+                    .map_err(|err| err.to_string())
+            })
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(|why| {
+                KernelFailure::Crashed(format!("writing the baseline's warm-up sets: {why}"))
+            })?;
+        let plan = super::timing::TimingPlan {
             warmup_sets,
+            baseline_sets: &baseline_sets,
             timed,
+            shared: self.shared_timing,
+            timed_dir: &self.input_dir().join("timed-call"),
+            output_file: &self
+                .scratch
+                .join(super::parent::OUTPUTS)
+                .join("timed-output.bin"),
+            timeout: self.case_timeout_base + per_call * (warmup_sets.len() + 1) as u32,
+        };
+        let result = super::timing::time_against_baseline(
+            slot.as_mut().expect("started above"),
+            baseline_slot.as_mut().expect("started above"),
+            l2,
+            &plan,
             make_case,
-            &dir,
             pick,
-            &self.scratch,
-            timeout,
         );
-        if matches!(
-            result,
-            Err(KernelFailure::Hung(_) | KernelFailure::Crashed(_))
-        ) {
+        if result.is_err() {
+            // Either worker may be mid-request: both start afresh.
             *slot = None;
+            *baseline_slot = None;
         }
         result
     }

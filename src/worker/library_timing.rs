@@ -1,7 +1,9 @@
 //! The worker's side of timing a C-ABI library ([`super::timing`] drives it): the warm-up sets
-//! uploaded and run, then each call's inputs uploaded with its own request, CUDA events around
-//! the call after an L2 flush, the output copied aside right after it, the outputs the parent
-//! picks written back.
+//! uploaded and run, an untimed warm call before each timed one in a request of its own, then
+//! each call's inputs uploaded with its own request, CUDA events around the call after an L2
+//! flush, the output written where the request says (the parent reads it right after the
+//! reply). With no library ([`super::serve::WorkerTarget::Baseline`]) it serves the requests
+//! without the kernel that set the parent's clock.
 
 use super::protocol::{CaseFiles, Reply, Request, TimedCalls};
 use super::serve::{lmn_to_mnl, read_case};
@@ -73,8 +75,6 @@ impl Uploaded {
 pub struct LibraryTiming {
     /// The warm-up sets.
     sets: Vec<Uploaded>,
-    /// The timed calls' outputs, copied aside right after each call, with their shapes.
-    snapshots: Vec<(CudaSlice<u16>, Shape)>,
     /// The L2 flush buffer, made once.
     flush: Option<CudaSlice<u8>>,
     /// Calls served so far (which warm-up set warms the next).
@@ -86,7 +86,7 @@ impl LibraryTiming {
     pub fn serve(
         &mut self,
         stream: &Arc<CudaStream>,
-        library: &LoadedLibrary,
+        library: Option<&LoadedLibrary>,
         request: Request,
     ) -> Reply {
         match request {
@@ -102,9 +102,12 @@ impl LibraryTiming {
                 Reply::Done(self.prepare(stream, &sets, warmup))
             }
             Request::Warmup => Reply::Done(self.warmup(stream, library)),
-            Request::Call { set, null, .. } => Reply::Timed(self.call(stream, library, &set, null)),
-            Request::Outputs { indices, paths } => {
-                Reply::Done(self.outputs(stream, &indices, &paths))
+            Request::Warm => Reply::Done(self.warm(stream, library)),
+            Request::Call {
+                set, null, output, ..
+            } => {
+                let library = if null { None } else { library };
+                Reply::Timed(self.call(stream, library, &set, output.as_deref()))
             }
             Request::Run { .. } => Reply::Done(Err(KernelFailure::Crashed(
                 "a case request reached the timing".into(),
@@ -119,7 +122,6 @@ impl LibraryTiming {
         warmup: usize,
     ) -> Result<(), KernelFailure> {
         self.sets.clear();
-        self.snapshots.clear();
         for files in &sets[..warmup.min(sets.len())] {
             let case = read_case(files)?;
             self.sets
@@ -131,21 +133,41 @@ impl LibraryTiming {
     fn warmup(
         &mut self,
         stream: &Arc<CudaStream>,
-        library: &LoadedLibrary,
+        library: Option<&LoadedLibrary>,
     ) -> Result<(), KernelFailure> {
-        for set in &mut self.sets {
-            let buffers = set.buffers(stream);
-            library.call(&buffers, set.shape, stream)?;
+        if let Some(library) = library {
+            for set in &mut self.sets {
+                let buffers = set.buffers(stream);
+                library.call(&buffers, set.shape, stream)?;
+            }
         }
         stream.synchronize().map_err(crashed)
     }
 
+    /// One untimed call on the next warm-up set.
+    fn warm(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        library: Option<&LoadedLibrary>,
+    ) -> Result<(), KernelFailure> {
+        if let (Some(library), false) = (library, self.sets.is_empty()) {
+            let i = self.calls % self.sets.len();
+            let warm = &mut self.sets[i];
+            let buffers = warm.buffers(stream);
+            library.call(&buffers, warm.shape, stream)?;
+        }
+        self.calls += 1;
+        stream.context().synchronize().map_err(crashed)
+    }
+
+    /// One call between CUDA events (`library` None: the same without a kernel), its output
+    /// written to `output`.
     fn call(
         &mut self,
         stream: &Arc<CudaStream>,
-        library: &LoadedLibrary,
+        library: Option<&LoadedLibrary>,
         files: &CaseFiles,
-        null: bool,
+        output: Option<&std::path::Path>,
     ) -> Result<TimedCalls, KernelFailure> {
         let ctx = stream.context();
         if self.flush.is_none() {
@@ -168,55 +190,28 @@ impl LibraryTiming {
         stream.memset_zeros(flush).map_err(crashed)?;
         let buffers = set.buffers(stream);
         start.record(stream).map_err(crashed)?;
-        if !null {
+        if let Some(library) = library {
             library.call(&buffers, set.shape, stream)?;
         }
         end.record(stream).map_err(crashed)?;
         end.synchronize().map_err(crashed)?;
         let sample = f64::from(start.elapsed_ms(&end).map_err(crashed)?) * 1000.0;
-        let snapshot = stream.clone_dtod(&set.output).map_err(crashed)?;
         let after_end = std::time::Instant::now();
         ctx.synchronize().map_err(crashed)?;
         let after_end_us = after_end.elapsed().as_secs_f64() * 1e6;
-        if !null {
-            self.snapshots.push((snapshot, set.shape));
+        if let (Some(path), Some(_)) = (output, library) {
+            let lmn = stream.clone_dtoh(&set.output).map_err(crashed)?;
+            let bytes: Vec<u8> = lmn_to_mnl(&lmn, set.shape)
+                .iter()
+                .flat_map(|bits| bits.to_le_bytes())
+                .collect();
+            std::fs::write(path, bytes).map_err(|err| KernelFailure::Crashed(err.to_string()))?;
         }
-        // One untimed call on a warm-up set for the next call, with or without the kernel
-        // alike, so that an honest call does not pay for cold caches and clocks. It runs before
-        // the reply: the parent writes the next call's input files only after it.
-        if !self.sets.is_empty() {
-            let i = self.calls % self.sets.len();
-            let warm = &mut self.sets[i];
-            let buffers = warm.buffers(stream);
-            library.call(&buffers, warm.shape, stream)?;
-            ctx.synchronize().map_err(crashed)?;
-        }
-        self.calls += 1;
         Ok(TimedCalls {
             samples_us: vec![sample],
             wall_us: wall.elapsed().as_secs_f64() * 1e6,
             after_end_us: vec![after_end_us],
             other_threads: Vec::new(),
         })
-    }
-
-    fn outputs(
-        &self,
-        stream: &Arc<CudaStream>,
-        indices: &[usize],
-        paths: &[std::path::PathBuf],
-    ) -> Result<(), KernelFailure> {
-        for (&i, path) in indices.iter().zip(paths) {
-            let Some((snapshot, shape)) = self.snapshots.get(i) else {
-                return Err(KernelFailure::Crashed(format!("no timed call {i}")));
-            };
-            let lmn = stream.clone_dtoh(snapshot).map_err(crashed)?;
-            let bytes: Vec<u8> = lmn_to_mnl(&lmn, *shape)
-                .iter()
-                .flat_map(|bits| bits.to_le_bytes())
-                .collect();
-            std::fs::write(path, bytes).map_err(|err| KernelFailure::Crashed(err.to_string()))?;
-        }
-        Ok(())
     }
 }

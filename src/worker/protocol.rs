@@ -167,25 +167,28 @@ pub enum Request {
     },
     /// Timing, step 2: the warm-up calls. Answered `Done`.
     Warmup,
-    /// Timing, step 3, once per call: load `set` onto the GPU, call the kernel once untimed on
-    /// a warm-up set (the same with and without `null`), synchronize, flush L2, call the
-    /// kernel between two CUDA events, copy its output aside, synchronize the device (how long
-    /// that took is the call's after-end time). With `null`, the same without the kernel (the
-    /// request's own cost, for the parent's wall-clock bound; its output is not kept).
-    /// Answered `Timed` with one sample. With `shared`, nothing is loaded: the parent has just
-    /// copied the call's inputs (and the poisoned output) into the shared memory, and `set`
-    /// gives only the case's shape (its directory is empty).
+    /// Timing, before each timed call: one untimed call on the next warm-up set, so that an
+    /// honest call does not pay for cold caches and clocks, then a device-wide synchronize.
+    /// Its own request, so that a call without the kernel runs no code of the kernel's.
+    /// Answered `Done`.
+    Warm,
+    /// Timing, step 3, once per call: load `set` onto the GPU, synchronize, call the kernel
+    /// between two CUDA events, put its output where the parent reads it, synchronize the
+    /// device (how long that took is the call's after-end time). With `null`, the same without
+    /// the kernel (sent to a worker that never loaded one: the request's own cost, for the
+    /// parent's clock). Answered `Timed` with one sample. With `shared`, nothing is loaded:
+    /// the parent has just copied the call's inputs (and the poisoned output) into the shared
+    /// memory and flushed L2, `set` gives only the case's shape (its directory is empty), and
+    /// the output goes into the shared output buffer, which the parent copies out right after
+    /// the reply. Without it, the inputs are files, L2 is flushed by the worker, and the output
+    /// is written to `output`, which the parent reads right after the reply.
     Call {
         set: CaseFiles,
         null: bool,
         #[serde(default)]
         shared: bool,
-    },
-    /// Timing, step 4: write the copied-aside outputs of the timed calls `indices` to `paths`
-    /// (chosen by the parent after the loop). Answered `Done`.
-    Outputs {
-        indices: Vec<usize>,
-        paths: Vec<PathBuf>,
+        #[serde(default)]
+        output: Option<PathBuf>,
     },
 }
 

@@ -24,6 +24,9 @@ use std::sync::Arc;
 pub enum WorkerTarget {
     Variant(String),
     Library { path: PathBuf, symbol: String },
+    /// No kernel at all: serves a timing's requests without the kernel, so that the parent's
+    /// clock is set by a process no kernel code has run in.
+    Baseline,
 }
 
 /// A kernel ready to launch on given buffers.
@@ -34,6 +37,7 @@ enum Loaded {
         sm_count: u32,
     },
     Library(LoadedLibrary),
+    Baseline,
 }
 
 fn reply(message: &Reply) {
@@ -79,7 +83,7 @@ pub fn serve(target: WorkerTarget, arch: Option<ArchRequirement>) -> Result<()> 
             WorkerTarget::Library { path, symbol } => {
                 Some(LoadedLibrary::open(path, symbol).map_err(|err| (false, err))?)
             }
-            WorkerTarget::Variant(_) => None,
+            WorkerTarget::Variant(_) | WorkerTarget::Baseline => None,
         };
         let (ctx, info) = open_device().map_err(|reason| (true, reason))?;
         if let Some(reason) = arch.and_then(|arch| arch.unmet_by(info.compute_capability)) {
@@ -89,6 +93,7 @@ pub fn serve(target: WorkerTarget, arch: Option<ArchRequirement>) -> Result<()> 
         let loaded = match (library, &target) {
             (Some(library), _) => Loaded::Library(library),
             (None, WorkerTarget::Variant(name)) => load_variant(name, &stream, &info)?,
+            (None, WorkerTarget::Baseline) => Loaded::Baseline,
             (None, WorkerTarget::Library { .. }) => unreachable!("loaded above"),
         };
         Ok((stream, loaded, info))
@@ -141,7 +146,10 @@ pub fn serve(target: WorkerTarget, arch: Option<ArchRequirement>) -> Result<()> 
             }
             timing => {
                 let reply = match &loaded {
-                    Loaded::Library(library) => timing_state.serve(&stream, library, timing),
+                    Loaded::Library(library) => {
+                        timing_state.serve(&stream, Some(library), timing)
+                    }
+                    Loaded::Baseline => timing_state.serve(&stream, None, timing),
                     Loaded::Variant { .. } => Reply::Done(Err(KernelFailure::Crashed(
                         "built-in variants are timed in process by `bench`".into(),
                     ))),
@@ -225,6 +233,11 @@ fn run_request(
                 library.call(buffers, shape, stream)
             })?;
             lmn_to_mnl(&lmn, shape)
+        }
+        Loaded::Baseline => {
+            return Err(KernelFailure::Crashed(
+                "the timing baseline serves no cases".into(),
+            ))
         }
     };
     if let Some((kernels, _)) = around {

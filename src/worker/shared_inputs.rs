@@ -181,6 +181,62 @@ impl SharedInputs {
     }
 }
 
+/// One timed call's output, copied out of the shared output buffer by the parent right after
+/// the call's reply: into the parent's own device memory while it fits, else to the host.
+pub enum KeptOutput {
+    Device(CudaSlice<u8>),
+    Host(Vec<u8>),
+}
+
+impl SharedInputs {
+    /// The shared output buffer (the data tuple's last tensor, `c`).
+    fn output_buffer(&self) -> Result<&FencedBuffer, String> {
+        match (self.tensors.last(), self.buffers.last()) {
+            (Some(t), Some(buffer)) if t.key == "c" => Ok(buffer),
+            _ => Err("the shared tensors end with no output buffer".into()),
+        }
+    }
+
+    /// Copies the output buffer's body out, in the parent's own context, before anything else
+    /// can run: the worker never serves an output from its own memory. `on_device`: keep the
+    /// copy in device memory (no transfer to the host between calls).
+    pub fn copy_output(&self, on_device: bool) -> Result<KeptOutput, String> {
+        let c = self.output_buffer()?;
+        if !on_device {
+            return c.download_body(&self.stream).map(KeptOutput::Host);
+        }
+        let kept = self
+            .stream
+            .alloc_zeros::<u8>(c.body_len())
+            .map_err(|e| e.to_string())?;
+        let (target, guard) = kept.device_ptr(&self.stream);
+        // SAFETY: both ranges are live device memory of `body_len` bytes in this context.
+        check("cuMemcpyDtoDAsync", unsafe {
+            sys::cuMemcpyDtoDAsync_v2(target, c.body_ptr(), c.body_len(), self.stream.cu_stream())
+        })?;
+        drop(guard);
+        self.stream.synchronize().map_err(|e| e.to_string())?;
+        Ok(KeptOutput::Device(kept))
+    }
+
+    /// How many outputs fit in a quarter of the device memory free now.
+    pub fn output_capacity(&self) -> usize {
+        let len = self.output_buffer().map_or(1, FencedBuffer::body_len).max(1);
+        let free = cudarc::driver::result::mem_get_info()
+            .map(|(free, _)| free)
+            .unwrap_or(0);
+        free / 4 / len
+    }
+
+    /// A kept output's bytes on the host.
+    pub fn download(&self, kept: KeptOutput) -> Result<Vec<u8>, String> {
+        match kept {
+            KeptOutput::Host(bytes) => Ok(bytes),
+            KeptOutput::Device(slice) => self.stream.clone_dtoh(&slice).map_err(|e| e.to_string()),
+        }
+    }
+}
+
 /// A timing loop's timed calls on shared inputs: the buffers, a warm-up set staged for the
 /// calls without the kernel, and the timed calls' inputs staged ahead in batches that fit the
 /// device memory (a batch staged mid-loop lies between one warm call and its timed call).

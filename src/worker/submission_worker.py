@@ -416,30 +416,38 @@ def tensor_bytes(torch, out):
         return b"".join(int(v).to_bytes(2, "little", signed=True) for v in host.flatten().tolist())
 
 
-def output_bytes(torch, out, expected_shapes, device):
-    """The output's fp16 bits ([M, N, L], L fastest; a grouped GEMM's groups one after another),
-    or a BadOutput failure."""
+def output_failure(torch, out, expected_shapes):
+    """None, or the BadOutput failure of an output that breaks the contract (its type, count,
+    dtype, device or shape)."""
     grouped = len(expected_shapes) > 1 or isinstance(out, (list, tuple))
     outs = list(out) if isinstance(out, (list, tuple)) else [out]
     if len(outs) != len(expected_shapes):
         what = f"{len(outs)} tensors" if grouped else type(out).__name__
-        return None, {"BadOutput": f"custom_kernel returned {what}, expected {len(expected_shapes)} "
-                                   f"output tensor{'s' if len(expected_shapes) > 1 else ''}"}
-    body = []
+        return {"BadOutput": f"custom_kernel returned {what}, expected {len(expected_shapes)} "
+                             f"output tensor{'s' if len(expected_shapes) > 1 else ''}"}
     for i, (t, shape) in enumerate(zip(outs, expected_shapes)):
         which = f"output {i}" if len(expected_shapes) > 1 else "output"
         # The exact type, checked before anything else touches it: a subclass's methods are the
         # submission's code, which must not run in the checker (a lazy result computed there).
         if type(t) is not torch.Tensor:
-            return None, {"BadOutput": f"{which} is a {type(t).__name__}, not a torch.Tensor"}
+            return {"BadOutput": f"{which} is a {type(t).__name__}, not a torch.Tensor"}
         if t.dtype != torch.float16:
-            return None, {"BadOutput": f"{which} dtype is {t.dtype}, expected torch.float16"}
+            return {"BadOutput": f"{which} dtype is {t.dtype}, expected torch.float16"}
         if t.device.type != "cuda":
-            return None, {"BadOutput": f"{which} is on {t.device}, expected the CUDA device"}
+            return {"BadOutput": f"{which} is on {t.device}, expected the CUDA device"}
         if tuple(t.shape) != tuple(shape):
-            return None, {"BadOutput": f"{which} shape is {tuple(t.shape)}, expected {tuple(shape)} (M, N, L)"}
-        body.append(tensor_bytes(torch, t))
-    return b"".join(body), None
+            return {"BadOutput": f"{which} shape is {tuple(t.shape)}, expected {tuple(shape)} (M, N, L)"}
+    return None
+
+
+def output_bytes(torch, out, expected_shapes, device):
+    """The output's fp16 bits ([M, N, L], L fastest; a grouped GEMM's groups one after another),
+    or a BadOutput failure."""
+    failure = output_failure(torch, out, expected_shapes)
+    if failure is not None:
+        return None, failure
+    outs = list(out) if isinstance(out, (list, tuple)) else [out]
+    return b"".join(tensor_bytes(torch, t) for t in outs), None
 
 
 def output_tensors(torch, out):
@@ -556,18 +564,21 @@ class TrustedCuda:
 
 
 class Timing:
-    """The worker's side of a timing (src/worker/timing.rs drives it): the warm-up sets loaded
-    and run (and the parent's shared device memory mapped, when it shares some), then one
-    request per call: its inputs loaded, or already copied into the shared memory by the
-    parent (either way they exist from just before this request on),
-    the call between CUDA events after an L2 flush, its output copied aside right after, then a
-    device-wide synchronize whose duration is reported (work the call left running)."""
+    """The worker's side of a timing (src/worker/timing.rs drives it). Nothing here is trusted:
+    it runs in the kernel's process, and every fact the verdict rests on is held by the parent
+    (the outputs it copies out of shared memory after each reply, its own clock around each
+    request, the L2 state it resets before each call, the requests without the kernel that a
+    clean worker of its own serves). Requests: the warm-up sets loaded (and the parent's shared
+    device memory mapped, when it shares some) and run; then, per timed call, one untimed call
+    on a warm-up set (`Warm`) and the call itself (`Call`) between CUDA events, its output put
+    where the parent reads it (the shared output buffer, or a file named in the request), then
+    a device-wide synchronize whose duration is reported."""
 
     def __init__(self, torch, kernel, device, trusted, submission):
         self.torch, self.kernel, self.device = torch, kernel, device
         self.cuda, self.submission = trusted, submission
-        self.sets, self.snapshots, self.flush, self.calls = [], [], None, 0
-        self.shared = None
+        self.sets, self.flush, self.calls = [], None, 0
+        self.shared, self.scratch = None, None
 
     def serve(self, name, body):
         try:
@@ -579,70 +590,89 @@ class Timing:
                                    for t, fd in zip(layout, fds)}
                 self.sets = [build_data(self.torch, case, self.device)
                              for case in body["sets"][:body["warmup"]]]
-                self.snapshots = []
                 return {"Done": {"Ok": None}}
             if name == "Warmup":
                 for data, _, _ in self.sets:
                     self.kernel(data)
                 self.cuda.synchronize()
                 return {"Done": {"Ok": None}}
+            if name == "Warm":
+                # The untimed call before a timed one, so that an honest call does not pay for
+                # cold caches and clocks; its own request, so that a call without the kernel
+                # runs no code of the kernel's.
+                if self.sets:
+                    self.kernel(self.sets[self.calls % len(self.sets)][0])
+                self.calls += 1
+                self.cuda.synchronize()
+                return {"Done": {"Ok": None}}
             if name == "Call":
                 shared = self.shared if body.get("shared") else None
                 if body.get("shared") and shared is None:
                     raise RuntimeError("a call on shared inputs before any were shared")
-                return {"Timed": self.call(body["set"], body["null"], shared)}
-            if name == "Outputs":
-                for i, path in zip(body["indices"], body["paths"]):
-                    snapshot, shapes = self.snapshots[i]
-                    data, failure = output_bytes(self.torch, snapshot, shapes, self.device)
-                    if failure is not None:
-                        return {"Done": {"Err": failure}}
-                    with open(path, "wb") as f:
-                        f.write(data)
-                return {"Done": {"Ok": None}}
+                return {"Timed": self.call(body["set"], body["null"], shared, body.get("output"))}
         except Exception as exc:
             failure = {"Raised": exception_text(exc, self.submission)}
             return {"Timed": {"Err": failure}} if name == "Call" else {"Done": {"Err": failure}}
         return {"Done": {"Err": {"Crashed": f"unknown timing request {name}"}}}
 
-    def call(self, case, null, shared):
+    def call(self, case, null, shared, output):
         torch, cuda = self.torch, self.cuda
-        if self.flush is None:
+        data, _, shapes = build_data(torch, case, self.device, shared)
+        if shared is None and self.flush is None:
             l2 = torch.cuda.get_device_properties(self.device).L2_cache_size
             self.flush = torch.empty(max(4 * l2, 1 << 20), dtype=torch.uint8, device=self.device)
-        data, _, shapes = build_data(torch, case, self.device, shared)
         # Python threads of the kernel's, alive beside its call, could work on the inputs
         # while the worker loads and synchronizes, outside the timed call.
         threads = len(cuda.current_frames()) - 1
         cuda.synchronize()
         start, end = cuda.event(), cuda.event()
         wall = cuda.perf_counter()
-        self.flush.zero_()
+        if shared is None:
+            # Inputs loaded from files passed through L2 just now; with shared inputs the
+            # parent has flushed L2 after copying them in.
+            self.flush.zero_()
         cuda.record(start)
         out = data[-1] if null else self.kernel(data)
         cuda.record(end)
         sample = cuda.elapsed_us(start, end)
-        snapshot = ([t.detach().clone() if type(t) is torch.Tensor else t for t in out]
-                    if isinstance(out, (list, tuple)) else
-                    (out.detach().clone() if type(out) is torch.Tensor else out))
+        failure = self.place_output(data, out, shapes, null, shared, output)
+        if failure is not None:
+            return {"Err": failure}
         # Anything still running on the device now was left behind by the call.
         after = cuda.perf_counter()
         cuda.synchronize()
         after_end = (cuda.perf_counter() - after) * 1e6
-        if not null:
-            self.snapshots.append((snapshot, shapes))
-        del data
-        # One untimed call on a warm-up set for the next call, with or without the kernel alike,
-        # so that an honest call does not pay for cold caches and clocks. It runs here, before
-        # the reply: the parent writes the next call's input files only after it, so no code of
-        # the kernel's runs while a timed call's inputs exist except that call.
-        warm = self.sets[self.calls % len(self.sets)][0] if self.sets else None
-        self.calls += 1
-        if warm is not None:
-            self.kernel(warm)
-        cuda.synchronize()
+        del data, out
         return {"Ok": {"samples_us": [sample], "wall_us": (cuda.perf_counter() - wall) * 1e6,
                        "after_end_us": [after_end], "other_threads": [threads]}}
+
+    def place_output(self, data, out, shapes, null, shared, output):
+        """Puts the call's output where the parent reads it right after the reply: the shared
+        output buffer (copied there on the caller's stream unless the kernel returned that
+        buffer itself), or the file the request names. A call without the kernel copies a
+        buffer of the same size, so that its request costs what a timed one costs."""
+        torch, cuda = self.torch, self.cuda
+        c = data[-1]
+        if shared is not None:
+            with cuda.on_stream(cuda.stream):
+                if null:
+                    if self.scratch is None or self.scratch.shape != c.shape:
+                        self.scratch = torch.empty_like(c)
+                    self.scratch.copy_(c)
+                    return None
+                failure = output_failure(torch, out, shapes)
+                if failure is not None:
+                    return failure
+                if not (out.data_ptr() == c.data_ptr() and out.stride() == c.stride()):
+                    c.copy_(out)
+            return None
+        if null or output is None:
+            return None
+        body, failure = output_bytes(torch, out, shapes, self.device)
+        if failure is None:
+            with open(output, "wb") as f:
+                f.write(body)
+        return failure
 
 
 def required_parameters(function):
