@@ -375,20 +375,22 @@ fn render(report: &BenchReport) -> String {
         }
     }
     if !report.clocks.is_empty() {
-        md.push_str("\nClocks around the external kernels' timed calls: the CUDA-event median (reported above) and mean (they must agree); the parent's clock around a request (loading the call's inputs, the call, a device-wide synchronize), median, with and without the kernel; the median time the device stayed busy after a call's end event, with and without the kernel; the floor no kernel can beat on this GPU (its memory and compute rooflines), below which a median is a finding:\n\n| kernel | shape | events median us | events mean us | request us | request without kernel us | busy after end us | busy after end, no kernel us | floor us |\n|---|---|---|---|---|---|---|---|---|\n");
+        md.push_str("\nClocks around the external kernels' timed calls: the CUDA-event median (reported above) and mean (they must agree); the parent's clock around a request (the call and a device-wide synchronize; the inputs are in place before it starts), median, for the kernel and, fastest, for a baseline worker that never loaded it; the median time per call the samples do not account for beyond that fastest baseline request, and how much is allowed (15% of the call, at least 100 us) before it is a finding; the median time the device stayed busy after a call's end event, with and without the kernel; the floor no kernel can beat on this GPU (its memory and compute rooflines), below which a median is a finding:\n\n| kernel | shape | events median us | events mean us | request us | fastest baseline request us | unaccounted us | allowed us | busy after end us | busy after end, baseline us | floor us |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
         for c in &report.clocks {
+            let num = |v: Option<f64>| v.map_or("unknown".to_string(), |v| format!("{v:.1}"));
             md.push_str(&format!(
-                "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {:.1} | {} |\n",
+                "| {} | {} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {:.1} | {:.1} | {} |\n",
                 c.kernel,
                 c.shape,
                 c.events_us_median,
                 c.events_us_mean,
                 c.parent_call_us_median,
-                c.null_call_us_median,
+                num(c.baseline_call_us_min),
+                num(c.unaccounted_us),
+                num(c.allowed_us),
                 c.after_end_us_median,
                 c.null_after_end_us_median,
-                c.floor_us
-                    .map_or("unknown".to_string(), |f| format!("{f:.1}"))
+                num(c.floor_us)
             ));
         }
     }

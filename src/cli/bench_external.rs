@@ -52,11 +52,20 @@ pub struct Clocks {
     /// The mean of the samples: it must agree with the median (work done in a few calls and
     /// served from a cache in the others does not).
     pub events_us_mean: f64,
-    /// The parent's clock around each request (loading the inputs, the call, a synchronize),
-    /// median, with and without the kernel.
+    /// The parent's clock around each timed request (the call and a synchronize), median.
     pub parent_call_us_median: f64,
-    pub null_call_us_median: f64,
-    /// Median time the device stayed busy after a call's end event (and without calls).
+    /// The fastest request without the kernel (served by the baseline worker).
+    pub baseline_call_us_min: Option<f64>,
+    /// The median time per call the samples do not account for, beyond the fastest baseline
+    /// request's own overhead, and how much of it is allowed before it is a finding.
+    pub unaccounted_us: Option<f64>,
+    pub allowed_us: Option<f64>,
+    /// What the workers said their calls took beyond the sample, median (the kernel's word,
+    /// and the baseline's: where the parent's extra time went, for diagnosis only).
+    pub worker_beyond_sample_us: Option<f64>,
+    pub baseline_worker_beyond_sample_us: Option<f64>,
+    /// Median time the device stayed busy after a call's end event (and in the baseline's
+    /// requests).
     pub after_end_us_median: f64,
     pub null_after_end_us_median: f64,
     /// The least time any kernel can take for the shape on this GPU (src/gpu/roofline.rs).
@@ -146,6 +155,12 @@ fn draw_after_the_fact(n: usize, count: usize) -> Vec<usize> {
     }
     picked.sort_unstable();
     picked
+}
+
+/// The median of `walls` less `samples`, call by call.
+fn beyond(walls: &[f64], samples: &[f64]) -> Option<f64> {
+    let differences: Vec<f64> = walls.iter().zip(samples).map(|(w, s)| w - s).collect();
+    median(&differences)
 }
 
 /// Times a certified external kernel in its worker on every shape it supports.
@@ -240,7 +255,18 @@ pub fn bench_external(
             events_us_mean: run.calls.samples_us.iter().sum::<f64>()
                 / run.calls.samples_us.len().max(1) as f64,
             parent_call_us_median: median(&run.parent_call_us).unwrap_or(0.0),
-            null_call_us_median: median(&run.null_parent_call_us).unwrap_or(0.0),
+            baseline_call_us_min: run
+                .null_parent_call_us
+                .iter()
+                .copied()
+                .min_by(f64::total_cmp),
+            unaccounted_us: run.unaccounted_us(),
+            allowed_us: run.clock_allowance_us(),
+            worker_beyond_sample_us: beyond(&run.worker_wall_us, &run.calls.samples_us),
+            baseline_worker_beyond_sample_us: beyond(
+                &run.null_worker_wall_us,
+                &run.null_loop.samples_us,
+            ),
             after_end_us_median: median(&run.calls.after_end_us).unwrap_or(0.0),
             null_after_end_us_median: median(&run.null_loop.after_end_us).unwrap_or(0.0),
             floor_us: floor.as_ref().map(|f| f.us),
@@ -262,11 +288,11 @@ pub fn bench_external(
                 .push(format!("{name} on {shape}: {finding}"));
         }
         // The parent's clock around each request: a finding where the inputs came in shared
-        // device memory (then a request without the kernel costs what a timed one costs
-        // besides the call; honest kernels stayed within a few hundred microseconds of it on
-        // the H100: docs/results/sandbox/h100-medians/). Where they came as files, reported
-        // only: loading them varies by milliseconds between requests, more than the slack,
-        // and raised false alarms on honest kernels (docs/results/sandbox/).
+        // device memory (then a timed request costs what the baseline's costs besides the
+        // call: docs/results/parent-owned/). Where they came as files (the C-ABI library, the
+        // grouped GEMM), reported only: loading them varies by milliseconds between requests,
+        // more than the slack, and raised false alarms on honest kernels
+        // (docs/results/sandbox/).
         if let Some(text) = run.wall_clock_finding() {
             let line = format!("{name} on {shape}: {text}");
             if run.shared_inputs {

@@ -214,7 +214,8 @@ pub struct SharedTensor {
 pub struct TimedCalls {
     /// One per timed call, microseconds between CUDA events around the call.
     pub samples_us: Vec<f64>,
-    /// The worker's wall clock around the whole loop.
+    /// The worker's wall clock: the Python worker's from the request's arrival to its reply
+    /// (the Rust worker's from just before the call's start event), summed over the calls.
     pub wall_us: f64,
     /// One per timed call: how long a device-wide synchronize took once the call's end event
     /// had completed (and its output had been copied aside). An honest kernel has nothing left

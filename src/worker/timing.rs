@@ -46,6 +46,10 @@ pub struct TimedRun {
     /// synchronize).
     pub parent_call_us: Vec<f64>,
     pub null_parent_call_us: Vec<f64>,
+    /// What each worker said its call took from just before the start event to its reply
+    /// (the kernel's word: for diagnosis only, never for a verdict).
+    pub worker_wall_us: Vec<f64>,
+    pub null_worker_wall_us: Vec<f64>,
     /// (timed call index, its output) for the calls the parent chose to check.
     pub outputs: Vec<(usize, Vec<f16>)>,
     /// The timed calls' inputs came in shared device memory (not as files).
@@ -61,20 +65,24 @@ pub const SHARED_DELIVERY: &str =
 pub const FILES_DELIVERY: &str = "files written just before each call";
 
 /// How far the parent's clock may put a timed call beyond its reported sample, past the
-/// fastest request without the kernel, before the timing is not trusted: a tenth of the median
-/// sample, and at least [`CLOCK_SLACK_US`] (an honest call's request jitters by that much
-/// against the fastest baseline request: docs/results/parent-owned/). The baseline is the
-/// minimum over requests served by a worker that never loaded the kernel, so no kernel can
-/// raise it; the timed side is the median, so one slow load raises no alarm.
-pub const CLOCK_SLACK_RATIO: f64 = 0.10;
-pub const CLOCK_SLACK_US: f64 = 60.0;
+/// fastest request without the kernel, before the timing is not trusted: 15% of the median
+/// sample, and at least [`CLOCK_SLACK_US`]. Measured on the H100 with both sides waiting
+/// without sleeping, honest Python examples stayed within -114 to +269 us of the fastest
+/// baseline request at the benchmark shapes (at most 10.9% of the call;
+/// docs/results/parent-owned/). The baseline is the minimum over requests served by a
+/// worker that never loaded the kernel, so no kernel can raise it; the timed side is the
+/// median, so a forgery must be in most calls to move the reported median, and then it
+/// moves this one too.
+pub const CLOCK_SLACK_RATIO: f64 = 0.15;
+pub const CLOCK_SLACK_US: f64 = 100.0;
+/// A single call may take this long beyond its sample (a page fault, a collection pause)
+/// before it is weighed against the run's samples.
+pub const MIN_HIDDEN_US: f64 = 5_000.0;
+
 /// The samples' mean may exceed their median by this much before the median is said to hide
 /// work.
 pub const BATCH_SLACK_RATIO: f64 = 0.25;
 pub const BATCH_SLACK_US: f64 = 100.0;
-/// A single call may take this long beyond its sample (a page fault, a collection pause)
-/// before it is weighed against the run's samples.
-pub const MIN_HIDDEN_US: f64 = 5_000.0;
 
 /// How much longer than in the loop without calls the device may stay busy after a call's end
 /// event, before the timing is not trusted: 10% of the call's median sample, at least 25 us
@@ -361,6 +369,10 @@ pub fn time_against_baseline(
         })?;
         expect_done(worker.receive(timeout)?)?;
     }
+    // From here on both workers' replies are awaited without sleeping (see
+    // Worker::spin_while_waiting), until the loop ends; after a failure the caller drops both.
+    kernel.spin_while_waiting(true);
+    baseline.spin_while_waiting(true);
     let warming = Instant::now();
     kernel.send(&Request::Warmup)?;
     expect_done(kernel.receive(timeout)?)?;
@@ -402,6 +414,7 @@ pub fn time_against_baseline(
     };
     let (mut null_loop, mut null_parent_call_us) = (empty(), Vec::new());
     let (mut calls, mut parent_call_us) = (empty(), Vec::new());
+    let (mut worker_wall_us, mut null_worker_wall_us) = (Vec::new(), Vec::new());
     let mut held = Vec::with_capacity(timed);
     let order = request_order(timed, crate::problem::unpredictable::unpredictable_seed());
     let (mut next_timed, mut next_null) = (0usize, 0usize);
@@ -417,6 +430,7 @@ pub fn time_against_baseline(
                 None => set,
             };
             let (reply, took) = call(baseline, l2, set, true, None)?;
+            null_worker_wall_us.push(reply.wall_us);
             append(&mut null_loop, reply);
             null_parent_call_us.push(took);
             continue;
@@ -455,9 +469,12 @@ pub fn time_against_baseline(
                 result
             }
         };
+        worker_wall_us.push(reply.wall_us);
         append(&mut calls, reply);
         parent_call_us.push(took);
     }
+    kernel.spin_while_waiting(false);
+    baseline.spin_while_waiting(false);
     let mut outputs = Vec::new();
     let mut held: Vec<Option<Held>> = held.into_iter().map(Some).collect();
     for i in pick(timed).into_iter().filter(|&i| i < timed) {
@@ -498,6 +515,8 @@ pub fn time_against_baseline(
         null_loop,
         parent_call_us,
         null_parent_call_us,
+        worker_wall_us,
+        null_worker_wall_us,
         outputs,
         shared_inputs: plan.shared,
         delivery: if plan.shared {
@@ -524,6 +543,8 @@ mod tests {
             null_loop: calls(2.0, idle_after),
             parent_call_us: vec![samples + after + 900.0; 9],
             null_parent_call_us: vec![2.0 + idle_after + 900.0; 9],
+            worker_wall_us: vec![],
+            null_worker_wall_us: vec![],
             outputs: vec![],
             shared_inputs: true,
             delivery: SHARED_DELIVERY.into(),
@@ -555,16 +576,16 @@ mod tests {
     }
 
     #[test]
-    fn a_sample_forged_by_more_than_a_tenth_is_a_finding() {
-        // An 800 us call reported as 0.85 of itself: 120 us hidden, past 10% (80 us).
+    fn a_sample_forged_by_more_than_the_allowance_is_a_finding() {
+        // An 800 us call reported as 0.8 of itself: 160 us hidden, past 15% (120 us).
         let mut forged = run(800.0, 9.0, 9.0);
-        forged.calls.samples_us.iter_mut().for_each(|s| *s *= 0.85);
+        forged.calls.samples_us.iter_mut().for_each(|s| *s *= 0.8);
         assert!(forged.wall_clock_finding().is_some());
-        // Reported as 0.95 of itself: 40 us, inside the allowance.
+        // Reported as 0.9 of itself: 80 us, inside the allowance.
         let mut close = run(800.0, 9.0, 9.0);
-        close.calls.samples_us.iter_mut().for_each(|s| *s *= 0.95);
+        close.calls.samples_us.iter_mut().for_each(|s| *s *= 0.9);
         assert_eq!(close.wall_clock_finding(), None);
-        // A short call: the allowance is CLOCK_SLACK_US, not a tenth of 50 us.
+        // A short call: the allowance is CLOCK_SLACK_US, not 15% of 50 us.
         assert_eq!(run(50.0, 9.0, 9.0).clock_allowance_us(), Some(CLOCK_SLACK_US));
     }
 
