@@ -30,7 +30,10 @@ pub struct CertifyArgs {
     /// Stop each kernel's campaign after this many seconds, even before --cases.
     #[arg(long, value_name = "SECONDS")]
     pub time_budget: Option<u64>,
-    /// Seed of the case generator; printed, so any run can be repeated. Default: from the clock.
+    /// Seed of the case generator (every random, large and production-shape case's inputs);
+    /// printed and recorded in the certificate, so any run can be repeated. Default: drawn from
+    /// the operating system's random source, so that no kernel knows a campaign's inputs in
+    /// advance. Shards of one campaign need one seed: --shard requires it.
     #[arg(long)]
     pub seed: Option<u64>,
     /// K orders the intervals accept (see `reference --help`).
@@ -160,11 +163,11 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     };
     let external_names: Vec<String> = external.iter().map(|k| k.name().to_string()).collect();
     kernels.extend(external);
-    let seed = args.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
-    });
+    // Drawn per run, not read from the clock: a campaign's inputs follow from its seed, and a
+    // kernel must not be able to know them in advance (the time of a run is easy to guess).
+    let seed = args
+        .seed
+        .unwrap_or_else(crate::problem::unpredictable::unpredictable_seed);
     if let Some(list) = &args.gpus {
         let gpus = super::certify_gpus::gpu_list(list)?;
         return super::certify_gpus::run(&gpus, seed, &args.report_dir, |shards| {
@@ -186,6 +189,15 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             std::env::var(name).ok()
         })?,
     };
+    if shard.is_some() && args.seed.is_none() {
+        // Each shard would draw its own seed, and so the cases of another campaign.
+        return Err(Error::Usage(
+            "a shard needs --seed: every shard of a campaign must draw the same cases. Draw one \
+             seed for the whole campaign (e.g. `od -An -N8 -tu8 /dev/urandom`) and give it to \
+             every shard; a seed fixed once and reused makes every campaign's inputs public"
+                .into(),
+        ));
+    }
     let limits = CampaignLimits {
         shard,
         cases: args.cases,
