@@ -85,7 +85,12 @@ pub(super) fn trusted(dir: &Path, name: &str, hash: &str) -> bool {
         return false;
     }
     match allows_timing(&value, hash) {
-        Ok(()) => true,
+        Ok(()) => {
+            if let Some(why) = checks_not_run(&value) {
+                eprintln!("note: {}: certified without {why}", path.display());
+            }
+            true
+        }
         Err(why) => {
             if !why.is_empty() {
                 eprintln!("not trusting {}: {why}", path.display());
@@ -93,6 +98,24 @@ pub(super) fn trusted(dir: &Path, name: &str, hash: &str) -> bool {
             false
         }
     }
+}
+
+/// The checks a certified kernel's certificate says did not run, in words, if any.
+///
+/// Such a certificate is still trusted. Whether the checks ran was settled in the parent before
+/// any of the kernel's code ran, by the operator's options (`--sanitize 0`, `--determinism 0`)
+/// or machine (no compute-sanitizer installed), so a kernel cannot bring it about; and a user
+/// without the CUDA toolkit's sanitizer must still be able to certify and time. What a kernel
+/// can bring about, a check that was started and could not run (it raised, crashed or hung
+/// when checked, or the tool's log does not read as the tool's), is a finding and fails the
+/// certificate (src/certify/checks.rs, src/certify/sanitize.rs), which bench never times.
+fn checks_not_run(value: &serde_json::Value) -> Option<String> {
+    let skipped: Vec<&str> = value["checks_skipped"]
+        .as_array()?
+        .iter()
+        .filter_map(|reason| reason.as_str())
+        .collect();
+    (!skipped.is_empty()).then(|| skipped.join("; "))
 }
 
 /// Whether a certificate whose signature holds lets bench time the kernel; the reason when not
@@ -445,6 +468,23 @@ mod tests {
         assert!(allows_timing(&open, &hash)
             .unwrap_err()
             .contains("without the sandbox"));
+        // A check that could not run failed the certificate: not timed.
+        let mut unchecked = good.clone();
+        unchecked["status"] = serde_json::json!("failed");
+        unchecked["determinism"] = serde_json::json!({"findings": [
+            {"verdict": crate::certify::checks::COULD_NOT_RUN}]});
+        assert_eq!(allows_timing(&unchecked, &hash), Err(String::new()));
+        // No compute-sanitizer on the machine: timed, and said so.
+        let mut no_tool = good.clone();
+        no_tool["checks_skipped"] = serde_json::json!([format!(
+            "{} (put the CUDA toolkit's bin on PATH)",
+            crate::certify::checks::SANITIZER_NOT_FOUND
+        )]);
+        assert_eq!(allows_timing(&no_tool, &hash), Ok(()));
+        assert!(checks_not_run(&no_tool)
+            .unwrap()
+            .starts_with("compute-sanitizer: not found"));
+        assert_eq!(checks_not_run(&good), None);
         let mut built_in = good.clone();
         built_in["environment"] = serde_json::json!({"isolation": null});
         assert_eq!(allows_timing(&built_in, &hash), Ok(()));
