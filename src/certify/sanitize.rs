@@ -254,7 +254,8 @@ impl SanitizerReport {
 }
 
 /// Runs `cases` sample cases of `kernel` under each tool. `scratch` holds the FIFOs the tools
-/// write their logs into ([`super::tool_log::LogChannel`]), read by this process as they write.
+/// write their logs into ([`super::tool_log::LogChannel`]), read by this process as they write,
+/// and then the logs as read, as files.
 ///
 /// Fail-closed: a tool run that could not start, crashed, raised, hung or was cut short is a
 /// finding, and so is a log that does not read as the tool wrote it. A kernel that makes the
@@ -294,6 +295,8 @@ pub fn sanitize(
                 // The worker is gone (finish, or dropped after a failure): every writer the
                 // sandbox held has closed the FIFO.
                 let captured = channel.finish(super::tool_log::DRAIN_WAIT);
+                // Kept for the reader, now that nothing of the kernel's is left to touch it.
+                let _ = std::fs::write(scratch.join(&name), &captured.text);
                 run.findings = parse_log(tool, &captured.text);
                 run.findings
                     .extend(super::tool_log::audit(tool, &captured, ran_to_end));

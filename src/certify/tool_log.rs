@@ -231,7 +231,7 @@ pub fn outline(log: &str) -> Outline<'_> {
 fn summary_count(summary: &str) -> Option<usize> {
     let number = |text: &str| text.trim().parse::<usize>().ok();
     if let Some(rest) = summary.strip_prefix("ERROR SUMMARY:") {
-        return number(rest.trim().split_whitespace().next()?);
+        return number(rest.split_whitespace().next()?);
     }
     let (_, inside) = summary.split_once('(')?;
     let inside = inside.strip_suffix(')')?;

@@ -62,14 +62,17 @@ pub struct CertifyArgs {
     /// GPU kernels: how many sampled cases each compute-sanitizer tool (memcheck, racecheck,
     /// synccheck, initcheck) runs, in a worker started under it; 0 skips the tools. A report
     /// (a shared-memory race, an out-of-bounds or uninitialized read, barrier misuse) fails the
-    /// certificate, which quotes it. Found on PATH, in the CUDA toolkit, or named by
-    /// NVFP4_ORACLE_SANITIZER.
+    /// certificate, which quotes it, and so does a tool run that cannot complete (the kernel
+    /// raised, crashed or hung under it) or a log that does not read as the tool's. Found on
+    /// PATH, in the CUDA toolkit, or named by NVFP4_ORACLE_SANITIZER; where none is installed
+    /// the certificate says so and bench still times it.
     #[arg(long, value_name = "CASES", default_value_t = 2)]
     pub sanitize: usize,
     /// GPU kernels: how many sampled cases are run four times each (shared memory filled with
     /// 0x00 first; again; again with other work on the GPU; with shared memory filled with 0xFF
     /// first); any bit that moves fails the certificate ("nondeterministic output", or "reads shared memory it never
-    /// wrote"). 0 skips it; a manifest's `nondeterministic = true` skips it and says so.
+    /// wrote"), and so does a run that fails (raises, crashes, hangs) when checked. 0 skips it;
+    /// a manifest's `nondeterministic = true` skips it and says so.
     #[arg(long, value_name = "CASES", default_value_t = 2)]
     pub determinism: usize,
     #[command(flatten)]
