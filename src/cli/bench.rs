@@ -118,6 +118,29 @@ fn checks_not_run(value: &serde_json::Value) -> Option<String> {
     (!skipped.is_empty()).then(|| skipped.join("; "))
 }
 
+/// The check a certificate started and did not complete, in words, if any: the determinism
+/// check's failed run, or a compute-sanitizer tool that did not run the whole sample.
+fn check_that_did_not_run(value: &serde_json::Value) -> Option<String> {
+    if let Some(note) = value["determinism"]["note"].as_str() {
+        return Some(format!(
+            "its determinism check did not run to its end ({note})"
+        ));
+    }
+    let sanitizer = &value["sanitizer"];
+    let planned = sanitizer["cases"].as_u64().unwrap_or(0);
+    sanitizer["tools"].as_array()?.iter().find_map(|run| {
+        let short = run["cases_run"].as_u64().unwrap_or(0) < planned;
+        let note = run["note"].as_str();
+        (short || note.is_some()).then(|| {
+            format!(
+                "compute-sanitizer {} did not run its sample to its end ({})",
+                run["tool"].as_str().unwrap_or("?"),
+                note.unwrap_or("cut short")
+            )
+        })
+    })
+}
+
 /// Whether a certificate whose signature holds lets bench time the kernel; the reason when not
 /// (empty for a certificate of another kernel, model or outcome, which the caller reports).
 fn allows_timing(value: &serde_json::Value, hash: &str) -> std::result::Result<(), String> {
@@ -143,6 +166,13 @@ fn allows_timing(value: &serde_json::Value, hash: &str) -> std::result::Result<(
                  --force-untrusted"
             ));
         }
+    }
+    // A check that was started and could not run fails the certificate; a certificate written
+    // before that rule (where it was a note beside "certified") is not trusted either.
+    if let Some(why) = check_that_did_not_run(value) {
+        return Err(format!(
+            "{why}; a check that could not run does not pass: certify it again"
+        ));
     }
     // bench times production shapes: the certificate must have covered them.
     match crate::certify::report::production_coverage_gap(&value["coverage"]) {
@@ -474,6 +504,22 @@ mod tests {
         unchecked["determinism"] = serde_json::json!({"findings": [
             {"verdict": crate::certify::checks::COULD_NOT_RUN}]});
         assert_eq!(allows_timing(&unchecked, &hash), Err(String::new()));
+        // Written before checks failed closed: "certified", its failed run a note.
+        let mut noted = good.clone();
+        noted["determinism"] = serde_json::json!({"note": "RuntimeError", "findings": []});
+        assert!(allows_timing(&noted, &hash)
+            .unwrap_err()
+            .contains("determinism check did not run to its end"));
+        let mut cut = good.clone();
+        cut["sanitizer"] = serde_json::json!({"cases": 2, "tools": [
+            {"tool": "memcheck", "cases_run": 2, "note": null},
+            {"tool": "initcheck", "cases_run": 1, "note": "case 1: raised"}]});
+        assert!(allows_timing(&cut, &hash)
+            .unwrap_err()
+            .contains("compute-sanitizer initcheck did not run"));
+        cut["sanitizer"]["tools"][1] =
+            serde_json::json!({"tool": "initcheck", "cases_run": 2, "note": null});
+        assert_eq!(allows_timing(&cut, &hash), Ok(()));
         // No compute-sanitizer on the machine: timed, and said so.
         let mut no_tool = good.clone();
         no_tool["checks_skipped"] = serde_json::json!([format!(
