@@ -683,6 +683,70 @@ fn a_worker_that_rewrites_the_tool_log_hides_nothing() {
     assert_eq!(race[0].location.as_deref(), Some("fake.cu:7 and fake.cu:9"));
 }
 
+/// The same inside the sandbox, where the tool is PID 1 and the FIFO's folder (under /tmp) is
+/// bound in read-only: the tool can still write its log into the FIFO, the worker cannot remove
+/// it, and what it writes into it, through its name or /proc/1/fd, shows.
+#[test]
+fn a_sandboxed_worker_that_rewrites_the_tool_log_hides_nothing() {
+    need_python!();
+    use nvfp4_oracle::certify::sanitize::{sanitize, Tool};
+    // The launcher is the oracle binary (the test harness is not); the same value as the other
+    // sandboxed test of this binary sets.
+    let launcher = common::oracle_binary();
+    // SAFETY: set before this test's worker starts, to the value every test of this binary sets.
+    unsafe { std::env::set_var("NVFP4_ORACLE_WORKER", &launcher) };
+    let isolation = nvfp4_oracle::worker::sandbox::isolation(&launcher);
+    if !isolation.sandboxed {
+        common::skip(&format!(
+            "no sandbox on this machine: {}",
+            isolation.description
+        ));
+        return;
+    }
+    let kernel = IsolatedKernel::new(
+        KernelInfo {
+            name: format!("fake-sandboxed-tamper-{}", std::process::id()),
+            description: "fake worker".into(),
+            problem: ProblemKind::DualGemm,
+            support: ShapeSupport::ANY,
+            schedule: None,
+            source_hash: "0".repeat(64),
+            deliberately_broken: false,
+            nondeterministic: false,
+            accumulation: None,
+        },
+        WorkerCommand {
+            program: PathBuf::from("python3"),
+            args: vec![
+                fixture("fake_worker.py").display().to_string(),
+                "tamper-log".into(),
+            ],
+            env: vec![("PYTHONDONTWRITEBYTECODE".into(), "1".into())],
+            start_timeout: Duration::from_secs(10),
+            sandbox: Some(nvfp4_oracle::worker::sandbox::SandboxPaths::default()),
+        },
+        std::sync::Arc::new(|| Ok(())),
+        Duration::from_secs(5),
+    );
+    let scratch = std::env::temp_dir().join(format!("nvfp4-tool-sandboxed-{}", std::process::id()));
+    let report = sanitize(&kernel, 2, &fixture("fake_sanitizer.sh"), &scratch, 1);
+    let _ = std::fs::remove_dir_all(&scratch);
+    for run in &report.tools {
+        assert_eq!((run.cases_run, &run.note), (2, &None), "{run:?}");
+        assert!(
+            run.findings
+                .iter()
+                .any(|f| f.verdict.contains("tampered with")),
+            "{run:#?}"
+        );
+    }
+    let race: Vec<_> = report
+        .findings()
+        .filter(|f| f.tool == Tool::Racecheck && f.location.is_some())
+        .collect();
+    assert_eq!(race.len(), 1, "{:#?}", report.tools);
+}
+
 /// A kernel that raises, or dies, whenever it recognises a checked run (under the tool's
 /// --log-file, or on inputs it saw before): both checks fail, and so does the certificate of a
 /// campaign that passed, which `certify` answers with exit 1 and `bench` does not time.
