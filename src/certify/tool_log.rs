@@ -9,7 +9,7 @@
 //!
 //! What a kernel can still do is write into the same FIFO (through its name, or the tool's
 //! descriptor under `/proc/<pid>/fd`), and read from it. Writing can only add to the log, so
-//! [`audit`] reads it fail-closed: one banner first, exactly one summary and nothing after it, every
+//! [`audit`] reads it fail-closed: at most one banner, exactly one summary and nothing after it, every
 //! line the tool's, and the summary's count equal to the reports the log holds; anything else is
 //! a finding ("its findings cannot be trusted"), never a clean report. Reading is a race with the
 //! parent that docs/threat-model.md describes among what remains.
