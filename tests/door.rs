@@ -662,8 +662,8 @@ fn a_worker_runs_under_a_tool_whose_reports_become_findings() {
     assert_eq!(findings[0].count, 12);
 }
 
-/// A tool that leaves no log after a sample that ran to its end (stopped, or its log removed by
-/// the kernel, which shares its writable scratch): a finding for every tool, not a clean report.
+/// A tool that leaves no log after a sample that ran to its end (stopped before it wrote
+/// anything): a finding for every tool, not a clean report.
 #[test]
 fn a_missing_tool_log_is_a_finding_not_a_clean_report() {
     need_python!();
@@ -686,10 +686,160 @@ fn a_missing_tool_log_is_a_finding_not_a_clean_report() {
         assert_eq!((run.cases_run, &run.note), (2, &None), "{run:?}");
         assert_eq!(run.findings.len(), 1, "{run:?}");
         assert!(
-            run.findings[0].verdict.contains("log is missing or empty"),
+            run.findings[0].verdict.contains("it is missing or empty"),
             "{:?}",
             run.findings[0]
         );
+    }
+}
+
+/// A worker that finds the tool's --log-file on its parent's command line, replaces the file
+/// with a clean log (what hid an uninitialized read on the H100) and appends a clean summary
+/// through the tool's own descriptor: the parent reads the log from a FIFO it opened before the
+/// worker started, so the race report is still there, and the extra summary fails every tool.
+#[test]
+fn a_worker_that_rewrites_the_tool_log_hides_nothing() {
+    need_python!();
+    use nvfp4_oracle::certify::sanitize::{sanitize, Tool};
+    let kernel = fake_kernel("tamper", &["tamper-log"], Duration::from_secs(5));
+    let scratch = std::env::temp_dir().join(format!("nvfp4-tool-tamper-{}", std::process::id()));
+    let report = sanitize(&kernel, 2, &fixture("fake_sanitizer.sh"), &scratch, 1);
+    let _ = std::fs::remove_dir_all(&scratch);
+    assert_eq!(report.tools.len(), 4);
+    for run in &report.tools {
+        assert_eq!((run.cases_run, &run.note), (2, &None), "{run:?}");
+        assert!(
+            run.findings
+                .iter()
+                .any(|f| f.verdict.contains("tampered with") && f.verdict.contains("2 summaries")),
+            "{run:#?}"
+        );
+    }
+    let race: Vec<_> = report
+        .findings()
+        .filter(|f| f.tool == Tool::Racecheck && f.location.is_some())
+        .collect();
+    assert_eq!(race.len(), 1, "{:#?}", report.tools);
+    assert_eq!(race[0].location.as_deref(), Some("fake.cu:7 and fake.cu:9"));
+}
+
+/// The same inside the sandbox, where the tool is PID 1 and the FIFO's folder (under /tmp) is
+/// bound in read-only: the tool can still write its log into the FIFO, the worker cannot remove
+/// it, and what it writes into it, through its name or /proc/1/fd, shows.
+#[test]
+fn a_sandboxed_worker_that_rewrites_the_tool_log_hides_nothing() {
+    need_python!();
+    use nvfp4_oracle::certify::sanitize::{sanitize, Tool};
+    // The launcher is the oracle binary (the test harness is not); the same value as the other
+    // sandboxed test of this binary sets.
+    let launcher = common::oracle_binary();
+    // SAFETY: set before this test's worker starts, to the value every test of this binary sets.
+    unsafe { std::env::set_var("NVFP4_ORACLE_WORKER", &launcher) };
+    let isolation = nvfp4_oracle::worker::sandbox::isolation(&launcher);
+    if !isolation.sandboxed {
+        common::skip(&format!(
+            "no sandbox on this machine: {}",
+            isolation.description
+        ));
+        return;
+    }
+    let kernel = IsolatedKernel::new(
+        KernelInfo {
+            name: format!("fake-sandboxed-tamper-{}", std::process::id()),
+            description: "fake worker".into(),
+            problem: ProblemKind::DualGemm,
+            support: ShapeSupport::ANY,
+            schedule: None,
+            source_hash: "0".repeat(64),
+            deliberately_broken: false,
+            nondeterministic: false,
+            accumulation: None,
+        },
+        WorkerCommand {
+            program: PathBuf::from("python3"),
+            args: vec![
+                fixture("fake_worker.py").display().to_string(),
+                "tamper-log".into(),
+            ],
+            env: vec![("PYTHONDONTWRITEBYTECODE".into(), "1".into())],
+            start_timeout: Duration::from_secs(10),
+            sandbox: Some(nvfp4_oracle::worker::sandbox::SandboxPaths::default()),
+        },
+        std::sync::Arc::new(|| Ok(())),
+        Duration::from_secs(5),
+    );
+    let scratch = std::env::temp_dir().join(format!("nvfp4-tool-sandboxed-{}", std::process::id()));
+    let report = sanitize(&kernel, 2, &fixture("fake_sanitizer.sh"), &scratch, 1);
+    let _ = std::fs::remove_dir_all(&scratch);
+    for run in &report.tools {
+        assert_eq!((run.cases_run, &run.note), (2, &None), "{run:?}");
+        assert!(
+            run.findings
+                .iter()
+                .any(|f| f.verdict.contains("tampered with")),
+            "{run:#?}"
+        );
+    }
+    let race: Vec<_> = report
+        .findings()
+        .filter(|f| f.tool == Tool::Racecheck && f.location.is_some())
+        .collect();
+    assert_eq!(race.len(), 1, "{:#?}", report.tools);
+}
+
+/// A kernel that raises, or dies, whenever it recognises a checked run (under the tool's
+/// --log-file, or on inputs it saw before): both checks fail, and so does the certificate of a
+/// campaign that passed, which `certify` answers with exit 1 and `bench` does not time.
+#[test]
+fn a_kernel_that_fails_when_checked_is_not_certified() {
+    need_python!();
+    use nvfp4_oracle::certify::checks::{determinism, COULD_NOT_RUN};
+    use nvfp4_oracle::certify::report::{Certificate, Status};
+    use nvfp4_oracle::certify::sanitize::sanitize;
+    use nvfp4_oracle::certify::{CampaignLimits, CampaignResult};
+    for mode in ["raise-when-checked", "crash-when-checked"] {
+        let kernel = fake_kernel(mode, &[mode], Duration::from_secs(5));
+        // Its plain runs answer.
+        let (case, mut output) = small_case();
+        kernel.run(&case, &mut output).unwrap();
+        let scratch = std::env::temp_dir().join(format!("nvfp4-{mode}-{}", std::process::id()));
+        let sanitizer = sanitize(&kernel, 2, &fixture("fake_sanitizer.sh"), &scratch, 1);
+        for run in &sanitizer.tools {
+            assert!(run.note.is_some(), "{run:?}");
+            assert!(
+                run.findings.iter().any(|f| f
+                    .verdict
+                    .contains("could not run the sample (0 of 2 cases ran)")),
+                "{run:#?}"
+            );
+        }
+        let checked = determinism(&kernel, 2, 1);
+        assert_eq!(checked.findings.len(), 1, "{checked:#?}");
+        assert_eq!(checked.findings[0].verdict, COULD_NOT_RUN);
+        let limits = CampaignLimits {
+            cases: 0,
+            time_budget: None,
+            seed: 1,
+            order: nvfp4_oracle::model::bounds::KOrder::Contiguous,
+            only_gpumode: false,
+            exact: false,
+            quick: false,
+            shard: None,
+        };
+        let passed = CampaignResult {
+            coverage: Default::default(),
+            failure: None,
+            elapsed: Duration::ZERO,
+            exact: None,
+        };
+        let mut certificate =
+            Certificate::from_campaign(&kernel, &limits, passed, &scratch).unwrap();
+        assert_eq!(certificate.status, Status::Certified);
+        certificate.add_checks(Some(sanitizer), Some(checked));
+        assert_eq!(certificate.status, Status::Failed, "{mode}");
+        let findings = certificate.check_findings().join("\n");
+        assert!(findings.contains("could not run"), "{findings}");
+        let _ = std::fs::remove_dir_all(&scratch);
     }
 }
 

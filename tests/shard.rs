@@ -359,3 +359,79 @@ fn exact_campaigns_merge_to_the_unsharded_outcome() {
         }
     }
 }
+
+/// A campaign's inputs follow from its seed, drawn per run unless given: two runs without
+/// --seed draw different production-shape inputs, the seed each drew is printed and recorded,
+/// and --seed repeats it. A shard without --seed is refused: its cases would be another
+/// campaign's.
+#[test]
+fn a_campaign_draws_its_seed_per_run_records_it_and_repeats_it() {
+    use nvfp4_oracle::certify::production::production_cases;
+    use nvfp4_oracle::kernels::ShapeSupport;
+    use nvfp4_oracle::problem::{Distribution, ProblemKind};
+    let dir = scratch("seed");
+    let secrets = dir.join("secrets");
+    let run = |name: &str, more: &[&str]| {
+        let report = dir.join(name).display().to_string();
+        let (code, out) = oracle(
+            &secrets,
+            &[
+                &[
+                    "certify",
+                    "--kernel",
+                    "cpu-tiled",
+                    "--cases",
+                    "2",
+                    "--quick",
+                    "--no-golden",
+                    "--report-dir",
+                    &report,
+                ][..],
+                more,
+            ]
+            .concat(),
+        );
+        assert_eq!(code, 0, "{out}");
+        let seed = json(&dir.join(name).join("cpu-tiled.json"))["seed"]
+            .as_u64()
+            .expect("the certificate records its seed");
+        assert!(out.contains(&format!("repeat with --seed {seed}")), "{out}");
+        seed
+    };
+    let (first, second) = (run("first", &[]), run("second", &[]));
+    assert_ne!(first, second, "two runs drew one seed");
+    let production = |seed: u64| {
+        production_cases(
+            ProblemKind::DualGemm,
+            ShapeSupport::ANY,
+            false,
+            &Distribution::ALL,
+            &[],
+            seed,
+        )
+        .0
+    };
+    let (a, b) = (production(first), production(second));
+    assert!(a
+        .iter()
+        .zip(&b)
+        .all(|(a, b)| a.shape == b.shape && a.seed != b.seed));
+    let given = first.to_string();
+    assert_eq!(run("again", &["--seed", &given]), first);
+    assert_eq!(production(first), a);
+    let (code, out) = oracle(
+        &secrets,
+        &[
+            "certify",
+            "--kernel",
+            "cpu-tiled",
+            "--shard",
+            "1/2",
+            "--report-dir",
+            &dir.join("shard").display().to_string(),
+        ],
+    );
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("a shard needs --seed"), "{out}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

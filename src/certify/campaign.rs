@@ -382,6 +382,7 @@ pub fn certify_variant(
         kernel.runs_on_gpu(),
         &dists,
         &kernel.declared_production_shapes(),
+        limits.seed,
     );
     let (large, large_note) = large_cases(
         kernel.problem(),

@@ -289,6 +289,11 @@ pub(super) fn judged_whole(mut outcome: CaseOutcome, order: KOrder) -> CaseOutco
 
 /// The fixed cases every campaign starts with: the smallest shape, tile edges, a K tail, L > 1,
 /// each distribution.
+///
+/// Their seeds stay fixed (below 100), unlike the production cases': public inputs are a risk
+/// only where a kernel can be right on them alone, and these shapes are the edge list the random
+/// cases draw half their shapes from, with inputs from the run's seed; fixed, they keep a bug's
+/// first failure and its minimal repro the same from one run to the next.
 pub fn edge_cases(support: ShapeSupport) -> Vec<CaseSpec> {
     let shapes = [
         (1, 1, 16, 1),
@@ -314,7 +319,9 @@ pub fn edge_cases(support: ShapeSupport) -> Vec<CaseSpec> {
 /// The fixed cases of per-product rounding's worst case (src/problem/stagnation.rs): deep K,
 /// where a per-product kernel's lost half-ulps add up past the block-sum intervals. Every correct
 /// kernel passes them under its own contract; one that declares per-product accumulation is
-/// judged by the per-product intervals, which hold them.
+/// judged by the per-product intervals, which hold them. Fixed seeds, like the edge cases': they
+/// are a construction (any seed stagnates) whose outcome tests/per_product.rs pins, at shapes
+/// of at most 4 rows, where being right on known inputs alone gains a kernel nothing.
 pub fn stagnation_cases(support: ShapeSupport) -> Vec<CaseSpec> {
     let shapes = [
         (1, 64, 16384, 1),

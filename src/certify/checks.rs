@@ -8,6 +8,10 @@
 //! finding: "nondeterministic output" when the output changes from run to run or under load,
 //! "reads shared memory it never wrote" when it follows what shared memory held before the
 //! launch (checked by a second 0xFF run).
+//!
+//! Both checks fail closed: a checked run that fails (raises, crashes, hangs) is a finding, not a
+//! note, because a kernel can tell a checked run from a plain one (compute-sanitizer shows itself
+//! in the process; the determinism check repeats inputs) and fail on purpose to skip it.
 
 use super::campaign::CaseSpec;
 use crate::compare::diagnosis::POISON;
@@ -80,22 +84,26 @@ pub struct DeterminismReport {
     pub seconds: f64,
     /// The manifest declares the kernel nondeterministic: nothing was run.
     pub skipped_as_declared: bool,
-    /// A run that failed (crashed, hung) instead of giving an output.
+    /// A run that failed (crashed, hung) instead of giving an output; it is also a finding.
     pub note: Option<String>,
     pub findings: Vec<DeterminismFinding>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct DeterminismFinding {
-    /// "nondeterministic output" or "reads shared memory it never wrote".
+    /// "nondeterministic output", "reads shared memory it never wrote", or [`COULD_NOT_RUN`].
     pub verdict: String,
     pub case: String,
     pub conditions: String,
     /// The first differing element, its bits in the first run and in this one, and how many
-    /// elements differ.
+    /// elements differ; for a run that failed, how it failed.
     pub first_difference: String,
     pub elements_differing: usize,
 }
+
+/// The verdict of a checked run that failed instead of giving an output.
+pub const COULD_NOT_RUN: &str =
+    "the determinism check could not run: the kernel failed in a checked run, and a check that cannot run does not pass";
 
 /// Whether a kernel whose bits moved under `conditions` reads shared memory it never wrote: they
 /// moved under another fill than the first run's, the same way again when that was repeated,
@@ -134,10 +142,22 @@ pub fn determinism(kernel: &dyn KernelUnderTest, cases: usize, seed: u64) -> Det
                 .map(|()| output)
         };
         let name = format!("{} {} seed {}", spec.shape, spec.dist.name(), spec.seed);
+        let failed = |report: &mut DeterminismReport,
+                      conditions: RunConditions,
+                      failure: crate::kernels::KernelFailure| {
+            report.note = Some(format!("{name}, {}: {failure}", conditions.describe()));
+            report.findings.push(DeterminismFinding {
+                verdict: COULD_NOT_RUN.to_string(),
+                case: name.clone(),
+                conditions: conditions.describe(),
+                first_difference: format!("{failure}"),
+                elements_differing: 0,
+            });
+        };
         let first = match run(FIRST) {
             Ok(output) => output,
             Err(failure) => {
-                report.note = Some(format!("{name}: {failure}"));
+                failed(&mut report, FIRST, failure);
                 break 'cases;
             }
         };
@@ -147,7 +167,7 @@ pub fn determinism(kernel: &dyn KernelUnderTest, cases: usize, seed: u64) -> Det
             let output = match run(conditions) {
                 Ok(output) => output,
                 Err(failure) => {
-                    report.note = Some(format!("{name}, {}: {failure}", conditions.describe()));
+                    failed(&mut report, conditions, failure);
                     break 'cases;
                 }
             };
@@ -191,6 +211,9 @@ pub fn determinism(kernel: &dyn KernelUnderTest, cases: usize, seed: u64) -> Det
     report
 }
 
+/// How a certificate's `checks_skipped` begins where no compute-sanitizer was installed.
+pub const SANITIZER_NOT_FOUND: &str = "compute-sanitizer: not found";
+
 /// Both checks for a kernel that runs on a GPU and passed its preparation: compute-sanitizer
 /// on `sanitize_cases` cases per tool (its logs under `scratch`), the determinism check on
 /// `determinism_cases`; 0 skips one. Returns (sanitizer, determinism, why one did not run).
@@ -219,16 +242,19 @@ pub fn run_checks(
     if determinism_cases == 0 {
         skipped.push("determinism check (--determinism 0)".to_string());
     }
+    // The two ways the tool does not run, both decided here before any worker starts, by the
+    // operator's options and machine, never by the kernel: they are recorded, not failures
+    // (src/cli/bench.rs says why bench still trusts such a certificate). A tool that is found and
+    // then cannot run is a failure (super::sanitize).
     let sanitizer = match (sanitize_cases, super::sanitize::find_sanitizer()) {
         (0, _) => {
             skipped.push("compute-sanitizer (--sanitize 0)".to_string());
             None
         }
         (_, None) => {
-            skipped.push(
-                "compute-sanitizer: not found (put the CUDA toolkit's bin on PATH, or name it with NVFP4_ORACLE_SANITIZER)"
-                    .to_string(),
-            );
+            skipped.push(format!(
+                "{SANITIZER_NOT_FOUND} (put the CUDA toolkit's bin on PATH, or name it with NVFP4_ORACLE_SANITIZER)"
+            ));
             None
         }
         (cases, Some(tool)) => {
@@ -312,9 +338,14 @@ pub fn markdown(
                 report.note.as_ref().map_or(String::new(), |n| format!(" ({n})"))
             ));
             for f in &report.findings {
+                let differing = if f.verdict == COULD_NOT_RUN {
+                    String::new()
+                } else {
+                    format!(" ({} elements differ)", f.elements_differing)
+                };
                 md.push_str(&format!(
-                    "    - **{}**: {}, {}: {} ({} elements differ)\n",
-                    f.verdict, f.case, f.conditions, f.first_difference, f.elements_differing
+                    "    - **{}**: {}, {}: {}{differing}\n",
+                    f.verdict, f.case, f.conditions, f.first_difference
                 ));
             }
         }
@@ -335,6 +366,8 @@ mod tests {
         flaw: fn(RunConditions, usize) -> Option<f16>,
         calls: AtomicUsize,
         declared: bool,
+        /// Raises on calls under these conditions (it recognises a checked run).
+        raises_under: Option<fn(RunConditions, usize) -> bool>,
     }
 
     impl KernelUnderTest for Fake {
@@ -369,6 +402,12 @@ mod tests {
             output: &mut [f16],
         ) -> Result<(), KernelFailure> {
             let call = self.calls.fetch_add(1, Ordering::SeqCst);
+            if self
+                .raises_under
+                .is_some_and(|raises| raises(conditions, call))
+            {
+                return Err(KernelFailure::Raised("RuntimeError: not today".into()));
+            }
             output.fill(f16::ONE);
             if let Some(value) = (self.flaw)(conditions, call) {
                 output[7] = value;
@@ -382,6 +421,7 @@ mod tests {
             flaw,
             calls: AtomicUsize::new(0),
             declared: false,
+            raises_under: None,
         };
         determinism(&fake, 2, 1)
     }
@@ -431,9 +471,35 @@ mod tests {
             flaw: |_, _| Some(f16::NAN),
             calls: AtomicUsize::new(0),
             declared: true,
+            raises_under: None,
         };
         let report = determinism(&fake, 2, 1);
         assert!(report.skipped_as_declared && report.findings.is_empty());
         assert_eq!(fake.calls.load(Ordering::SeqCst), 0);
+    }
+
+    #[test]
+    fn a_kernel_that_fails_when_checked_fails_the_check() {
+        // Raises in the repeated runs only (it saw these inputs before), or in the very first.
+        let cases: [fn(RunConditions, usize) -> bool; 2] = [|_, call| call >= 1, |_, _| true];
+        for raises in cases {
+            let fake = Fake {
+                flaw: |_, _| None,
+                calls: AtomicUsize::new(0),
+                declared: false,
+                raises_under: Some(raises),
+            };
+            let report = determinism(&fake, 2, 1);
+            assert_eq!(report.findings.len(), 1, "{:#?}", report.findings);
+            let f = &report.findings[0];
+            assert_eq!(f.verdict, COULD_NOT_RUN);
+            assert!(f.first_difference.contains("not today"), "{f:?}");
+            assert!(report.note.is_some());
+            let md = markdown(None, Some(&report), &[]);
+            assert!(
+                md.contains("could not run") && !md.contains("elements differ"),
+                "{md}"
+            );
+        }
     }
 }

@@ -18,5 +18,6 @@ pub mod sanitize;
 pub mod shard;
 pub mod shrink_data;
 pub mod signing;
+pub mod tool_log;
 
 pub use campaign::{certify_variant, CampaignLimits, CampaignResult};

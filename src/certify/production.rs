@@ -70,14 +70,15 @@ pub fn production_shapes(problem: ProblemKind) -> Vec<Shape> {
 }
 
 /// The production cases of a campaign (the problem's shapes, then those the kernel `declared`
-/// it will run at), and, when they are fewer or thinner than a GPU kernel's, why (for the
-/// certificate).
+/// it will run at), their inputs drawn from the campaign's `seed`, and, when they are fewer or
+/// thinner than a GPU kernel's, why (for the certificate).
 pub fn production_cases(
     problem: ProblemKind,
     support: ShapeSupport,
     on_gpu: bool,
     dists: &[Distribution],
     declared: &[Shape],
+    seed: u64,
 ) -> (Vec<CaseSpec>, Option<String>) {
     let mut shapes: Vec<Shape> = production_shapes(problem)
         .into_iter()
@@ -89,8 +90,12 @@ pub fn production_cases(
             shapes.push(shape);
         }
     }
-    // Seeds apart from the edge cases' (below 100) and the golden set's (1111).
-    let seed = |i: usize, j: usize| 5000 + (i * 16 + j) as u64;
+    // The inputs come from the campaign's seed, which is drawn per run: with fixed seeds the
+    // production inputs were the same in every campaign, and a kernel could carry their
+    // fingerprints and be right on those inputs alone (tests/exploits/fixed_public_inputs.py).
+    // Each case's seed depends on the campaign seed and the case's place alone, so every shard
+    // of a campaign (one seed) draws the same cases.
+    let seed = |i: usize, j: usize| production_seed(seed, i * 16 + j);
     if on_gpu {
         let cases = shapes
             .iter()
@@ -129,6 +134,16 @@ pub fn production_cases(
         )
     });
     (cases, why)
+}
+
+/// The seed of the production case at `index` of a campaign of seed `campaign`: SplitMix64's
+/// finalizer over both, so that neighbouring campaign seeds draw unrelated inputs.
+fn production_seed(campaign: u64, index: usize) -> u64 {
+    let mut z = (campaign ^ 0x9d0c_5eed_0000_0000)
+        .wrapping_add((index as u64 + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15));
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 /// Random large cases drawn from `seed`, within `support`, and, for a CPU kernel, why they are
@@ -297,11 +312,42 @@ mod tests {
             true,
             &Distribution::ALL,
             &[],
+            1,
         );
         assert_eq!(cases.len(), 13 * Distribution::ALL.len());
         assert_eq!(why, None);
         assert!(cases.iter().any(|c| c.shape.k > 4096 && c.shape.n > 2048));
         assert!(cases.iter().any(|c| c.shape.m == 7168));
+    }
+
+    #[test]
+    fn production_inputs_follow_the_campaign_seed_and_nothing_else() {
+        let draw = |seed: u64| {
+            production_cases(
+                ProblemKind::DualGemm,
+                ShapeSupport::ANY,
+                true,
+                &Distribution::ALL,
+                &[],
+                seed,
+            )
+            .0
+        };
+        let (first, again, other) = (draw(7), draw(7), draw(8));
+        // The same seed repeats a campaign exactly (and every shard of it draws the same cases).
+        assert_eq!(first, again);
+        // Another seed keeps the shapes and distributions and draws other inputs for every case.
+        assert_eq!(first.len(), other.len());
+        for (a, b) in first.iter().zip(&other) {
+            assert_eq!((a.shape, a.dist), (b.shape, b.dist));
+            assert_ne!(a.seed, b.seed, "{a:?}");
+        }
+        // No two cases of a campaign share inputs, and none is one of the fixed seeds of old.
+        let seeds: std::collections::BTreeSet<u64> = first.iter().map(|c| c.seed).collect();
+        assert_eq!(seeds.len(), first.len());
+        assert!(first
+            .iter()
+            .all(|c| !(5000..5000 + 16 * 16).contains(&c.seed)));
     }
 
     #[test]
@@ -312,6 +358,7 @@ mod tests {
             false,
             &Distribution::ALL,
             &[],
+            1,
         );
         assert_eq!(cases.len(), 13);
         assert!(cases.iter().all(|c| c.shape.m == CPU_ROWS));
@@ -338,6 +385,7 @@ mod tests {
             true,
             &[Distribution::Full],
             &declared,
+            1,
         );
         assert_eq!(cases.len(), 14);
         assert_eq!(cases[13].shape, declared[0]);
@@ -347,6 +395,7 @@ mod tests {
             false,
             &Distribution::ALL,
             &declared,
+            1,
         );
         assert_eq!(thin[13].shape, Shape::new(CPU_ROWS, 3000, 5120, 2).unwrap());
     }
@@ -363,6 +412,7 @@ mod tests {
             true,
             &[Distribution::Gpumode],
             &[],
+            1,
         );
         assert!(!cases.is_empty());
         assert!(cases.iter().all(|c| c.shape.k % 4096 == 0));

@@ -7,6 +7,7 @@
 //! behaving differently under the tool.
 
 use super::checks::check_cases;
+use super::tool_log::LogChannel;
 use crate::kernels::{KernelUnderTest, ToolWrapper};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -97,29 +98,10 @@ struct Suppression {
 /// variants. A suppression names the tool, the kernel, the report and the reason.
 const SUPPRESSIONS: &[Suppression] = &[];
 
-/// The findings in a compute-sanitizer log.
+/// The findings in a compute-sanitizer log (whether the log can be trusted is
+/// [`super::tool_log::audit`]'s question).
 pub fn parse_log(tool: Tool, log: &str) -> Vec<SanitizerFinding> {
-    let mut blocks: Vec<Vec<&str>> = Vec::new();
-    for line in log.lines() {
-        let Some(content) = line.strip_prefix("=========") else {
-            continue;
-        };
-        let trimmed = content.trim();
-        let continuation = content.starts_with("  ");
-        let noise = trimmed.is_empty()
-            || trimmed.starts_with("COMPUTE-SANITIZER")
-            || trimmed.contains("SUMMARY")
-            || trimmed.starts_with("Target application returned");
-        if continuation {
-            if let Some(block) = blocks.last_mut() {
-                block.push(trimmed);
-            }
-        } else if !noise {
-            blocks.push(vec![trimmed]);
-        } else {
-            blocks.push(Vec::new()); // ends the previous report
-        }
-    }
+    let blocks = super::tool_log::outline(log).blocks;
     let mut findings: BTreeMap<(String, Option<String>, Option<String>), SanitizerFinding> =
         BTreeMap::new();
     for block in blocks.into_iter().filter(|b| !b.is_empty()) {
@@ -271,7 +253,13 @@ impl SanitizerReport {
     }
 }
 
-/// Runs `cases` sample cases of `kernel` under each tool. `scratch` keeps the tools' logs.
+/// Runs `cases` sample cases of `kernel` under each tool. `scratch` holds the FIFOs the tools
+/// write their logs into ([`super::tool_log::LogChannel`]), read by this process as they write,
+/// and then the logs as read, as files.
+///
+/// Fail-closed: a tool run that could not start, crashed, raised, hung or was cut short is a
+/// finding, and so is a log that does not read as the tool wrote it. A kernel that makes the
+/// checked runs fail (it can tell them apart) fails the certificate instead of skipping a check.
 pub fn sanitize(
     kernel: &dyn KernelUnderTest,
     cases: usize,
@@ -284,32 +272,8 @@ pub fn sanitize(
         cases: sample.len(),
         tools: Vec::new(),
     };
-    let _ = std::fs::create_dir_all(scratch);
     for tool in Tool::ALL {
         let started = std::time::Instant::now();
-        let log = scratch.join(format!("{}-{}.log", kernel.name(), tool.name()));
-        let _ = std::fs::remove_file(&log);
-        let mut args: Vec<String> = [
-            "--tool",
-            tool.name(),
-            "--target-processes",
-            "all",
-            "--report-api-errors",
-            "no",
-            "--print-limit",
-            "200",
-        ]
-        .iter()
-        .chain(tool.options())
-        .map(|s| s.to_string())
-        .collect();
-        args.extend(["--log-file".to_string(), log.display().to_string()]);
-        let wrapper = ToolWrapper {
-            program: sanitizer.to_path_buf(),
-            args,
-            slowdown: 20,
-            writes: vec![scratch.to_path_buf()],
-        };
         let mut run = ToolRun {
             tool,
             seconds: 0.0,
@@ -317,39 +281,29 @@ pub fn sanitize(
             note: None,
             findings: Vec::new(),
         };
-        match kernel.under_tool(&wrapper) {
-            None => run.note = Some("this kernel does not run in a worker process".into()),
-            Some(wrapped) => match wrapped.prepare() {
-                Err(err) => {
-                    run.note = Some(format!("could not start under {}: {err}", tool.name()))
-                }
-                Ok(()) => {
-                    for (spec, case) in &sample {
-                        let (m, n, l) = case.inputs.output_dims();
-                        let mut output = vec![crate::compare::diagnosis::POISON; m * n * l];
-                        run.cases_run += 1;
-                        if let Err(failure) = wrapped.run(case, &mut output) {
-                            run.note = Some(format!(
-                                "case {} {} seed {}: {}",
-                                spec.shape,
-                                spec.dist.name(),
-                                spec.seed,
-                                failure
-                            ));
-                            break; // a crash under the tool leaves the context unusable
-                        }
-                    }
-                    wrapped.finish();
-                }
-            },
+        let name = format!("{}-{}.log", kernel.name(), tool.name());
+        match LogChannel::open(scratch, &name) {
+            Err(err) => {
+                run.note = Some(format!(
+                    "could not make its log's FIFO in {}: {err}",
+                    scratch.display()
+                ));
+            }
+            Ok(channel) => {
+                let ran_to_end =
+                    run_tool(kernel, tool, sanitizer, channel.path(), &sample, &mut run);
+                // The worker is gone (finish, or dropped after a failure): every writer the
+                // sandbox held has closed the FIFO.
+                let captured = channel.finish(super::tool_log::DRAIN_WAIT);
+                // Kept for the reader, now that nothing of the kernel's is left to touch it.
+                let _ = std::fs::write(scratch.join(&name), &captured.text);
+                run.findings = parse_log(tool, &captured.text);
+                run.findings
+                    .extend(super::tool_log::audit(tool, &captured, ran_to_end));
+            }
         }
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        run.findings = parse_log(tool, &text);
-        // After a sample that ran to its end the tool has written its summary; a log without
-        // one was cut short or rewritten (it lies in the worker's writable scratch), and a
-        // missing report must not read as a clean one.
-        if run.note.is_none() && run.cases_run == sample.len() && !text.contains(" SUMMARY:") {
-            run.findings.push(incomplete_log(tool, text.is_empty()));
+        if run.note.is_some() || run.cases_run < sample.len() {
+            run.findings.push(did_not_run(tool, &run, sample.len()));
         }
         run.seconds = started.elapsed().as_secs_f64();
         report.tools.push(run);
@@ -357,24 +311,80 @@ pub fn sanitize(
     report
 }
 
-/// The finding for a tool's log that has no summary after a complete sample.
-fn incomplete_log(tool: Tool, empty: bool) -> SanitizerFinding {
-    let state = if empty {
-        "missing or empty"
-    } else {
-        "without its summary"
+/// Runs the sample in a fresh worker under `tool`, its log going to `log`; whether every case
+/// ran and the worker was then let exit (so that the tool wrote its summary). What went wrong
+/// goes into `run.note`.
+fn run_tool(
+    kernel: &dyn KernelUnderTest,
+    tool: Tool,
+    sanitizer: &Path,
+    log: &Path,
+    sample: &[(super::campaign::CaseSpec, crate::kernels::KernelCase)],
+    run: &mut ToolRun,
+) -> bool {
+    let mut args: Vec<String> = [
+        "--tool",
+        tool.name(),
+        "--target-processes",
+        "all",
+        "--report-api-errors",
+        "no",
+        "--print-limit",
+        &super::tool_log::PRINT_LIMIT.to_string(),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .chain(tool.options().iter().map(|s| s.to_string()))
+    .collect();
+    args.extend(["--log-file".to_string(), log.display().to_string()]);
+    let wrapper = ToolWrapper {
+        program: sanitizer.to_path_buf(),
+        args,
+        slowdown: 20,
     };
+    // Every GPU kernel runs in a worker; one that did not could not be checked, which fails.
+    let Some(wrapped) = kernel.under_tool(&wrapper) else {
+        run.note = Some("this kernel does not run in a worker process".into());
+        return false;
+    };
+    if let Err(err) = wrapped.prepare() {
+        run.note = Some(format!("could not start under {}: {err}", tool.name()));
+        return false;
+    }
+    for (spec, case) in sample {
+        let (m, n, l) = case.inputs.output_dims();
+        let mut output = vec![crate::compare::diagnosis::POISON; m * n * l];
+        if let Err(failure) = wrapped.run(case, &mut output) {
+            run.note = Some(format!(
+                "case {} {} seed {}: {}",
+                spec.shape,
+                spec.dist.name(),
+                spec.seed,
+                failure
+            ));
+            break; // a crash under the tool leaves the context unusable
+        }
+        run.cases_run += 1;
+    }
+    // Lets the worker exit, so that the tool writes what it saw (a crash's report included).
+    wrapped.finish();
+    run.note.is_none()
+}
+
+/// The finding for a tool run that did not run the whole sample.
+fn did_not_run(tool: Tool, run: &ToolRun, planned: usize) -> SanitizerFinding {
     SanitizerFinding {
         tool,
         verdict: format!(
-            "compute-sanitizer's log is {state} after the sample ran to its end: the tool was \
-             stopped, or something in the worker removed or rewrote its log, so its findings \
-             cannot be trusted"
+            "compute-sanitizer {} could not run the sample ({} of {planned} cases ran): a check \
+             that cannot run does not pass",
+            tool.name(),
+            run.cases_run
         ),
         kernel: None,
         location: None,
         count: 1,
-        report: String::new(),
+        report: run.note.clone().unwrap_or_default(),
     }
 }
 

@@ -85,7 +85,12 @@ pub(super) fn trusted(dir: &Path, name: &str, hash: &str) -> bool {
         return false;
     }
     match allows_timing(&value, hash) {
-        Ok(()) => true,
+        Ok(()) => {
+            if let Some(why) = checks_not_run(&value) {
+                eprintln!("note: {}: certified without {why}", path.display());
+            }
+            true
+        }
         Err(why) => {
             if !why.is_empty() {
                 eprintln!("not trusting {}: {why}", path.display());
@@ -93,6 +98,47 @@ pub(super) fn trusted(dir: &Path, name: &str, hash: &str) -> bool {
             false
         }
     }
+}
+
+/// The checks a certified kernel's certificate says did not run, in words, if any.
+///
+/// Such a certificate is still trusted. Whether the checks ran was settled in the parent before
+/// any of the kernel's code ran, by the operator's options (`--sanitize 0`, `--determinism 0`)
+/// or machine (no compute-sanitizer installed), so a kernel cannot bring it about; and a user
+/// without the CUDA toolkit's sanitizer must still be able to certify and time. What a kernel
+/// can bring about, a check that was started and could not run (it raised, crashed or hung
+/// when checked, or the tool's log does not read as the tool's), is a finding and fails the
+/// certificate (src/certify/checks.rs, src/certify/sanitize.rs), which bench never times.
+fn checks_not_run(value: &serde_json::Value) -> Option<String> {
+    let skipped: Vec<&str> = value["checks_skipped"]
+        .as_array()?
+        .iter()
+        .filter_map(|reason| reason.as_str())
+        .collect();
+    (!skipped.is_empty()).then(|| skipped.join("; "))
+}
+
+/// The check a certificate started and did not complete, in words, if any: the determinism
+/// check's failed run, or a compute-sanitizer tool that did not run the whole sample.
+fn check_that_did_not_run(value: &serde_json::Value) -> Option<String> {
+    if let Some(note) = value["determinism"]["note"].as_str() {
+        return Some(format!(
+            "its determinism check did not run to its end ({note})"
+        ));
+    }
+    let sanitizer = &value["sanitizer"];
+    let planned = sanitizer["cases"].as_u64().unwrap_or(0);
+    sanitizer["tools"].as_array()?.iter().find_map(|run| {
+        let short = run["cases_run"].as_u64().unwrap_or(0) < planned;
+        let note = run["note"].as_str();
+        (short || note.is_some()).then(|| {
+            format!(
+                "compute-sanitizer {} did not run its sample to its end ({})",
+                run["tool"].as_str().unwrap_or("?"),
+                note.unwrap_or("cut short")
+            )
+        })
+    })
 }
 
 /// Whether a certificate whose signature holds lets bench time the kernel; the reason when not
@@ -120,6 +166,13 @@ fn allows_timing(value: &serde_json::Value, hash: &str) -> std::result::Result<(
                  --force-untrusted"
             ));
         }
+    }
+    // A check that was started and could not run fails the certificate; a certificate written
+    // before that rule (where it was a note beside "certified") is not trusted either.
+    if let Some(why) = check_that_did_not_run(value) {
+        return Err(format!(
+            "{why}; a check that could not run does not pass: certify it again"
+        ));
     }
     // bench times production shapes: the certificate must have covered them.
     match crate::certify::report::production_coverage_gap(&value["coverage"]) {
@@ -447,6 +500,39 @@ mod tests {
         assert!(allows_timing(&open, &hash)
             .unwrap_err()
             .contains("without the sandbox"));
+        // A check that could not run failed the certificate: not timed.
+        let mut unchecked = good.clone();
+        unchecked["status"] = serde_json::json!("failed");
+        unchecked["determinism"] = serde_json::json!({"findings": [
+            {"verdict": crate::certify::checks::COULD_NOT_RUN}]});
+        assert_eq!(allows_timing(&unchecked, &hash), Err(String::new()));
+        // Written before checks failed closed: "certified", its failed run a note.
+        let mut noted = good.clone();
+        noted["determinism"] = serde_json::json!({"note": "RuntimeError", "findings": []});
+        assert!(allows_timing(&noted, &hash)
+            .unwrap_err()
+            .contains("determinism check did not run to its end"));
+        let mut cut = good.clone();
+        cut["sanitizer"] = serde_json::json!({"cases": 2, "tools": [
+            {"tool": "memcheck", "cases_run": 2, "note": null},
+            {"tool": "initcheck", "cases_run": 1, "note": "case 1: raised"}]});
+        assert!(allows_timing(&cut, &hash)
+            .unwrap_err()
+            .contains("compute-sanitizer initcheck did not run"));
+        cut["sanitizer"]["tools"][1] =
+            serde_json::json!({"tool": "initcheck", "cases_run": 2, "note": null});
+        assert_eq!(allows_timing(&cut, &hash), Ok(()));
+        // No compute-sanitizer on the machine: timed, and said so.
+        let mut no_tool = good.clone();
+        no_tool["checks_skipped"] = serde_json::json!([format!(
+            "{} (put the CUDA toolkit's bin on PATH)",
+            crate::certify::checks::SANITIZER_NOT_FOUND
+        )]);
+        assert_eq!(allows_timing(&no_tool, &hash), Ok(()));
+        assert!(checks_not_run(&no_tool)
+            .unwrap()
+            .starts_with("compute-sanitizer: not found"));
+        assert_eq!(checks_not_run(&good), None);
         let mut built_in = good.clone();
         built_in["environment"] = serde_json::json!({"isolation": null});
         assert_eq!(allows_timing(&built_in, &hash), Ok(()));

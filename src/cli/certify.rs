@@ -30,7 +30,10 @@ pub struct CertifyArgs {
     /// Stop each kernel's campaign after this many seconds, even before --cases.
     #[arg(long, value_name = "SECONDS")]
     pub time_budget: Option<u64>,
-    /// Seed of the case generator; printed, so any run can be repeated. Default: from the clock.
+    /// Seed of the case generator (every random, large and production-shape case's inputs);
+    /// printed and recorded in the certificate, so any run can be repeated. Default: drawn from
+    /// the operating system's random source, so that no kernel knows a campaign's inputs in
+    /// advance. Shards of one campaign need one seed: --shard requires it.
     #[arg(long)]
     pub seed: Option<u64>,
     /// K orders the intervals accept (see `reference --help`).
@@ -59,14 +62,17 @@ pub struct CertifyArgs {
     /// GPU kernels: how many sampled cases each compute-sanitizer tool (memcheck, racecheck,
     /// synccheck, initcheck) runs, in a worker started under it; 0 skips the tools. A report
     /// (a shared-memory race, an out-of-bounds or uninitialized read, barrier misuse) fails the
-    /// certificate, which quotes it. Found on PATH, in the CUDA toolkit, or named by
-    /// NVFP4_ORACLE_SANITIZER.
+    /// certificate, which quotes it, and so does a tool run that cannot complete (the kernel
+    /// raised, crashed or hung under it) or a log that does not read as the tool's. Found on
+    /// PATH, in the CUDA toolkit, or named by NVFP4_ORACLE_SANITIZER; where none is installed
+    /// the certificate says so and bench still times it.
     #[arg(long, value_name = "CASES", default_value_t = 2)]
     pub sanitize: usize,
     /// GPU kernels: how many sampled cases are run four times each (shared memory filled with
     /// 0x00 first; again; again with other work on the GPU; with shared memory filled with 0xFF
     /// first); any bit that moves fails the certificate ("nondeterministic output", or "reads shared memory it never
-    /// wrote"). 0 skips it; a manifest's `nondeterministic = true` skips it and says so.
+    /// wrote"), and so does a run that fails (raises, crashes, hangs) when checked. 0 skips it;
+    /// a manifest's `nondeterministic = true` skips it and says so.
     #[arg(long, value_name = "CASES", default_value_t = 2)]
     pub determinism: usize,
     #[command(flatten)]
@@ -160,11 +166,11 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     };
     let external_names: Vec<String> = external.iter().map(|k| k.name().to_string()).collect();
     kernels.extend(external);
-    let seed = args.seed.unwrap_or_else(|| {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
-    });
+    // Drawn per run, not read from the clock: a campaign's inputs follow from its seed, and a
+    // kernel must not be able to know them in advance (the time of a run is easy to guess).
+    let seed = args
+        .seed
+        .unwrap_or_else(crate::problem::unpredictable::unpredictable_seed);
     if let Some(list) = &args.gpus {
         let gpus = super::certify_gpus::gpu_list(list)?;
         return super::certify_gpus::run(&gpus, seed, &args.report_dir, |shards| {
@@ -186,6 +192,15 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             std::env::var(name).ok()
         })?,
     };
+    if shard.is_some() && args.seed.is_none() {
+        // Each shard would draw its own seed, and so the cases of another campaign.
+        return Err(Error::Usage(
+            "a shard needs --seed: every shard of a campaign must draw the same cases. Draw one \
+             seed for the whole campaign (e.g. `od -An -N8 -tu8 /dev/urandom`) and give it to \
+             every shard; a seed fixed once and reused makes every campaign's inputs public"
+                .into(),
+        ));
+    }
     let limits = CampaignLimits {
         shard,
         cases: args.cases,

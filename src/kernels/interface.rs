@@ -240,9 +240,9 @@ pub struct ToolWrapper {
     // kernel must not be able to tell the two apart by it).
     /// How much longer than usual the worker may take to start and to run a case.
     pub slowdown: u32,
-    /// Directories the tool writes into (its log): writable inside a worker's sandbox, whose
-    /// file system is otherwise read-only.
-    pub writes: Vec<std::path::PathBuf>,
+    // No writable directory either: the tool's log is a FIFO the parent reads
+    // (src/certify/tool_log.rs), which a read-only file system lets the tool write into, and a
+    // directory the tool could write the kernel could write too.
 }
 
 /// SHA-256 of a kernel's source text, in hex: what certificates record and `bench` compares.

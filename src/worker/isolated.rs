@@ -329,12 +329,10 @@ impl KernelUnderTest for IsolatedKernel {
             args,
             env: self.command.env.clone(),
             start_timeout: start_timeout_under_tool(self.command.start_timeout, tool.slowdown),
-            // The tool runs inside the sandbox with the worker: its log directory must be
-            // writable there (a kernel could then tamper with that log: docs/threat-model.md).
-            sandbox: self.command.sandbox.clone().map(|mut paths| {
-                paths.writable.extend(tool.writes.iter().cloned());
-                paths
-            }),
+            // The tool runs inside the sandbox with the worker, and writes nothing there but
+            // its log's FIFO, whose folder the sandbox binds in read-only like every path on
+            // the command line (src/certify/tool_log.rs).
+            sandbox: self.command.sandbox.clone(),
         };
         Some(Box::new(IsolatedKernel::new(
             self.info.clone(),
