@@ -45,6 +45,9 @@ pub struct KernelInfo {
     pub accumulation: Option<crate::model::bounds::KOrder>,
 }
 
+/// Under a worker's scratch directory: its compilers' cache, made empty for each worker.
+pub const CACHE: &str = "cache";
+
 /// Says why the kernel cannot run on this machine, without starting anything.
 pub type AvailabilityCheck = std::sync::Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
@@ -107,36 +110,45 @@ impl IsolatedKernel {
     }
 
     /// A started worker in `slot`, starting one if there is none.
+    ///
+    /// Every worker starts from empty writable folders: its `outputs/` (its working directory)
+    /// emptied, and a compiler cache (`cache/`, [`super::sandbox::cache_env`]) made for it
+    /// alone and removed when it ends. Nothing one worker writes reaches another: a marker left
+    /// in a shared cache let a kernel tell the campaign's worker (the first) from the checks'
+    /// copies and misbehave in the campaign only. The cost: what a kernel compiles at start
+    /// (load_inline, Triton) is compiled again in every worker, after each crash and for each
+    /// check's copy. A cache built once and handed to every worker read-only would avoid that
+    /// soundly only if it were made by a worker that runs no case and every later worker,
+    /// campaign and check alike, got the same copy: not built.
     fn ensure_started(&self, slot: &mut Option<Worker>) -> Result<(), PrepareError> {
         if slot.is_none() {
-            for dir in [
-                self.scratch.clone(),
-                self.input_dir(),
-                self.scratch.join(super::parent::OUTPUTS),
-            ] {
-                std::fs::create_dir_all(&dir).map_err(|err| {
+            let outputs = self.scratch.join(super::parent::OUTPUTS);
+            let cache = self.scratch.join(CACHE);
+            for dir in [&outputs, &cache] {
+                let _ = std::fs::remove_dir_all(dir);
+            }
+            for dir in [&self.scratch, &self.input_dir(), &outputs, &cache] {
+                std::fs::create_dir_all(dir).map_err(|err| {
                     PrepareError::Unusable(format!("cannot create {}: {err}", dir.display()))
                 })?;
             }
-            let (command, isolation) = match &self.command.sandbox {
+            let mut command = self.command.clone();
+            command.env.extend(super::sandbox::cache_env(&cache));
+            let (command, isolation) = match &command.sandbox {
                 Some(paths) => {
                     let mut paths = paths.clone();
                     paths.readable.push(self.input_dir());
-                    let cache = super::sandbox::cache_dir(&self.info.name);
-                    std::fs::create_dir_all(&cache).map_err(|err| {
-                        PrepareError::Unusable(format!("cannot create {}: {err}", cache.display()))
-                    })?;
-                    let (command, isolation) = super::sandbox::wrap(
-                        &self.command,
-                        &paths,
-                        &self.scratch.join(super::parent::OUTPUTS),
-                        &cache,
-                    );
+                    let (command, isolation) =
+                        super::sandbox::wrap(&command, &paths, &outputs, &cache);
                     (command, Some(isolation.description_for_certificate()))
                 }
-                None => (self.command.clone(), None),
+                None => (command, None),
             };
-            let worker = Worker::start(&command, &self.scratch.join("worker.log"))?;
+            // Its working directory is its outputs folder, sandboxed or not (the launcher
+            // changes to it again inside).
+            let log = self.scratch.join("worker.log");
+            let mut worker = Worker::start_in(&command, &log, Some(&outputs))?;
+            worker.remove_when_gone(cache);
             let mut environment = worker.environment.clone();
             // What the parent knows, never what the worker says.
             environment.isolation = isolation;

@@ -26,6 +26,7 @@ pub mod nvrtc;
 pub mod parent;
 pub mod protocol;
 pub mod sandbox;
+pub mod sandbox_dev;
 pub mod serve;
 pub mod shared_inputs;
 pub mod timing;
