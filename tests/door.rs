@@ -565,11 +565,10 @@ fn a_worker_runs_under_a_tool_whose_reports_become_findings() {
     let given = std::fs::read_to_string(&logged).unwrap();
     // Every worker's own compiler cache, plain or not (tests/worker_isolation.rs compares a
     // plain worker's view with a checked one's, paths included).
-    let per_worker: Vec<String> =
-        nvfp4_oracle::worker::sandbox::cache_env(Path::new("/"))
-            .into_iter()
-            .map(|(key, _)| key)
-            .collect();
+    let per_worker: Vec<String> = nvfp4_oracle::worker::sandbox::cache_env(Path::new("/"))
+        .into_iter()
+        .map(|(key, _)| key)
+        .collect();
     for (key, value) in given.lines().filter_map(|l| l.split_once('=')) {
         if per_worker.iter().any(|k| k == key) {
             continue;

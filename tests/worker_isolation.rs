@@ -50,10 +50,18 @@ fn record(kernel: &dyn KernelUnderTest) -> (Value, PathBuf) {
 /// `value` with `scratch` written as `<worker>` and the inode numbers of its pipes and sockets
 /// left out: what is left is the same for every worker.
 fn without_token(value: &Value, scratch: &Path) -> Value {
-    let text = value.to_string().replace(scratch.to_str().unwrap(), "<worker>");
+    let text = value
+        .to_string()
+        .replace(scratch.to_str().unwrap(), "<worker>");
     let mut value: Value = serde_json::from_str(&text).unwrap();
     for target in value["descriptors"].as_object_mut().unwrap().values_mut() {
-        let kind = target.as_str().unwrap().split(":[").next().unwrap().to_string();
+        let kind = target
+            .as_str()
+            .unwrap()
+            .split(":[")
+            .next()
+            .unwrap()
+            .to_string();
         *target = Value::String(kind);
     }
     // Set by a shell between the parent and the worker, if any (python3 may be a pyenv shim;
@@ -69,18 +77,26 @@ fn assert_same(a: &Value, b: &Value, what: &str) {
         .unwrap()
         .iter()
         .filter(|(key, value)| b.get(key.as_str()) != Some(value))
-        .map(|(key, value)| match (value.as_object(), b[key.as_str()].as_object()) {
-            // The environment, variable by variable.
-            (Some(mine), Some(theirs)) => {
-                let names = mine.keys().chain(theirs.keys());
-                let differ: std::collections::BTreeSet<String> = names
-                    .filter(|n| mine.get(n.as_str()) != theirs.get(n.as_str()))
-                    .map(|n| format!("{n}: {:?} vs {:?}", mine.get(n.as_str()), theirs.get(n.as_str())))
-                    .collect();
-                format!("{key}: {differ:?}")
-            }
-            _ => format!("{key}: {value} vs {}", b[key.as_str()]),
-        })
+        .map(
+            |(key, value)| match (value.as_object(), b[key.as_str()].as_object()) {
+                // The environment, variable by variable.
+                (Some(mine), Some(theirs)) => {
+                    let names = mine.keys().chain(theirs.keys());
+                    let differ: std::collections::BTreeSet<String> = names
+                        .filter(|n| mine.get(n.as_str()) != theirs.get(n.as_str()))
+                        .map(|n| {
+                            format!(
+                                "{n}: {:?} vs {:?}",
+                                mine.get(n.as_str()),
+                                theirs.get(n.as_str())
+                            )
+                        })
+                        .collect();
+                    format!("{key}: {differ:?}")
+                }
+                _ => format!("{key}: {value} vs {}", b[key.as_str()]),
+            },
+        )
         .collect();
     assert!(differing.is_empty(), "{what}: {differing:#?}");
     assert_eq!(a, b, "{what}");
@@ -91,7 +107,9 @@ fn assert_same(a: &Value, b: &Value, what: &str) {
 fn assert_neutral(scratch: &Path, kernel: &str) {
     let name = scratch.file_name().unwrap().to_str().unwrap();
     let prefix = format!("nvfp4-oracle-{}-{kernel}-", std::process::id());
-    let tag = name.strip_prefix(&prefix).unwrap_or_else(|| panic!("{name}"));
+    let tag = name
+        .strip_prefix(&prefix)
+        .unwrap_or_else(|| panic!("{name}"));
     assert!(
         tag.len() == 16 && tag.chars().all(|c| c.is_ascii_hexdigit()),
         "{name}"
@@ -121,7 +139,10 @@ fn campaign_and_check_workers_see_the_same_world_and_nothing_an_earlier_one_left
         // The campaign's worker ends; the next one (after a crash, say) starts from an empty
         // cache and working directory: the marker the first left is gone, and so is its cache.
         kernel.finish();
-        assert!(!scratch.join("cache").exists(), "the cache outlived its worker");
+        assert!(
+            !scratch.join("cache").exists(),
+            "the cache outlived its worker"
+        );
         let (successor, successor_scratch) = record(&kernel);
         assert_eq!(successor_scratch, scratch);
         // A check's copy, started under a tool: a stand-in for compute-sanitizer that takes its
@@ -139,8 +160,11 @@ fn campaign_and_check_workers_see_the_same_world_and_nothing_an_earlier_one_left
              args = args[2:]\nos.execvp(args[0], args)\n",
         )
         .unwrap();
-        std::fs::set_permissions(&program, std::os::unix::fs::PermissionsExt::from_mode(0o755))
-            .unwrap();
+        std::fs::set_permissions(
+            &program,
+            std::os::unix::fs::PermissionsExt::from_mode(0o755),
+        )
+        .unwrap();
         let tool = ToolWrapper {
             program,
             args: [
@@ -157,12 +181,19 @@ fn campaign_and_check_workers_see_the_same_world_and_nothing_an_earlier_one_left
         let check = kernel.under_tool(&tool).expect("a worker-backed kernel");
         let (checked, check_scratch) = record(check.as_ref());
         assert_neutral(&check_scratch, &kernel_name);
-        assert_ne!(check_scratch, scratch, "a check's worker has a scratch folder of its own");
+        assert_ne!(
+            check_scratch, scratch,
+            "a check's worker has a scratch folder of its own"
+        );
         drop(check);
         drop(kernel);
         let _ = std::fs::remove_dir_all(&here);
 
-        for (what, seen) in [("campaign", &campaign), ("successor", &successor), ("check", &checked)] {
+        for (what, seen) in [
+            ("campaign", &campaign),
+            ("successor", &successor),
+            ("check", &checked),
+        ] {
             assert_eq!(
                 seen["found"],
                 Value::Array(Vec::new()),
@@ -171,7 +202,11 @@ fn campaign_and_check_workers_see_the_same_world_and_nothing_an_earlier_one_left
         }
         let campaign = without_token(&campaign, &scratch);
         let successor = without_token(&successor, &scratch);
-        assert_same(&campaign, &successor, &format!("{name}: a successor sees another world"));
+        assert_same(
+            &campaign,
+            &successor,
+            &format!("{name}: a successor sees another world"),
+        );
         let mut checked = without_token(&checked, &check_scratch);
         // What the tool adds, and no harness can hide from the worker it runs (compute-sanitizer
         // sets its injection variables, and is the worker's parent): in the sandbox, the
@@ -181,9 +216,17 @@ fn campaign_and_check_workers_see_the_same_world_and_nothing_an_earlier_one_left
             let mounts = checked["mounts"].as_array_mut().unwrap();
             let before = mounts.len();
             mounts.retain(|m| !tools.iter().any(|t| m.as_str() == Some(t.as_str())));
-            assert_eq!(mounts.len() + 2, before, "the tool's folders are mounted once each");
+            assert_eq!(
+                mounts.len() + 2,
+                before,
+                "the tool's folders are mounted once each"
+            );
         }
-        assert_same(&campaign, &checked, &format!("{name}: a check's worker sees another world"));
+        assert_same(
+            &campaign,
+            &checked,
+            &format!("{name}: a check's worker sees another world"),
+        );
         // Nothing the harness gives a worker names its purpose: its command line, working
         // directory, scratch folder and the environment it adds to this process's.
         let added: Vec<String> = checked["env"]
@@ -221,7 +264,11 @@ fn only_the_protocols_descriptors_and_cudas_devices_reach_a_worker() {
     for sandbox in sandbox_variants() {
         let sandboxed = sandbox.is_some();
         let kernel = common::fake_worker_kernel(
-            if sandboxed { "fds-sandboxed" } else { "fds-plain" },
+            if sandboxed {
+                "fds-sandboxed"
+            } else {
+                "fds-plain"
+            },
             &["record"],
             Vec::new(),
             sandbox,

@@ -326,7 +326,12 @@ pub(super) mod linux {
 
     /// `mount_setattr(2)`: sets and clears mount attributes of `path` (with `AT_RECURSIVE`, of
     /// every mount below it too).
-    pub(crate) fn set_attr(path: &Path, set: u64, clear: u64, flags: libc::c_uint) -> Result<(), String> {
+    pub(crate) fn set_attr(
+        path: &Path,
+        set: u64,
+        clear: u64,
+        flags: libc::c_uint,
+    ) -> Result<(), String> {
         let attr = MountAttr {
             attr_set: set,
             attr_clr: clear,
@@ -425,7 +430,11 @@ pub(super) mod linux {
         let mut binds: Vec<(&std::fs::File, &Path, bool)> = writable
             .iter()
             .map(|(file, dir)| (file, *dir, true))
-            .chain(readable.iter().map(|(file, dir)| (file, dir.as_path(), false)))
+            .chain(
+                readable
+                    .iter()
+                    .map(|(file, dir)| (file, dir.as_path(), false)),
+            )
             .collect();
         binds.sort_by_key(|(_, dir, _)| dir.components().count());
         for (file, dir, write) in binds {

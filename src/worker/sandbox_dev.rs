@@ -248,7 +248,9 @@ mod tests {
         ] {
             assert!(kept_in_dev(name), "{name}");
         }
-        for name in ["sda", "nvme0n1", "mem", "kmsg", "tty", "pts", "loop0", "port"] {
+        for name in [
+            "sda", "nvme0n1", "mem", "kmsg", "tty", "pts", "loop0", "port",
+        ] {
             assert!(!kept_in_dev(name), "{name}");
         }
     }
