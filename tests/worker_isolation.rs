@@ -1,7 +1,8 @@
 //! Nothing shared between workers, and nothing that tells them apart: a fake worker
 //! (tests/fixtures/fake_worker.py, mode `record`) reports what it sees, in a campaign's worker, in
-//! that worker's successor and in a check's copy started under a tool, with and (where this
-//! machine can build it) without the sandbox. No GPU needed.
+//! that worker's successor and in a check's copy started under a tool, as a trusted worker
+//! (no sandbox, no snapshot) and, where this machine can build the sandbox, as an untrusted
+//! one (sandboxed, its compiler cache starting from the build worker's snapshot). No GPU needed.
 
 mod common;
 
@@ -64,9 +65,11 @@ fn without_token(value: &Value, scratch: &Path) -> Value {
             .to_string();
         *target = Value::String(kind);
     }
-    // Set by a shell between the parent and the worker, if any (python3 may be a pyenv shim;
-    // the tool's stand-in is one): its working directory, compared already.
+    // Set by a shell between the parent and the worker, if any (python3 may be a pyenv shim):
+    // its working directory, compared already.
     value["env"].as_object_mut().unwrap().remove("PWD");
+    // The worker's own random marker.
+    value.as_object_mut().unwrap().remove("token");
     value
 }
 
@@ -187,18 +190,41 @@ fn campaign_and_check_workers_see_the_same_world_and_nothing_an_earlier_one_left
         );
         drop(check);
         drop(kernel);
+        let mut start = scratch.clone().into_os_string();
+        start.push("-start");
+        assert!(
+            !Path::new(&start).exists() && !scratch.exists(),
+            "{name}: the snapshot or the scratch folder outlived the kernel"
+        );
         let _ = std::fs::remove_dir_all(&here);
 
-        for (what, seen) in [
-            ("campaign", &campaign),
-            ("successor", &successor),
-            ("check", &checked),
+        // What a worker finds in the places it may write: nothing for the oracle's own
+        // (trusted) workers; for an untrusted kernel's, the same snapshot for each, what the
+        // build worker left before any of them started (src/worker/fresh_start.rs), never
+        // what the campaign's worker wrote.
+        let campaign_token = campaign["token"].as_str().unwrap().to_string();
+        for (what, seen, scratch) in [
+            ("campaign", &campaign, &scratch),
+            ("successor", &successor, &scratch),
+            ("check", &checked, &check_scratch),
         ] {
-            assert_eq!(
-                seen["found"],
-                Value::Array(Vec::new()),
-                "{name}: the {what}'s worker found what an earlier one left"
+            let found = seen["found"].as_object().unwrap();
+            assert!(
+                found
+                    .values()
+                    .all(|v| v.as_str() != Some(campaign_token.as_str())),
+                "{name}: the {what}'s worker found the campaign's marker: {found:?}"
             );
+            let expected: Vec<String> = if sandboxed {
+                vec![scratch
+                    .join("cache/marker-from-an-earlier-worker")
+                    .display()
+                    .to_string()]
+            } else {
+                Vec::new()
+            };
+            let keys: Vec<String> = found.keys().cloned().collect();
+            assert_eq!(keys, expected, "{name}: what the {what}'s worker found");
         }
         let campaign = without_token(&campaign, &scratch);
         let successor = without_token(&successor, &scratch);

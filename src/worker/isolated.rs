@@ -2,6 +2,7 @@
 //! worker-backed sources (NVRTC variants, shared libraries, Python submissions) have in common.
 //! Each source only says how to start its worker and describes its kernel.
 
+use super::fresh_start::{start_worker, StartingCache, CACHE};
 use super::parent::{Worker, WorkerCommand};
 use super::protocol::CaseFiles;
 use super::timing::TimedRun;
@@ -45,9 +46,6 @@ pub struct KernelInfo {
     pub accumulation: Option<crate::model::bounds::KOrder>,
 }
 
-/// Under a worker's scratch directory: its compilers' cache, made empty for each worker.
-pub const CACHE: &str = "cache";
-
 /// Says why the kernel cannot run on this machine, without starting anything.
 pub type AvailabilityCheck = std::sync::Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
@@ -62,6 +60,9 @@ pub struct IsolatedKernel {
     scratch: PathBuf,
     /// A manifest's `[shapes] production` ([`IsolatedKernel::with_production_shapes`]).
     production_shapes: Vec<crate::problem::Shape>,
+    /// For an untrusted kernel: what its every worker's compiler cache starts from, shared
+    /// with its checks' copies.
+    starting_cache: Option<std::sync::Arc<StartingCache>>,
 }
 
 impl IsolatedKernel {
@@ -79,7 +80,14 @@ impl IsolatedKernel {
             std::process::id(),
             info.name
         ));
+        // Untrusted code (the oracle's own workers need no snapshot).
+        let starting_cache = command.sandbox.is_some().then(|| {
+            let mut root = scratch.clone().into_os_string();
+            root.push("-start");
+            std::sync::Arc::new(StartingCache::new(command.clone(), root.into()))
+        });
         IsolatedKernel {
+            starting_cache,
             info,
             command,
             availability,
@@ -109,46 +117,19 @@ impl IsolatedKernel {
             + Duration::from_secs((2 * s.m * s.n * s.k * s.l / 100_000_000_000) as u64)
     }
 
-    /// A started worker in `slot`, starting one if there is none.
-    ///
-    /// Every worker starts from empty writable folders: its `outputs/` (its working directory)
-    /// emptied, and a compiler cache (`cache/`, [`super::sandbox::cache_env`]) made for it
-    /// alone and removed when it ends. Nothing one worker writes reaches another: a marker left
-    /// in a shared cache let a kernel tell the campaign's worker (the first) from the checks'
-    /// copies and misbehave in the campaign only. The cost: what a kernel compiles at start
-    /// (load_inline, Triton) is compiled again in every worker, after each crash and for each
-    /// check's copy. A cache built once and handed to every worker read-only would avoid that
-    /// soundly only if it were made by a worker that runs no case and every later worker,
-    /// campaign and check alike, got the same copy: not built.
+    /// A started worker in `slot`, starting one if there is none: from an emptied working
+    /// directory and a compiler cache of its own, removed when it ends, holding for an
+    /// untrusted kernel a copy of the snapshot its every worker starts from
+    /// ([`super::fresh_start`]).
     fn ensure_started(&self, slot: &mut Option<Worker>) -> Result<(), PrepareError> {
         if slot.is_none() {
-            let outputs = self.scratch.join(super::parent::OUTPUTS);
-            let cache = self.scratch.join(CACHE);
-            for dir in [&outputs, &cache] {
-                let _ = std::fs::remove_dir_all(dir);
-            }
-            for dir in [&self.scratch, &self.input_dir(), &outputs, &cache] {
-                std::fs::create_dir_all(dir).map_err(|err| {
-                    PrepareError::Unusable(format!("cannot create {}: {err}", dir.display()))
-                })?;
-            }
-            let mut command = self.command.clone();
-            command.env.extend(super::sandbox::cache_env(&cache));
-            let (command, isolation) = match &command.sandbox {
-                Some(paths) => {
-                    let mut paths = paths.clone();
-                    paths.readable.push(self.input_dir());
-                    let (command, isolation) =
-                        super::sandbox::wrap(&command, &paths, &outputs, &cache);
-                    (command, Some(isolation.description_for_certificate()))
-                }
-                None => (command, None),
+            let snapshot = match &self.starting_cache {
+                Some(starting) => Some(starting.snapshot()?),
+                None => None,
             };
-            // Its working directory is its outputs folder, sandboxed or not (the launcher
-            // changes to it again inside).
-            let log = self.scratch.join("worker.log");
-            let mut worker = Worker::start_in(&command, &log, Some(&outputs))?;
-            worker.remove_when_gone(cache);
+            let (mut worker, isolation) =
+                start_worker(&self.command, &self.scratch, snapshot.as_deref())?;
+            worker.remove_when_gone(self.scratch.join(CACHE));
             let mut environment = worker.environment.clone();
             // What the parent knows, never what the worker says.
             environment.isolation = isolation;
@@ -299,12 +280,15 @@ impl KernelUnderTest for IsolatedKernel {
                 paths
             }),
         };
-        Some(Box::new(IsolatedKernel::new(
+        let mut copy = IsolatedKernel::new(
             self.info.clone(),
             command,
             self.availability.clone(),
             self.case_timeout_base * tool.slowdown,
-        )))
+        );
+        // Its workers start from the snapshot the kernel's do (made without the tool).
+        copy.starting_cache = self.starting_cache.clone();
+        Some(Box::new(copy))
     }
 
     fn run_under(
