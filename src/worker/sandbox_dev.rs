@@ -264,5 +264,13 @@ mod tests {
             return;
         }
         assert!(extra.iter().any(|name| name == "tty"), "{extra:?}");
+        // Every block device of the host (a disk, a loop device) is flagged.
+        use std::os::unix::fs::FileTypeExt;
+        for entry in std::fs::read_dir("/dev").unwrap().filter_map(Result::ok) {
+            if entry.file_type().is_ok_and(|kind| kind.is_block_device()) {
+                let name = entry.file_name().to_string_lossy().to_string();
+                assert!(extra.contains(&name), "{name}: {extra:?}");
+            }
+        }
     }
 }
