@@ -274,7 +274,7 @@ fn campaign_and_check_workers_see_the_same_world_and_nothing_an_earlier_one_left
 }
 
 /// Only stdin, stdout, stderr and the input socket reach a worker, however many descriptors the
-/// parent leaves inheritable (the CUDA driver leaves some); in the sandbox, /dev holds the
+/// parent leaves inheritable (its libraries may); in the sandbox, /dev holds the
 /// NVIDIA nodes and the plain ones only, no disk or terminal of the host.
 #[test]
 fn only_the_protocols_descriptors_and_cudas_devices_reach_a_worker() {

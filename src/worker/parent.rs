@@ -148,7 +148,7 @@ impl Worker {
         // SAFETY: between fork and exec only dup2, fcntl, close_range and getrlimit run, all
         // async-signal-safe. The socket is close-on-exec in the parent; its copy at
         // INPUT_SOCKET_FD is not. Every descriptor above it is made close-on-exec: the parent's
-        // libraries (the CUDA driver's) leave some inheritable, and nothing but the protocol's
+        // libraries may leave some inheritable, and nothing but the protocol's
         // may reach a worker (super::sandbox_dev).
         unsafe {
             child.pre_exec(move || {

@@ -4,8 +4,8 @@
 //!
 //! - **Descriptors.** A process inherits every descriptor of its parent that is not
 //!   close-on-exec. The oracle's own files are (Rust opens everything so), but libraries in
-//!   the parent are not that careful: on the H100 about 30 descriptors of the parent (the CUDA
-//!   driver's among them) were open inside a worker. Only the protocol's cross: stdin (requests),
+//!   the parent need not be (and a test harness's are not): on the H100 about 30 inherited
+//!   descriptors were open inside a worker. Only the protocol's cross: stdin (requests),
 //!   stdout (replies), stderr (the log) and the input socket at
 //!   [`super::shared_inputs::INPUT_SOCKET_FD`]; everything above is closed, in the parent's
 //!   child before it executes the worker or the launcher, and again in the launcher before it
