@@ -28,37 +28,11 @@ fn python() -> Option<&'static str> {
         .map(|_| "python3")
 }
 
-fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures")
-        .join(name)
-}
+use common::fixture;
 
 fn fake_kernel(name: &str, args: &[&str], case_timeout: Duration) -> IsolatedKernel {
-    IsolatedKernel::new(
-        KernelInfo {
-            name: format!("fake-{name}-{}", std::process::id()),
-            description: "fake worker".into(),
-            problem: ProblemKind::DualGemm,
-            support: ShapeSupport::ANY,
-            schedule: None,
-            source_hash: "0".repeat(64),
-            deliberately_broken: false,
-            nondeterministic: false,
-            accumulation: None,
-        },
-        WorkerCommand {
-            program: PathBuf::from("python3"),
-            args: std::iter::once(fixture("fake_worker.py").display().to_string())
-                .chain(args.iter().map(|s| s.to_string()))
-                .collect(),
-            env: Vec::new(),
-            start_timeout: Duration::from_secs(3),
-            sandbox: None,
-        },
-        std::sync::Arc::new(|| Ok(())),
-        case_timeout,
-    )
+    let start = Duration::from_secs(3);
+    common::fake_worker_kernel(name, args, Vec::new(), None, start, case_timeout)
 }
 
 fn small_case() -> (KernelCase, Vec<f16>) {
@@ -629,7 +603,16 @@ fn a_worker_runs_under_a_tool_whose_reports_become_findings() {
         .find(|p| p.to_string_lossy().ends_with(".env"))
         .expect("the fake sanitizer writes the environment it was given");
     let given = std::fs::read_to_string(&logged).unwrap();
+    // Every worker's own compiler cache, plain or not (tests/worker_isolation.rs compares a
+    // plain worker's view with a checked one's, paths included).
+    let per_worker: Vec<String> = nvfp4_oracle::worker::sandbox::cache_env(Path::new("/"))
+        .into_iter()
+        .map(|(key, _)| key)
+        .collect();
     for (key, value) in given.lines().filter_map(|l| l.split_once('=')) {
+        if per_worker.iter().any(|k| k == key) {
+            continue;
+        }
         if key == nvfp4_oracle::worker::protocol::INPUT_SOCKET_ENV {
             // Set for every worker, plainly run or not: where its input socket is.
             assert_eq!(value, "3");
@@ -863,16 +846,8 @@ fn the_determinism_check_reaches_the_worker_through_the_protocol() {
 #[test]
 fn a_sandboxed_worker_cannot_reach_the_parent_the_reports_or_outlive_itself() {
     need_python!();
-    // The launcher is the oracle binary (the test harness is not).
-    // SAFETY: set before this test's worker starts; no other test of this binary reads it.
-    let launcher = common::oracle_binary();
-    unsafe { std::env::set_var("NVFP4_ORACLE_WORKER", &launcher) };
-    let isolation = nvfp4_oracle::worker::sandbox::isolation(&launcher);
-    if !isolation.sandboxed {
-        common::skip(&format!(
-            "no sandbox on this machine: {}",
-            isolation.description
-        ));
+    if let Err(why) = common::sandbox_here() {
+        common::skip(&format!("no sandbox on this machine: {why}"));
         return;
     }
     let reports =

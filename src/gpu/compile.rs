@@ -5,7 +5,9 @@ use crate::error::{Error, Result};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileError, CompileOptions, Ptx};
 use std::path::PathBuf;
 
-fn cache_dir() -> PathBuf {
+/// Where compiled variants are kept between runs: `NVFP4_ORACLE_CACHE`, else
+/// `$XDG_CACHE_HOME/nvfp4-oracle` or `~/.cache/nvfp4-oracle`.
+pub fn cache_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("NVFP4_ORACLE_CACHE") {
         return PathBuf::from(dir);
     }

@@ -7,7 +7,7 @@
 use crate::error::{Error, Result};
 use crate::worker::external::python_program;
 use crate::worker::parent::WorkerCommand;
-use crate::worker::sandbox::{cache_dir, secrets_dir, wrap, SandboxPaths};
+use crate::worker::sandbox::{cache_env, secrets_dir, wrap, SandboxPaths};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -116,8 +116,12 @@ fn run_worker(
         hidden: vec![secrets_dir()],
         ..SandboxPaths::default()
     };
-    let cache = cache_dir(&format!("preflight-{}", stem(submission)));
+    // Its own empty compiler cache, removed with the scratch folder: nothing a compilation
+    // writes reaches a later worker.
+    let cache = dump.with_file_name("cache");
     std::fs::create_dir_all(&cache).map_err(|err| Error::file(&cache, err))?;
+    let mut command = command;
+    command.env.extend(cache_env(&cache));
     let (wrapped, isolation) = wrap(&command, &paths, dump, &cache);
     if !isolation.sandboxed {
         eprintln!(
@@ -160,12 +164,6 @@ fn run_worker(
         }
     }
     Ok(std::fs::read_to_string(&log).unwrap_or_default())
-}
-
-fn stem(path: &Path) -> String {
-    path.file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default()
 }
 
 /// What the worker left in `dump`.

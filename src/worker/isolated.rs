@@ -2,6 +2,7 @@
 //! worker-backed sources (NVRTC variants, shared libraries, Python submissions) have in common.
 //! Each source only says how to start its worker and describes its kernel.
 
+use super::fresh_start::{start_worker, StartingCache, CACHE};
 use super::parent::{Worker, WorkerCommand};
 use super::protocol::CaseFiles;
 use super::timing::TimedRun;
@@ -65,6 +66,9 @@ pub struct IsolatedKernel {
     /// Whether timed calls travel in shared device memory: the parent's decision, from what
     /// the kernel is, never from what its worker says.
     shared_timing: bool,
+    /// For an untrusted kernel: what its every worker's compiler cache starts from, shared
+    /// with its checks' copies.
+    starting_cache: Option<std::sync::Arc<StartingCache>>,
 }
 
 impl IsolatedKernel {
@@ -82,7 +86,14 @@ impl IsolatedKernel {
             std::process::id(),
             info.name
         ));
+        // Untrusted code (the oracle's own workers need no snapshot).
+        let starting_cache = command.sandbox.is_some().then(|| {
+            let mut root = scratch.clone().into_os_string();
+            root.push("-start");
+            std::sync::Arc::new(StartingCache::new(command.clone(), root.into()))
+        });
         IsolatedKernel {
+            starting_cache,
             info,
             command,
             availability,
@@ -98,7 +109,9 @@ impl IsolatedKernel {
 
     /// The kernel timed against `baseline`'s requests without a kernel; `shared`: its timed
     /// calls' inputs and outputs travel in device memory shared with the parent.
-    pub fn with_timing_baseline(mut self, baseline: IsolatedKernel, shared: bool) -> Self {
+    pub fn with_timing_baseline(mut self, mut baseline: IsolatedKernel, shared: bool) -> Self {
+        // The baseline runs no code of the user's: nothing of the kernel's to build ahead.
+        baseline.starting_cache = None;
         self.baseline = Some(Box::new(baseline));
         self.shared_timing = shared;
         self
@@ -122,37 +135,19 @@ impl IsolatedKernel {
             + Duration::from_secs((2 * s.m * s.n * s.k * s.l / 100_000_000_000) as u64)
     }
 
-    /// A started worker in `slot`, starting one if there is none.
+    /// A started worker in `slot`, starting one if there is none: from an emptied working
+    /// directory and a compiler cache of its own, removed when it ends, holding for an
+    /// untrusted kernel a copy of the snapshot its every worker starts from
+    /// ([`super::fresh_start`]).
     fn ensure_started(&self, slot: &mut Option<Worker>) -> Result<(), PrepareError> {
         if slot.is_none() {
-            for dir in [
-                self.scratch.clone(),
-                self.input_dir(),
-                self.scratch.join(super::parent::OUTPUTS),
-            ] {
-                std::fs::create_dir_all(&dir).map_err(|err| {
-                    PrepareError::Unusable(format!("cannot create {}: {err}", dir.display()))
-                })?;
-            }
-            let (command, isolation) = match &self.command.sandbox {
-                Some(paths) => {
-                    let mut paths = paths.clone();
-                    paths.readable.push(self.input_dir());
-                    let cache = super::sandbox::cache_dir(&self.info.name);
-                    std::fs::create_dir_all(&cache).map_err(|err| {
-                        PrepareError::Unusable(format!("cannot create {}: {err}", cache.display()))
-                    })?;
-                    let (command, isolation) = super::sandbox::wrap(
-                        &self.command,
-                        &paths,
-                        &self.scratch.join(super::parent::OUTPUTS),
-                        &cache,
-                    );
-                    (command, Some(isolation.description_for_certificate()))
-                }
-                None => (self.command.clone(), None),
+            let snapshot = match &self.starting_cache {
+                Some(starting) => Some(starting.snapshot()?),
+                None => None,
             };
-            let worker = Worker::start(&command, &self.scratch.join("worker.log"))?;
+            let (mut worker, isolation) =
+                start_worker(&self.command, &self.scratch, snapshot.as_deref())?;
+            worker.remove_when_gone(self.scratch.join(CACHE));
             let mut environment = worker.environment.clone();
             // What the parent knows, never what the worker says.
             environment.isolation = isolation;
@@ -334,12 +329,15 @@ impl KernelUnderTest for IsolatedKernel {
             // the command line (src/certify/tool_log.rs).
             sandbox: self.command.sandbox.clone(),
         };
-        Some(Box::new(IsolatedKernel::new(
+        let mut copy = IsolatedKernel::new(
             self.info.clone(),
             command,
             self.availability.clone(),
             self.case_timeout_base * tool.slowdown,
-        )))
+        );
+        // Its workers start from the snapshot the kernel's do (made without the tool).
+        copy.starting_cache = self.starting_cache.clone();
+        Some(Box::new(copy))
     }
 
     fn run_under(

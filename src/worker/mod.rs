@@ -14,18 +14,22 @@
 //! - timing an external kernel so that it cannot falsify it: [`timing`] is the parent's side,
 //!   [`library_timing`] the Rust worker's side (the Python worker's is in `submission_worker.py`);
 //!   [`shared_inputs`] hands a timed call's inputs over in device memory shared with the worker;
-//! - [`sandbox`]: the operating-system boundary around a worker process.
+//! - [`sandbox`]: the operating-system boundary around a worker process, [`sandbox_dev`] its
+//!   `/dev` and the descriptors a worker inherits; [`fresh_start`]: nothing one worker writes
+//!   reaches another.
 //!
 //! This module may use `crate::kernels` (the contract) and `crate::gpu` (the backend); neither
 //! uses it.
 
 pub mod external;
+pub mod fresh_start;
 pub mod isolated;
 pub mod library_timing;
 pub mod nvrtc;
 pub mod parent;
 pub mod protocol;
 pub mod sandbox;
+pub mod sandbox_dev;
 pub mod serve;
 pub mod shared_inputs;
 pub mod timing;

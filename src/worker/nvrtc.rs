@@ -59,7 +59,12 @@ pub fn nvrtc_kernel(variant: &GpuVariant) -> IsolatedKernel {
         WorkerCommand {
             program: worker_program(),
             args: vec!["gpu-worker".into(), "--variant".into(), variant.name.into()],
-            env: Vec::new(),
+            // Every worker's compilers get a cache of its own (super::isolated); the oracle's
+            // own compiled variants stay where runs share them, named here before that.
+            env: vec![(
+                "NVFP4_ORACLE_CACHE".into(),
+                crate::gpu::compile::cache_dir().display().to_string(),
+            )],
             start_timeout: START_TIMEOUT,
             // The oracle's own kernels: not sandboxed.
             sandbox: None,

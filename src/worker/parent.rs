@@ -69,6 +69,8 @@ pub struct Worker {
     pub input_socket: UnixStream,
     /// Wait for replies without sleeping ([`Worker::spin_while_waiting`]).
     spin: Arc<AtomicBool>,
+    /// Folders of this worker's alone, removed once it is gone ([`Worker::remove_when_gone`]).
+    private_dirs: Vec<PathBuf>,
 }
 
 impl Worker {
@@ -86,10 +88,20 @@ impl Worker {
     }
 }
 
+impl Worker {
+    /// Removes `dir` once this worker is gone (killed, or exited after [`Worker::close`]).
+    pub fn remove_when_gone(&mut self, dir: PathBuf) {
+        self.private_dirs.push(dir);
+    }
+}
+
 impl Drop for Worker {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        for dir in &self.private_dirs {
+            let _ = std::fs::remove_dir_all(dir);
+        }
     }
 }
 
@@ -165,6 +177,15 @@ impl Worker {
     /// Starts the worker and waits for its first reply. Its stderr (and any non-reply line of its
     /// stdout) goes to `log`.
     pub fn start(command: &WorkerCommand, log: &Path) -> Result<Worker, PrepareError> {
+        Self::start_in(command, log, None)
+    }
+
+    /// [`Worker::start`] in the working directory `workdir` (by default the parent's).
+    pub fn start_in(
+        command: &WorkerCommand,
+        log: &Path,
+        workdir: Option<&Path>,
+    ) -> Result<Worker, PrepareError> {
         let stderr = std::fs::File::create(log).map_err(|err| {
             PrepareError::Unusable(format!("cannot create {}: {err}", log.display()))
         })?;
@@ -173,14 +194,27 @@ impl Worker {
         };
         let (input_socket, workers_end) =
             UnixStream::pair().map_err(|err| unusable("make the worker's input socket", err))?;
-        let mut child = Command::new(&command.program);
+        // A program named by a relative path is found from the parent's directory, wherever
+        // the worker works.
+        let program = if command.program.components().count() > 1 {
+            std::path::absolute(&command.program).unwrap_or_else(|_| command.program.clone())
+        } else {
+            command.program.clone()
+        };
+        let mut child = Command::new(&program);
+        if let Some(dir) = workdir {
+            child.current_dir(dir);
+        }
         child
             .args(&command.args)
             .envs(command.env.iter().map(|(k, v)| (k, v)))
             .env(INPUT_SOCKET_ENV, INPUT_SOCKET_FD.to_string());
         let theirs = workers_end.as_raw_fd();
-        // SAFETY: between fork and exec only dup2 and fcntl run, both async-signal-safe. The
-        // socket is close-on-exec in the parent; its copy at INPUT_SOCKET_FD is not.
+        // SAFETY: between fork and exec only dup2, fcntl, close_range and getrlimit run, all
+        // async-signal-safe. The socket is close-on-exec in the parent; its copy at
+        // INPUT_SOCKET_FD is not. Every descriptor above it is made close-on-exec: the parent's
+        // libraries may leave some inheritable, and nothing but the protocol's
+        // may reach a worker (super::sandbox_dev).
         unsafe {
             child.pre_exec(move || {
                 let status = if theirs == INPUT_SOCKET_FD {
@@ -190,6 +224,9 @@ impl Worker {
                 };
                 if status < 0 {
                     return Err(std::io::Error::last_os_error());
+                }
+                if !super::sandbox_dev::close_foreign_descriptors_on_exec() {
+                    return Err(std::io::Error::from_raw_os_error(libc::EBADF));
                 }
                 Ok(())
             });
@@ -232,6 +269,7 @@ impl Worker {
             environment: KernelEnvironment::default(),
             input_socket,
             spin,
+            private_dirs: Vec::new(),
         };
         let tail = |worker: &Worker| {
             let tail = log_tail(&worker.log, 8);

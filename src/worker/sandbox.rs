@@ -12,9 +12,12 @@
 //! - **the file system, read-only**: every mount is made read-only (`mount_setattr` with
 //!   `AT_RECURSIVE`), so the report directory, the golden files, the NVRTC cache and the
 //!   sources cannot be written; `/tmp`, `/dev/shm` and `/run` (the host's daemons' sockets)
-//!   are fresh, private tmpfs; the worker's own
+//!   are fresh, private tmpfs; `/dev` is a fresh read-only tmpfs holding the NVIDIA nodes and
+//!   the five plain ones only ([`super::sandbox_dev`]); the worker's own
 //!   scratch directories (`--writable`) are bound in read-write at the same paths; directories
 //!   named with `--hide` (the key that signs certificates) are covered by an empty tmpfs;
+//! - **only the protocol's descriptors**: everything above the input socket is closed before
+//!   the worker runs ([`super::sandbox_dev`]);
 //! - **no capabilities**: the bounding, ambient, permitted and effective sets emptied, secure
 //!   bits set and locked so that executing a program as root grants none back, and
 //!   `no_new_privs`; uid 0 without `CAP_SYS_PTRACE` cannot ptrace or read a non-dumpable
@@ -61,24 +64,22 @@ impl Isolation {
     }
 }
 
-/// Where a sandboxed kernel's compilers keep their caches between its own workers (load_inline
-/// builds take a minute): one directory per kernel name, so a kernel can reach no other's.
-pub fn cache_dir(kernel: &str) -> PathBuf {
-    let base = std::env::var_os("XDG_CACHE_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache")))
-        .unwrap_or_else(std::env::temp_dir);
-    let name: String = kernel
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    base.join("nvfp4-oracle").join("worker-cache").join(name)
+/// The environment that points a worker's compilers (load_inline, Triton, inductor, the CUDA
+/// JIT) at `cache`, the empty folder its parent made for it alone and removes when it ends
+/// ([`super::isolated`]). Given to every worker, sandboxed or not: a cache shared between
+/// workers, or kept between runs, is a channel, through which one worker can tell another (a
+/// campaign's from a check's) what it has seen; and outside `cache` the sandbox's file system is
+/// read-only.
+pub fn cache_env(cache: &Path) -> Vec<(String, String)> {
+    let dir = |name: &str| cache.join(name).display().to_string();
+    vec![
+        ("XDG_CACHE_HOME".to_string(), cache.display().to_string()),
+        ("TORCH_EXTENSIONS_DIR".into(), dir("torch_extensions")),
+        ("TRITON_HOME".into(), cache.display().to_string()),
+        ("TRITON_CACHE_DIR".into(), dir("triton")),
+        ("TORCHINDUCTOR_CACHE_DIR".into(), dir("inductor")),
+        ("CUDA_CACHE_PATH".into(), dir("nv")),
+    ]
 }
 
 /// How a worker is to be sandboxed: the directories it may write and those it must not see.
@@ -116,9 +117,9 @@ pub fn launcher_args(paths: &SandboxPaths, program: &Path, args: &[String]) -> V
 }
 
 /// The command that runs `command` in the sandbox with `scratch` (the worker's own directory,
-/// also its working directory) and `cache` (where its compilers keep their caches between its
-/// own workers) writable, and the isolation that holds; `command` itself, and why it is not
-/// sandboxed, where the sandbox cannot be built here.
+/// also its working directory) and `cache` (its compilers' caches, [`cache_env`], which the
+/// caller puts in `command`'s environment) writable, and the isolation that holds; `command`
+/// itself, and why it is not sandboxed, where the sandbox cannot be built here.
 pub fn wrap(
     command: &super::parent::WorkerCommand,
     paths: &SandboxPaths,
@@ -158,22 +159,10 @@ pub fn wrap(
         .writable
         .extend([scratch.to_path_buf(), cache.to_path_buf()]);
     paths.workdir = Some(scratch.to_path_buf());
-    let mut env = command.env.clone();
-    // Compilers' caches (load_inline, Triton, the CUDA JIT, inductor) in the writable cache:
-    // the rest of the file system is read-only in the sandbox.
-    let dir = |name: &str| cache.join(name).display().to_string();
-    env.extend([
-        ("XDG_CACHE_HOME".to_string(), cache.display().to_string()),
-        ("TORCH_EXTENSIONS_DIR".into(), dir("torch_extensions")),
-        ("TRITON_HOME".into(), cache.display().to_string()),
-        ("TRITON_CACHE_DIR".into(), dir("triton")),
-        ("TORCHINDUCTOR_CACHE_DIR".into(), dir("inductor")),
-        ("CUDA_CACHE_PATH".into(), dir("nv")),
-    ]);
     let wrapped = super::parent::WorkerCommand {
         program: launcher.clone(),
         args: launcher_args(&paths, &command.program, &command.args),
-        env,
+        env: command.env.clone(),
         start_timeout: command.start_timeout,
         sandbox: None,
     };
@@ -281,7 +270,7 @@ fn c_string(text: &str) -> CString {
 }
 
 #[cfg(target_os = "linux")]
-mod linux {
+pub(super) mod linux {
     use super::{c_string, LauncherArgs};
     use std::io::Error;
     use std::os::unix::process::CommandExt;
@@ -295,7 +284,7 @@ mod linux {
         propagation: u64,
         userns_fd: u64,
     }
-    const MOUNT_ATTR_RDONLY: u64 = 0x1;
+    pub(crate) const MOUNT_ATTR_RDONLY: u64 = 0x1;
     const AT_RECURSIVE: libc::c_uint = 0x8000;
 
     /// Secure bits (`capabilities(7)`): root gains no capabilities on execve, none are kept
@@ -310,7 +299,7 @@ mod linux {
         }
     }
 
-    fn mount(
+    pub(crate) fn mount(
         source: &str,
         target: &Path,
         fstype: &str,
@@ -337,7 +326,12 @@ mod linux {
 
     /// `mount_setattr(2)`: sets and clears mount attributes of `path` (with `AT_RECURSIVE`, of
     /// every mount below it too).
-    fn set_attr(path: &Path, set: u64, clear: u64, flags: libc::c_uint) -> Result<(), String> {
+    pub(crate) fn set_attr(
+        path: &Path,
+        set: u64,
+        clear: u64,
+        flags: libc::c_uint,
+    ) -> Result<(), String> {
         let attr = MountAttr {
             attr_set: set,
             attr_clr: clear,
@@ -405,15 +399,11 @@ mod linux {
         set_attr(root, MOUNT_ATTR_RDONLY, 0, AT_RECURSIVE)?;
         let private = (libc::MS_NOSUID | libc::MS_NODEV) as libc::c_ulong;
         mount("tmpfs", Path::new("/tmp"), "tmpfs", private, "mode=1777")?;
-        if Path::new("/dev/shm").is_dir() {
-            mount(
-                "tmpfs",
-                Path::new("/dev/shm"),
-                "tmpfs",
-                private,
-                "mode=1777",
-            )?;
-        }
+        // The host's /dev (its disks, /dev/mem, the terminals) replaced by one holding only
+        // what CUDA needs (super::sandbox_dev), with a private /dev/shm.
+        let nodes = crate::worker::sandbox_dev::linux::kept_nodes()?;
+        crate::worker::sandbox_dev::linux::build_dev(&nodes)?;
+        drop(nodes);
         // The host's daemons listen on Unix sockets under /run (/var/run links there), which
         // a read-only file system and a network namespace do not stop: a container engine's
         // socket owned by root would answer the worker's uid 0. A seccomp rule cannot keep
@@ -435,20 +425,30 @@ mod linux {
                 )?;
             }
         }
-        for (file, dir) in &writable {
+        // Shallower folders first, so that one inside another is bound on top of it: a
+        // writable folder inside a read-only one stays writable, and the other way round.
+        let mut binds: Vec<(&std::fs::File, &Path, bool)> = writable
+            .iter()
+            .map(|(file, dir)| (file, *dir, true))
+            .chain(
+                readable
+                    .iter()
+                    .map(|(file, dir)| (file, dir.as_path(), false)),
+            )
+            .collect();
+        binds.sort_by_key(|(_, dir, _)| dir.components().count());
+        for (file, dir, write) in binds {
             // Under /tmp the path is gone (a fresh tmpfs): make it again, then bind the real one.
             std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
             let source = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(file));
             mount(&source, dir, "", (libc::MS_BIND | libc::MS_REC) as _, "")?;
-            // Clears the read-only flag alone (a remount would have to repeat every other
-            // flag a user namespace locks).
-            set_attr(dir, 0, MOUNT_ATTR_RDONLY, 0)?;
-        }
-        for (file, dir) in &readable {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-            let source = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(file));
-            mount(&source, dir, "", (libc::MS_BIND | libc::MS_REC) as _, "")?;
-            set_attr(dir, MOUNT_ATTR_RDONLY, 0, AT_RECURSIVE)?;
+            if write {
+                // Clears the read-only flag alone (a remount would have to repeat every other
+                // flag a user namespace locks).
+                set_attr(dir, 0, MOUNT_ATTR_RDONLY, 0)?;
+            } else {
+                set_attr(dir, MOUNT_ATTR_RDONLY, 0, AT_RECURSIVE)?;
+            }
         }
         drop(writable);
         drop(readable);
@@ -549,6 +549,8 @@ mod linux {
             )?;
         }
         super::filter::apply()?;
+        // Only the protocol's descriptors go on (crate::worker::sandbox_dev).
+        crate::worker::sandbox_dev::close_foreign_descriptors()?;
         if let Some(dir) = &args.paths.workdir {
             std::env::set_current_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
         }
@@ -741,6 +743,19 @@ fn self_check(args: &LauncherArgs, user_namespace: bool) -> Result<String, Strin
     if std::fs::read_dir("/run").is_ok_and(|mut entries| entries.next().is_some()) {
         return Err("/run shows the host's".into());
     }
+    // Nothing of the host's /dev beyond what CUDA needs (no disks, no /dev/mem), and no
+    // descriptor beyond the protocol's.
+    let unexpected = crate::worker::sandbox_dev::unexpected_in_dev(Path::new("/dev"));
+    if !unexpected.is_empty() {
+        return Err(format!("/dev holds {}", unexpected.join(", ")));
+    }
+    if std::fs::write("/dev/nvfp4-oracle-sandbox-probe", b"x").is_ok() {
+        return Err("/dev is writable".into());
+    }
+    let foreign = crate::worker::sandbox_dev::foreign_descriptors();
+    if !foreign.is_empty() {
+        return Err(format!("inherited descriptors are open: {foreign:?}"));
+    }
     // A new user namespace through clone must be refused too (EPERM; clone3 ENOSYS).
     // SAFETY: a raw clone without a new stack is fork; a child, if the filter let one be made,
     // exits at once without touching this process's state.
@@ -755,7 +770,8 @@ fn self_check(args: &LauncherArgs, user_namespace: bool) -> Result<String, Strin
     }
     Ok(format!(
         "own mount, PID, network and IPC namespaces{}; read-only file system, private /tmp, /dev/shm \
-         and /run; no capabilities; no_new_privs; seccomp refusing ptrace, process_vm_readv/writev, \
+         and /run; a /dev of the NVIDIA nodes and null, zero, full, random, urandom only; no \
+         inherited descriptors; no capabilities; no_new_privs; seccomp refusing ptrace, process_vm_readv/writev, \
          mounts and new namespaces; killed with its launcher",
         if user_namespace {
             " (and a user namespace)"

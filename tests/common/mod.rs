@@ -1,5 +1,6 @@
 //! Shared helpers for the integration tests: reading committed vector files; the oracle binary
-//! and whether torch sees a GPU (the tests that run submissions).
+//! and whether torch sees a GPU (the tests that run submissions); kernels served by the fake
+//! worker (tests/fixtures/fake_worker.py), with or without the sandbox.
 #![allow(dead_code)]
 
 use safetensors::SafeTensors;
@@ -149,4 +150,65 @@ pub fn read_json(path: &std::path::Path) -> serde_json::Value {
     let text =
         std::fs::read_to_string(path).unwrap_or_else(|err| panic!("{}: {err}", path.display()));
     serde_json::from_str(&text).unwrap()
+}
+
+/// A file of tests/fixtures.
+pub fn fixture(name: &str) -> PathBuf {
+    repo_path("tests/fixtures").join(name)
+}
+
+/// A dual-GEMM kernel served by `python3 tests/fixtures/fake_worker.py ARGS`, with `env` added
+/// to its environment and, where `sandbox` is given, started in the sandbox.
+pub fn fake_worker_kernel(
+    name: &str,
+    args: &[&str],
+    env: Vec<(String, String)>,
+    sandbox: Option<nvfp4_oracle::worker::sandbox::SandboxPaths>,
+    start_timeout: std::time::Duration,
+    case_timeout: std::time::Duration,
+) -> nvfp4_oracle::worker::isolated::IsolatedKernel {
+    use nvfp4_oracle::kernels::ShapeSupport;
+    use nvfp4_oracle::problem::ProblemKind;
+    use nvfp4_oracle::worker::isolated::{IsolatedKernel, KernelInfo};
+    use nvfp4_oracle::worker::parent::WorkerCommand;
+    IsolatedKernel::new(
+        KernelInfo {
+            name: format!("fake-{name}-{}", std::process::id()),
+            description: "fake worker".into(),
+            problem: ProblemKind::DualGemm,
+            support: ShapeSupport::ANY,
+            schedule: None,
+            source_hash: "0".repeat(64),
+            deliberately_broken: false,
+            nondeterministic: false,
+            accumulation: None,
+        },
+        WorkerCommand {
+            program: PathBuf::from("python3"),
+            args: std::iter::once(fixture("fake_worker.py").display().to_string())
+                .chain(args.iter().map(|s| s.to_string()))
+                .collect(),
+            env,
+            start_timeout,
+            sandbox,
+        },
+        std::sync::Arc::new(|| Ok(())),
+        case_timeout,
+    )
+}
+
+/// Makes the oracle binary the sandbox's launcher for workers this test process starts (the
+/// test harness is not one), and says whether the sandbox can be built on this machine; why
+/// not, where it cannot.
+pub fn sandbox_here() -> Result<(), String> {
+    static SET: std::sync::Once = std::sync::Once::new();
+    let launcher = oracle_binary();
+    // SAFETY: set once, before any sandboxed worker of this test process starts.
+    SET.call_once(|| unsafe { std::env::set_var("NVFP4_ORACLE_WORKER", &launcher) });
+    let isolation = nvfp4_oracle::worker::sandbox::isolation(&launcher);
+    if isolation.sandboxed {
+        Ok(())
+    } else {
+        Err(isolation.description.clone())
+    }
 }
