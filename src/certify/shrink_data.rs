@@ -53,6 +53,10 @@ pub struct ShrunkData {
     /// The shrunk inputs (the repro files are written from them).
     #[serde(skip)]
     pub inputs: Option<DualGemmInputs>,
+    /// The kernel's output on the shrunk inputs, `[M, N, L]` (written beside their case file, so
+    /// that `check` replays the shrunk failure too).
+    #[serde(skip)]
+    pub output: Option<Vec<f16>>,
 }
 
 struct Shrinker<'a> {
@@ -277,6 +281,7 @@ pub fn shrink_data(
         explanation,
         localization,
         inputs: Some(inputs),
+        output: Some(observed_output),
     })
 }
 
