@@ -47,8 +47,8 @@ pub struct ShrunkData {
     /// "observed = expected with A[0, 5, 0] read as 4.0 instead of 6.0", when one input alone
     /// explains the observed output.
     pub explanation: Option<String>,
-    /// What the failure depends on, in words, from controlled changes of the shrunk case
-    /// ([`localize`]).
+    /// What the failure depends on, in words, from controlled changes of the shrunk case (each
+    /// input moved, its sign flipped, its FP4 code and scale class changed, one at a time).
     pub localization: Vec<String>,
     /// The shrunk inputs (the repro files are written from them).
     #[serde(skip)]
