@@ -487,15 +487,29 @@ impl Diagnosis {
     fn runs_in_words(&self) -> String {
         match &self.runs[..] {
             [] | [_] => "of the minimal case".to_string(),
-            [minimal, larger @ ..] => format!(
-                "of {} runs: the minimal case {minimal} and, to tell look-alike bugs apart, {}",
-                self.runs.len(),
-                larger
+            [minimal, others @ ..] => {
+                // Each shape once, with its count: the other runs differ by data, not shape.
+                let mut shapes: Vec<(crate::problem::Shape, usize)> = Vec::new();
+                for shape in others {
+                    match shapes.iter_mut().find(|(s, _)| s == shape) {
+                        Some((_, count)) => *count += 1,
+                        None => shapes.push((*shape, 1)),
+                    }
+                }
+                let words: Vec<String> = shapes
                     .iter()
-                    .map(|s| s.to_string())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
+                    .map(|(shape, count)| match count {
+                        1 => shape.to_string(),
+                        _ => format!("{shape} ({count} runs)"),
+                    })
+                    .collect();
+                format!(
+                    "of {} runs: the minimal case {minimal} and, to tell look-alike bugs apart, \
+                     other data at {}",
+                    self.runs.len(),
+                    words.join(", ")
+                )
+            }
         }
     }
 
