@@ -258,3 +258,42 @@ fn the_nvrtc_hint_names_the_pypi_package() {
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("nvidia-cuda-nvrtc-cu12"), "{text}");
 }
+
+/// A merge refused (here: a shard missing) is an error with no half-printed table before it.
+#[test]
+fn a_refused_merge_prints_no_table() {
+    let dir = scratch_dir("cli-errors-merge");
+    let secrets = dir.join("secrets");
+    let shards = dir.join("shards");
+    let (code, text) = oracle_with_key(
+        &secrets,
+        &[
+            "certify",
+            "--kernel",
+            "cpu-tiled",
+            "--cases",
+            "0",
+            "--quick",
+            "--no-golden",
+            "--seed",
+            "3",
+            "--shard",
+            "1/2",
+            "--report-dir",
+            shards.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 0, "{text}");
+    let (code, text) = oracle_with_key(
+        &secrets,
+        &[
+            "merge",
+            shards.join("cpu-tiled.shard-1-of-2.json").to_str().unwrap(),
+            "--report-dir",
+            dir.join("merged").to_str().unwrap(),
+        ],
+    );
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("cpu-tiled"), "{text}");
+    assert!(!text.contains("| kernel |"), "a table header before the error: {text}");
+}
