@@ -188,8 +188,7 @@ fn the_minimal_repro_replays_with_check() {
     let replay_minimal = failure
         .replay_minimal()
         .expect("the minimal data and the kernel's output on it were written");
-    let markdown =
-        std::fs::read_to_string(dir.join("cpu-mutant-truncated-output.md")).unwrap();
+    let markdown = std::fs::read_to_string(dir.join("cpu-mutant-truncated-output.md")).unwrap();
     assert!(markdown.contains(&replay_minimal), "{markdown}");
     let args: Vec<&str> = replay_minimal.split(' ').skip(1).collect();
     let replay = Command::new(env!("CARGO_BIN_EXE_nvfp4-oracle"))

@@ -31,29 +31,68 @@ fn usage_errors_exit_2_at_once_naming_the_culprit() {
     let table: &[(&[&str], &[&str])] = &[
         // An output past 2^28 elements: refused before the operands are drawn.
         (
-            &["scaled-gemm", "reference", "--shape", "100000x100000x100000", "--out", out],
+            &[
+                "scaled-gemm",
+                "reference",
+                "--shape",
+                "100000x100000x100000",
+                "--out",
+                out,
+            ],
             &["more than 2^28 elements"],
         ),
         // A small output with operands past the machine's memory: refused before drawing.
         (
-            &["scaled-gemm", "reference", "--shape", "16384x16384x4194304", "--out", out],
+            &[
+                "scaled-gemm",
+                "reference",
+                "--shape",
+                "16384x16384x4194304",
+                "--out",
+                out,
+            ],
             &["needs about", "GiB"],
         ),
-        (&["golden", "verify", "--max-cost=-5"], &["--max-cost -5", "positive"]),
-        (&["golden", "verify", "--max-cost", "-5"], &["--max-cost -5", "positive"]),
-        (&["golden", "verify", "--max-cost", "0"], &["--max-cost 0", "positive"]),
-        (&["golden", "verify", "--max-cost", "1"], &["no golden case is that cheap"]),
+        (
+            &["golden", "verify", "--max-cost=-5"],
+            &["--max-cost -5", "positive"],
+        ),
+        (
+            &["golden", "verify", "--max-cost", "-5"],
+            &["--max-cost -5", "positive"],
+        ),
+        (
+            &["golden", "verify", "--max-cost", "0"],
+            &["--max-cost 0", "positive"],
+        ),
+        (
+            &["golden", "verify", "--max-cost", "1"],
+            &["no golden case is that cheap"],
+        ),
         // Every K order the model has, in clap's error as in the help.
         (
-            &["reference", "--shape", "8x8x16", "--k-order", "reverse", "--out", out],
+            &[
+                "reference",
+                "--shape",
+                "8x8x16",
+                "--k-order",
+                "reverse",
+                "--out",
+                out,
+            ],
             &["contiguous", "any", "per-product"],
         ),
         (
-            &["generate", "--shape", "8x8x16", "--dist", "normal", "--out", out],
+            &[
+                "generate", "--shape", "8x8x16", "--dist", "normal", "--out", out,
+            ],
             &["stagnation", "adversarial-nan"],
         ),
         // A table is printed only once everything was read: no header before the error.
-        (&["verify", "/nonexistent/cpu-tiled.json"], &["cpu-tiled.json", "No such file"]),
+        (
+            &["verify", "/nonexistent/cpu-tiled.json"],
+            &["cpu-tiled.json", "No such file"],
+        ),
     ];
     for (args, words) in table {
         let started = Instant::now();
@@ -93,8 +132,14 @@ fn a_missing_baseline_is_refused_before_the_campaign() {
         ],
     );
     assert_eq!(code, 2, "{text}");
-    assert!(text.contains("--baseline /nonexistent/main-certificates"), "{text}");
-    assert!(started.elapsed() < Duration::from_secs(5), "the campaign ran first: {text}");
+    assert!(
+        text.contains("--baseline /nonexistent/main-certificates"),
+        "{text}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the campaign ran first: {text}"
+    );
     assert!(!report.join("cpu-tiled.json").exists(), "{text}");
 
     // A baseline that is not a signed certificate: named too.
@@ -113,7 +158,10 @@ fn a_missing_baseline_is_refused_before_the_campaign() {
         ],
     );
     assert_eq!(code, 2, "{text}");
-    assert!(text.contains("--baseline") && text.contains("not signed"), "{text}");
+    assert!(
+        text.contains("--baseline") && text.contains("not signed"),
+        "{text}"
+    );
     assert!(!report.join("cpu-tiled.json").exists(), "{text}");
 }
 
@@ -124,7 +172,12 @@ fn rewrite_with_names(file: &Path, to: &Path, rename: impl Fn(&str) -> String) {
     let tensors = SafeTensors::deserialize(&bytes).unwrap();
     let mut writer = CaseWriter::default();
     for (name, view) in tensors.tensors() {
-        writer.tensor(&rename(&name), view.dtype(), view.shape().to_vec(), view.data().to_vec());
+        writer.tensor(
+            &rename(&name),
+            view.dtype(),
+            view.shape().to_vec(),
+            view.data().to_vec(),
+        );
     }
     for (key, value) in header.metadata().clone().unwrap_or_default() {
         writer.meta(&key, value);
@@ -158,8 +211,20 @@ fn check_refuses_an_empty_interval_and_an_inputs_file() {
 
     let table = [
         ("case.st", 0, vec!["PASS"]),
-        ("swapped.st", 2, vec!["swapped.st", "element [", "above hi", "swapped"]),
-        ("inputs.st", 2, vec!["inputs.st", "is an inputs file", "run `nvfp4-oracle reference` first"]),
+        (
+            "swapped.st",
+            2,
+            vec!["swapped.st", "element [", "above hi", "swapped"],
+        ),
+        (
+            "inputs.st",
+            2,
+            vec![
+                "inputs.st",
+                "is an inputs file",
+                "run `nvfp4-oracle reference` first",
+            ],
+        ),
     ];
     for (file, want, words) in table {
         let (code, text) = oracle(&["check", "--case", &path(file), "--output", &path("out.st")]);
@@ -189,7 +254,10 @@ fn a_negative_alpha_is_a_number() {
     ]);
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("alpha -0.5"), "{text}");
-    assert_eq!(CaseReader::open(&out).unwrap().meta("alpha").unwrap(), "-0.5");
+    assert_eq!(
+        CaseReader::open(&out).unwrap().meta("alpha").unwrap(),
+        "-0.5"
+    );
 }
 
 /// A gemv is written with N = 1 whatever --shape said, and the message says what was written.
@@ -221,7 +289,13 @@ fn a_gemv_is_described_by_the_shape_written() {
 fn a_closed_pipe_ends_the_output_quietly() {
     use std::os::unix::process::ExitStatusExt;
     let out = scratch_dir("cli-errors-pipe").join("inputs.st");
-    let generate = ["generate", "--shape", "8x8x16", "--out", out.to_str().unwrap()];
+    let generate = [
+        "generate",
+        "--shape",
+        "8x8x16",
+        "--out",
+        out.to_str().unwrap(),
+    ];
     for args in [&["variants"][..], &generate[..]] {
         let mut child = Command::new(oracle_binary())
             .args(args)
@@ -295,5 +369,8 @@ fn a_refused_merge_prints_no_table() {
     );
     assert_eq!(code, 2, "{text}");
     assert!(text.contains("cpu-tiled"), "{text}");
-    assert!(!text.contains("| kernel |"), "a table header before the error: {text}");
+    assert!(
+        !text.contains("| kernel |"),
+        "a table header before the error: {text}"
+    );
 }

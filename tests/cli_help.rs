@@ -46,7 +46,11 @@ fn the_help_lists_every_name_the_library_accepts() {
     let problems = names(&ProblemKind::ALL, ProblemKind::name);
     let dists = names(&Distribution::NAMED, Distribution::name);
     for command in [&["reference"][..], &["certify"][..]] {
-        assert_eq!(possible_values(&help(command), "--k-order"), orders, "{command:?}");
+        assert_eq!(
+            possible_values(&help(command), "--k-order"),
+            orders,
+            "{command:?}"
+        );
     }
     for command in [&["reference"][..], &["generate"][..]] {
         let text = help(command);
@@ -73,9 +77,17 @@ fn the_help_lists_every_name_the_library_accepts() {
 #[test]
 fn the_scaled_gemm_layout_is_where_the_help_points() {
     let reference = help(&["scaled-gemm", "reference"]);
-    assert!(reference.contains("`scaled-gemm check --help` gives the layout"), "{reference}");
+    assert!(
+        reference.contains("`scaled-gemm check --help` gives the layout"),
+        "{reference}"
+    );
     let check = help(&["scaled-gemm", "check"]);
-    for words in ["a_scale and b_scale", "[rows, K/2]", "F64 [M, N]", "bias (F32 [N]"] {
+    for words in [
+        "a_scale and b_scale",
+        "[rows, K/2]",
+        "F64 [M, N]",
+        "bias (F32 [N]",
+    ] {
         assert!(check.contains(words), "no '{words}' in: {check}");
     }
 }
@@ -132,11 +144,20 @@ fn the_python_package_takes_the_same_names() {
         python_tuple(init, "GENERATED_DISTRIBUTIONS"),
         names(&Distribution::NAMED, Distribution::name)
     );
-    assert_eq!(python_tuple(init, "K_ORDERS"), names(&KOrder::ALL, KOrder::name));
+    assert_eq!(
+        python_tuple(init, "K_ORDERS"),
+        names(&KOrder::ALL, KOrder::name)
+    );
     assert_eq!(
         python_tuple(gemm, "OPERAND_FORMATS"),
         names(&OperandFormat::ALL, OperandFormat::name)
     );
-    assert_eq!(python_tuple(gemm, "OUT_DTYPES"), names(&OutDtype::ALL, OutDtype::name));
-    assert_eq!(python_tuple(gemm, "EPILOGUES"), names(&Epilogue::ALL, Epilogue::name));
+    assert_eq!(
+        python_tuple(gemm, "OUT_DTYPES"),
+        names(&OutDtype::ALL, OutDtype::name)
+    );
+    assert_eq!(
+        python_tuple(gemm, "EPILOGUES"),
+        names(&Epilogue::ALL, Epilogue::name)
+    );
 }

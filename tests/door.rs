@@ -443,7 +443,11 @@ fn a_broken_submission_is_bad_input_before_torch_is_asked_for() {
     let dir = std::env::temp_dir().join(format!("nvfp4-door-broken-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let table = [
-        ("empty.py", "", "defines no custom_kernel(data) function (the file is empty)"),
+        (
+            "empty.py",
+            "",
+            "defines no custom_kernel(data) function (the file is empty)",
+        ),
         (
             "syntax.py",
             "def custom_kernel(data)\n    return data[-1]\n",
@@ -474,7 +478,9 @@ fn a_broken_submission_is_bad_input_before_torch_is_asked_for() {
             .map(|entries| entries.map(|e| e.unwrap().path()).collect())
             .unwrap_or_default();
         assert!(
-            !written.iter().any(|p| p.extension().is_some_and(|e| e == "json")),
+            !written
+                .iter()
+                .any(|p| p.extension().is_some_and(|e| e == "json")),
             "{name}: no certificate for a usage error: {written:?}"
         );
     }

@@ -146,19 +146,26 @@ fn every_subcommand_and_flag_the_docs_show_exists() {
     for (path, flags) in &wanted {
         let (code, help) = help_of(path);
         if code != 0 {
-            missing.push(format!("nvfp4-oracle {}: no such subcommand", path.join(" ")));
+            missing.push(format!(
+                "nvfp4-oracle {}: no such subcommand",
+                path.join(" ")
+            ));
             continue;
         }
         for flag in flags {
             let listed = help.match_indices(flag.as_str()).any(|(at, _)| {
-                !help[at + flag.len()..].starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-')
+                !help[at + flag.len()..]
+                    .starts_with(|c: char| c.is_ascii_alphanumeric() || c == '-')
             });
             if !listed && flag != "--help" {
                 missing.push(format!("nvfp4-oracle {} {flag}", path.join(" ")));
             }
         }
     }
-    assert!(missing.is_empty(), "the documents show what the tool does not have: {missing:#?}");
+    assert!(
+        missing.is_empty(),
+        "the documents show what the tool does not have: {missing:#?}"
+    );
 }
 
 /// The documents' cheap commands, as they are written (a placeholder shape, the one thing the

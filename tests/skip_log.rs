@@ -23,7 +23,11 @@ fn lines_written_at_once_never_interleave() {
     assert_eq!(text.lines().count(), 400);
     for written in text.lines() {
         let thread: usize = written.split(' ').nth(1).unwrap().parse().unwrap();
-        assert_eq!(format!("{written}\n"), line(thread), "a line was interleaved");
+        assert_eq!(
+            format!("{written}\n"),
+            line(thread),
+            "a line was interleaved"
+        );
     }
 }
 
@@ -39,6 +43,12 @@ fn a_finished_runs_log_is_removed_and_a_running_ones_kept() {
     common::remove_stale_logs(&dir, "door", std::process::id());
     let exists = |name: &str| Path::new(&dir.join(name)).exists();
     assert!(!exists("door.4194305.log"), "an earlier run's log stays");
-    assert!(exists(&format!("door.{running}.log")), "a running test's log was removed");
-    assert!(exists("cli.4194305.log"), "another binary's log is its own to clear");
+    assert!(
+        exists(&format!("door.{running}.log")),
+        "a running test's log was removed"
+    );
+    assert!(
+        exists("cli.4194305.log"),
+        "another binary's log is its own to clear"
+    );
 }

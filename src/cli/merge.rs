@@ -35,7 +35,10 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
             None => by_kernel.push((kernel, vec![shard])),
         }
     }
-    let names: Vec<&str> = by_kernel.iter().map(|(kernel, _)| kernel.as_str()).collect();
+    let names: Vec<&str> = by_kernel
+        .iter()
+        .map(|(kernel, _)| kernel.as_str())
+        .collect();
     args.gate.check_baseline(&names)?;
     std::fs::create_dir_all(&args.report_dir)
         .map_err(|err| Error::file(&args.report_dir, format!("cannot create: {err}")))?;

@@ -5,9 +5,9 @@ use crate::case_file::{CaseReader, CaseWriter};
 use crate::error::{Error, Result};
 use crate::model::bounds::{max_blocks, KOrder};
 use crate::model::{output_rows, problem_reference_with_progress, Reference, MODEL_VERSION};
-use crate::problem::ProblemInputs;
 use crate::problem::generate::generate_problem;
 use crate::problem::memory::{available_bytes, check_fits, gib, model_bytes};
+use crate::problem::ProblemInputs;
 use crate::problem::{Distribution, ProblemKind, Shape};
 use clap::Args;
 use std::path::PathBuf;
@@ -111,7 +111,11 @@ fn with_progress(inputs: &ProblemInputs, order: KOrder) -> Reference {
     let (m, n, l) = inputs.output_dims();
     let k = inputs.operands()[0].1.k();
     // The dual GEMM makes two dot products per output element.
-    let dots = if inputs.kind() == ProblemKind::DualGemm { 2 } else { 1 };
+    let dots = if inputs.kind() == ProblemKind::DualGemm {
+        2
+    } else {
+        1
+    };
     let products = dots * inputs.output_len() as u128 * k as u128;
     let Some(bar) = super::progress::rows_bar("reference", output_rows(inputs), products) else {
         return problem_reference_with_progress(inputs, order, &|| {});

@@ -243,7 +243,10 @@ fn check_fits(m: usize, n: usize, k: usize) -> Result<()> {
     }
     let needed = (m as u128 + n as u128) * k as u128 * BYTES_PER_OPERAND_ELEMENT
         + m as u128 * n as u128 * BYTES_PER_OUTPUT;
-    crate::problem::memory::check_bytes(&format!("the scaled-gemm reference for {m}x{n}x{k}"), needed)
+    crate::problem::memory::check_bytes(
+        &format!("the scaled-gemm reference for {m}x{n}x{k}"),
+        needed,
+    )
 }
 
 /// The reference, with a progress bar on stderr for long runs; refused for outputs too large to

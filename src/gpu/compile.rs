@@ -31,9 +31,7 @@ pub fn nvrtc_present() -> bool {
 /// name the kernel file and line.
 pub fn compile_variant(variant: &GpuVariant) -> Result<Ptx> {
     if !nvrtc_present() {
-        return Err(Error::Gpu(
-            NVRTC_MISSING.into(),
-        ));
+        return Err(Error::Gpu(NVRTC_MISSING.into()));
     }
     let cached = cache_dir().join(format!(
         "{}-{}-lineinfo.ptx",

@@ -59,19 +59,24 @@ impl LoadedLibrary {
     pub fn open(path: &Path, symbol: &str) -> Result<Self, String> {
         // SAFETY: loading runs the library's initialisers: this is the untrusted code the worker
         // process exists to contain.
-        let library = unsafe { libloading::Library::new(path) }
-            .map_err(|err| {
-                format!(
-                    "{}: cannot load the library: {}",
-                    path.display(),
-                    with_causes(&err)
-                )
-            })?;
+        let library = unsafe { libloading::Library::new(path) }.map_err(|err| {
+            format!(
+                "{}: cannot load the library: {}",
+                path.display(),
+                with_causes(&err)
+            )
+        })?;
         // SAFETY: the symbol's type is the ABI's; a library that exports another signature under
         // this name breaks the contract the user declared with --symbol.
         let function = unsafe { library.get::<DualGemmFn>(symbol.as_bytes()) }
             .map(|f| *f)
-            .map_err(|err| format!("{}: no symbol '{symbol}': {}", path.display(), with_causes(&err)))?;
+            .map_err(|err| {
+                format!(
+                    "{}: no symbol '{symbol}': {}",
+                    path.display(),
+                    with_causes(&err)
+                )
+            })?;
         Ok(LoadedLibrary {
             _library: library,
             function,

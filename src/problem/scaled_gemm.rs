@@ -364,8 +364,14 @@ mod tests {
     #[test]
     fn a_short_bias_is_counted_in_elements_not_bytes() {
         let operand = |rows: usize| {
-            ScaledOperand::new(OperandFormat::Bf16, rows, 16, vec![0; rows * 16], Vec::new())
-                .unwrap()
+            ScaledOperand::new(
+                OperandFormat::Bf16,
+                rows,
+                16,
+                vec![0; rows * 16],
+                Vec::new(),
+            )
+            .unwrap()
         };
         let message = ScaledGemmInputs::new(
             operand(2),
@@ -377,6 +383,9 @@ mod tests {
         )
         .unwrap_err()
         .to_string();
-        assert_eq!(message, "tensor 'bias' has 3 elements but the shape needs 4");
+        assert_eq!(
+            message,
+            "tensor 'bias' has 3 elements but the shape needs 4"
+        );
     }
 }

@@ -121,7 +121,12 @@ fn test_binary() -> String {
 /// logs an earlier run of the same binary left are removed (those whose process is gone: a
 /// run of it going on beside this one keeps its own), so that the directory tells of the
 /// latest run of each binary, whether or not `.ci/run` cleared it first.
-pub fn append_skip(dir: &std::path::Path, binary: &str, pid: u32, line: &str) -> std::io::Result<()> {
+pub fn append_skip(
+    dir: &std::path::Path,
+    binary: &str,
+    pid: u32,
+    line: &str,
+) -> std::io::Result<()> {
     use std::io::Write;
     static CLEARED: std::sync::Once = std::sync::Once::new();
     std::fs::create_dir_all(dir)?;
