@@ -366,3 +366,28 @@ pub fn fp16_from_bytes(bytes: &[u8]) -> Vec<half::f16> {
         .map(|b| half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])))
         .collect()
 }
+
+/// Refuses a case whose interval is empty somewhere (`lo > hi`: swapped or edited bounds), which
+/// would otherwise fail every kernel; the message names the first such element by its index in
+/// `dims` (row-major, as the tensors are stored). NaN bounds (a NaN answer) are not compared.
+pub fn check_intervals(path: &Path, lo: &[f64], hi: &[f64], dims: &[usize]) -> Result<()> {
+    let Some(first) = lo.iter().zip(hi).position(|(lo, hi)| lo > hi) else {
+        return Ok(());
+    };
+    let mut index = Vec::with_capacity(dims.len());
+    let mut rest = first;
+    for &dim in dims.iter().rev() {
+        index.push(rest % dim.max(1));
+        rest /= dim.max(1);
+    }
+    index.reverse();
+    let bad = lo.iter().zip(hi).filter(|(lo, hi)| lo > hi).count();
+    Err(Error::file(
+        path,
+        format!(
+            "element {index:?} has lo = {:?} above hi = {:?} ({bad} such elements): an interval \
+             cannot be empty; are lo and hi swapped? Write the case again with `reference`",
+            lo[first], hi[first]
+        ),
+    ))
+}

@@ -25,6 +25,13 @@ pub enum Error {
         actual: usize,
     },
 
+    #[error("tensor '{name}' has {actual} elements but the shape needs {expected}")]
+    ElementCount {
+        name: String,
+        expected: usize,
+        actual: usize,
+    },
+
     #[error("unknown {what} '{given}'; expected one of: {expected}")]
     UnknownName {
         what: &'static str,

@@ -2,6 +2,7 @@ use clap::Parser;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    exit_quietly_on_broken_pipe();
     let cli = nvfp4_oracle::cli::Cli::parse();
     match nvfp4_oracle::cli::run(cli) {
         Ok(code) => code,
@@ -10,4 +11,36 @@ fn main() -> ExitCode {
             ExitCode::from(nvfp4_oracle::cli::EXIT_BAD_INPUT)
         }
     }
+}
+
+/// A reader that stops reading (`nvfp4-oracle variants | head -1`) is not an error of this
+/// program. Rust ignores SIGPIPE, so `println!` then panics on EPIPE; instead, the process ends
+/// as Unix tools do when their reader goes away: killed by SIGPIPE, with nothing printed.
+///
+/// SIGPIPE is not simply restored to its default at start: `certify` writes requests into its
+/// workers' pipes, and a worker that died must be a verdict (EPIPE on that write), not the
+/// death of the parent. Only a failed write to this process's own stdout ends it.
+fn exit_quietly_on_broken_pipe() {
+    let default_hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let message = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        // std's wording for a print that failed: "failed printing to stdout: <io error>".
+        let broken = std::io::Error::from_raw_os_error(libc::EPIPE).to_string();
+        if message.starts_with("failed printing to stdout") && message.ends_with(&broken) {
+            // SAFETY: restoring the default disposition and raising the signal in this process
+            // only; nothing else runs after it.
+            unsafe {
+                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+                libc::raise(libc::SIGPIPE);
+            }
+            // Where the signal could not end the process: the status a shell gives it.
+            std::process::exit(128 + libc::SIGPIPE);
+        }
+        default_hook(info);
+    }));
 }

@@ -126,6 +126,16 @@ fn every_mutant_is_rejected_and_diagnosed() {
         if !right {
             wrong.push(bug.slug());
         }
+        // The element counts say which runs they are over (not the minimal case alone).
+        if diagnosis.best.is_some() {
+            let summary = diagnosis.summary();
+            let over = if diagnosis.runs.len() == 1 {
+                "elements of the minimal case".to_string()
+            } else {
+                format!("the minimal case {}", failure.minimal.spec.shape)
+            };
+            assert!(summary.contains(&over), "{}: {summary}", bug.slug());
+        }
     }
     // Every one of them, each as its table row in docs/results/diagnosis.md says.
     assert!(wrong.is_empty(), "not as expected: {wrong:?}");
@@ -172,6 +182,23 @@ fn the_minimal_repro_replays_with_check() {
         replay.status.code(),
         Some(1),
         "{}",
+        String::from_utf8_lossy(&replay.stdout)
+    );
+    // The data shrunk further has the kernel's output beside its case file, and replays too.
+    let replay_minimal = failure
+        .replay_minimal()
+        .expect("the minimal data and the kernel's output on it were written");
+    let markdown = std::fs::read_to_string(dir.join("cpu-mutant-truncated-output.md")).unwrap();
+    assert!(markdown.contains(&replay_minimal), "{markdown}");
+    let args: Vec<&str> = replay_minimal.split(' ').skip(1).collect();
+    let replay = Command::new(env!("CARGO_BIN_EXE_nvfp4-oracle"))
+        .args(&args)
+        .output()
+        .unwrap();
+    assert_eq!(
+        replay.status.code(),
+        Some(1),
+        "{replay_minimal}: {}",
         String::from_utf8_lossy(&replay.stdout)
     );
 }

@@ -345,6 +345,11 @@ fn bad_input_at_the_door_exits_2_with_a_message_naming_the_file() {
         err.contains("lib.so") && err.contains("cannot load"),
         "{err}"
     );
+    // The loader's own reason, not libloading's bare "dlopen failed".
+    assert!(
+        err.contains("invalid ELF header") || err.contains("file too short"),
+        "{err}"
+    );
 
     let submission = write(
         &dir,
@@ -400,6 +405,58 @@ fn bad_input_at_the_door_exits_2_with_a_message_naming_the_file() {
                 "{certificate}"
             );
         }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// What is wrong with the file itself is a usage error on any machine, torch or not: exit 2,
+/// the reason, and no certificate (it certifies nothing).
+#[test]
+fn a_broken_submission_is_bad_input_before_torch_is_asked_for() {
+    need_python!();
+    let dir = std::env::temp_dir().join(format!("nvfp4-door-broken-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let table = [
+        (
+            "empty.py",
+            "",
+            "defines no custom_kernel(data) function (the file is empty)",
+        ),
+        (
+            "syntax.py",
+            "def custom_kernel(data)\n    return data[-1]\n",
+            "syntax.py:1: syntax error",
+        ),
+        (
+            "other_name.py",
+            "import os\ndef kernel(data):\n    return data[-1]\n",
+            "defines no custom_kernel(data) function",
+        ),
+    ];
+    for (name, source, expected) in table {
+        let submission = write(&dir, name, source).display().to_string();
+        let report = dir.join(format!("report-{name}"));
+        let (code, err) = oracle(
+            &[
+                "certify",
+                "--submission",
+                &submission,
+                "--report-dir",
+                &report.display().to_string(),
+            ],
+            &[],
+        );
+        assert_eq!(code, 2, "{name}: {err}");
+        assert!(err.contains(expected), "{name}: {err}");
+        let written: Vec<_> = std::fs::read_dir(&report)
+            .map(|entries| entries.map(|e| e.unwrap().path()).collect())
+            .unwrap_or_default();
+        assert!(
+            !written
+                .iter()
+                .any(|p| p.extension().is_some_and(|e| e == "json")),
+            "{name}: no certificate for a usage error: {written:?}"
+        );
     }
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -44,12 +44,17 @@ from .gemm import EPILOGUES, OPERAND_FORMATS, OUT_DTYPES, GemmReference, assert_
 __all__ = [
     "Case", "Reference", "Verdict", "Certification", "generate", "reference", "check",
     "to_gpumode", "from_gpumode", "certify", "MODEL_VERSION", "PROBLEMS", "DISTRIBUTIONS",
+    "GENERATED_DISTRIBUTIONS", "K_ORDERS",
     "assert_gemm", "GemmReference", "OPERAND_FORMATS", "OUT_DTYPES", "EPILOGUES",
 ]
 
 MODEL_VERSION = _core.MODEL_VERSION
 PROBLEMS = ("dual-gemm", "gemm", "gemv", "group-gemm")
+# The lists the Rust side accepts (tests/cli_help.rs checks them against its enums).
+# A campaign draws from DISTRIBUTIONS; generate() also makes the fixed stagnation family.
 DISTRIBUTIONS = ("gpumode", "full", "adversarial", "adversarial-nan")
+GENERATED_DISTRIBUTIONS = DISTRIBUTIONS + ("stagnation",)
+K_ORDERS = ("contiguous", "any", "per-product")
 
 
 class Case:
@@ -181,9 +186,10 @@ def _shape_text(shape):
 
 def generate(problem="dual-gemm", shape="256x512x256", dist="gpumode", seed=1111):
     """A deterministic case: the same bytes as `nvfp4-oracle generate` (same seed, same machine
-    or not). `shape` is 'MxNxK[xL]' or a tuple; for group-gemm L counts groups."""
+    or not). `shape` is 'MxNxK[xL]' or a tuple; for group-gemm L counts groups. `dist`: one of
+    GENERATED_DISTRIBUTIONS ('stagnation': per-product rounding at its worst)."""
     _check_name("problem", problem, PROBLEMS)
-    _check_name("distribution", dist, DISTRIBUTIONS)
+    _check_name("distribution", dist, GENERATED_DISTRIBUTIONS)
     tensors, fill = _core.generate(problem, _shape_text(shape), dist, _seed(seed))
     return Case(problem, tensors, fill)
 
@@ -232,8 +238,9 @@ def _inputs(inputs, problem):
 def reference(inputs, problem=None, k_order="contiguous"):
     """The model's expected output and acceptance interval for `inputs` (a Case or a dict of
     named tensors, your own data included). `k_order`: 'contiguous' (every main-loop, split-K
-    and stream-K kernel) or 'any' (blocks in any order: wider intervals)."""
-    _check_name("k_order", k_order, ("contiguous", "any"))
+    and stream-K kernel), 'any' (blocks in any order: wider intervals) or 'per-product' (one f32
+    fused multiply-add per product, as cuBLAS SGEMM and torch's fp32 matmul do)."""
+    _check_name("k_order", k_order, K_ORDERS)
     problem, arrays = _inputs(inputs, problem)
     expected, lo, hi, k, outputs = _core.reference(problem, arrays, k_order)
     return Reference(expected, lo, hi, problem, k=k, outputs=outputs, k_order=k_order)
@@ -576,7 +583,7 @@ def certify(fn, problem="dual-gemm", cases=100, seed=7, device="cuda", m_multipl
     which keeps the answer out of the kernel's process."""
     _check_name("problem", problem, PROBLEMS)
     _check_name("data", data, ("gpumode", "case"))
-    _check_name("k_order", k_order, ("contiguous", "any"))
+    _check_name("k_order", k_order, K_ORDERS)
     if not callable(fn):
         raise TypeError("certify(fn, ...): fn must be callable, as GPU MODE's custom_kernel")
     seed = _seed(seed)

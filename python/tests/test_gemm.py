@@ -159,3 +159,7 @@ def test_bad_input_says_what_is_wrong():
     with pytest.raises(ValueError, match="128x4 layout"):
         oracle.assert_gemm(out, a, b, sa, sb, a_format="mxfp8-e4m3", b_format="mxfp4",
                            scale_layout="128x4")
+    # A bias is counted in elements (one per column of the output), not in bytes.
+    with pytest.raises(ValueError, match="'bias' has 3 elements but the shape needs 24"):
+        oracle.assert_gemm(out, a, b, sa, sb, a_format="mxfp8-e4m3", b_format="mxfp4",
+                           bias=np.zeros(3, dtype=np.float32))

@@ -431,3 +431,12 @@ def test_a_shape_past_the_machines_memory_is_refused_at_once():
     with pytest.raises(MemoryError, match=r"needs about .* GiB of memory"):
         oracle.reference(case)
     assert time.monotonic() - started < 1.0
+
+
+def test_every_name_the_cli_takes_is_taken_here():
+    # The stagnation family is generated as by `nvfp4-oracle generate --dist stagnation`, and the
+    # per-product order is the CLI's third --k-order.
+    case = oracle.generate("dual-gemm", "8x8x64", dist="stagnation", seed=3)
+    assert case.problem == "dual-gemm"
+    ref = oracle.reference(case, k_order="per-product")
+    assert ref.k_order == "per-product" and ref.expected.shape == (8, 8, 1)

@@ -215,6 +215,9 @@ fn move_repro(failure: &mut FailureReport, kernel: &str, from: &Path, out: &Path
     if let Some(path) = failure.repro_minimal_data.as_mut() {
         copy(path, "repro-minimal-data")?;
     }
+    if let Some(path) = failure.repro_minimal_output.as_mut() {
+        copy(path, "repro-minimal-output")?;
+    }
     failure.replay = format!(
         "nvfp4-oracle check --case {} --output {}",
         failure.repro_case.display(),

@@ -156,6 +156,22 @@ pub struct FailureReport {
     /// The minimal case's data shrunk further, and its case file.
     pub minimal_data: Option<super::shrink_data::ShrunkData>,
     pub repro_minimal_data: Option<PathBuf>,
+    /// The kernel's output on the minimal data, beside its case file (certificates from before
+    /// it was written have none).
+    #[serde(default)]
+    pub repro_minimal_output: Option<PathBuf>,
+}
+
+impl FailureReport {
+    /// The `check` command that replays the kernel's output on the minimal data, where both
+    /// files were written.
+    pub fn replay_minimal(&self) -> Option<String> {
+        Some(format!(
+            "nvfp4-oracle check --case {} --output {}",
+            self.repro_minimal_data.as_ref()?.display(),
+            self.repro_minimal_output.as_ref()?.display()
+        ))
+    }
 }
 
 /// The command that regenerates a campaign case's inputs and reference from its seed: the same
@@ -431,6 +447,7 @@ impl Certificate {
                 )
                 .meta("kernel", kernel.name())
                 .write(&repro_output)?;
+            let mut repro_minimal_output = None;
             let repro_minimal_data = match failure.data.as_ref().and_then(|d| d.inputs.as_ref()) {
                 Some(inputs) => {
                     let path = dir.join(format!("{stem}-repro-minimal-data.safetensors"));
@@ -443,6 +460,16 @@ impl Certificate {
                         .meta("shrunk_from_seed", minimal.spec.seed);
                     writer.reference(inputs.shape, &reference, limits.order_for(kernel));
                     writer.write(&path)?;
+                    if let Some(output) = failure.data.as_ref().and_then(|d| d.output.as_ref()) {
+                        let output_path =
+                            dir.join(format!("{stem}-repro-minimal-output.safetensors"));
+                        let (m, n, l) = problem.output_dims();
+                        CaseWriter::default()
+                            .tensor("c", Dtype::F16, vec![m, n, l], fp16_bytes(output))
+                            .meta("kernel", kernel.name())
+                            .write(&output_path)?;
+                        repro_minimal_output = Some(output_path);
+                    }
                     Some(path)
                 }
                 None => None,
@@ -489,6 +516,7 @@ impl Certificate {
                 repro_output,
                 minimal_data: failure.data,
                 repro_minimal_data,
+                repro_minimal_output,
             });
         }
         Ok(certificate)

@@ -230,8 +230,14 @@ impl Certificate {
             ));
             if let Some(data) = &f.minimal_data {
                 md.push_str(&super::shrink_data::markdown(data));
-                if let Some(path) = &f.repro_minimal_data {
-                    md.push_str(&format!("\nIts case file: `{}`\n", path.display()));
+                match (&f.repro_minimal_data, f.replay_minimal()) {
+                    (_, Some(replay)) => md.push_str(&format!(
+                        "\nIts case file and the kernel's output on it, replayed: `{replay}`\n"
+                    )),
+                    (Some(path), None) => {
+                        md.push_str(&format!("\nIts case file: `{}`\n", path.display()))
+                    }
+                    (None, None) => {}
                 }
             }
         }

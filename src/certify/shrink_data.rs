@@ -47,12 +47,16 @@ pub struct ShrunkData {
     /// "observed = expected with A[0, 5, 0] read as 4.0 instead of 6.0", when one input alone
     /// explains the observed output.
     pub explanation: Option<String>,
-    /// What the failure depends on, in words, from controlled changes of the shrunk case
-    /// ([`localize`]).
+    /// What the failure depends on, in words, from controlled changes of the shrunk case (each
+    /// input moved, its sign flipped, its FP4 code and scale class changed, one at a time).
     pub localization: Vec<String>,
     /// The shrunk inputs (the repro files are written from them).
     #[serde(skip)]
     pub inputs: Option<DualGemmInputs>,
+    /// The kernel's output on the shrunk inputs, `[M, N, L]` (written beside their case file, so
+    /// that `check` replays the shrunk failure too).
+    #[serde(skip)]
+    pub output: Option<Vec<f16>>,
 }
 
 struct Shrinker<'a> {
@@ -277,6 +281,7 @@ pub fn shrink_data(
         explanation,
         localization,
         inputs: Some(inputs),
+        output: Some(observed_output),
     })
 }
 

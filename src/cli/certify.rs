@@ -27,7 +27,10 @@ pub struct CertifyArgs {
     /// Random cases per kernel (after the golden and the fixed edge cases).
     #[arg(long, default_value_t = 200)]
     pub cases: usize,
-    /// Stop each kernel's campaign after this many seconds, even before --cases.
+    /// Stop drawing each kernel's random cases after this many seconds, even before --cases.
+    /// The fixed cases (edge, golden, production-size, stagnation) always run first, whatever
+    /// the budget: a campaign lasts at least their time (about 15 s for a CPU kernel on 2 cores;
+    /// --quick skips the production-size ones).
     #[arg(long, value_name = "SECONDS")]
     pub time_budget: Option<u64>,
     /// Seed of the case generator (every random, large and production-shape case's inputs);
@@ -166,6 +169,9 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     };
     let external_names: Vec<String> = external.iter().map(|k| k.name().to_string()).collect();
     kernels.extend(external);
+    // Before the campaign: a baseline that cannot be read is known now, not after it.
+    let names: Vec<&str> = kernels.iter().map(|k| k.name()).collect();
+    args.gate.check_baseline(&names)?;
     // Drawn per run, not read from the clock: a campaign's inputs follow from its seed, and a
     // kernel must not be able to know them in advance (the time of a run is easy to guess).
     let seed = args
@@ -220,7 +226,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
         eprintln!("note: no GPU backend in this build; certifying CPU kernels only (a GPU run adds the hopper-* variants)");
     }
     eprintln!(
-        "certifying {} kernel(s), {} cases each, seed {seed} (repeat with --seed {seed}){}{}{}",
+        "certifying {} kernel(s), {} cases each, seed {seed} (repeat with --seed {seed}){}{}{}{}",
         kernels.len(),
         args.cases,
         shard.map_or(String::new(), |s| format!(", shard {s}")),
@@ -229,6 +235,9 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
         } else {
             ""
         },
+        args.time_budget.map_or(String::new(), |budget| format!(
+            ", random cases for at most {budget} s (the fixed cases always run first)"
+        )),
         if args.exact {
             ", exact: outputs also replayed from each kernel's declared schedule"
         } else {
@@ -449,16 +458,43 @@ pub struct GateArgs {
     pub summary: Option<PathBuf>,
 }
 
+impl GateArgs {
+    /// Reads the baseline of each of `kernels` (what [`gate_reports`] will compare with), so that
+    /// a missing, unreadable or untrusted baseline is refused before any work, naming --baseline.
+    pub(super) fn check_baseline(&self, kernels: &[&str]) -> Result<()> {
+        let Some(path) = &self.baseline else {
+            return Ok(());
+        };
+        if !path.exists() {
+            return Err(Error::Usage(format!(
+                "--baseline {}: no such file or directory (give the main branch's report \
+                 directory, or one of its certificates)",
+                path.display()
+            )));
+        }
+        for kernel in kernels {
+            read_baseline_of(path, kernel)?;
+        }
+        Ok(())
+    }
+}
+
+/// [`crate::certify::baseline::read_baseline`], its errors naming --baseline.
+fn read_baseline_of(path: &std::path::Path, kernel: &str) -> Result<Option<Certificate>> {
+    crate::certify::baseline::read_baseline(path, kernel)
+        .map_err(|err| Error::Usage(format!("--baseline: {err}")))
+}
+
 /// The baseline comparison (printed), the JUnit and Markdown reports; whether any kernel got
 /// worse than its baseline.
 pub(super) fn gate_reports(gate: &GateArgs, certificates: &[Certificate]) -> Result<bool> {
-    use crate::certify::baseline::{compare, read_baseline};
+    use crate::certify::baseline::compare;
     let mut changes = Vec::new();
     if let Some(path) = &gate.baseline {
         println!("\nAgainst the baseline {}:\n", path.display());
         println!("| kernel | change | regression |\n|---|---|---|");
         for certificate in certificates {
-            match read_baseline(path, &certificate.kernel)? {
+            match read_baseline_of(path, &certificate.kernel)? {
                 None => println!("| {} | no baseline certificate | - |", certificate.kernel),
                 Some(old) => {
                     let found = compare(&old, certificate);

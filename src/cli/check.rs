@@ -2,7 +2,7 @@
 
 use super::EXIT_FAIL;
 use crate::case_file::fp16_from_bytes;
-use crate::case_file::CaseReader;
+use crate::case_file::{check_intervals, CaseReader};
 use crate::compare::{judge, OutputShape};
 use crate::error::{Error, Result};
 use crate::model::MODEL_VERSION;
@@ -26,6 +26,15 @@ pub struct CheckArgs {
 
 pub fn run(args: CheckArgs) -> Result<ExitCode> {
     let case = CaseReader::open(&args.case)?;
+    // `generate` writes the inputs and their provenance, and no reference.
+    if !case.has_tensor("expected")? && case.metadata()?.contains_key("distribution") {
+        return Err(Error::file(
+            &args.case,
+            "is an inputs file (no expected, lo, hi): run `nvfp4-oracle reference` first (with \
+             --inputs on this file, or with the --problem, --shape, --dist and --seed that made \
+             it) and pass its output as --case",
+        ));
+    }
     let shape = case.shape()?;
     let version = case.meta("model_version")?;
     if version != MODEL_VERSION {
@@ -40,6 +49,8 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
             .map(|bytes| fp16_from_bytes(&bytes))
     };
     let (expected, lo, hi) = (read("expected")?, read("lo")?, read("hi")?);
+    let wide = |values: &[half::f16]| values.iter().map(|x| x.to_f64()).collect::<Vec<_>>();
+    check_intervals(&args.case, &wide(&lo), &wide(&hi), &dims)?;
     let output = CaseReader::open(&args.output)?;
     let got = fp16_from_bytes(&output.tensor("c", Dtype::F16, &dims)?);
     let verdict = judge(

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 /// What to generate: shared by `generate` and `reference`.
 #[derive(Args, Debug)]
 pub struct CaseArgs {
-    /// Problem: dual-gemm, gemm, gemv or group-gemm. gemv sets N to 1 (b is one row). For
+    /// The problem. gemv sets N to 1 (b is one row). For
     /// group-gemm, L is the number of groups, all with the same K: the first is M x N, the others
     /// draw their M from 1..=M and their N from 1..=N with the seed (the file's `groups` metadata
     /// lists them).
@@ -20,8 +20,8 @@ pub struct CaseArgs {
     /// Shape as MxNxK or MxNxKxL, e.g. 256x4096x7168. K must be a multiple of 16.
     #[arg(long)]
     pub shape: Shape,
-    /// Input distribution: gpumode, full, adversarial, adversarial-nan, or stagnation
-    /// (per-product rounding at its worst: docs/numerics.md section 3).
+    /// Input distribution (stagnation: per-product rounding at its worst, docs/numerics.md
+    /// section 3).
     #[arg(long, default_value = "gpumode")]
     pub dist: Distribution,
     /// Seed of the portable generator: the same seed gives the same bytes on every machine.
@@ -40,13 +40,22 @@ pub struct GenerateArgs {
 
 impl CaseArgs {
     /// "dual-gemm 256x512x256 gpumode seed 1111", for messages.
+    /// The shape is the one written (gemv's N is 1, whatever --shape said: the note says so).
     pub fn describe(&self) -> String {
+        let written = self.problem.normalize(self.shape);
         format!(
-            "{} {} {} seed {}",
+            "{} {written} {} seed {}{}",
             self.problem.name(),
-            self.shape,
             self.dist.name(),
-            self.seed
+            self.seed,
+            if written == self.shape {
+                String::new()
+            } else {
+                format!(
+                    " (N set to 1 from --shape {}: a gemv's b is one row)",
+                    self.shape
+                )
+            }
         )
     }
 }

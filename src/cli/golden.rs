@@ -1,7 +1,7 @@
 //! `nvfp4-oracle golden generate|verify`: the golden set.
 
 use super::EXIT_FAIL;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::golden::scaled::{verify_scaled_manifest, write_scaled_manifest};
 use crate::golden::{cost, generate, read_manifest, verify_case, CaseStatus};
 use crate::model::bounds::KOrder;
@@ -30,8 +30,8 @@ pub enum GoldenAction {
     },
     /// Recompute every case and compare with the golden files; exit 1 naming any case that drifted.
     Verify {
-        /// Only cases below this many multiply-adds (e.g. 1e9), for quick CI runs.
-        #[arg(long, value_name = "MACS")]
+        /// Only cases below this many multiply-adds (e.g. 1e9), for quick CI runs; positive.
+        #[arg(long, value_name = "MACS", allow_negative_numbers = true)]
         max_cost: Option<f64>,
     },
 }
@@ -73,12 +73,27 @@ pub fn run(args: GoldenArgs) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         GoldenAction::Verify { max_cost } => {
+            // A limit that selects nothing would verify nothing and pass.
+            if let Some(limit) = max_cost.filter(|&limit| limit <= 0.0 || limit.is_nan()) {
+                return Err(Error::Usage(format!(
+                    "--max-cost {limit}: the limit must be a positive number of multiply-adds \
+                     (e.g. 1e9); without it every case is verified"
+                )));
+            }
             let manifest = read_manifest(&args.dir)?;
             let cases: Vec<_> = manifest
                 .cases
                 .iter()
                 .filter(|case| max_cost.is_none_or(|limit| cost(case) as f64 <= limit))
                 .collect();
+            if cases.is_empty() && !manifest.cases.is_empty() {
+                let cheapest = manifest.cases.iter().map(cost).min().unwrap_or(0);
+                return Err(Error::Usage(format!(
+                    "--max-cost {}: no golden case is that cheap (the cheapest needs {cheapest} \
+                     multiply-adds)",
+                    max_cost.unwrap_or(0.0)
+                )));
+            }
             let progress = bar(cases.len());
             let mut drifted = Vec::new();
             let mut rows = Vec::new();

@@ -35,11 +35,17 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
             None => by_kernel.push((kernel, vec![shard])),
         }
     }
+    let names: Vec<&str> = by_kernel
+        .iter()
+        .map(|(kernel, _)| kernel.as_str())
+        .collect();
+    args.gate.check_baseline(&names)?;
     std::fs::create_dir_all(&args.report_dir)
         .map_err(|err| Error::file(&args.report_dir, format!("cannot create: {err}")))?;
     let mut certificates = Vec::new();
-    println!("| kernel | shards | status | cases | minimal repro | diagnosis |");
-    println!("|---|---|---|---|---|---|");
+    // Printed once every kernel's shards merged: a refused merge is an error with no
+    // half-printed table before it.
+    let mut rows = Vec::new();
     for (kernel, shards) in by_kernel {
         let count = shards.len();
         let merged = merge(shards, &args.report_dir)
@@ -60,12 +66,15 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
                 ("-".into(), words)
             }
         };
-        println!(
+        rows.push(format!(
             "| {kernel} | {count} | {:?} | {} | {repro} | {diagnosis} |",
             merged.status, merged.coverage.cases
-        );
+        ));
         certificates.push(merged);
     }
+    println!("| kernel | shards | status | cases | minimal repro | diagnosis |");
+    println!("|---|---|---|---|---|---|");
+    rows.iter().for_each(|row| println!("{row}"));
     let worse = super::certify::gate_reports(&args.gate, &certificates)?;
     // The same precedence as certify's: a failure, then a regression, then not exact, then
     // not runnable here.

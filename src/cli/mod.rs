@@ -18,6 +18,7 @@ mod generate;
 mod golden;
 mod merge;
 mod preflight;
+mod progress;
 mod reference;
 mod scaled_gemm;
 mod variants;
@@ -133,6 +134,31 @@ pub enum Command {
         command: Vec<String>,
     },
 }
+
+/// The named enums the command line takes, each listed by the same `ALL` (or `NAMED`) and
+/// `name` that parse it elsewhere: clap's help ("possible values") and its error for an unknown
+/// value then say what the library accepts, with no list written out by hand to drift.
+macro_rules! named_values {
+    ($($type:ty => $list:expr),* $(,)?) => {$(
+        impl clap::ValueEnum for $type {
+            fn value_variants<'a>() -> &'a [Self] {
+                &$list
+            }
+            fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+                Some(clap::builder::PossibleValue::new(self.name()))
+            }
+        }
+    )*};
+}
+
+named_values!(
+    crate::model::bounds::KOrder => crate::model::bounds::KOrder::ALL,
+    crate::problem::ProblemKind => crate::problem::ProblemKind::ALL,
+    crate::problem::Distribution => crate::problem::Distribution::NAMED,
+    crate::problem::scaled_gemm::OperandFormat => crate::problem::scaled_gemm::OperandFormat::ALL,
+    crate::problem::scaled_gemm::OutDtype => crate::problem::scaled_gemm::OutDtype::ALL,
+    crate::problem::scaled_gemm::Epilogue => crate::problem::scaled_gemm::Epilogue::ALL,
+);
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {

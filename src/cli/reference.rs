@@ -4,9 +4,10 @@ use super::generate::{inputs_writer, CaseArgs};
 use crate::case_file::{CaseReader, CaseWriter};
 use crate::error::{Error, Result};
 use crate::model::bounds::{max_blocks, KOrder};
-use crate::model::{problem_reference, MODEL_VERSION};
+use crate::model::{output_rows, problem_reference_with_progress, Reference, MODEL_VERSION};
 use crate::problem::generate::generate_problem;
-use crate::problem::memory::check_fits;
+use crate::problem::memory::{available_bytes, check_fits, gib, model_bytes};
+use crate::problem::ProblemInputs;
 use crate::problem::{Distribution, ProblemKind, Shape};
 use clap::Args;
 use std::path::PathBuf;
@@ -23,15 +24,15 @@ L = 1. sfX_permuted (the blocked layout) is optional and, if present, checked ag
 torch: x.permute(2, 0, 1).contiguous() for GPU MODE's [rows, K/2, L] tensors, viewed as uint8."
 )]
 pub struct ReferenceArgs {
-    /// Problem: dual-gemm, gemm, gemv or group-gemm, generated (--shape; see `generate --help`
-    /// for what gemv and group-gemm make of it) or read from --inputs.
+    /// The problem, generated (--shape; see `generate --help` for what gemv and group-gemm make
+    /// of it) or read from --inputs.
     #[arg(long, default_value = "dual-gemm")]
     pub problem: ProblemKind,
     /// Shape of generated inputs, MxNxK or MxNxKxL, e.g. 256x4096x7168 (K a multiple of 16).
     #[arg(long, required_unless_present = "inputs", conflicts_with = "inputs")]
     pub shape: Option<Shape>,
-    /// Input distribution of generated inputs: gpumode, full, adversarial, adversarial-nan, or
-    /// stagnation (per-product rounding at its worst: docs/numerics.md section 3).
+    /// Input distribution of generated inputs (stagnation: per-product rounding at its worst,
+    /// docs/numerics.md section 3).
     #[arg(long, default_value = "gpumode", conflicts_with = "inputs")]
     pub dist: Distribution,
     /// Seed of the portable generator: the same seed gives the same bytes on every machine.
@@ -41,8 +42,9 @@ pub struct ReferenceArgs {
     #[arg(long)]
     pub inputs: Option<PathBuf>,
     /// K orders the interval must accept: `contiguous` (each accumulator sums one contiguous run of
-    /// K, at most 16 split-K partials: every main loop, split-K and stream-K kernel) or `any`
-    /// (blocks in any order; wider intervals).
+    /// K, at most 16 split-K partials: every main loop, split-K and stream-K kernel), `any`
+    /// (blocks in any order; wider intervals) or `per-product` (one f32 fused multiply-add per
+    /// product, as cuBLAS SGEMM and torch's fp32 matmul do).
     #[arg(long, default_value = "contiguous")]
     pub k_order: KOrder,
     /// Output case file (safetensors): the inputs plus `expected`, `lo`, `hi` (fp16 [M, N, L]).
@@ -90,7 +92,7 @@ pub fn run(args: ReferenceArgs) -> Result<ExitCode> {
             max_blocks(args.k_order) * 16
         )));
     }
-    let reference = problem_reference(&inputs, args.k_order);
+    let reference = with_progress(&inputs, args.k_order);
     let (m, n, l) = inputs.output_dims();
     let k = inputs.operands()[0].1.k();
     writer
@@ -102,6 +104,31 @@ pub fn run(args: ReferenceArgs) -> Result<ExitCode> {
         started.elapsed().as_secs_f64()
     );
     Ok(ExitCode::SUCCESS)
+}
+
+/// The reference, with a progress bar on stderr (and the memory it needs) when it is long.
+fn with_progress(inputs: &ProblemInputs, order: KOrder) -> Reference {
+    let (m, n, l) = inputs.output_dims();
+    let k = inputs.operands()[0].1.k();
+    // The dual GEMM makes two dot products per output element.
+    let dots = if inputs.kind() == ProblemKind::DualGemm {
+        2
+    } else {
+        1
+    };
+    let products = dots * inputs.output_len() as u128 * k as u128;
+    let Some(bar) = super::progress::rows_bar("reference", output_rows(inputs), products) else {
+        return problem_reference_with_progress(inputs, order, &|| {});
+    };
+    // The estimate `check_fits` judged against, now that the work is known to be long.
+    eprintln!(
+        "the reference needs about {} of memory{}",
+        gib(model_bytes(inputs.kind(), Shape { m, n, k, l }, true)),
+        available_bytes().map_or(String::new(), |a| format!(" ({} available)", gib(a)))
+    );
+    let reference = problem_reference_with_progress(inputs, order, &|| bar.inc(1));
+    bar.finish_and_clear();
+    reference
 }
 
 /// The byte written into the padding of the blocked scales of a user's inputs (the written case

@@ -10,7 +10,9 @@
 //! output type and the epilogue.
 
 use super::EXIT_FAIL;
-use crate::case_file::{f32_from_bytes, f64_bytes, f64_from_bytes, CaseReader, CaseWriter};
+use crate::case_file::{
+    check_intervals, f32_from_bytes, f64_bytes, f64_from_bytes, CaseReader, CaseWriter,
+};
 use crate::error::{Error, Result};
 use crate::formats::{pack_e2m1, unpack_e2m1, E2m1};
 use crate::model::scaled_gemm::{scaled_gemm_reference_with_progress, Accepted};
@@ -42,7 +44,7 @@ mxfp8-e4m3 and mxfp8-e5m2 (UE8M0 per 32), fp8-e4m3 (no block scale: fold its per
 into --alpha), bf16. Epilogues: f32 (alpha * acc + bias in f32, one cast: CUTLASS, cuBLASLt, \
 cuDNN), bias-in-output (the bias added after the cast: vLLM), after-cast (cast, times alpha, \
 plus bias, each in the output type: torchao). With --inputs, FILE holds a, b, a_scale, b_scale \
-and optionally bias as the case file stores them (see `scaled-gemm check --help`)."
+and optionally bias as the case file stores them (`scaled-gemm check --help` gives the layout)."
 )]
 pub struct ScaledReferenceArgs {
     /// A's format.
@@ -72,15 +74,16 @@ pub struct ScaledReferenceArgs {
     #[arg(long, default_value = "floor", conflicts_with = "inputs")]
     pub mx_scaling: String,
     /// The FP32 global scale (for drawn `normal` operands, multiplied by their per-tensor scales).
-    #[arg(long, default_value_t = 1.0)]
+    /// Negative values are numbers, not flags: `--alpha -0.5`.
+    #[arg(long, default_value_t = 1.0, allow_negative_numbers = true)]
     pub alpha: f32,
     /// Add a bias per column (drawn: 0.05 times standard normal values).
     #[arg(long)]
     pub bias: bool,
-    /// fp16, bf16 or fp32.
+    /// The output type.
     #[arg(long, default_value = "bf16")]
     pub out_dtype: OutDtype,
-    /// f32, bias-in-output or after-cast.
+    /// Where alpha and the bias are applied (below).
     #[arg(long, default_value = "f32")]
     pub epilogue: Epilogue,
     /// Output case file (safetensors).
@@ -89,6 +92,7 @@ pub struct ScaledReferenceArgs {
 }
 
 #[derive(Args, Debug)]
+#[command(after_help = CASE_LAYOUT)]
 pub struct ScaledCheckArgs {
     /// A case written by `scaled-gemm reference`.
     #[arg(long)]
@@ -97,6 +101,16 @@ pub struct ScaledCheckArgs {
     #[arg(long)]
     pub output: PathBuf,
 }
+
+/// The case file's layout, for `scaled-gemm check --help` (and `--inputs` of `reference`, which
+/// reads the operands in the same form).
+const CASE_LAYOUT: &str = "The case file (safetensors) holds a and b (packed FP4 as uint8 \
+[rows, K/2], the low nibble the even k; FP8 as uint8 [rows, K]; bf16 as BF16 [rows, K]; B is N x K, as a \
+weight is stored), a_scale and b_scale (uint8, plain [rows, K/block]; absent for FP8 and bf16), \
+bias (F32 [N], optional) and expected, lo, hi (F64 [M, N]: values of the output type; lo = hi = \
+NaN where the answer is NaN, -inf and inf where the element is not judged); its metadata names \
+the formats, alpha, the output type and the epilogue. The output file holds c: F16, BF16 or F32 \
+[M, N], the case's output type.";
 
 pub fn run(command: ScaledGemmCommand) -> Result<ExitCode> {
     match command {
@@ -128,6 +142,9 @@ fn reference(args: ScaledReferenceArgs) -> Result<ExitCode> {
             if shape.l != 1 {
                 return Err(Error::Usage("scaled-gemm shapes are MxNxK (no L)".into()));
             }
+            // Before the operands are drawn: a shape too large to hold is refused at once, not
+            // by an allocation failure after minutes of drawing.
+            check_fits(shape.m, shape.n, shape.k)?;
             (
                 drawn(&args, shape)?,
                 format!(
@@ -208,34 +225,44 @@ fn drawn(args: &ScaledReferenceArgs, shape: Shape) -> Result<ScaledGemmInputs> {
 
 /// Outputs past this many elements are refused: the reference holds about 40 bytes for each.
 const MAX_OUTPUT_ELEMENTS: usize = 1 << 28;
-/// Products past this many get a progress bar (a few seconds on two cores).
-const PROGRESS_PRODUCTS: usize = 1 << 28;
+/// Bytes of memory per output element (the exact value, the interval and the written copies).
+const BYTES_PER_OUTPUT: u128 = 40;
+/// Bytes of memory per operand element while drawing: the drawn f32 value, its code (u16) and
+/// the written copy, with room for the quantizer's working set.
+const BYTES_PER_OPERAND_ELEMENT: u128 = 8;
+
+/// Refuses an `m x n x k` GEMM whose output has more than 2^28 elements, or whose operands and
+/// reference need more memory than this machine has available.
+fn check_fits(m: usize, n: usize, k: usize) -> Result<()> {
+    if m.saturating_mul(n) > MAX_OUTPUT_ELEMENTS {
+        return Err(Error::Usage(format!(
+            "the output {m} x {n} has more than 2^28 elements: its reference would need about \
+             {} GB; split it into row blocks of A",
+            (m as u128 * n as u128 * BYTES_PER_OUTPUT) / 1_000_000_000
+        )));
+    }
+    let needed = (m as u128 + n as u128) * k as u128 * BYTES_PER_OPERAND_ELEMENT
+        + m as u128 * n as u128 * BYTES_PER_OUTPUT;
+    crate::problem::memory::check_bytes(
+        &format!("the scaled-gemm reference for {m}x{n}x{k}"),
+        needed,
+    )
+}
 
 /// The reference, with a progress bar on stderr for long runs; refused for outputs too large to
 /// hold.
 fn with_progress(inputs: &ScaledGemmInputs) -> Result<crate::model::scaled_gemm::ScaledReference> {
     let (m, n, k) = (inputs.m(), inputs.n(), inputs.k());
-    if m.saturating_mul(n) > MAX_OUTPUT_ELEMENTS {
-        return Err(Error::Usage(format!(
-            "the output {m} x {n} has more than 2^28 elements: its reference would need about \
-             {} GB; split it into row blocks of A",
-            m * n * 40 / 1_000_000_000
-        )));
+    check_fits(m, n, k)?;
+    let bar = super::progress::rows_bar("reference", m, m as u128 * n as u128 * k as u128);
+    let reference = scaled_gemm_reference_with_progress(inputs, &|done| {
+        if let Some(bar) = &bar {
+            bar.set_position(done as u64)
+        }
+    });
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
     }
-    if m.saturating_mul(n).saturating_mul(k) < PROGRESS_PRODUCTS {
-        return Ok(scaled_gemm_reference_with_progress(inputs, &|_| {}));
-    }
-    let bar = indicatif::ProgressBar::new(m as u64);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "reference [{bar:30}] {pos}/{len} rows, {eta} left",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
-    let reference =
-        scaled_gemm_reference_with_progress(inputs, &|done| bar.set_position(done as u64));
-    bar.finish_and_clear();
     Ok(reference)
 }
 
@@ -352,6 +379,7 @@ fn check(args: ScaledCheckArgs) -> Result<ExitCode> {
             .map(|bytes| f64_from_bytes(&bytes))
     };
     let (expected, lo, hi) = (read("expected")?, read("lo")?, read("hi")?);
+    check_intervals(&args.case, &lo, &hi, &[m, n])?;
     let output = CaseReader::open(&args.output)?;
     let got: Vec<f64> = match out_dtype {
         OutDtype::F16 => output

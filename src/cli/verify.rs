@@ -33,7 +33,9 @@ pub fn run(args: VerifyArgs) -> Result<ExitCode> {
     let external = args.external.kernels()?;
     let registry = crate::worker::registry();
     let mut all_hold = true;
-    println!("| certificate | check | holds |\n|---|---|---|");
+    // The table is printed once every certificate is read: an unreadable one is an error with
+    // no half-printed table before it.
+    let mut rows = Vec::new();
     for path in &args.certificates {
         let text = std::fs::read_to_string(path).map_err(|err| Error::file(path, err))?;
         let value: serde_json::Value = serde_json::from_str(&text)
@@ -92,27 +94,29 @@ pub fn run(args: VerifyArgs) -> Result<ExitCode> {
         });
         // A note, not a check: another build of the oracle with the same model judges alike.
         if certificate.build != BUILD {
-            println!(
+            rows.push(format!(
                 "| {} | made by oracle build {} (this one: {BUILD}) | note |",
                 path.display(),
                 certificate.build
-            );
+            ));
         }
         for check in &checks {
-            println!(
+            rows.push(format!(
                 "| {} | {} | {} |",
                 path.display(),
                 check.what,
                 if check.holds { "yes" } else { "**no**" }
-            );
+            ));
             all_hold &= check.holds;
         }
-        println!(
+        rows.push(format!(
             "| {} | status: {:?} | - |",
             path.display(),
             certificate.status
-        );
+        ));
     }
+    println!("| certificate | check | holds |\n|---|---|---|");
+    rows.iter().for_each(|row| println!("{row}"));
     Ok(if all_hold {
         ExitCode::SUCCESS
     } else {

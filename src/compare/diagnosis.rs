@@ -443,6 +443,9 @@ pub struct Diagnosis {
     pub best: Option<Evidence>,
     /// Every entry's score, best first.
     pub candidates: Vec<Evidence>,
+    /// The shapes of the runs judged, the minimal failing case first: the evidence's element
+    /// counts are over all of them, not over the minimal case alone.
+    pub runs: Vec<crate::problem::Shape>,
 }
 
 impl Diagnosis {
@@ -464,17 +467,49 @@ impl Diagnosis {
                     format!(" (also consistent: {})", others.join(", "))
                 };
                 format!(
-                    "{} ({:?}): {}; matches in {}/{} elements{also}",
+                    "{} ({:?}): {}; matches in {}/{} elements {}{also}",
                     e.problem.name(),
                     e.class,
                     e.description,
                     e.matched,
-                    e.considered
+                    e.considered,
+                    self.runs_in_words()
                 )
             }
             // No "closest" class: one that does not hold every element points the wrong way
             // (the localization of the shrunk case says what was read wrong instead).
             None => "no known bug class".to_string(),
+        }
+    }
+
+    /// Which runs the element counts are over: "of the minimal case", or of it and the larger
+    /// runs that tell look-alike bugs apart, by shape.
+    fn runs_in_words(&self) -> String {
+        match &self.runs[..] {
+            [] | [_] => "of the minimal case".to_string(),
+            [minimal, others @ ..] => {
+                // Each shape once, with its count: the other runs differ by data, not shape.
+                let mut shapes: Vec<(crate::problem::Shape, usize)> = Vec::new();
+                for shape in others {
+                    match shapes.iter_mut().find(|(s, _)| s == shape) {
+                        Some((_, count)) => *count += 1,
+                        None => shapes.push((*shape, 1)),
+                    }
+                }
+                let words: Vec<String> = shapes
+                    .iter()
+                    .map(|(shape, count)| match count {
+                        1 => shape.to_string(),
+                        _ => format!("{shape} ({count} runs)"),
+                    })
+                    .collect();
+                format!(
+                    "of {} runs: the minimal case {minimal} and, to tell look-alike bugs apart, \
+                     other data at {}",
+                    self.runs.len(),
+                    words.join(", ")
+                )
+            }
         }
     }
 
@@ -643,5 +678,6 @@ pub fn diagnose(observations: &[Observation], order: KOrder) -> Diagnosis {
         unwritten_where: (!unwritten.is_empty()).then(|| unwritten_where(&unwritten, shape)),
         best,
         candidates,
+        runs: observations.iter().map(|o| o.inputs.shape).collect(),
     }
 }

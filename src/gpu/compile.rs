@@ -17,6 +17,12 @@ pub fn cache_dir() -> PathBuf {
     base.unwrap_or_else(std::env::temp_dir).join("nvfp4-oracle")
 }
 
+/// What to do where NVRTC cannot be loaded: the CUDA toolkit, or PyPI's wheel (what `.ci/run`
+/// installs) where there is no toolkit.
+pub const NVRTC_MISSING: &str = "NVRTC not found (libnvrtc.so): add the CUDA toolkit's lib64 to \
+LD_LIBRARY_PATH, or, without the toolkit, `pip install nvidia-cuda-nvrtc-cu12` (into a directory D \
+with --target D) and add its nvidia/cuda_nvrtc/lib to LD_LIBRARY_PATH";
+
 /// Whether NVRTC can be loaded on this machine.
 pub fn nvrtc_present() -> bool {
     // SAFETY: only probes whether the shared library can be loaded.
@@ -27,9 +33,7 @@ pub fn nvrtc_present() -> bool {
 /// name the kernel file and line.
 pub fn compile_variant(variant: &GpuVariant) -> Result<Ptx> {
     if !nvrtc_present() {
-        return Err(Error::Gpu(
-            "NVRTC not found (libnvrtc.so): add the CUDA toolkit's lib64 to LD_LIBRARY_PATH".into(),
-        ));
+        return Err(Error::Gpu(NVRTC_MISSING.into()));
     }
     let cached = cache_dir().join(format!(
         "{}-{}-lineinfo.ptx",

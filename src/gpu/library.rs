@@ -43,17 +43,40 @@ pub struct LoadedLibrary {
     symbol: String,
 }
 
+/// An error with its causes: libloading's "dlopen failed" carries the loader's own reason
+/// (dlerror's text: a missing dependency, a wrong ELF class, not an ELF file) as its source.
+fn with_causes(err: &dyn std::error::Error) -> String {
+    let mut text = err.to_string();
+    let mut cause = err.source();
+    while let Some(inner) = cause {
+        text.push_str(&format!(": {inner}"));
+        cause = inner.source();
+    }
+    text
+}
+
 impl LoadedLibrary {
     pub fn open(path: &Path, symbol: &str) -> Result<Self, String> {
         // SAFETY: loading runs the library's initialisers: this is the untrusted code the worker
         // process exists to contain.
-        let library = unsafe { libloading::Library::new(path) }
-            .map_err(|err| format!("{}: cannot load the library: {err}", path.display()))?;
+        let library = unsafe { libloading::Library::new(path) }.map_err(|err| {
+            format!(
+                "{}: cannot load the library: {}",
+                path.display(),
+                with_causes(&err)
+            )
+        })?;
         // SAFETY: the symbol's type is the ABI's; a library that exports another signature under
         // this name breaks the contract the user declared with --symbol.
         let function = unsafe { library.get::<DualGemmFn>(symbol.as_bytes()) }
             .map(|f| *f)
-            .map_err(|err| format!("{}: no symbol '{symbol}': {err}", path.display()))?;
+            .map_err(|err| {
+                format!(
+                    "{}: no symbol '{symbol}': {}",
+                    path.display(),
+                    with_causes(&err)
+                )
+            })?;
         Ok(LoadedLibrary {
             _library: library,
             function,

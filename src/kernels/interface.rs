@@ -307,7 +307,7 @@ pub trait KernelUnderTest: Sync {
         false
     }
     /// The accumulation the kernel declares when it is not the default contract's (blocks of 16
-    /// summed before each rounding), e.g. [`KOrder::PerProduct`]: its campaign's intervals are
+    /// summed before each rounding), e.g. [`KOrder::PerProduct`](crate::model::bounds::KOrder::PerProduct): its campaign's intervals are
     /// then that order's, whatever `--k-order` says.
     fn declared_order(&self) -> Option<crate::model::bounds::KOrder> {
         None

@@ -27,7 +27,7 @@ use half::f16;
 
 /// f32's unit roundoff for truncation: one ulp relative, 2^-23.
 const F32_ULP: f64 = 1.0 / 8_388_608.0;
-/// Per-step error factor, in units of [`F32_ULP`]: 17 operands truncated at 2^-25 relative to the
+/// Per-step error factor, in units of f32's unit roundoff for truncation (2^-23): 17 operands truncated at 2^-25 relative to the
 /// largest (17/4) plus the final rounding (1).
 pub const STEP_ERROR_ULPS: f64 = 17.0 / 4.0 + 1.0;
 pub const STEP_ERROR: f64 = STEP_ERROR_ULPS * F32_ULP;

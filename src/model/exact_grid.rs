@@ -1,5 +1,5 @@
 //! Every exact dot product of an operand pair at once: the same [`ExactDot`]s as
-//! [`exact_dot`](super::exact::exact_dot), bit for bit, at the speed of a vectorized integer GEMM.
+//! [`exact_dot`], bit for bit, at the speed of a vectorized integer GEMM.
 //!
 //! Why this is exact in 64 bits. A block's 16 products `half_a * half_b` are integers of at most
 //! 12 * 12 = 144 in magnitude, so a block sum `s` (and the sum of magnitudes `u`) is at most

@@ -10,6 +10,6 @@ pub mod replay;
 pub mod scaled_gemm;
 
 pub use reference::{
-    dual_gemm_reference, gemm_reference, group_gemm_reference, problem_reference, Reference,
-    MODEL_VERSION,
+    dual_gemm_reference, gemm_reference, group_gemm_reference, output_rows, problem_reference,
+    problem_reference_with_progress, Reference, MODEL_VERSION,
 };

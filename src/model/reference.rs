@@ -100,6 +100,15 @@ pub fn gemm_element(d: &ExactDot, blocks: usize, order: KOrder) -> (f16, f16, f1
 }
 
 pub fn dual_gemm_reference(inputs: &DualGemmInputs, order: KOrder) -> Reference {
+    dual_gemm_reference_with_progress(inputs, order, &|| {})
+}
+
+/// Calls `row_done` as each output row of each batch is finished (from several threads).
+fn dual_gemm_reference_with_progress(
+    inputs: &DualGemmInputs,
+    order: KOrder,
+    row_done: &(dyn Fn() + Sync),
+) -> Reference {
     let shape = inputs.shape;
     let blocks = shape.scale_cols();
     let mut out = Reference::with_len(shape.m * shape.n * shape.l);
@@ -110,7 +119,10 @@ pub fn dual_gemm_reference(inputs: &DualGemmInputs, order: KOrder) -> Reference 
             l,
             true,
             None,
-            |_, _, d| dual_gemm_element(&d[0], &d[1], blocks, order),
+            |_, col, d| {
+                tick_after_last_column(col, shape.n, row_done);
+                dual_gemm_element(&d[0], &d[1], blocks, order)
+            },
         );
         out.store_batch(l, shape.l, &batch);
     }
@@ -118,16 +130,34 @@ pub fn dual_gemm_reference(inputs: &DualGemmInputs, order: KOrder) -> Reference 
 }
 
 pub fn gemm_reference(inputs: &GemmInputs, order: KOrder) -> Reference {
+    gemm_reference_with_progress(inputs, order, &|| {})
+}
+
+/// Calls `row_done` as each output row of each batch is finished (from several threads).
+fn gemm_reference_with_progress(
+    inputs: &GemmInputs,
+    order: KOrder,
+    row_done: &(dyn Fn() + Sync),
+) -> Reference {
     let shape = inputs.shape;
     let blocks = shape.scale_cols();
     let mut out = Reference::with_len(shape.m * shape.n * shape.l);
     for l in 0..shape.l {
-        let batch = exact_dot_grid(&inputs.a, &[&inputs.b], l, true, None, |_, _, d| {
+        let batch = exact_dot_grid(&inputs.a, &[&inputs.b], l, true, None, |_, col, d| {
+            tick_after_last_column(col, shape.n, row_done);
             gemm_element(&d[0], blocks, order)
         });
         out.store_batch(l, shape.l, &batch);
     }
     out
+}
+
+/// Each output element is computed exactly once, so counting the elements of the last column
+/// counts rows (a row's other elements may finish a little later: a bar does not mind).
+fn tick_after_last_column(col: usize, n: usize, row_done: &(dyn Fn() + Sync)) {
+    if col + 1 == n {
+        row_done();
+    }
 }
 
 /// The expected output of the dual GEMM alone, without intervals (the statistics the intervals
@@ -153,18 +183,47 @@ pub fn dual_gemm_expected(inputs: &DualGemmInputs) -> Vec<f16> {
 
 /// The reference of any problem's inputs (outputs laid out as [`ProblemInputs::output_dims`]).
 pub fn problem_reference(inputs: &ProblemInputs, order: KOrder) -> Reference {
+    problem_reference_with_progress(inputs, order, &|| {})
+}
+
+/// The same, calling `row_done` once per output row finished (of every batch, of every group:
+/// [`output_rows`] in all), from several threads, for a progress bar.
+pub fn problem_reference_with_progress(
+    inputs: &ProblemInputs,
+    order: KOrder,
+    row_done: &(dyn Fn() + Sync),
+) -> Reference {
     match inputs {
-        ProblemInputs::DualGemm(d) => dual_gemm_reference(d, order),
-        ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => gemm_reference(g, order),
-        ProblemInputs::GroupGemm(g) => group_gemm_reference(g, order),
+        ProblemInputs::DualGemm(d) => dual_gemm_reference_with_progress(d, order, row_done),
+        ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => {
+            gemm_reference_with_progress(g, order, row_done)
+        }
+        ProblemInputs::GroupGemm(g) => group_gemm_reference_with_progress(g, order, row_done),
+    }
+}
+
+/// How many times [`problem_reference_with_progress`] calls `row_done` for `inputs`.
+pub fn output_rows(inputs: &ProblemInputs) -> usize {
+    match inputs {
+        ProblemInputs::DualGemm(d) => d.shape.m * d.shape.l,
+        ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => g.shape.m * g.shape.l,
+        ProblemInputs::GroupGemm(g) => g.groups.iter().map(|g| g.shape.m * g.shape.l).sum(),
     }
 }
 
 pub fn group_gemm_reference(inputs: &GroupGemmInputs, order: KOrder) -> Reference {
+    group_gemm_reference_with_progress(inputs, order, &|| {})
+}
+
+fn group_gemm_reference_with_progress(
+    inputs: &GroupGemmInputs,
+    order: KOrder,
+    row_done: &(dyn Fn() + Sync),
+) -> Reference {
     let parts: Vec<Reference> = inputs
         .groups
         .iter()
-        .map(|group| gemm_reference(group, order))
+        .map(|group| gemm_reference_with_progress(group, order, row_done))
         .collect();
     let mut out = Reference {
         expected: vec![],
@@ -177,4 +236,34 @@ pub fn group_gemm_reference(inputs: &GroupGemmInputs, order: KOrder) -> Referenc
         out.hi.extend(part.hi);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::problem::generate::generate_problem;
+    use crate::problem::{Distribution, ProblemKind, Shape};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[test]
+    fn the_progress_count_is_every_output_row_and_changes_nothing() {
+        for kind in ProblemKind::ALL {
+            let shape = Shape::new(40, 24, 64, 3).unwrap();
+            let inputs = generate_problem(kind, shape, Distribution::Full, 5);
+            let rows = AtomicUsize::new(0);
+            let counted = problem_reference_with_progress(&inputs, KOrder::Contiguous, &|| {
+                rows.fetch_add(1, Ordering::Relaxed);
+            });
+            assert_eq!(rows.into_inner(), output_rows(&inputs), "{}", kind.name());
+            let plain = problem_reference(&inputs, KOrder::Contiguous);
+            let bits = |r: &Reference| -> Vec<u16> {
+                [&r.expected, &r.lo, &r.hi]
+                    .into_iter()
+                    .flatten()
+                    .map(|x| x.to_bits())
+                    .collect()
+            };
+            assert_eq!(bits(&counted), bits(&plain), "{}", kind.name());
+        }
+    }
 }

@@ -18,12 +18,12 @@
 //!     accumulators; the order does not matter);
 //! - the epilogue [`OutputEpilogue::SiluMulF64Rne`]: `v = x / (1 + exp(-x)) * x2` in f64 with
 //!   `x = x1`, IEEE semantics for inf and NaN, then one round to nearest even fp16. The GPU's f64
-//!   `exp` (CUDA: at most 1 ulp) is not ours ([`portable_math::exp`], within 2^-50 relative of
+//!   `exp` (CUDA: at most 1 ulp) is not ours ([`portable_math::exp`](super::portable_math::exp), within 2^-50 relative of
 //!   glibc's), so the prediction is `fp16(v)` from our `v`, and where `v * (1 -+ 2^-46)` round
 //!   to two different fp16 values the element is *ambiguous* and both are accepted
 //!   ([`predict_silu_mul_f64`] has the argument).
 //!
-//! Comparison ([`Replay::accepts`]): bitwise on fp16, except that a NaN prediction accepts any
+//! Comparison ([`ReplayElement::accepts`]): bitwise on fp16, except that a NaN prediction accepts any
 //! NaN (the fp16 NaN payload and sign are not checked) and an ambiguous element accepts either
 //! candidate.
 //!

@@ -75,19 +75,27 @@ pub fn available_bytes() -> Option<u128> {
 
 /// Refuses `shape` when the model's estimate for it exceeds the memory available.
 pub fn check_fits(kind: ProblemKind, shape: Shape, with_reference: bool) -> Result<()> {
-    let needed = model_bytes(kind, shape, with_reference);
+    check_bytes(
+        &format!(
+            "the {} {} {}",
+            kind.name(),
+            if with_reference {
+                "reference for"
+            } else {
+                "inputs of"
+            },
+            kind.normalize(shape)
+        ),
+        model_bytes(kind, shape, with_reference),
+    )
+}
+
+/// Refuses work that needs `needed` bytes when this machine has fewer available; `what` names
+/// the work in the message.
+pub fn check_bytes(what: &str, needed: u128) -> Result<()> {
     match available_bytes() {
         Some(available) if needed > available => Err(Error::TooLarge {
-            what: format!(
-                "the {} {} {}",
-                kind.name(),
-                if with_reference {
-                    "reference for"
-                } else {
-                    "inputs of"
-                },
-                shape
-            ),
+            what: what.to_string(),
             needed: gib(needed),
             available: gib(available),
         }),
@@ -95,7 +103,7 @@ pub fn check_fits(kind: ProblemKind, shape: Shape, with_reference: bool) -> Resu
     }
 }
 
-fn gib(bytes: u128) -> String {
+pub fn gib(bytes: u128) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 

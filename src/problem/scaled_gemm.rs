@@ -232,7 +232,7 @@ impl ScaledOperand {
             if expected == actual {
                 Ok(())
             } else {
-                Err(Error::TensorSize {
+                Err(Error::ElementCount {
                     name: name.into(),
                     expected,
                     actual,
@@ -310,7 +310,7 @@ impl ScaledGemmInputs {
         }
         if let Some(bias) = &bias {
             if bias.len() != b.rows {
-                return Err(Error::TensorSize {
+                return Err(Error::ElementCount {
                     name: "bias".into(),
                     expected: b.rows,
                     actual: bias.len(),
@@ -354,5 +354,38 @@ impl ScaledGemmInputs {
 
     pub fn k(&self) -> usize {
         self.a.k
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_bias_is_counted_in_elements_not_bytes() {
+        let operand = |rows: usize| {
+            ScaledOperand::new(
+                OperandFormat::Bf16,
+                rows,
+                16,
+                vec![0; rows * 16],
+                Vec::new(),
+            )
+            .unwrap()
+        };
+        let message = ScaledGemmInputs::new(
+            operand(2),
+            operand(4),
+            1.0,
+            Some(vec![0.0; 3]),
+            OutDtype::F32,
+            Epilogue::F32,
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            message,
+            "tensor 'bias' has 3 elements but the shape needs 4"
+        );
     }
 }

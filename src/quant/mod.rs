@@ -91,7 +91,7 @@ fn check_input(
         });
     }
     if values.len() != rows * k {
-        return Err(Error::TensorSize {
+        return Err(Error::ElementCount {
             name: "input".into(),
             expected: rows * k,
             actual: values.len(),

@@ -12,6 +12,7 @@ the original stdout, each line prefixed with the marker below; the submission's 
 stderr (fd 1 is pointed there), which the parent keeps as a log.
 """
 import argparse
+import ast
 import contextlib
 import ctypes
 import importlib.util
@@ -742,6 +743,48 @@ def blackwell_only(source):
     return None
 
 
+def read_checked_source(submission):
+    """The submission's bytes, once they are known to compile and to name a custom_kernel;
+    otherwise a start failure blaming the file (a usage error, not this machine)."""
+    try:
+        with open(submission, "rb") as f:
+            source = f.read()
+        tree = compile(source, submission, "exec", flags=ast.PyCF_ONLY_AST)
+        compile(tree, submission, "exec")
+    except SyntaxError as exc:
+        start_failed(f"{submission}:{exc.lineno}: syntax error: {exc.msg}")
+    except ValueError as exc:  # null bytes in the source
+        start_failed(f"{submission}: not Python source: {exc}")
+    except OSError as exc:
+        start_failed(f"{submission}: cannot read: {exc}")
+    if not may_define_custom_kernel(tree):
+        start_failed(f"{submission} defines no custom_kernel(data) function"
+                     + (" (the file is empty)" if not source.strip() else ""))
+    return source
+
+
+def may_define_custom_kernel(tree):
+    """Whether the module's code could bind `custom_kernel`: the name appears in it (a def, an
+    assignment, an import, even a string handed to exec), or a star import could bring it. Only
+    a file where none of these holds is refused before it is imported."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and any(a.name == "*" for a in node.names):
+            return True
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                and node.name == "custom_kernel":
+            return True
+        if isinstance(node, ast.Name) and node.id == "custom_kernel":
+            return True
+        if isinstance(node, ast.alias) and "custom_kernel" in (node.name, node.asname):
+            return True
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                and "custom_kernel" in node.value:
+            return True
+        if isinstance(node, ast.Attribute) and node.attr == "custom_kernel":
+            return True
+    return False
+
+
 def main():
     take_over_stdio()
     take_input_socket()
@@ -751,6 +794,10 @@ def main():
     parser.add_argument("--arch")
     args = parser.parse_args()
     submission = os.path.abspath(args.submission)
+
+    # What is wrong with the file itself is the author's to fix on any machine: said before torch
+    # is asked for, so that a machine without torch does not hide it as "cannot run here".
+    source = read_checked_source(submission)
 
     try:
         import torch
@@ -766,14 +813,6 @@ def main():
 
     if torch.cuda.is_available():
         trusted = TrustedCuda(torch)
-    try:
-        with open(submission, "rb") as f:
-            source = f.read()
-        compile(source, submission, "exec")
-    except SyntaxError as exc:
-        start_failed(f"{submission}:{exc.lineno}: syntax error: {exc.msg}")
-    except OSError as exc:
-        start_failed(f"{submission}: cannot read: {exc}")
 
     # The `task` module GPU MODE's submissions import (the real one holds type aliases only).
     task = types.ModuleType("task")

@@ -82,23 +82,80 @@ pub fn torch_gpu() -> Result<(), String> {
     }
 }
 
-/// Records that the running test did nothing, and why: printed (seen with --nocapture) and
-/// appended to `target/tmp/skipped-tests.log`, which `.ci/run` prints after the tests, so a
-/// skipped test never passes unseen.
+/// Records that the running test did nothing, and why: printed in the test output itself
+/// (straight to stderr, past libtest's capture, so `cargo test` shows it beside "ok") and added
+/// to this test process's log under `target/tmp/skipped-tests/`, which `.ci/run` prints after
+/// the tests, so a skipped test never passes unseen.
 pub fn skip(reason: &str) {
-    use std::io::Write;
     let test = std::thread::current()
         .name()
         .unwrap_or("a test")
         .to_string();
-    eprintln!("skipped: {reason}");
-    let log = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("skipped-tests.log");
-    if let Ok(mut file) = std::fs::OpenOptions::new()
+    let line = format!("{}: {test}: {reason}\n", test_binary());
+    {
+        use std::io::Write;
+        // io::stderr() is not captured by libtest (only the print macros are).
+        let _ = std::io::stderr().write_all(format!("skipped: {line}").as_bytes());
+    }
+    let _ = append_skip(&skip_log_dir(), &test_binary(), std::process::id(), &line);
+}
+
+/// Where each test process writes the skips of its tests: `<binary>.<pid>.log`.
+pub fn skip_log_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("skipped-tests")
+}
+
+/// The running test binary's name without cargo's hash ("door" for `door-4c9bf40...`).
+fn test_binary() -> String {
+    let stem = std::env::current_exe()
+        .ok()
+        .and_then(|exe| exe.file_stem().map(|s| s.to_string_lossy().into_owned()))
+        .unwrap_or_else(|| "tests".into());
+    match stem.rsplit_once('-') {
+        Some((name, hash)) if hash.chars().all(|c| c.is_ascii_hexdigit()) => name.to_string(),
+        _ => stem,
+    }
+}
+
+/// Appends `line` to `dir/<binary>.<pid>.log` in one `write` on a file opened with O_APPEND, so
+/// that lines from tests running at once never interleave. The first time in a process, the
+/// logs an earlier run of the same binary left are removed (those whose process is gone: a
+/// run of it going on beside this one keeps its own), so that the directory tells of the
+/// latest run of each binary, whether or not `.ci/run` cleared it first.
+pub fn append_skip(
+    dir: &std::path::Path,
+    binary: &str,
+    pid: u32,
+    line: &str,
+) -> std::io::Result<()> {
+    use std::io::Write;
+    static CLEARED: std::sync::Once = std::sync::Once::new();
+    std::fs::create_dir_all(dir)?;
+    CLEARED.call_once(|| remove_stale_logs(dir, binary, pid));
+    let mut file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(log)
-    {
-        let _ = writeln!(file, "{test}: {reason}");
+        .open(dir.join(format!("{binary}.{pid}.log")))?;
+    file.write_all(line.as_bytes())
+}
+
+/// Removes `dir/<binary>.<pid>.log` of every pid but `own` whose process no longer runs.
+pub fn remove_stale_logs(dir: &std::path::Path, binary: &str, own: u32) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let pid = name
+            .strip_prefix(&format!("{binary}."))
+            .and_then(|rest| rest.strip_suffix(".log"))
+            .and_then(|pid| pid.parse::<u32>().ok());
+        if let Some(pid) = pid {
+            let running = std::path::Path::new(&format!("/proc/{pid}")).exists();
+            if pid != own && !running {
+                let _ = std::fs::remove_file(entry.path());
+            }
+        }
     }
 }
 

@@ -185,7 +185,7 @@ const ZERO_LOG2: i8 = -64;
 pub struct NvBlock {
     /// e2m1 values in half units, signed: -12..=12.
     pub half: [i8; BLOCK],
-    /// floor(log2(|half[k]| * significand)), or [`ZERO_LOG2`] where that is zero. The fp16 value
+    /// floor(log2(|half\[k\]| * significand)), or -64 where that is zero. The fp16 value
     /// `e2m1 * scale` has exponent `log2[k] + exponent - 1`.
     pub log2: [i8; BLOCK],
     /// Bit k: the e2m1 sign bit of element k (a zero keeps its sign as an fp16 operand).

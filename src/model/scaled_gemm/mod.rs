@@ -17,8 +17,7 @@
 //!   per product, per step and per final add ([`UNDERFLOW`]);
 //! - a fused step's adder may align to a block's scales rather than to its magnitude (Blackwell's
 //!   block-scaled adders, as MMA-Sim models them, put zero blocks in their maximum): a 16-group
-//!   whose sum is far below its scales' alignment `Z` costs up to 2^(Z - 32) absolutely
-//!   ([`raised_maximum_error`]);
+//!   whose sum is far below its scales' alignment `Z` costs up to 2^(Z - 32) absolutely;
 //! - the epilogue is one of [`Epilogue`]'s (for [`Epilogue::F32`], separate roundings or one
 //!   FMA: both accepted).
 //!
