@@ -49,16 +49,16 @@ diag)
   ;;
 threshold)
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
-  for forge in 0.97 0.93 0.9 0.85 0.8 0.7 0.5; do
+  for forge in ${FORGES:-0.93 0.87 0.8 0.7 0.5}; do
     f=$R/forged_$(echo $forge | tr . _).py
     sed "s/^FORGE = .*/FORGE = $forge/" tests/exploits/forged_sample.py > "$f"
-    run "bench-forge-$forge" $B bench --submission "$f" --reps 30 --no-torch --force-untrusted --report-dir "$R/forge-$forge"
+    run "bench-forge-$forge" timeout 100 $B bench --submission "$f" --reps 30 --no-torch --force-untrusted --report-dir "$R/forge-$forge"
     cp "$R/forge-$forge/bench.md" "$O/bench-forge-$forge.md"
   done
   ;;
 exploits)
   list=${EXPLOITS:-lazy_judged_outputs,calibrated_baseline,after_end_baseline,delivery_by_word,forged_sample}
-  run exploits env EXPLOIT="$list" NVFP4_ORACLE_BIN=$B timeout 560 .carry/exploits_test --include-ignored --nocapture
+  run exploits env EXPLOIT="$list" NVFP4_ORACLE_BIN=$B timeout ${EXPLOIT_TIMEOUT:-560} .carry/exploits_test --include-ignored --nocapture
   ;;
 certify)
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
