@@ -65,16 +65,17 @@ pub const SHARED_DELIVERY: &str =
 pub const FILES_DELIVERY: &str = "files written just before each call";
 
 /// How far the parent's clock may put a timed call beyond its reported sample, past the
-/// fastest request without the kernel, before the timing is not trusted: 15% of the median
-/// sample, and at least [`CLOCK_SLACK_US`]. Measured on the H100 with both sides waiting
-/// without sleeping, honest Python examples stayed within -114 to +269 us of the fastest
-/// baseline request at the benchmark shapes (at most 10.9% of the call;
-/// docs/results/parent-owned/). The baseline is the minimum over requests served by a
-/// worker that never loaded the kernel, so no kernel can raise it; the timed side is the
-/// median, so a forgery must be in most calls to move the reported median, and then it
-/// moves this one too.
-pub const CLOCK_SLACK_RATIO: f64 = 0.15;
-pub const CLOCK_SLACK_US: f64 = 100.0;
+/// fastest request without the kernel, before the timing is not trusted: a tenth of the
+/// median sample plus [`CLOCK_SLACK_US`]. Measured on the H100 with both sides waiting without
+/// sleeping, honest Python examples stayed between -131 and +269 us of the fastest baseline
+/// request at the benchmark shapes, over three runs and 12 rows each, roughly the same at
+/// 0.8 ms and at 3 ms calls (docs/results/parent-owned/): a constant part, for a cause not yet
+/// found, and a proportional part for what scales with the call. The baseline is the minimum
+/// over requests served by a worker that never loaded the kernel, so no kernel can raise it;
+/// the timed side is the median, so a forgery must be in most calls to move the reported
+/// median, and then it moves this one too.
+pub const CLOCK_SLACK_RATIO: f64 = 0.10;
+pub const CLOCK_SLACK_US: f64 = 300.0;
 /// A single call may take this long beyond its sample (a page fault, a collection pause)
 /// before it is weighed against the run's samples.
 pub const MIN_HIDDEN_US: f64 = 5_000.0;
@@ -147,7 +148,7 @@ impl TimedRun {
     /// The most the parent's clock lets a call's samples hide (see [`CLOCK_SLACK_RATIO`]).
     pub fn clock_allowance_us(&self) -> Option<f64> {
         let sample = median(&self.calls.samples_us)?;
-        Some((CLOCK_SLACK_RATIO * sample).max(CLOCK_SLACK_US))
+        Some(CLOCK_SLACK_RATIO * sample + CLOCK_SLACK_US)
     }
 
     /// Why the parent's clock disagrees with the reported samples, if it does: call by call
@@ -576,17 +577,21 @@ mod tests {
     }
 
     #[test]
-    fn a_sample_forged_by_more_than_the_allowance_is_a_finding() {
-        // An 800 us call reported as 0.8 of itself: 160 us hidden, past 15% (120 us).
-        let mut forged = run(800.0, 9.0, 9.0);
+    fn a_sample_forged_past_the_allowance_is_a_finding() {
+        // A 4 ms call reported as 0.85 of itself: 600 us hidden, inside the 640 us allowed (a
+        // tenth of the reported 3.4 ms, plus 300 us). At 0.8: 800 us hidden, past the 620 us
+        // allowed.
+        let mut close = run(4000.0, 9.0, 9.0);
+        close.calls.samples_us.iter_mut().for_each(|s| *s *= 0.85);
+        assert_eq!(close.wall_clock_finding(), None);
+        let mut forged = run(4000.0, 9.0, 9.0);
         forged.calls.samples_us.iter_mut().for_each(|s| *s *= 0.8);
         assert!(forged.wall_clock_finding().is_some());
-        // Reported as 0.9 of itself: 80 us, inside the allowance.
-        let mut close = run(800.0, 9.0, 9.0);
-        close.calls.samples_us.iter_mut().for_each(|s| *s *= 0.9);
-        assert_eq!(close.wall_clock_finding(), None);
-        // A short call: the allowance is CLOCK_SLACK_US, not 15% of 50 us.
-        assert_eq!(run(50.0, 9.0, 9.0).clock_allowance_us(), Some(CLOCK_SLACK_US));
+        // The allowance: a tenth of the call plus CLOCK_SLACK_US.
+        assert_eq!(
+            run(50.0, 9.0, 9.0).clock_allowance_us(),
+            Some(5.0 + CLOCK_SLACK_US)
+        );
     }
 
     #[test]

@@ -2,7 +2,9 @@
 # The facts a verdict or a time rests on, held by the parent, on a GPU machine where everything
 # runs as root; one device call per stage (each under 10 minutes):
 #   bash docs/results/parent-owned/run.sh timing     # the persisting-L2 probe; the four examples
-#                                                    # certified (no sanitizer) and timed by bench
+#                                                    # and hopper-baseline certified (no
+#                                                    # sanitizer) and timed by bench (WITH_BARE=1:
+#                                                    # then the bare stage in the same call)
 #   bash docs/results/parent-owned/run.sh bare       # the same four timed by a bare CUDA-event
 #                                                    # loop (bare_loop.py), every benchmark shape
 #   bash docs/results/parent-owned/run.sh threshold  # forged_sample.py at FORGE = 0.97 ... 0.5,
@@ -25,18 +27,20 @@ SHAPES="256x4096x7168 512x4096x7168 256x3072x4096 512x3072x7168"
 case $stage in
 timing)
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
-  run persisting-l2-probe timeout 120 python3 $D/persisting_l2_probe.py --trials 20
+  [ -n "${NO_PROBE:-}" ] || run persisting-l2-probe timeout 120 python3 $D/persisting_l2_probe.py --trials 20
   run build-library bash $S/library/build.sh
+  run certify-hopper-baseline timeout 120 $B certify --kernel hopper-baseline --cases 200 --sanitize 0 --report-dir "$R/certs"
   for m in $GOOD; do run "certify-$(basename "$(dirname "$m")")" timeout 240 $B certify --manifest "$m" --cases 200 --sanitize 0 --report-dir "$R/certs"; done
   margs=""; for m in $GOOD; do margs="$margs --manifest $m"; done
   run bench timeout 400 $B bench $margs --reps 50 --no-torch --report-dir "$R/certs"
   cp "$R/certs/bench.md" "$O/bench.md"; cp "$R/certs/bench.json" "$O/bench.json"
-  ;;
+  [ -n "${WITH_BARE:-}" ] || exit 0
+  ;&
 bare)
-  run build-library bash $S/library/build.sh
+  [ -e $S/library/libnvfp4_baseline.so ] || run build-library bash $S/library/build.sh
   for shape in $SHAPES; do
-    for f in $PY; do run "bare-$(basename "$(dirname "$f")")-$shape" timeout 120 python3 $D/bare_loop.py --submission "$f" --shape "$shape" --reps 50; done
-    run "bare-library-$shape" timeout 120 python3 $D/bare_loop.py --library $S/library/libnvfp4_baseline.so --symbol nvfp4_baseline_dual_gemm --shape "$shape" --reps 50
+    for f in $PY; do run "bare-$(basename "$(dirname "$f")")-$shape" timeout 60 python3 $D/bare_loop.py --submission "$f" --shape "$shape" --reps 50; done
+    run "bare-library-$shape" timeout 60 python3 $D/bare_loop.py --library $S/library/libnvfp4_baseline.so --symbol nvfp4_baseline_dual_gemm --shape "$shape" --reps 50
   done
   grep -h '^{"kernel"' "$LOG" > "$O/bare.jsonl"
   ;;
