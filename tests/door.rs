@@ -604,7 +604,11 @@ fn the_parents_clock_bounds_the_times_a_worker_reports() {
             )
             .unwrap();
         assert_eq!(run.calls.samples_us.len(), 20);
-        assert_eq!(run.null_loop.samples_us.len(), 20, "as many calls without the kernel");
+        assert_eq!(
+            run.null_loop.samples_us.len(),
+            20,
+            "as many calls without the kernel"
+        );
         assert_eq!(resets.0, 40, "the cache reset before every call");
         assert_eq!(run.outputs.len(), 2, "the two picked outputs came back");
         assert!(run.outputs.iter().all(|(_, o)| o.len() == 3 * 5 * 2));
@@ -639,9 +643,19 @@ fn a_kernel_without_a_timing_baseline_is_not_timed() {
     let warmup = vec![CaseFiles::write(&small_case().0, &dir.join("set0")).unwrap()];
     let kernel = fake_kernel("time-honest", &["time-honest"], Duration::from_secs(5));
     let failure = kernel
-        .time(&mut NoReset, &warmup, 3, |_| small_case().0, |_| vec![], Duration::from_secs(1))
+        .time(
+            &mut NoReset,
+            &warmup,
+            3,
+            |_| small_case().0,
+            |_| vec![],
+            Duration::from_secs(1),
+        )
         .unwrap_err();
-    assert!(failure.to_string().contains("no timing baseline"), "{failure}");
+    assert!(
+        failure.to_string().contains("no timing baseline"),
+        "{failure}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -783,29 +797,12 @@ fn a_sandboxed_worker_that_rewrites_the_tool_log_hides_nothing() {
         ));
         return;
     }
-    let kernel = IsolatedKernel::new(
-        KernelInfo {
-            name: format!("fake-sandboxed-tamper-{}", std::process::id()),
-            description: "fake worker".into(),
-            problem: ProblemKind::DualGemm,
-            support: ShapeSupport::ANY,
-            schedule: None,
-            source_hash: "0".repeat(64),
-            deliberately_broken: false,
-            nondeterministic: false,
-            accumulation: None,
-        },
-        WorkerCommand {
-            program: PathBuf::from("python3"),
-            args: vec![
-                fixture("fake_worker.py").display().to_string(),
-                "tamper-log".into(),
-            ],
-            env: vec![("PYTHONDONTWRITEBYTECODE".into(), "1".into())],
-            start_timeout: Duration::from_secs(10),
-            sandbox: Some(nvfp4_oracle::worker::sandbox::SandboxPaths::default()),
-        },
-        std::sync::Arc::new(|| Ok(())),
+    let kernel = common::fake_worker_kernel(
+        "sandboxed-tamper",
+        &["tamper-log"],
+        vec![("PYTHONDONTWRITEBYTECODE".into(), "1".into())],
+        Some(nvfp4_oracle::worker::sandbox::SandboxPaths::default()),
+        Duration::from_secs(10),
         Duration::from_secs(5),
     );
     let scratch = std::env::temp_dir().join(format!("nvfp4-tool-sandboxed-{}", std::process::id()));

@@ -40,12 +40,11 @@ impl L2Reset {
         let (ctx, info) = super::device::open_device()?;
         let stream = ctx.default_stream();
         let len = (FLUSH_TIMES_L2 * info.l2_bytes).max(1 << 20);
-        let flush = stream
-            .alloc_zeros::<u8>(len)
-            .map_err(|err| format!("allocating the parent's L2 flush buffer ({len} bytes): {err}"))?;
+        let flush = stream.alloc_zeros::<u8>(len).map_err(|err| {
+            format!("allocating the parent's L2 flush buffer ({len} bytes): {err}")
+        })?;
         Ok(L2Reset { stream, flush })
     }
-
 }
 
 impl CacheReset for L2Reset {

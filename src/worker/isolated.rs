@@ -182,11 +182,9 @@ impl IsolatedKernel {
         let mut baseline_slot = baseline.worker.lock().unwrap_or_else(|p| p.into_inner());
         self.ensure_started(&mut slot)
             .map_err(|err| KernelFailure::Crashed(format!("starting the worker: {err}")))?;
-        baseline
-            .ensure_started(&mut baseline_slot)
-            .map_err(|err| {
-                KernelFailure::Crashed(format!("starting the timing baseline's worker: {err}"))
-            })?;
+        baseline.ensure_started(&mut baseline_slot).map_err(|err| {
+            KernelFailure::Crashed(format!("starting the timing baseline's worker: {err}"))
+        })?;
         // The baseline reads its warm-up sets from its own input directory, the only one its
         // sandbox shows it.
         let baseline_sets = warmup_sets

@@ -11,9 +11,11 @@
 //! - the serving sides: [`serve`], the `nvfp4-oracle gpu-worker` loop in Rust (variants and C-ABI
 //!   libraries, on `crate::gpu`), and `submission_worker.py`, the Python one (submissions,
 //!   embedded in the binary as [`external::SUBMISSION_WORKER`]);
-//! - timing an external kernel so that it cannot falsify it: [`timing`] is the parent's side,
-//!   [`library_timing`] the Rust worker's side (the Python worker's is in `submission_worker.py`);
-//!   [`shared_inputs`] hands a timed call's inputs over in device memory shared with the worker;
+//! - timing an external kernel on facts the parent holds: [`timing`] is the parent's side (its
+//!   clock set against a baseline worker that never loaded the kernel: `timing_baseline.py`, or
+//!   `gpu-worker --timing-baseline`), [`library_timing`] the Rust worker's side (the Python
+//!   worker's is in `submission_worker.py`); [`shared_inputs`] hands a timed call's inputs over,
+//!   and its output back, in device memory shared with the worker;
 //! - [`sandbox`]: the operating-system boundary around a worker process, [`sandbox_dev`] its
 //!   `/dev` and the descriptors a worker inherits; [`fresh_start`]: nothing one worker writes
 //!   reaches another.

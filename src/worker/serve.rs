@@ -23,7 +23,10 @@ use std::sync::Arc;
 /// What a worker serves.
 pub enum WorkerTarget {
     Variant(String),
-    Library { path: PathBuf, symbol: String },
+    Library {
+        path: PathBuf,
+        symbol: String,
+    },
     /// No kernel at all: serves a timing's requests without the kernel, so that the parent's
     /// clock is set by a process no kernel code has run in.
     Baseline,
@@ -146,9 +149,7 @@ pub fn serve(target: WorkerTarget, arch: Option<ArchRequirement>) -> Result<()> 
             }
             timing => {
                 let reply = match &loaded {
-                    Loaded::Library(library) => {
-                        timing_state.serve(&stream, Some(library), timing)
-                    }
+                    Loaded::Library(library) => timing_state.serve(&stream, Some(library), timing),
                     Loaded::Baseline => timing_state.serve(&stream, None, timing),
                     Loaded::Variant { .. } => Reply::Done(Err(KernelFailure::Crashed(
                         "built-in variants are timed in process by `bench`".into(),

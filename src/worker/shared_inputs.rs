@@ -221,7 +221,10 @@ impl SharedInputs {
 
     /// How many outputs fit in a quarter of the device memory free now.
     pub fn output_capacity(&self) -> usize {
-        let len = self.output_buffer().map_or(1, FencedBuffer::body_len).max(1);
+        let len = self
+            .output_buffer()
+            .map_or(1, FencedBuffer::body_len)
+            .max(1);
         let free = cudarc::driver::result::mem_get_info()
             .map(|(free, _)| free)
             .unwrap_or(0);

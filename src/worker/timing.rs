@@ -335,10 +335,14 @@ pub fn time_against_baseline(
     let (mut shared, baseline_shared) = if plan.shared {
         let warm = first_set.read().map_err(crashed)?;
         let calls = SharedCalls::new(&warm, timed, &make_case, plan.timed_dir).map_err(|why| {
-            crashed(format!("the parent could not share device memory for the timed calls: {why}"))
+            crashed(format!(
+                "the parent could not share device memory for the timed calls: {why}"
+            ))
         })?;
         let null = SharedCalls::new(&warm, 0, &make_case, plan.timed_dir).map_err(|why| {
-            crashed(format!("the parent could not share device memory for the baseline: {why}"))
+            crashed(format!(
+                "the parent could not share device memory for the baseline: {why}"
+            ))
         })?;
         (Some(calls), Some(null))
     } else {
@@ -453,13 +457,15 @@ pub fn time_against_baseline(
             }
             None => {
                 let _ = std::fs::remove_dir_all(plan.timed_dir);
-                let set = CaseFiles::write(&make_case(i), plan.timed_dir).map_err(|err| {
-                    crashed(format!("writing timed call {i}'s inputs: {err}"))
-                })?;
+                let set = CaseFiles::write(&make_case(i), plan.timed_dir)
+                    .map_err(|err| crashed(format!("writing timed call {i}'s inputs: {err}")))?;
                 let output = plan.output_file.to_path_buf();
                 let _ = std::fs::remove_file(&output);
                 let result = call(kernel, l2, set, false, Some(output.clone()));
-                let bytes = result.as_ref().ok().map(|_| super::parent::read_output(&output));
+                let bytes = result
+                    .as_ref()
+                    .ok()
+                    .map(|_| super::parent::read_output(&output));
                 let _ = std::fs::remove_dir_all(plan.timed_dir);
                 let _ = std::fs::remove_file(&output);
                 let result = result?;
@@ -599,7 +605,10 @@ mod tests {
         // The requests without the kernel made 1 ms slower, all but one: the fastest sets the
         // baseline, so 1 ms of work hidden in every timed call still shows.
         let mut calibrated = run(800.0, 9.0, 9.0);
-        calibrated.parent_call_us.iter_mut().for_each(|w| *w += 1000.0);
+        calibrated
+            .parent_call_us
+            .iter_mut()
+            .for_each(|w| *w += 1000.0);
         for w in calibrated.null_parent_call_us.iter_mut().skip(1) {
             *w += 1000.0;
         }
@@ -610,7 +619,10 @@ mod tests {
         none.null_parent_call_us.clear();
         none.null_loop.samples_us.clear();
         let finding = none.wall_clock_finding().expect("a finding");
-        assert!(finding.contains("no request without the kernel"), "{finding}");
+        assert!(
+            finding.contains("no request without the kernel"),
+            "{finding}"
+        );
     }
 
     #[test]
