@@ -298,8 +298,18 @@ pub fn sanitize(
                 // Kept for the reader, now that nothing of the kernel's is left to touch it.
                 let _ = std::fs::write(scratch.join(&name), &captured.text);
                 run.findings = parse_log(tool, &captured.text);
-                run.findings
-                    .extend(super::tool_log::audit(tool, &captured, ran_to_end));
+                run.findings.extend(
+                    super::tool_log::audit(&captured, ran_to_end)
+                        .into_iter()
+                        .map(|verdict| SanitizerFinding {
+                            tool,
+                            verdict,
+                            kernel: None,
+                            location: None,
+                            count: 1,
+                            report: String::new(),
+                        }),
+                );
             }
         }
         if run.note.is_some() || run.cases_run < sample.len() {

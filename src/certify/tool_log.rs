@@ -14,7 +14,6 @@
 //! a finding ("its findings cannot be trusted"), never a clean report. Reading is a race with the
 //! parent that docs/threat-model.md describes among what remains.
 
-use super::sanitize::{SanitizerFinding, Tool};
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
@@ -252,8 +251,9 @@ pub const PRINT_LIMIT: usize = 200;
 
 /// Why a log cannot be trusted, if it cannot: [`Captured`] as the parent read it, `ran_to_end`
 /// whether the tool ran the whole sample and was then let exit (it then writes its summary).
-/// Each reason is one finding; an empty list is a log that reads as the tool wrote it.
-pub fn audit(tool: Tool, captured: &Captured, ran_to_end: bool) -> Vec<SanitizerFinding> {
+/// Each reason, in words, is one finding (the caller makes it one of its tool's); an empty list
+/// is a log that reads as the tool wrote it.
+pub fn audit(captured: &Captured, ran_to_end: bool) -> Vec<String> {
     let mut why: Vec<String> = Vec::new();
     if captured.overflowed {
         why.push(format!(
@@ -308,16 +308,11 @@ pub fn audit(tool: Tool, captured: &Captured, ran_to_end: bool) -> Vec<Sanitizer
         }
     }
     why.into_iter()
-        .map(|reason| SanitizerFinding {
-            tool,
-            verdict: format!(
+        .map(|reason| {
+            format!(
                 "compute-sanitizer's log was tampered with or is incomplete: {reason}; its \
                  findings cannot be trusted"
-            ),
-            kernel: None,
-            location: None,
-            count: 1,
-            report: String::new(),
+            )
         })
         .collect()
 }
@@ -335,27 +330,24 @@ mod tests {
 ========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)
 ";
 
-    fn verdicts(tool: Tool, text: &str, ran_to_end: bool) -> Vec<String> {
+    fn verdicts(text: &str, ran_to_end: bool) -> Vec<String> {
         let captured = Captured {
             text: text.to_string(),
             ended: true,
             overflowed: false,
         };
-        audit(tool, &captured, ran_to_end)
-            .into_iter()
-            .map(|f| f.verdict)
-            .collect()
+        audit(&captured, ran_to_end)
     }
 
     #[test]
     fn the_tools_own_logs_pass() {
-        assert!(verdicts(Tool::Memcheck, CLEAN, true).is_empty());
-        assert!(verdicts(Tool::Racecheck, RACE, true).is_empty());
+        assert!(verdicts(CLEAN, true).is_empty());
+        assert!(verdicts(RACE, true).is_empty());
         // As the H100 wrote them (docs/results/sanitize/logs/): a race log of 30 reports.
         let race = include_str!("../../docs/results/sanitize/logs/hopper-test-race-racecheck.log");
-        assert!(verdicts(Tool::Racecheck, race, true).is_empty());
+        assert!(verdicts(race, true).is_empty());
         let clean = include_str!("../../docs/results/sanitize/logs/example-torch-racecheck.log");
-        assert!(verdicts(Tool::Racecheck, clean, true).is_empty());
+        assert!(verdicts(clean, true).is_empty());
     }
 
     #[test]
@@ -365,11 +357,11 @@ mod tests {
             "========= RACECHECK",
             "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n========= RACECHECK",
         );
-        let two = verdicts(Tool::Racecheck, &appended, true);
+        let two = verdicts(&appended, true);
         assert!(two.iter().any(|v| v.contains("2 summaries")), "{two:?}");
         // The reports cut out, the tool's summary kept.
         let cut = "========= COMPUTE-SANITIZER\n========= RACECHECK SUMMARY: 1 hazard displayed (1 error, 0 warnings)\n";
-        let counted = verdicts(Tool::Racecheck, cut, true);
+        let counted = verdicts(cut, true);
         assert!(
             counted
                 .iter()
@@ -378,7 +370,7 @@ mod tests {
         );
         // A forged whole log after the tool's banner.
         let forged = format!("{CLEAN}{CLEAN}");
-        let forged = verdicts(Tool::Memcheck, &forged, true);
+        let forged = verdicts(&forged, true);
         assert!(forged.iter().any(|v| v.contains("2 banners")), "{forged:?}");
     }
 
@@ -386,7 +378,7 @@ mod tests {
     fn text_that_lands_inside_the_tools_lines_shows() {
         // Bytes written without a newline merge with the tool's next line.
         let merged = "========= COMPUTE-SANITIZER\nxx========= Uninitialized __global__ memory read of size 4 bytes\n=========     at k+0x10 in a.cu:3\n========= ERROR SUMMARY: 1 error\n";
-        let found = verdicts(Tool::Initcheck, merged, true);
+        let found = verdicts(merged, true);
         assert!(
             found
                 .iter()
@@ -395,14 +387,14 @@ mod tests {
         );
         let inside =
             "========= COMPUTE-SANITIZER\n========= Uninit========= ERROR SUMMARY: 0 errors\n";
-        assert!(!verdicts(Tool::Initcheck, inside, true).is_empty());
+        assert!(!verdicts(inside, true).is_empty());
         let after = format!("{CLEAN}========= \n");
         assert!(
-            verdicts(Tool::Memcheck, &after, true).is_empty(),
+            verdicts(&after, true).is_empty(),
             "a blank line of the tool's"
         );
         let after = format!("{CLEAN}========= Invalid __global__ read\n");
-        assert!(verdicts(Tool::Memcheck, &after, true)
+        assert!(verdicts(&after, true)
             .iter()
             .any(|v| v.contains("lines follow its summary")));
     }
@@ -411,11 +403,11 @@ mod tests {
     fn a_missing_summary_counts_only_after_a_whole_sample() {
         let cut_short =
             "========= COMPUTE-SANITIZER\n========= Invalid __global__ read of size 4 bytes\n";
-        assert!(verdicts(Tool::Memcheck, cut_short, false).is_empty());
-        assert!(verdicts(Tool::Memcheck, cut_short, true)
+        assert!(verdicts(cut_short, false).is_empty());
+        assert!(verdicts(cut_short, true)
             .iter()
             .any(|v| v.contains("no summary")));
-        assert!(verdicts(Tool::Memcheck, "", true)
+        assert!(verdicts("", true)
             .iter()
             .any(|v| v.contains("missing or empty")));
     }
@@ -427,17 +419,13 @@ mod tests {
             ended: false,
             overflowed: false,
         };
-        assert!(audit(Tool::Memcheck, &held, true)[0]
-            .verdict
-            .contains("still held it open"));
+        assert!(audit(&held, true)[0].contains("still held it open"));
         let flooded = Captured {
             text: CLEAN.into(),
             ended: true,
             overflowed: true,
         };
-        assert!(audit(Tool::Memcheck, &flooded, true)[0]
-            .verdict
-            .contains("MiB arrived"));
+        assert!(audit(&flooded, true)[0].contains("MiB arrived"));
     }
 
     #[test]
