@@ -304,7 +304,8 @@ impl Worker {
     /// thread woken from a blocking wait pays its core's wake-up from an idle state, longer
     /// the longer it slept (measured on the H100 as 100-400 us more around millisecond calls
     /// than around the baseline's short ones), which the parent's clock would count against
-    /// the call. It costs two busy cores while on.
+    /// the call. It costs a busy core per waiting thread while on, so a timing turns it on only
+    /// where there are cores to spare (`super::timing::SPIN_MIN_CORES`).
     pub fn spin_while_waiting(&self, on: bool) {
         self.spin.store(on, Ordering::Relaxed);
     }

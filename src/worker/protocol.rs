@@ -164,6 +164,10 @@ pub enum Request {
         warmup: usize,
         #[serde(default)]
         shared: Vec<SharedTensor>,
+        /// Wait for the following requests without sleeping (the parent does the same; see
+        /// `Worker::spin_while_waiting`).
+        #[serde(default)]
+        spin: bool,
     },
     /// Timing, step 2: the warm-up calls. Answered `Done`.
     Warmup,

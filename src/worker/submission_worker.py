@@ -618,7 +618,7 @@ class Timing:
         try:
             if name == "Prepare":
                 if _requests is not None:
-                    _requests.spin = True
+                    _requests.spin = bool(body.get("spin"))
                 layout = body.get("shared") or []
                 if layout:
                     fds = receive_fds(len(layout))

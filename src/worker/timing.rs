@@ -283,6 +283,16 @@ pub fn request_order(timed: usize, seed: u64) -> Vec<bool> {
     order
 }
 
+/// Waiting without sleeping takes a core for each of the parent's two reader threads, its main
+/// thread and each worker: only on a machine with this many cores or more (a GPU host has them;
+/// on a two-core CI machine the spinning starved the workers it waited for).
+pub const SPIN_MIN_CORES: usize = 8;
+
+/// Whether this machine has the cores to wait without sleeping.
+pub fn spinning_pays() -> bool {
+    std::thread::available_parallelism().is_ok_and(|n| n.get() >= SPIN_MIN_CORES)
+}
+
 /// What a timing needs besides its two workers.
 pub struct TimingPlan<'a> {
     /// Warm-up sets (their inputs are no secret): the warm-up calls and the untimed warm call
@@ -348,6 +358,7 @@ pub fn time_against_baseline(
     } else {
         (None, None)
     };
+    let spin = spinning_pays();
     let keep_on_device = shared
         .as_ref()
         .is_some_and(|calls| calls.inputs.output_capacity() >= timed);
@@ -365,6 +376,7 @@ pub fn time_against_baseline(
                 .map_err(crashed)?;
         }
         worker.send(&Request::Prepare {
+            spin,
             sets: sets.to_vec(),
             warmup: sets.len(),
             shared: buffers
@@ -374,10 +386,11 @@ pub fn time_against_baseline(
         })?;
         expect_done(worker.receive(timeout)?)?;
     }
-    // From here on both workers' replies are awaited without sleeping (see
-    // Worker::spin_while_waiting), until the loop ends; after a failure the caller drops both.
-    kernel.spin_while_waiting(true);
-    baseline.spin_while_waiting(true);
+    // From here on both workers' replies are awaited without sleeping where there are cores
+    // to spare (see Worker::spin_while_waiting), until the loop ends; after a failure the
+    // caller drops both.
+    kernel.spin_while_waiting(spin);
+    baseline.spin_while_waiting(spin);
     let warming = Instant::now();
     kernel.send(&Request::Warmup)?;
     expect_done(kernel.receive(timeout)?)?;
