@@ -474,19 +474,18 @@ pub fn time_against_baseline(
                     .map_err(|err| crashed(format!("writing timed call {i}'s inputs: {err}")))?;
                 let output = plan.output_file.to_path_buf();
                 let _ = std::fs::remove_file(&output);
-                let result = call(kernel, l2, set, false, Some(output.clone()));
-                let bytes = result
-                    .as_ref()
-                    .ok()
-                    .map(|_| super::parent::read_output(&output));
+                // The output is read right after the reply; inputs and output are removed
+                // whatever happened.
+                let result = call(kernel, l2, set, false, Some(output.clone())).and_then(|timed| {
+                    let bytes = super::parent::read_output(&output)
+                        .map_err(|err| crashed(format!("timed call {i}'s output: {err}")))?;
+                    Ok((timed, bytes))
+                });
                 let _ = std::fs::remove_dir_all(plan.timed_dir);
                 let _ = std::fs::remove_file(&output);
-                let result = result?;
-                let bytes = bytes
-                    .expect("read after a reply")
-                    .map_err(|err| crashed(format!("timed call {i}'s output: {err}")))?;
+                let (timed, bytes) = result?;
                 held.push(Held::File(bytes));
-                result
+                timed
             }
         };
         worker_wall_us.push(reply.wall_us);
