@@ -57,6 +57,7 @@ pub mod model;
 pub mod preflight;
 pub mod problem;
 pub mod quant;
+pub mod sandbox;
 pub mod worker;
 
 pub use error::{Error, Result};

@@ -12,8 +12,8 @@ use nvfp4_oracle::kernels::{
 };
 use nvfp4_oracle::problem::generate::generate_dual_gemm;
 use nvfp4_oracle::problem::{Distribution, ProblemKind, Shape};
+use nvfp4_oracle::worker::command::WorkerCommand;
 use nvfp4_oracle::worker::isolated::{IsolatedKernel, KernelInfo};
-use nvfp4_oracle::worker::parent::WorkerCommand;
 use nvfp4_oracle::worker::protocol::CaseFiles;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -676,7 +676,7 @@ fn a_worker_runs_under_a_tool_whose_reports_become_findings() {
     let given = std::fs::read_to_string(&logged).unwrap();
     // Every worker's own compiler cache, plain or not (tests/worker_isolation.rs compares a
     // plain worker's view with a checked one's, paths included).
-    let per_worker: Vec<String> = nvfp4_oracle::worker::sandbox::cache_env(Path::new("/"))
+    let per_worker: Vec<String> = nvfp4_oracle::worker::fresh_start::cache_env(Path::new("/"))
         .into_iter()
         .map(|(key, _)| key)
         .collect();
@@ -789,7 +789,7 @@ fn a_sandboxed_worker_that_rewrites_the_tool_log_hides_nothing() {
     let launcher = common::oracle_binary();
     // SAFETY: set before this test's worker starts, to the value every test of this binary sets.
     unsafe { std::env::set_var("NVFP4_ORACLE_WORKER", &launcher) };
-    let isolation = nvfp4_oracle::worker::sandbox::isolation(&launcher);
+    let isolation = nvfp4_oracle::sandbox::isolation(&launcher);
     if !isolation.sandboxed {
         common::skip(&format!(
             "no sandbox on this machine: {}",
@@ -801,7 +801,7 @@ fn a_sandboxed_worker_that_rewrites_the_tool_log_hides_nothing() {
         "sandboxed-tamper",
         &["tamper-log"],
         vec![("PYTHONDONTWRITEBYTECODE".into(), "1".into())],
-        Some(nvfp4_oracle::worker::sandbox::SandboxPaths::default()),
+        Some(nvfp4_oracle::sandbox::SandboxPaths::default()),
         Duration::from_secs(10),
         Duration::from_secs(5),
     );
@@ -945,7 +945,7 @@ fn a_sandboxed_worker_cannot_reach_the_parent_the_reports_or_outlive_itself() {
                 ),
             ],
             start_timeout: Duration::from_secs(10),
-            sandbox: Some(nvfp4_oracle::worker::sandbox::SandboxPaths::default()),
+            sandbox: Some(nvfp4_oracle::sandbox::SandboxPaths::default()),
         };
         command
             .env

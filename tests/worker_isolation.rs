@@ -7,8 +7,8 @@
 mod common;
 
 use nvfp4_oracle::kernels::{KernelUnderTest, ToolWrapper};
-use nvfp4_oracle::worker::sandbox::SandboxPaths;
-use nvfp4_oracle::worker::sandbox_dev::{kept_in_dev, DEV_LINKS};
+use nvfp4_oracle::sandbox::dev::{kept_in_dev, DEV_LINKS};
+use nvfp4_oracle::sandbox::SandboxPaths;
 use serde_json::Value;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};

@@ -339,3 +339,42 @@ pub fn stagnation_cases(support: ShapeSupport) -> Vec<CaseSpec> {
         })
         .collect()
 }
+
+/// The shapes the checks draw from: partial tiles, a K tail, several batches (each rounded up to
+/// what the kernel supports). Small, because compute-sanitizer makes every access slow.
+const CHECK_SHAPES: [(usize, usize, usize, usize); 3] =
+    [(129, 200, 272, 1), (200, 130, 96, 2), (256, 256, 512, 1)];
+
+/// `count` cases for the checks: the shapes above in turn, GPU MODE's distribution and the
+/// adversarial one in turn, seeds from `seed`.
+pub fn check_cases(
+    kernel: &dyn KernelUnderTest,
+    count: usize,
+    seed: u64,
+) -> Vec<(CaseSpec, KernelCase)> {
+    let support = kernel.support();
+    let problem = kernel.problem();
+    let round = |x: usize, multiple: usize| x.div_ceil(multiple.max(1)) * multiple.max(1);
+    (0..count)
+        .filter_map(|i| {
+            let (m, n, k, l) = CHECK_SHAPES[i % CHECK_SHAPES.len()];
+            let shape = Shape::new(
+                round(m, support.m_multiple),
+                round(n, support.n_multiple),
+                round(k, support.k_multiple),
+                l.min(support.max_l),
+            )
+            .ok()?;
+            let spec = CaseSpec {
+                shape: problem.normalize(shape),
+                dist: [Distribution::Gpumode, Distribution::Adversarial][i % 2],
+                seed: seed.wrapping_add(1_000_003 * (i as u64 + 1)),
+            };
+            let inputs = generate_problem(problem, spec.shape, spec.dist, spec.seed);
+            Some((
+                spec,
+                KernelCase::new(inputs, spec.dist.blocked_padding_fill()),
+            ))
+        })
+        .collect()
+}

@@ -1,5 +1,5 @@
 //! Checks beyond the outputs of single runs, for kernels that run on a GPU: the
-//! sample of cases they share, and the determinism check. compute-sanitizer is in
+//! determinism check (the sample of cases they share is [`super::cases::check_cases`]). compute-sanitizer is in
 //! [`super::sanitize`].
 //!
 //! The determinism check runs each sampled case with shared memory filled with 0x00 just before
@@ -13,51 +13,10 @@
 //! note, because a kernel can tell a checked run from a plain one (compute-sanitizer shows itself
 //! in the process; the determinism check repeats inputs) and fail on purpose to skip it.
 
-use super::campaign::CaseSpec;
+use super::cases::check_cases;
 use crate::compare::diagnosis::POISON;
-use crate::kernels::{KernelCase, KernelUnderTest, RunConditions};
-use crate::problem::generate::generate_problem;
-use crate::problem::{Distribution, Shape};
+use crate::kernels::{KernelUnderTest, RunConditions};
 use serde::{Deserialize, Serialize};
-
-/// The shapes the checks draw from: partial tiles, a K tail, several batches (each rounded up to
-/// what the kernel supports). Small, because compute-sanitizer makes every access slow.
-const CHECK_SHAPES: [(usize, usize, usize, usize); 3] =
-    [(129, 200, 272, 1), (200, 130, 96, 2), (256, 256, 512, 1)];
-
-/// `count` cases for the checks: the shapes above in turn, GPU MODE's distribution and the
-/// adversarial one in turn, seeds from `seed`.
-pub fn check_cases(
-    kernel: &dyn KernelUnderTest,
-    count: usize,
-    seed: u64,
-) -> Vec<(CaseSpec, KernelCase)> {
-    let support = kernel.support();
-    let problem = kernel.problem();
-    let round = |x: usize, multiple: usize| x.div_ceil(multiple.max(1)) * multiple.max(1);
-    (0..count)
-        .filter_map(|i| {
-            let (m, n, k, l) = CHECK_SHAPES[i % CHECK_SHAPES.len()];
-            let shape = Shape::new(
-                round(m, support.m_multiple),
-                round(n, support.n_multiple),
-                round(k, support.k_multiple),
-                l.min(support.max_l),
-            )
-            .ok()?;
-            let spec = CaseSpec {
-                shape: problem.normalize(shape),
-                dist: [Distribution::Gpumode, Distribution::Adversarial][i % 2],
-                seed: seed.wrapping_add(1_000_003 * (i as u64 + 1)),
-            };
-            let inputs = generate_problem(problem, spec.shape, spec.dist, spec.seed);
-            Some((
-                spec,
-                KernelCase::new(inputs, spec.dist.blocked_padding_fill()),
-            ))
-        })
-        .collect()
-}
 
 /// Every run starts with shared memory filled, so that no run sees what the one before left
 /// there: the first with 0x00, then the same again, the same under other work, and with 0xFF.
@@ -356,7 +315,7 @@ pub fn markdown(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::{KernelFailure, ShapeSupport};
+    use crate::kernels::{KernelCase, KernelFailure, ShapeSupport};
     use crate::problem::ProblemKind;
     use half::f16;
     use std::sync::atomic::{AtomicUsize, Ordering};

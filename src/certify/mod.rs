@@ -19,5 +19,6 @@ pub mod shard;
 pub mod shrink_data;
 pub mod signing;
 pub mod tool_log;
+pub mod trust;
 
 pub use campaign::{certify_variant, CampaignLimits, CampaignResult};

@@ -6,7 +6,7 @@
 //! tensor ends at unmapped memory (src/gpu/fenced.rs) in every run, so a kernel gains nothing by
 //! behaving differently under the tool.
 
-use super::checks::check_cases;
+use super::cases::check_cases;
 use super::tool_log::LogChannel;
 use crate::kernels::{KernelUnderTest, ToolWrapper};
 use serde::{Deserialize, Serialize};

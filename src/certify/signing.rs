@@ -5,7 +5,7 @@
 //! (serde_json's sorted keys), so no field can change without it failing.
 
 use crate::error::{Error, Result};
-use crate::worker::sandbox::secrets_dir;
+use crate::sandbox::secrets_dir;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::path::PathBuf;

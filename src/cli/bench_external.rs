@@ -3,7 +3,7 @@
 //! calls drawn after the loop and judged against the model, the parent's wall clock against the
 //! reported samples, and a crash or hang while timed.
 
-use super::bench::{trusted, BenchArgs, BenchReport};
+use super::bench_report::{trusted, BenchArgs, BenchReport, Clocks, SpotCheck};
 use crate::compare::{judge, OutputShape};
 use crate::error::{Error, Result};
 use crate::golden::set::{DUAL_GEMM_BENCHMARKS, GROUP_GEMM_BENCHMARKS};
@@ -19,7 +19,6 @@ use crate::problem::{Distribution, ProblemInputs, ProblemKind, Shape};
 use crate::worker::isolated::IsolatedKernel;
 use crate::worker::protocol::CaseFiles;
 use crate::worker::timing::median;
-use serde::Serialize;
 use std::time::Duration;
 
 /// Warm-up calls before each timed loop (each on its own inputs).
@@ -29,47 +28,6 @@ const WARM_UP: usize = 3;
 /// knows or can guess (halved: `first + i` never wraps).
 fn first_seed() -> u64 {
     crate::problem::unpredictable::unpredictable_seed() >> 1
-}
-
-/// One timed call of an external kernel whose output was judged.
-#[derive(Serialize)]
-pub struct SpotCheck {
-    pub kernel: String,
-    pub shape: Shape,
-    pub at_call: usize,
-    pub seed: u64,
-    pub pass: bool,
-    pub failed_elements: usize,
-}
-
-/// The clocks around one external kernel's timed loop on one shape, per call.
-#[derive(Serialize)]
-pub struct Clocks {
-    pub kernel: String,
-    pub shape: Shape,
-    /// The median of the CUDA-event samples (what the table reports).
-    pub events_us_median: f64,
-    /// The mean of the samples: it must agree with the median (work done in a few calls and
-    /// served from a cache in the others does not).
-    pub events_us_mean: f64,
-    /// The parent's clock around each timed request (the call and a synchronize), median.
-    pub parent_call_us_median: f64,
-    /// The fastest request without the kernel (served by the baseline worker).
-    pub baseline_call_us_min: Option<f64>,
-    /// The median time per call the samples do not account for, beyond the fastest baseline
-    /// request's own overhead, and how much of it is allowed before it is a finding.
-    pub unaccounted_us: Option<f64>,
-    pub allowed_us: Option<f64>,
-    /// What the workers said their calls took beyond the sample, median (the kernel's word,
-    /// and the baseline's: where the parent's extra time went, for diagnosis only).
-    pub worker_beyond_sample_us: Option<f64>,
-    pub baseline_worker_beyond_sample_us: Option<f64>,
-    /// Median time the device stayed busy after a call's end event (and in the baseline's
-    /// requests).
-    pub after_end_us_median: f64,
-    pub null_after_end_us_median: f64,
-    /// The least time any kernel can take for the shape on this GPU (src/gpu/roofline.rs).
-    pub floor_us: Option<f64>,
 }
 
 /// A benchmark shape of any problem.

@@ -2,6 +2,7 @@
 //! write certificates.
 
 use super::external::ExternalArgs;
+use super::gate::{gate_reports, GateArgs};
 use super::{EXIT_FAIL, EXIT_NOT_EXACT};
 use crate::certify::checks::run_checks;
 use crate::certify::report::{Certificate, ExactOutcome, Status};
@@ -152,7 +153,7 @@ fn select(
 pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     // Before any worker starts: this process's memory out of a worker's reach, and the key that
     // signs certificates made (so that every sandbox hides it).
-    crate::worker::sandbox::protect_parent();
+    crate::sandbox::protect_parent();
     crate::certify::signing::ensure_key()?;
     let external: Vec<Box<dyn KernelUnderTest>> = args
         .external
@@ -437,95 +438,6 @@ fn with_preflight_hint(reason: String) -> String {
     } else {
         reason
     }
-}
-
-/// What a CI gate asks of certify and merge: a baseline to compare with and reports to write.
-#[derive(Args, Debug, Clone, Default)]
-pub struct GateArgs {
-    /// The main branch's certificates (its report directory, or one certificate): say what
-    /// changed for each kernel, and exit 5 when a verdict got worse (certified exact ->
-    /// certified -> schedule differs -> failed) or the campaign covered less (fewer cases, a
-    /// distribution, shape class, FP4 code or scale exponent no longer reached). Baselines must
-    /// be signed with this machine's key.
-    #[arg(long, value_name = "PATH")]
-    pub baseline: Option<PathBuf>,
-    /// Also write a JUnit XML report: one test case per kernel and check (campaign,
-    /// compute-sanitizer, determinism, baseline).
-    #[arg(long, value_name = "FILE")]
-    pub junit: Option<PathBuf>,
-    /// Also write a short Markdown summary (a pull-request comment).
-    #[arg(long, value_name = "FILE")]
-    pub summary: Option<PathBuf>,
-}
-
-impl GateArgs {
-    /// Reads the baseline of each of `kernels` (what [`gate_reports`] will compare with), so that
-    /// a missing, unreadable or untrusted baseline is refused before any work, naming --baseline.
-    pub(super) fn check_baseline(&self, kernels: &[&str]) -> Result<()> {
-        let Some(path) = &self.baseline else {
-            return Ok(());
-        };
-        if !path.exists() {
-            return Err(Error::Usage(format!(
-                "--baseline {}: no such file or directory (give the main branch's report \
-                 directory, or one of its certificates)",
-                path.display()
-            )));
-        }
-        for kernel in kernels {
-            read_baseline_of(path, kernel)?;
-        }
-        Ok(())
-    }
-}
-
-/// [`crate::certify::baseline::read_baseline`], its errors naming --baseline.
-fn read_baseline_of(path: &std::path::Path, kernel: &str) -> Result<Option<Certificate>> {
-    crate::certify::baseline::read_baseline(path, kernel)
-        .map_err(|err| Error::Usage(format!("--baseline: {err}")))
-}
-
-/// The baseline comparison (printed), the JUnit and Markdown reports; whether any kernel got
-/// worse than its baseline.
-pub(super) fn gate_reports(gate: &GateArgs, certificates: &[Certificate]) -> Result<bool> {
-    use crate::certify::baseline::compare;
-    let mut changes = Vec::new();
-    if let Some(path) = &gate.baseline {
-        println!("\nAgainst the baseline {}:\n", path.display());
-        println!("| kernel | change | regression |\n|---|---|---|");
-        for certificate in certificates {
-            match read_baseline_of(path, &certificate.kernel)? {
-                None => println!("| {} | no baseline certificate | - |", certificate.kernel),
-                Some(old) => {
-                    let found = compare(&old, certificate);
-                    if found.is_empty() {
-                        println!("| {} | unchanged | - |", certificate.kernel);
-                    }
-                    for change in &found {
-                        let worse = if change.worse { "**yes**" } else { "no" };
-                        println!("| {} | {} | {worse} |", certificate.kernel, change.what);
-                    }
-                    changes.push((certificate.kernel.clone(), found));
-                }
-            }
-        }
-    }
-    let write = |path: &std::path::Path, text: String| {
-        std::fs::write(path, text).map_err(|err| Error::file(path, format!("cannot write: {err}")))
-    };
-    if let Some(path) = &gate.junit {
-        write(
-            path,
-            crate::certify::ci_report::junit(certificates, &changes),
-        )?;
-    }
-    if let Some(path) = &gate.summary {
-        write(
-            path,
-            crate::certify::ci_report::summary(certificates, &changes),
-        )?;
-    }
-    Ok(changes.iter().flat_map(|(_, c)| c).any(|c| c.worse))
 }
 
 #[cfg(test)]

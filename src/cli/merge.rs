@@ -22,7 +22,7 @@ pub struct MergeArgs {
     #[arg(long, default_value = "certify-report")]
     pub report_dir: PathBuf,
     #[command(flatten)]
-    pub gate: super::certify::GateArgs,
+    pub gate: super::gate::GateArgs,
 }
 
 pub fn run(args: MergeArgs) -> Result<ExitCode> {
@@ -75,7 +75,7 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
     println!("| kernel | shards | status | cases | minimal repro | diagnosis |");
     println!("|---|---|---|---|---|---|");
     rows.iter().for_each(|row| println!("{row}"));
-    let worse = super::certify::gate_reports(&args.gate, &certificates)?;
+    let worse = super::gate::gate_reports(&args.gate, &certificates)?;
     // The same precedence as certify's: a failure, then a regression, then not exact, then
     // not runnable here.
     let exact = |c: &Certificate| c.exact.as_ref().map(|e| e.outcome);

@@ -10,10 +10,12 @@
 mod bench;
 mod bench_baseline;
 mod bench_external;
+mod bench_report;
 mod certify;
 mod certify_gpus;
 mod check;
 mod external;
+mod gate;
 mod generate;
 mod golden;
 mod merge;
@@ -93,7 +95,7 @@ pub enum Command {
     /// Exit codes: 0 timed, 1 a timing not trusted (a wrong timed output, the parent's clock
     /// disagreeing, a crash or hang while timed) or nothing selected has a certificate to be
     /// timed on, 2 bad usage or input, 4 nothing could be timed on this machine (no GPU).
-    Bench(bench::BenchArgs),
+    Bench(bench_report::BenchArgs),
     /// Generate or verify the golden files (regression without a GPU).
     Golden(golden::GoldenArgs),
     /// Internal: serve one GPU kernel's launches for `certify` (one process per kernel): a
@@ -181,8 +183,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             probe,
             command,
         } => {
-            let args = crate::worker::sandbox::LauncherArgs {
-                paths: crate::worker::sandbox::SandboxPaths {
+            let args = crate::sandbox::LauncherArgs {
+                paths: crate::sandbox::SandboxPaths {
                     writable,
                     readable,
                     hidden: hide,
@@ -192,7 +194,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 program: command[0].clone().into(),
                 args: command[1..].to_vec(),
             };
-            let code = crate::worker::sandbox::launch(&args);
+            let code = crate::sandbox::launch(&args);
             Ok(ExitCode::from(u8::try_from(code).unwrap_or(125)))
         }
         Command::GpuWorker {

@@ -147,3 +147,15 @@ impl LoadedLibrary {
         }
     }
 }
+
+/// The C ABI's `[L][M][N]` output in the harness's `[M][N][L]` order.
+pub fn lmn_to_mnl(lmn: &[u16], shape: crate::problem::Shape) -> Vec<u16> {
+    let (m, n, l) = (shape.m, shape.n, shape.l);
+    let mut mnl = vec![0u16; lmn.len()];
+    for b in 0..l {
+        for i in 0..m * n {
+            mnl[i * l + b] = lmn[b * m * n + i];
+        }
+    }
+    mnl
+}

@@ -5,9 +5,10 @@
 //! the host code (the kernel's own files do not hold them), or the compiler's refusal in words.
 
 use crate::error::{Error, Result};
+use crate::sandbox::{secrets_dir, SandboxPaths};
+use crate::worker::command::{wrap, WorkerCommand};
 use crate::worker::external::python_program;
-use crate::worker::parent::WorkerCommand;
-use crate::worker::sandbox::{cache_env, secrets_dir, wrap, SandboxPaths};
+use crate::worker::fresh_start::cache_env;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

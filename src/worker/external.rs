@@ -3,13 +3,14 @@
 //! ABI of `include/nvfp4_oracle.h` (run by `nvfp4-oracle gpu-worker --library`). Both are
 //! described by a [`Manifest`] and run in worker processes like the built-in GPU variants.
 
+use super::command::worker_program;
+use super::command::WorkerCommand;
 use super::isolated::{IsolatedKernel, KernelInfo};
-use super::nvrtc::{worker_program, CASE_TIMEOUT};
-use super::parent::WorkerCommand;
-use super::sandbox::{secrets_dir, SandboxPaths};
+use super::nvrtc::CASE_TIMEOUT;
 use crate::error::{Error, Result};
 use crate::gpu::device::device_info;
 use crate::kernels::manifest::{KernelCode, Manifest};
+use crate::sandbox::{secrets_dir, SandboxPaths};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 

@@ -2,8 +2,9 @@
 //! worker-backed sources (NVRTC variants, shared libraries, Python submissions) have in common.
 //! Each source only says how to start its worker and describes its kernel.
 
+use super::command::WorkerCommand;
 use super::fresh_start::{start_worker, StartingCache, CACHE};
-use super::parent::{Worker, WorkerCommand};
+use super::parent::Worker;
 use super::protocol::CaseFiles;
 use super::timing::TimedRun;
 use crate::kernels::{

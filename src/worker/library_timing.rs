@@ -6,9 +6,8 @@
 //! without the kernel that set the parent's clock.
 
 use super::protocol::{CaseFiles, Reply, Request, TimedCalls};
-use super::serve::{lmn_to_mnl, read_case};
 use crate::gpu::launch::LaunchBuffers;
-use crate::gpu::library::LoadedLibrary;
+use crate::gpu::library::{lmn_to_mnl, LoadedLibrary};
 use crate::kernels::{DualGemmCase, KernelFailure};
 use crate::problem::Shape;
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
@@ -123,7 +122,7 @@ impl LibraryTiming {
     ) -> Result<(), KernelFailure> {
         self.sets.clear();
         for files in &sets[..warmup.min(sets.len())] {
-            let case = read_case(files)?;
+            let case = files.read_in_worker()?;
             self.sets
                 .push(Uploaded::new(stream, case.dual_or_refuse()?)?);
         }
@@ -176,7 +175,7 @@ impl LibraryTiming {
                 .map_err(crashed)? as usize;
             self.flush = Some(stream.alloc_zeros(4 * l2).map_err(crashed)?);
         }
-        let case = read_case(files)?;
+        let case = files.read_in_worker()?;
         let mut set = Uploaded::new(stream, case.dual_or_refuse()?)?;
         ctx.synchronize().map_err(crashed)?;
         let start = ctx

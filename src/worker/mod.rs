@@ -16,13 +16,13 @@
 //!   `gpu-worker --timing-baseline`), [`library_timing`] the Rust worker's side (the Python
 //!   worker's is in `submission_worker.py`); [`shared_inputs`] hands a timed call's inputs over,
 //!   and its output back, in device memory shared with the worker;
-//! - [`sandbox`]: the operating-system boundary around a worker process, [`sandbox_dev`] its
-//!   `/dev` and the descriptors a worker inherits; [`fresh_start`]: nothing one worker writes
-//!   reaches another.
+//! - [`command`]: how a worker is started, and wrapped in the sandbox (`crate::sandbox`, the
+//!   operating-system boundary); [`fresh_start`]: nothing one worker writes reaches another.
 //!
 //! This module may use `crate::kernels` (the contract) and `crate::gpu` (the backend); neither
 //! uses it.
 
+pub mod command;
 pub mod external;
 pub mod fresh_start;
 pub mod isolated;
@@ -30,8 +30,6 @@ pub mod library_timing;
 pub mod nvrtc;
 pub mod parent;
 pub mod protocol;
-pub mod sandbox;
-pub mod sandbox_dev;
 pub mod serve;
 pub mod shared_inputs;
 pub mod timing;

@@ -1,26 +1,13 @@
 //! The built-in GPU variants (`kernels/`, compiled with NVRTC at run time) as kernels under
 //! test: each runs in a `nvfp4-oracle gpu-worker --variant NAME` process.
 
+use super::command::{worker_program, WorkerCommand};
 use super::isolated::{IsolatedKernel, KernelInfo};
-use super::parent::WorkerCommand;
 use crate::gpu::device::device_info;
 use crate::gpu::variants::{gpu_variants, Arch, GpuVariant};
 use crate::kernels::KernelUnderTest;
 use crate::problem::ProblemKind;
-use std::path::PathBuf;
 use std::time::Duration;
-
-/// Environment variable naming the `nvfp4-oracle` binary that serves `gpu-worker`.
-pub const WORKER_ENV: &str = "NVFP4_ORACLE_WORKER";
-
-/// The program that serves `gpu-worker`: this one, unless NVFP4_ORACLE_WORKER names another
-/// build of it (a test binary is not `nvfp4-oracle` and cannot serve `gpu-worker`).
-pub fn worker_program() -> PathBuf {
-    std::env::var_os(WORKER_ENV)
-        .map(PathBuf::from)
-        .or_else(|| std::env::current_exe().ok())
-        .unwrap_or_else(|| PathBuf::from("nvfp4-oracle"))
-}
 
 /// Why a kernel for `arch` (any GPU when `None`) cannot run here.
 pub fn gpu_availability(arch: Option<Arch>) -> Result<(), String> {

@@ -9,6 +9,7 @@
 //! the worker is not used again), and reading a case's output back. The messages are in
 //! [`super::protocol`].
 
+use super::command::WorkerCommand;
 use super::protocol::{CaseFiles, Reply, Request, INPUT_SOCKET_ENV, REPLY_MARKER};
 use super::shared_inputs::INPUT_SOCKET_FD;
 use crate::kernels::{KernelCase, KernelEnvironment, KernelFailure, PrepareError, RunConditions};
@@ -39,20 +40,6 @@ pub fn read_output(path: &Path) -> std::io::Result<Vec<u8>> {
     let mut bytes = Vec::new();
     options.open(path)?.read_to_end(&mut bytes)?;
     Ok(bytes)
-}
-
-/// How to start a worker.
-#[derive(Debug, Clone)]
-pub struct WorkerCommand {
-    pub program: PathBuf,
-    pub args: Vec<String>,
-    /// Added to the worker's environment.
-    pub env: Vec<(String, String)>,
-    /// Time the worker gets to start and answer Ready (compilation included).
-    pub start_timeout: Duration,
-    /// Untrusted code: run it in the sandbox, with these paths besides its scratch directory
-    /// (see [`super::sandbox`]); `None` for the oracle's own workers.
-    pub sandbox: Option<super::sandbox::SandboxPaths>,
 }
 
 /// A running worker process. Dropping it kills the process.
@@ -214,7 +201,7 @@ impl Worker {
         // async-signal-safe. The socket is close-on-exec in the parent; its copy at
         // INPUT_SOCKET_FD is not. Every descriptor above it is made close-on-exec: the parent's
         // libraries may leave some inheritable, and nothing but the protocol's
-        // may reach a worker (super::sandbox_dev).
+        // may reach a worker (crate::sandbox::dev).
         unsafe {
             child.pre_exec(move || {
                 let status = if theirs == INPUT_SOCKET_FD {
@@ -225,7 +212,7 @@ impl Worker {
                 if status < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
-                if !super::sandbox_dev::close_foreign_descriptors_on_exec() {
+                if !crate::sandbox::dev::close_foreign_descriptors_on_exec() {
                     return Err(std::io::Error::from_raw_os_error(libc::EBADF));
                 }
                 Ok(())

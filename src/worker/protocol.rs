@@ -36,6 +36,12 @@ pub struct CaseFiles {
 }
 
 impl CaseFiles {
+    /// The case, read by a worker: a file it cannot read ends the request as a crash.
+    pub fn read_in_worker(&self) -> std::result::Result<KernelCase, KernelFailure> {
+        self.read()
+            .map_err(|err| KernelFailure::Crashed(format!("worker could not read the case: {err}")))
+    }
+
     pub fn tensor_path(&self, name: &str) -> PathBuf {
         self.dir.join(format!("{name}.bin"))
     }

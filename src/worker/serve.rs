@@ -11,7 +11,7 @@ use crate::gpu::compile::compile_variant;
 use crate::gpu::conditions::Conditions;
 use crate::gpu::device::{open_device, DeviceInfo};
 use crate::gpu::launch::{configure_function, hardened_launch, LaunchBuffers, PreparedLaunch};
-use crate::gpu::library::LoadedLibrary;
+use crate::gpu::library::{lmn_to_mnl, LoadedLibrary};
 use crate::gpu::variants::{gpu_variants, GpuVariant};
 use crate::kernels::manifest::ArchRequirement;
 use crate::kernels::{KernelEnvironment, KernelFailure, RunConditions};
@@ -171,31 +171,11 @@ pub fn serve(target: WorkerTarget, arch: Option<ArchRequirement>) -> Result<()> 
     Ok(())
 }
 
-pub(super) fn read_case(
-    files: &CaseFiles,
-) -> std::result::Result<crate::kernels::KernelCase, KernelFailure> {
-    files
-        .read()
-        .map_err(|err| KernelFailure::Crashed(format!("worker could not read the case: {err}")))
-}
-
 /// The built-in variants and the C ABI are dual-GEMM kernels.
 fn dual(
     case: &crate::kernels::KernelCase,
 ) -> std::result::Result<crate::kernels::DualGemmCase<'_>, KernelFailure> {
     case.dual_or_refuse()
-}
-
-/// The C ABI's `[L][M][N]` output in the harness's `[M][N][L]` order.
-pub(super) fn lmn_to_mnl(lmn: &[u16], shape: crate::problem::Shape) -> Vec<u16> {
-    let (m, n, l) = (shape.m, shape.n, shape.l);
-    let mut mnl = vec![0u16; lmn.len()];
-    for b in 0..l {
-        for i in 0..m * n {
-            mnl[i * l + b] = lmn[b * m * n + i];
-        }
-    }
-    mnl
 }
 
 fn run_request(
@@ -211,7 +191,7 @@ fn run_request(
         }),
         None => Ok(()),
     };
-    let owned = read_case(files)?;
+    let owned = files.read_in_worker()?;
     let case = dual(&owned)?;
     let shape = case.inputs.shape;
     let output = match loaded {

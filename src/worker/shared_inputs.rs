@@ -31,6 +31,8 @@ use std::sync::Arc;
 
 /// The descriptor number a worker's input socket has in the worker.
 pub const INPUT_SOCKET_FD: RawFd = 3;
+// The sandbox keeps the descriptors below its first foreign one open and closes the rest.
+const _: () = assert!(INPUT_SOCKET_FD + 1 == crate::sandbox::dev::FIRST_FOREIGN_FD);
 
 /// Rows GPU MODE's GEMV pads b (and its plain scales) to.
 const GEMV_PADDED_ROWS: usize = 128;

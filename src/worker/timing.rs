@@ -514,7 +514,7 @@ pub fn time_against_baseline(
                     .chunks_exact(2)
                     .map(|b| u16::from_le_bytes([b[0], b[1]]))
                     .collect();
-                super::serve::lmn_to_mnl(&bits, shape)
+                crate::gpu::library::lmn_to_mnl(&bits, shape)
                     .into_iter()
                     .flat_map(u16::to_le_bytes)
                     .collect()

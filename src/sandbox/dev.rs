@@ -1,13 +1,13 @@
 //! Two things a worker must not inherit from the machine it runs on, beside what
-//! [`super::sandbox`] builds: the descriptors its parent and launcher had open, and the host's
+//! [`super`] builds: the descriptors its parent and launcher had open, and the host's
 //! `/dev`.
 //!
 //! - **Descriptors.** A process inherits every descriptor of its parent that is not
 //!   close-on-exec. The oracle's own files are (Rust opens everything so), but libraries in
 //!   the parent need not be (and a test harness's are not): on the H100 about 30 inherited
 //!   descriptors were open inside a worker. Only the protocol's cross: stdin (requests),
-//!   stdout (replies), stderr (the log) and the input socket at
-//!   [`super::shared_inputs::INPUT_SOCKET_FD`]; everything above is closed, in the parent's
+//!   stdout (replies), stderr (the log) and one socket at fd 3 (the worker's input socket,
+//!   `crate::worker::shared_inputs::INPUT_SOCKET_FD`, which checks it is that one); everything above is closed, in the parent's
 //!   child before it executes the worker or the launcher, and again in the launcher before it
 //!   executes the worker.
 //! - **`/dev`.** The host's `/dev` holds its disks, `/dev/mem`, `/dev/kmsg` and the terminals;
@@ -19,8 +19,9 @@
 
 use std::path::Path;
 
-/// The first descriptor that is not the protocol's: everything from here on is closed.
-pub const FIRST_FOREIGN_FD: i32 = super::shared_inputs::INPUT_SOCKET_FD + 1;
+/// The first descriptor that is not the protocol's (stdin, stdout, stderr and one socket at 3):
+/// everything from here on is closed.
+pub const FIRST_FOREIGN_FD: i32 = 4;
 
 /// The character devices of `/dev` a worker keeps besides the NVIDIA ones.
 const PLAIN_NODES: [&str; 5] = ["null", "zero", "full", "random", "urandom"];
@@ -148,7 +149,7 @@ pub fn unexpected_in_dev(dev: &Path) -> Vec<String> {
 #[cfg(target_os = "linux")]
 pub(super) mod linux {
     use super::{kept_in_dev, DEV_LINKS};
-    use crate::worker::sandbox::linux::{mount, set_attr, MOUNT_ATTR_RDONLY};
+    use crate::sandbox::syscalls::{mount, set_attr, MOUNT_ATTR_RDONLY};
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
     use std::path::Path;

@@ -1,0 +1,86 @@
+//! How a worker is started: its command ([`WorkerCommand`]), the program that serves
+//! `gpu-worker` and launches the sandbox ([`worker_program`]), and the same command wrapped in
+//! the sandbox ([`wrap`]).
+
+use crate::sandbox::{isolation, launcher_args, Isolation, SandboxPaths};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// How to start a worker.
+#[derive(Debug, Clone)]
+pub struct WorkerCommand {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+    /// Added to the worker's environment.
+    pub env: Vec<(String, String)>,
+    /// Time the worker gets to start and answer Ready (compilation included).
+    pub start_timeout: Duration,
+    /// Untrusted code: run it in the sandbox, with these paths besides its scratch directory
+    /// (see [`crate::sandbox`]); `None` for the oracle's own workers.
+    pub sandbox: Option<SandboxPaths>,
+}
+
+/// Environment variable naming the `nvfp4-oracle` binary that serves `gpu-worker`.
+pub const WORKER_ENV: &str = "NVFP4_ORACLE_WORKER";
+
+/// The program that serves `gpu-worker`: this one, unless NVFP4_ORACLE_WORKER names another
+/// build of it (a test binary is not `nvfp4-oracle` and cannot serve `gpu-worker`).
+pub fn worker_program() -> PathBuf {
+    std::env::var_os(WORKER_ENV)
+        .map(PathBuf::from)
+        .or_else(|| std::env::current_exe().ok())
+        .unwrap_or_else(|| PathBuf::from("nvfp4-oracle"))
+}
+
+/// The command that runs `command` in the sandbox with `scratch` (the worker's own directory,
+/// also its working directory) and `cache` (its compilers' caches, [`super::fresh_start::cache_env`], which the
+/// caller puts in `command`'s environment) writable, and the isolation that holds; `command`
+/// itself, and why it is not sandboxed, where the sandbox cannot be built here.
+pub fn wrap(
+    command: &WorkerCommand,
+    paths: &SandboxPaths,
+    scratch: &Path,
+    cache: &Path,
+) -> (WorkerCommand, Isolation) {
+    let launcher = worker_program();
+    let isolation = isolation(&launcher).clone();
+    if !isolation.sandboxed {
+        return (command.clone(), isolation);
+    }
+    let mut paths = paths.clone();
+    // The program and every file named on its command line must stay readable, wherever they
+    // lie (a checkout under /tmp, which the sandbox replaces): their folders are bound in
+    // read-only.
+    for path in std::iter::once(command.program.as_path())
+        .chain(command.args.iter().map(Path::new))
+        .filter(|p| p.is_absolute() && p.exists())
+    {
+        let dir = if path.is_dir() {
+            Some(path)
+        } else {
+            path.parent()
+        };
+        // A program in a `bin` folder (a virtual environment's python) needs the folder above
+        // it too: its packages are in lib/ beside bin/.
+        let prefix = (path == command.program.as_path())
+            .then(|| dir.filter(|d| d.ends_with("bin")).and_then(Path::parent))
+            .flatten();
+        for dir in [dir, prefix].into_iter().flatten() {
+            if !paths.readable.iter().any(|d| d == dir) {
+                paths.readable.push(dir.to_path_buf());
+            }
+        }
+    }
+    paths
+        .writable
+        .extend([scratch.to_path_buf(), cache.to_path_buf()]);
+    paths.workdir = Some(scratch.to_path_buf());
+    let wrapped = WorkerCommand {
+        program: launcher.clone(),
+        args: launcher_args(&paths, &command.program, &command.args),
+        env: command.env.clone(),
+        start_timeout: command.start_timeout,
+        sandbox: None,
+    };
+    (wrapped, isolation)
+}
