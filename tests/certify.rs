@@ -460,8 +460,8 @@ fn sampled_rows_catch_wrong_values_and_unwritten_elements_anywhere() {
     use half::f16;
     use nvfp4_oracle::certify::campaign::{run_case_within, CaseSpec};
     use nvfp4_oracle::certify::sampling::shape_products;
-    use nvfp4_oracle::compare::diagnosis::POISON;
     use nvfp4_oracle::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
+    use nvfp4_oracle::problem::POISON;
     use nvfp4_oracle::problem::{Distribution, ProblemKind, Shape};
 
     /// cpu-tiled, then one element of row `row` put back to the poison fill.

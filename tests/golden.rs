@@ -3,10 +3,11 @@
 
 use half::f16;
 use nvfp4_oracle::case_file::{fp16_from_bytes, CaseReader};
-use nvfp4_oracle::compare::diagnosis::{acceptance, WrongProblem, POISON};
+use nvfp4_oracle::compare::diagnosis::{acceptance, WrongProblem};
 use nvfp4_oracle::compare::{judge, OutputShape};
 use nvfp4_oracle::golden::{cost, read_manifest, verify_case, CaseStatus, ManifestCase};
 use nvfp4_oracle::model::bounds::KOrder;
+use nvfp4_oracle::problem::POISON;
 use safetensors::Dtype;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -212,9 +213,12 @@ fn an_altered_golden_file_fails_verify_naming_the_case() {
 fn the_built_in_campaign_cases_are_the_committed_manifests() {
     // certify runs the golden cases built into the binary wherever it is started; they must be
     // the ones the committed manifest lists.
-    use nvfp4_oracle::golden::{builtin_campaign_cases, campaign_cases};
+    use nvfp4_oracle::certify::cases::{builtin_golden_campaign_cases, golden_campaign_cases};
     let manifest = read_manifest(&golden_dir()).unwrap();
-    let (built_in, committed) = (builtin_campaign_cases(), campaign_cases(&manifest));
+    let (built_in, committed) = (
+        builtin_golden_campaign_cases(),
+        golden_campaign_cases(&manifest),
+    );
     assert!(built_in.len() >= 10, "{}", built_in.len());
     let key = |c: &nvfp4_oracle::certify::campaign::CaseSpec| (c.shape, c.dist.name(), c.seed);
     assert_eq!(

@@ -4,7 +4,6 @@
 
 use super::sampling::FULL_REFERENCE_PRODUCTS;
 use super::sampling::{products, sample_for, sampled_reference, RowSample};
-use crate::compare::diagnosis::POISON;
 use crate::compare::{judge, OutputShape, Verdict};
 use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
 use crate::model::bounds::KOrder;
@@ -13,6 +12,7 @@ use crate::model::replay::{replay_dual_gemm, ExactComparison};
 use crate::model::{problem_reference, Reference};
 use crate::problem::generate::generate_problem;
 use crate::problem::unpredictable::unpredictable_seed;
+use crate::problem::POISON;
 use crate::problem::{Distribution, ProblemKind, Shape};
 use half::f16;
 use std::time::Instant;
@@ -23,6 +23,34 @@ pub struct CaseSpec {
     pub shape: Shape,
     pub dist: Distribution,
     pub seed: u64,
+}
+
+/// The dual-GEMM cases stored whole, as campaign cases (certification runs them first).
+pub fn golden_campaign_cases(manifest: &crate::golden::Manifest) -> Vec<CaseSpec> {
+    manifest
+        .cases
+        .iter()
+        .filter(|case| case.problem == ProblemKind::DualGemm && case.file.is_some())
+        .map(|case| CaseSpec {
+            shape: case.shapes[0],
+            dist: case.distribution,
+            seed: case.seed,
+        })
+        .collect()
+}
+
+/// The same cases from the golden set built into the binary (the definitions a manifest is
+/// written from), so that a campaign runs them wherever it is started.
+pub fn builtin_golden_campaign_cases() -> Vec<CaseSpec> {
+    crate::golden::set::golden_set()
+        .into_iter()
+        .filter(|case| case.problem == ProblemKind::DualGemm && case.stored_whole)
+        .map(|case| CaseSpec {
+            shape: case.shapes[0],
+            dist: case.dist,
+            seed: case.seed,
+        })
+        .collect()
 }
 
 pub(super) fn round_up(value: usize, multiple: usize) -> usize {

@@ -14,8 +14,8 @@
 //! in the process; the determinism check repeats inputs) and fail on purpose to skip it.
 
 use super::cases::check_cases;
-use crate::compare::diagnosis::POISON;
 use crate::kernels::{KernelUnderTest, RunConditions};
+use crate::problem::POISON;
 use serde::{Deserialize, Serialize};
 
 /// Every run starts with shared memory filled, so that no run sees what the one before left

@@ -247,8 +247,10 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     );
     let golden = match &args.golden {
         _ if args.no_golden => Vec::new(),
-        Some(dir) => crate::golden::campaign_cases(&crate::golden::read_manifest(dir)?),
-        None => crate::golden::builtin_campaign_cases(),
+        Some(dir) => {
+            crate::certify::cases::golden_campaign_cases(&crate::golden::read_manifest(dir)?)
+        }
+        None => crate::certify::cases::builtin_golden_campaign_cases(),
     };
     let mut any_failed = false;
     let mut any_not_exact = false;

@@ -14,13 +14,9 @@ use crate::model::bounds::{
     Accumulator, Epilogue, KOrder, Range,
 };
 use crate::model::exact_grid::exact_dot_grid;
-use crate::problem::{BlockScaledMatrix, DualGemmInputs};
+use crate::problem::{BlockScaledMatrix, DualGemmInputs, POISON};
 use half::f16;
 use serde::{Deserialize, Serialize};
-
-/// The NaN pattern harnesses fill outputs with before a launch: an element that still holds it
-/// was never written. (A kernel's own NaNs are 0x7E00 or 0x7FFF in practice.)
-pub const POISON: f16 = f16::from_bits(0x7D5A);
 
 /// The broad kind of a bug: the wrong problem computed, a misread scale layout, misread scales,
 /// numerics (accumulation or rounding), an incomplete output, out-of-bounds accesses, races.

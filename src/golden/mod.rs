@@ -306,31 +306,3 @@ pub fn cost(case: &ManifestCase) -> usize {
             1
         }
 }
-
-/// The dual-GEMM cases stored whole, as campaign cases (certification runs them first).
-pub fn campaign_cases(manifest: &Manifest) -> Vec<crate::certify::campaign::CaseSpec> {
-    manifest
-        .cases
-        .iter()
-        .filter(|case| case.problem == ProblemKind::DualGemm && case.file.is_some())
-        .map(|case| crate::certify::campaign::CaseSpec {
-            shape: case.shapes[0],
-            dist: case.distribution,
-            seed: case.seed,
-        })
-        .collect()
-}
-
-/// The same cases from the golden set built into the binary (the definitions a manifest is
-/// written from), so that a campaign runs them wherever it is started.
-pub fn builtin_campaign_cases() -> Vec<crate::certify::campaign::CaseSpec> {
-    set::golden_set()
-        .into_iter()
-        .filter(|case| case.problem == ProblemKind::DualGemm && case.stored_whole)
-        .map(|case| crate::certify::campaign::CaseSpec {
-            shape: case.shapes[0],
-            dist: case.dist,
-            seed: case.seed,
-        })
-        .collect()
-}

@@ -5,9 +5,9 @@
 
 use super::fenced::{FencedBuffer, CANARY_BYTE};
 use super::variants::GpuVariant;
-use crate::compare::diagnosis::POISON;
 use crate::kernels::{DualGemmCase, KernelFailure};
 use crate::problem::Shape;
+use crate::problem::POISON;
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
 use std::sync::Arc;

@@ -252,7 +252,7 @@ pub fn source_hash_of(source: &str) -> String {
 }
 
 /// A kernel under test. `run` writes `[M, N, L]` fp16 into `output`, which the harness has filled
-/// with the poison NaN ([`crate::compare::diagnosis::POISON`]).
+/// with the poison NaN ([`crate::problem::POISON`]).
 pub trait KernelUnderTest: Sync {
     fn name(&self) -> &str;
     /// One line for `variants`: what the kernel is (for a mutant, its bug).

@@ -15,6 +15,11 @@ pub use generate::Distribution;
 pub use operand::BlockScaledMatrix;
 pub use shape::{Shape, SCALE_BLOCK};
 
+/// The output a kernel finds before it writes, part of every problem's contract: every element
+/// holds this NaN pattern, so that one that still holds it afterwards was never written. (A
+/// kernel's own NaNs are 0x7E00 or 0x7FFF in practice.)
+pub const POISON: half::f16 = half::f16::from_bits(0x7D5A);
+
 use crate::error::{Error, Result};
 
 /// Which computation a case or a kernel is about.

@@ -50,10 +50,7 @@ impl Uploaded {
                 .collect::<Result<_, _>>()
                 .map_err(crashed)?,
             output: stream
-                .clone_htod(&vec![
-                    crate::compare::diagnosis::POISON.to_bits();
-                    s.m * s.n * s.l
-                ])
+                .clone_htod(&vec![crate::problem::POISON.to_bits(); s.m * s.n * s.l])
                 .map_err(crashed)?,
         })
     }

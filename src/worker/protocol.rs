@@ -77,7 +77,7 @@ impl CaseFiles {
             l: s.l,
             groups,
             dir: dir.to_path_buf(),
-            poison: crate::compare::diagnosis::POISON.to_bits(),
+            poison: crate::problem::POISON.to_bits(),
             padding_fill: case.padding_fill,
         }
     }

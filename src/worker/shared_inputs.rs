@@ -71,7 +71,7 @@ pub fn device_tensors(case: &KernelCase) -> Option<Vec<(String, Vec<u8>)>> {
         ));
         tensors.push((format!("sf{name}_permuted"), blocked.clone()));
     }
-    let poison = crate::compare::diagnosis::POISON.to_bits().to_le_bytes();
+    let poison = crate::problem::POISON.to_bits().to_le_bytes();
     tensors.push(("c".into(), poison.repeat(case.inputs.output_len())));
     Some(tensors)
 }
@@ -456,7 +456,7 @@ mod tests {
         assert_eq!(c.len(), 2 * 64 * 2);
         assert_eq!(
             u16::from_le_bytes([c[0], c[1]]),
-            crate::compare::diagnosis::POISON.to_bits()
+            crate::problem::POISON.to_bits()
         );
     }
 }
