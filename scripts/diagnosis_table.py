@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The diagnosis table (docs/results/diagnosis.md) from certificates: for every failed kernel,
+"""The diagnosis table (results/diagnosis.md) from certificates: for every failed kernel,
 cases until detection, the minimal repro, the shrunk data and the diagnosis or localization.
 
     nvfp4-oracle certify --kernel 'cpu-mutant-*' --cases 200 --seed 7 --report-dir R

@@ -137,7 +137,7 @@ fn every_mutant_is_rejected_and_diagnosed() {
             assert!(summary.contains(&over), "{}: {summary}", bug.slug());
         }
     }
-    // Every one of them, each as its table row in docs/results/diagnosis.md says.
+    // Every one of them, each as its table row in results/diagnosis.md says.
     assert!(wrong.is_empty(), "not as expected: {wrong:?}");
 }
 

@@ -184,7 +184,7 @@ fn ue8m0_encodes_as_ml_dtypes_casts() {
     }
 }
 
-/// torch 2.11's cast of the same inputs (docs/results/ue8m0/torch_cast.py, on the H100: CPU and
+/// torch 2.11's cast of the same inputs (results/ue8m0/torch_cast.py, on the H100: CPU and
 /// CUDA gave the same bytes): ml_dtypes' on the magnitude, zero to 2^-127.
 #[test]
 fn ue8m0_encodes_as_torch_casts() {

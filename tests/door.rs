@@ -1,7 +1,7 @@
 //! The door for external kernels, on a machine with no GPU and no torch: the worker protocol's
 //! parent side (crashes, hangs, unreadable and forged replies, restarts) against a fake worker,
 //! the case files, manifest parsing and its errors, and the CLI's exit codes for bad input.
-//! With torch and a GPU, the real door is exercised by docs/results/door_run.sh.
+//! With torch and a GPU, the real door is exercised by results/door/door_run.sh.
 
 mod common;
 
@@ -613,7 +613,7 @@ fn the_parents_clock_bounds_the_times_a_worker_reports() {
         assert_eq!(run.outputs.len(), 2, "the two picked outputs came back");
         assert!(run.outputs.iter().all(|(_, o)| o.len() == 3 * 5 * 2));
         // The fake hides 2 ms a call when it lies, nothing when honest. The slack itself is
-        // measured on the GPU (docs/results/parent-owned/); a busy CI machine's jitter is not
+        // measured on the GPU (results/parent-owned/); a busy CI machine's jitter is not
         // what this test is about, so the honest side is held to a millisecond.
         let unaccounted = run.unaccounted_us().unwrap();
         let finding = run.wall_clock_finding();

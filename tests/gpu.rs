@@ -37,7 +37,7 @@ fn every_kernel_compiles_for_its_declared_arch() {
 
 /// On a Hopper GPU: every (non-test) variant passes a short campaign with zero tolerance (its
 /// declared schedule replayed bit for bit), and the reversed-K test kernel passes the intervals
-/// but is caught by the replay. Full runs: docs/results/device_run.sh.
+/// but is caught by the replay. Full runs: results/hopper-variants/device_run.sh.
 #[test]
 #[ignore = "needs a Hopper GPU: cargo test --release --test gpu -- --include-ignored"]
 fn hopper_variants_certify_exactly_on_a_hopper_gpu() {

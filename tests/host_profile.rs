@@ -1,7 +1,7 @@
 //! The host side of a production-size case, phase by phase (no GPU): generating its inputs,
 //! writing them as a worker's files and reading them back, the model on sampled rows, filling
 //! the full-size reference around them, judging a passing output. Ignored in the default run;
-//! docs/results/production-shapes/README.md gives the command and the H100's figures.
+//! results/production-shapes/README.md gives the command and the H100's figures.
 //!
 //!     SHAPE=8192,8192,16384,4 cargo test --release --test host_profile -- --ignored --nocapture
 

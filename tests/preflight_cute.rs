@@ -1,5 +1,5 @@
 //! Preflight of CuTe DSL submissions compiled for sm_100a on a machine without a GPU: the test
-//! kernel of docs/results/preflight/ (its tile from the environment) as a GPU MODE submission,
+//! kernel of results/preflight/ (its tile from the environment) as a GPU MODE submission,
 //! and GPU MODE's own NVFP4 dual-GEMM submission where a copy is named. They need the CuTe DSL
 //! package (~100 MB), named by the interpreter that has it (`.ci/run` installs it), and skip
 //! with a printed reason without it:
@@ -33,7 +33,7 @@ fn preflight(vars: &[(&str, &str)], extra: &[&str]) -> (i32, String, String) {
         )
         .args(["preflight", "--submission"])
         .arg(common::repo_path(
-            "docs/results/preflight/submission_nvfp4_mma.py",
+            "results/preflight/submission_nvfp4_mma.py",
         ))
         .args(extra)
         .envs(vars.iter().copied())

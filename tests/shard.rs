@@ -288,7 +288,7 @@ fn a_schedulers_variables_name_the_shard() {
 #[test]
 fn gpus_spreads_one_campaign_over_shard_processes_and_merges_them() {
     // On a machine without a GPU the CPU kernel runs in each process alike: the split and the
-    // merge are what is tested (the GPU machines' run is in docs/results/).
+    // merge are what is tested (the GPU machines' run is in results/multi-gpu/).
     let dir = scratch("gpus");
     let secrets = dir.join("secrets");
     let campaign = [

@@ -1,5 +1,5 @@
 """A property test of a shipped kernel with the oracle's Hypothesis strategies: Triton's
-`tl.dot_scaled` (the kernel of docs/results/field/dot_scaled.py) on MXFP4 x MXFP4, MXFP8 x
+`tl.dot_scaled` (the kernel of results/field/dot_scaled.py) on MXFP4 x MXFP4, MXFP8 x
 MXFP4, judged by `case.check` (the oracle's `assert_gemm`) on every drawn case.
 
     pytest examples/pytest/test_triton_dot_scaled.py -q -s    # needs torch, triton and a GPU

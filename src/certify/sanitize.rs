@@ -94,7 +94,7 @@ struct Suppression {
     reason: &'static str,
 }
 
-/// None so far: the H100 runs in docs/results/sanitize/ found no report on the five Hopper
+/// None so far: the H100 runs in results/sanitize/ found no report on the five Hopper
 /// variants. A suppression names the tool, the kernel, the report and the reason.
 const SUPPRESSIONS: &[Suppression] = &[];
 
@@ -454,7 +454,7 @@ mod tests {
 
     #[test]
     fn racecheck_without_line_information_counts_every_racing_read() {
-        // As the H100 printed it for hopper-test-race (docs/results/sanitize/logs/).
+        // As the H100 printed it for hopper-test-race (results/sanitize/logs/).
         let log = "\
 ========= COMPUTE-SANITIZER
 ========= Error: Race reported between Write access at nvfp4_dual_gemm_race_missing_barrier+0x14d0

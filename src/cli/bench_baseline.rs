@@ -2,7 +2,7 @@
 //! when it exceeds the baseline's by more than the noise of both runs: the larger of their
 //! spreads (p90 - p10 over the median), and at least [`MIN_NOISE`], the drift of medians between
 //! runs of one binary on one machine measured on the H100 (up to 4.6%:
-//! docs/results/sandbox/h100-medians/).
+//! results/sandbox/h100-medians/).
 
 use crate::error::{Error, Result};
 use crate::gpu::bench::Timing;

@@ -247,10 +247,10 @@ pub fn bench_external(
         }
         // The parent's clock around each request: a finding where the inputs came in shared
         // device memory (then a timed request costs what the baseline's costs besides the
-        // call: docs/results/parent-owned/). Where they came as files (the C-ABI library, the
+        // call: results/parent-owned/). Where they came as files (the C-ABI library, the
         // grouped GEMM), reported only: loading them varies by milliseconds between requests,
         // more than the slack, and raised false alarms on honest kernels
-        // (docs/results/sandbox/).
+        // (results/sandbox/).
         if let Some(text) = run.wall_clock_finding() {
             let line = format!("{name} on {shape}: {text}");
             if run.shared_inputs {

@@ -11,7 +11,7 @@
 //! 0x00 and above it to 0x01 (up, not to nearest); zero, negatives, infinities, NaN and values
 //! that round past 2^127 to NaN. torch's cast (2.11, CPU and CUDA alike;
 //! [`Ue8m0::from_f32_torch`], pinned by golden/conformance/ue8m0_torch_cpu.bin and
-//! docs/results/ue8m0/) differs in two ways only: it ignores the sign (-x casts as x) and casts
+//! results/ue8m0/) differs in two ways only: it ignores the sign (-x casts as x) and casts
 //! zero to 0x00 (2^-127), where ml_dtypes gives NaN. The MX quantizers do not cast: they derive the scale's exponent
 //! from the block's largest magnitude (floor or ceiling of its log2), which belongs with them.
 

@@ -22,7 +22,7 @@ use std::time::Duration;
 /// compiling the kernel (10 minutes for a submission); multiplied by a tool's slowdown (20 for
 /// compute-sanitizer) a start that hangs would be reported after hours. A torch example's four
 /// starts under compute-sanitizer took, with its whole `--quick` campaign, 44 s on the H100
-/// (docs/results/sandbox/h100-filter/).
+/// (results/sandbox/h100-filter/).
 pub const TOOL_START_EXTRA: Duration = Duration::from_secs(300);
 
 /// The start watchdog of a worker under a tool that slows it down `slowdown` times.

@@ -5,7 +5,7 @@
 //! the kernel's code could compute the answer ahead), so whatever the worker does to get those
 //! inputs lies between the warm call and the timed call, and a timed call that follows a gap
 //! of milliseconds is measurably slower than one that follows its warm call directly (5-10% for
-//! the torch example on the H100: docs/results/sandbox/h100-medians/). Reading files and
+//! the torch example on the H100: results/sandbox/h100-medians/). Reading files and
 //! mapping fresh device memory took that long.
 //!
 //! How: before the warm-up the parent creates, in its own CUDA context, one fenced buffer per

@@ -40,7 +40,7 @@ class Requests:
     """The parent's request lines. Blocking reads, or, once `spin` is set (a timing), reads that
     never sleep: a process woken from a blocking read pays the core's wake-up from its idle
     state, tens to hundreds of microseconds after a long wait, which the parent's clock would
-    count against the call (docs/results/parent-owned/)."""
+    count against the call (results/parent-owned/)."""
 
     def __init__(self, fd):
         self.fd, self.pending, self.spin = fd, b"", False

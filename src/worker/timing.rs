@@ -20,7 +20,7 @@
 //! - the parent's own clock around each call (request sent to reply received) is set against
 //!   the same request without the kernel: a finding with shared inputs, a note with files (the
 //!   loading of a call's inputs varies by more than a short kernel takes:
-//!   docs/results/sandbox/); the samples' mean against their median is a finding (all the
+//!   results/sandbox/); the samples' mean against their median is a finding (all the
 //!   work in a few calls);
 //! - after each call's end event the worker synchronizes the whole device and reports how long
 //!   that took: work still running then (a side stream) is measured call by call.
@@ -69,7 +69,7 @@ pub const FILES_DELIVERY: &str = "files written just before each call";
 /// median sample plus [`CLOCK_SLACK_US`]. Measured on the H100 with both sides waiting without
 /// sleeping, honest Python examples stayed between -131 and +269 us of the fastest baseline
 /// request at the benchmark shapes, over three runs and 12 rows each, roughly the same at
-/// 0.8 ms and at 3 ms calls (docs/results/parent-owned/): a constant part, for a cause not yet
+/// 0.8 ms and at 3 ms calls (results/parent-owned/): a constant part, for a cause not yet
 /// found, and a proportional part for what scales with the call. The baseline is the minimum
 /// over requests served by a worker that never loaded the kernel, so no kernel can raise it;
 /// the timed side is the median, so a forgery must be in most calls to move the reported

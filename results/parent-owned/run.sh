@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# The facts a verdict or a time rests on, held by the parent, on a GPU machine where everything
+# runs as root; one device call per stage (each under 10 minutes):
+#   bash results/parent-owned/run.sh timing     # the persisting-L2 probe; the four examples
+#                                                    # and hopper-baseline certified (no
+#                                                    # sanitizer) and timed by bench (WITH_BARE=1:
+#                                                    # then the bare stage in the same call)
+#   bash results/parent-owned/run.sh bare       # the same four timed by a bare CUDA-event
+#                                                    # loop (bare_loop.py), every benchmark shape
+#   bash results/parent-owned/run.sh threshold  # forged_sample.py at FORGE = 0.97 ... 0.5,
+#                                                    # every benchmark shape: the smallest
+#                                                    # forgery the parent's clock finds
+#   bash results/parent-owned/run.sh exploits   # the catalogue (EXPLOITS=a,b,... for a part)
+#   bash results/parent-owned/run.sh certify    # the four examples and the five Hopper
+#                                                    # variants certified with every check
+# From the repository root on the GPU machine, with the release binary at .carry/nvfp4-oracle and
+# the exploit test binary (`cargo test --release --test exploits --no-run` prints its path) at
+# .carry/exploits_test. Everything goes to $OUT (or /tmp/parent-owned-out): <stage>.log (every
+# command, its output, time and exit code) and the stage's tables.
+set -u
+stage=${1:-timing}
+. "$(dirname "$0")/../stage.sh" parent-owned
+D=results/parent-owned
+PY="$S/torch/submission.py $S/triton/submission.py $S/cuda_inline/submission.py"
+GOOD="$S/torch/kernel.toml $S/triton/kernel.toml $S/cuda_inline/kernel.toml $S/library/kernel.toml"
+SHAPES="256x4096x7168 512x4096x7168 256x3072x4096 512x3072x7168"
+case $stage in
+timing)
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
+  [ -n "${NO_PROBE:-}" ] || run persisting-l2-probe timeout 120 python3 $D/persisting_l2_probe.py --trials 20
+  run build-library bash $S/library/build.sh
+  run certify-hopper-baseline timeout 120 $B certify --kernel hopper-baseline --cases 200 --sanitize 0 --report-dir "$R/certs"
+  for m in $GOOD; do run "certify-$(basename "$(dirname "$m")")" timeout 240 $B certify --manifest "$m" --cases 200 --sanitize 0 --report-dir "$R/certs"; done
+  margs=""; for m in $GOOD; do margs="$margs --manifest $m"; done
+  run bench timeout 400 $B bench $margs --reps 50 --no-torch --report-dir "$R/certs"
+  cp "$R/certs/bench.md" "$O/bench.md"; cp "$R/certs/bench.json" "$O/bench.json"
+  [ -n "${WITH_BARE:-}" ] || exit 0
+  ;&
+bare)
+  [ -e $S/library/libnvfp4_baseline.so ] || run build-library bash $S/library/build.sh
+  for shape in $SHAPES; do
+    for f in $PY; do run "bare-$(basename "$(dirname "$f")")-$shape" timeout 60 python3 $D/bare_loop.py --submission "$f" --shape "$shape" --reps 50; done
+    run "bare-library-$shape" timeout 60 python3 $D/bare_loop.py --library $S/library/libnvfp4_baseline.so --symbol nvfp4_baseline_dual_gemm --shape "$shape" --reps 50
+  done
+  grep -h '^{"kernel"' "$LOG" > "$O/bare.jsonl"
+  ;;
+diag)
+  # Where an honest call's request time goes: bench on the Python examples without certificates
+  # (their clocks table), the probe again, and the bare loops.
+  run persisting-l2-probe timeout 120 python3 $D/persisting_l2_probe.py --trials 30
+  run bench timeout 300 $B bench --submission $S/torch/submission.py --submission $S/cuda_inline/submission.py --submission $S/triton/submission.py --reps 30 --no-torch --force-untrusted --report-dir "$R/diag"
+  cp "$R/diag/bench.md" "$O/bench-diag.md"; cp "$R/diag/bench.json" "$O/bench-diag.json"
+  ;;
+threshold)
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
+  for forge in ${FORGES:-0.93 0.87 0.8 0.7 0.5}; do
+    f=$R/forged_$(echo $forge | tr . _).py
+    sed "s/^FORGE = .*/FORGE = $forge/" tests/exploits/forged_sample.py > "$f"
+    run "bench-forge-$forge" timeout 100 $B bench --submission "$f" --reps 30 --no-torch --force-untrusted --report-dir "$R/forge-$forge"
+    cp "$R/forge-$forge/bench.md" "$O/bench-forge-$forge.md"
+  done
+  ;;
+exploits)
+  list=${EXPLOITS:-lazy_judged_outputs,calibrated_baseline,after_end_baseline,delivery_by_word,forged_sample}
+  run exploits env EXPLOIT="$list" NVFP4_ORACLE_BIN=$B timeout ${EXPLOIT_TIMEOUT:-560} .carry/exploits_test --include-ignored --nocapture
+  ;;
+certify)
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
+  run build-library bash $S/library/build.sh
+  HOPPER="hopper-baseline hopper-persistent hopper-warp-specialized hopper-cluster-pair hopper-splitk-pair"
+  kargs=""; for k in $HOPPER; do kargs="$kargs --kernel $k"; done
+  run certify-hopper $B certify $kargs --report-dir "$R/certs"
+  for m in $GOOD; do run "certify-$(basename "$(dirname "$m")")" $B certify --manifest "$m" --report-dir "$R/certs"; done
+  cat "$R"/certs/*.md > "$O/certificates.md"
+  ;;
+esac
