@@ -27,6 +27,7 @@ fn main() {
         ".git/HEAD",
         ".git/refs/heads",
         "src",
+        "crates",
         "kernels",
         "Cargo.toml",
         "build.rs",

@@ -2,10 +2,10 @@
 //! benchmark shape (512x4096x7168 dual GEMM, both GEMMs, intervals included) and a small one.
 
 use criterion::{criterion_group, criterion_main, Criterion};
-use nvfp4_oracle::model::bounds::KOrder;
-use nvfp4_oracle::model::dual_gemm_reference;
-use nvfp4_oracle::problem::generate::generate_dual_gemm;
-use nvfp4_oracle::problem::{Distribution, Shape};
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::model::dual_gemm_reference;
+use nvfp4_model::problem::generate::generate_dual_gemm;
+use nvfp4_model::problem::{Distribution, Shape};
 use std::time::Duration;
 
 fn dual_gemm(c: &mut Criterion) {

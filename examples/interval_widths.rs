@@ -1,10 +1,10 @@
 //! Prints acceptance-interval width statistics (fp16 ulps) per distribution and shape, for
 //! docs/numerics.md. Run: `cargo run --release --example interval_widths`.
 
-use nvfp4_oracle::model::bounds::{width_ulps, KOrder};
-use nvfp4_oracle::model::dual_gemm_reference;
-use nvfp4_oracle::problem::generate::generate_dual_gemm;
-use nvfp4_oracle::problem::{Distribution, Shape};
+use nvfp4_model::model::bounds::{width_ulps, KOrder};
+use nvfp4_model::model::dual_gemm_reference;
+use nvfp4_model::problem::generate::generate_dual_gemm;
+use nvfp4_model::problem::{Distribution, Shape};
 
 fn main() {
     println!("| K order | distribution | shape | elements | median | p90 | p99 | max | NaN required | inf expected |");

@@ -9,11 +9,11 @@
 //!     cargo run --release --example reference_speed [-- SHAPE ...]
 //!
 //! Without numpy the numpy column says so. Also prints which compiled copy of the dot grid ran.
-use nvfp4_oracle::model::bounds::KOrder;
-use nvfp4_oracle::model::exact_grid::Simd;
-use nvfp4_oracle::model::reference::{dual_gemm_expected, dual_gemm_reference};
-use nvfp4_oracle::problem::generate::generate_dual_gemm;
-use nvfp4_oracle::problem::{Distribution, Shape};
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::model::exact_grid::Simd;
+use nvfp4_model::model::reference::{dual_gemm_expected, dual_gemm_reference};
+use nvfp4_model::problem::generate::generate_dual_gemm;
+use nvfp4_model::problem::{Distribution, Shape};
 use std::process::Command;
 use std::time::Instant;
 

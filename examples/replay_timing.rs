@@ -6,12 +6,12 @@
 //!
 //! docs/tensor-core-models.md records the times measured with it.
 
-use nvfp4_oracle::model::bounds::KOrder;
-use nvfp4_oracle::model::dual_gemm_reference;
-use nvfp4_oracle::model::mma::schedule::{KChunkOrder, MmaModel, OutputEpilogue, Schedule};
-use nvfp4_oracle::model::replay::replay_dual_gemm;
-use nvfp4_oracle::problem::generate::generate_dual_gemm;
-use nvfp4_oracle::problem::{Distribution, Shape};
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::model::dual_gemm_reference;
+use nvfp4_model::model::mma::schedule::{KChunkOrder, MmaModel, OutputEpilogue, Schedule};
+use nvfp4_model::model::replay::replay_dual_gemm;
+use nvfp4_model::problem::generate::generate_dual_gemm;
+use nvfp4_model::problem::{Distribution, Shape};
 use std::time::Instant;
 
 fn main() {

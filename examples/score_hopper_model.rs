@@ -4,8 +4,8 @@
 //!     python3 kernels/probe/probe_mma.py export --dir RUN1 RUN2 --out /tmp/mma.bin
 //!     cargo run --release --example score_hopper_model -- /tmp/mma.bin
 
-use nvfp4_oracle::model::mma::probe::parse_records;
-use nvfp4_oracle::model::mma::{hopper_hmma_step, hopper_published_step};
+use nvfp4_model::model::mma::probe::parse_records;
+use nvfp4_model::model::mma::{hopper_hmma_step, hopper_published_step};
 
 fn main() {
     let path = std::env::args()

@@ -1,56 +1,16 @@
-//! The crate's error type. Every message is written for the person who ran the command: it says
-//! what was wrong and, where it can, what to do instead.
+//! The harness's error type: the model's errors as they are, and what only the harness meets (a
+//! file it could not read or write, a GPU that failed, bad usage). Every message is written for
+//! the person who ran the command: it says what was wrong and, where it can, what to do instead.
 
 use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("cannot pack {count} FP4 values: packing stores two per byte, so the count must be even (odd K?)")]
-    OddFp4Count { count: usize },
-
-    #[error("invalid shape: {dimension} = {value}: {requirement}")]
-    InvalidShape {
-        dimension: &'static str,
-        value: usize,
-        requirement: &'static str,
-    },
-
-    #[error("cannot parse shape '{text}': expected MxNxK or MxNxKxL with positive integers, e.g. 256x512x7168")]
-    ShapeSyntax { text: String },
-
-    #[error("tensor '{name}' has {actual} bytes but the shape needs {expected}")]
-    TensorSize {
-        name: String,
-        expected: usize,
-        actual: usize,
-    },
-
-    #[error("tensor '{name}' has {actual} elements but the shape needs {expected}")]
-    ElementCount {
-        name: String,
-        expected: usize,
-        actual: usize,
-    },
-
-    #[error("unknown {what} '{given}'; expected one of: {expected}")]
-    UnknownName {
-        what: &'static str,
-        given: String,
-        expected: String,
-    },
-
-    #[error("cannot quantize: {reason}")]
-    Quantize { reason: String },
+    #[error(transparent)]
+    Model(#[from] nvfp4_model::Error),
 
     #[error("{path}: {reason}")]
     File { path: PathBuf, reason: String },
-
-    #[error("{what} needs about {needed} of memory; this machine has {available} available: use a smaller shape (or a machine with more memory)")]
-    TooLarge {
-        what: String,
-        needed: String,
-        available: String,
-    },
 
     #[error("{0}")]
     Usage(String),
@@ -69,25 +29,3 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
-
-/// The value of `all` whose `name` is `text`, or [`Error::UnknownName`] listing every name: the
-/// `FromStr` of each named enum (problems, formats, orders, epilogues...).
-pub fn parse_name<T: Copy>(
-    all: &[T],
-    name: fn(T) -> &'static str,
-    what: &'static str,
-    text: &str,
-) -> Result<T> {
-    all.iter()
-        .copied()
-        .find(|&value| name(value) == text)
-        .ok_or_else(|| Error::UnknownName {
-            what,
-            given: text.to_string(),
-            expected: all
-                .iter()
-                .map(|&value| name(value))
-                .collect::<Vec<_>>()
-                .join(", "),
-        })
-}

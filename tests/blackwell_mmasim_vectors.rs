@@ -6,9 +6,9 @@
 //! `--backend model` self-test output).
 
 mod common;
-use nvfp4_oracle::formats::E2m1;
-use nvfp4_oracle::model::mma::fast::blackwell_block_scaled_step_fast;
-use nvfp4_oracle::model::mma::{blackwell_block_scaled_step, BlackwellScales, BLACKWELL_K};
+use nvfp4_model::formats::E2m1;
+use nvfp4_model::model::mma::fast::blackwell_block_scaled_step_fast;
+use nvfp4_model::model::mma::{blackwell_block_scaled_step, BlackwellScales, BLACKWELL_K};
 use std::collections::BTreeMap;
 
 const MAGIC: &str = "nvfp4-oracle blackwell-mma-vectors v1";

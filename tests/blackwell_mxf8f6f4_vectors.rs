@@ -5,7 +5,7 @@
 
 mod common;
 use common::{as_f32, load_vectors, repo_path, tensor};
-use nvfp4_oracle::model::mma::mxf8f6f4::{blackwell_mxf8f6f4_step, Fp8Type, MXF8F6F4_K};
+use nvfp4_model::model::mma::mxf8f6f4::{blackwell_mxf8f6f4_step, Fp8Type, MXF8F6F4_K};
 use std::collections::BTreeMap;
 
 const FILE: &str = "golden/conformance/blackwell_mmasim_mxf8f6f4.safetensors";

@@ -2,11 +2,11 @@
 //! every planted-bug mutant is rejected and diagnosed, and the competition's gpumode inputs alone
 //! miss the FP4 decoding bug that the full campaign catches.
 
+use nvfp4_model::compare::diagnosis::WrongProblem;
+use nvfp4_model::model::bounds::KOrder;
 use nvfp4_oracle::certify::report::{Certificate, Status};
 use nvfp4_oracle::certify::{certify_variant, CampaignLimits};
-use nvfp4_oracle::compare::diagnosis::WrongProblem;
 use nvfp4_oracle::kernels::cpu::{Bug, CpuKernel};
-use nvfp4_oracle::model::bounds::KOrder;
 use std::process::Command;
 
 fn limits(cases: usize, only_gpumode: bool) -> CampaignLimits {
@@ -458,11 +458,11 @@ fn a_quick_campaign_skips_the_production_size_cases_and_is_not_timed() {
 #[test]
 fn sampled_rows_catch_wrong_values_and_unwritten_elements_anywhere() {
     use half::f16;
+    use nvfp4_model::problem::POISON;
+    use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
     use nvfp4_oracle::certify::campaign::{run_case_within, CaseSpec};
     use nvfp4_oracle::certify::sampling::shape_products;
     use nvfp4_oracle::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
-    use nvfp4_oracle::problem::POISON;
-    use nvfp4_oracle::problem::{Distribution, ProblemKind, Shape};
 
     /// cpu-tiled, then one element of row `row` put back to the poison fill.
     struct LeavesOneUnwritten(CpuKernel, usize);

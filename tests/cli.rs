@@ -1,11 +1,11 @@
 //! The command line end to end: generate, reference, check, exit codes and messages.
 
 use half::f16;
-use nvfp4_oracle::case_file::{CaseReader, CaseWriter};
-use nvfp4_oracle::model::bounds::KOrder;
-use nvfp4_oracle::model::dual_gemm_reference;
-use nvfp4_oracle::problem::generate::generate_dual_gemm;
-use nvfp4_oracle::problem::{Distribution, Shape};
+use nvfp4_model::case_file::{CaseReader, CaseWriter};
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::model::dual_gemm_reference;
+use nvfp4_model::problem::generate::generate_dual_gemm;
+use nvfp4_model::problem::{Distribution, Shape};
 use safetensors::Dtype;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -287,8 +287,8 @@ fn reference_is_bit_identical_across_thread_counts() {
 /// given, must agree; wrong dtypes, shapes and missing tensors are exit 2 naming the tensor.
 #[test]
 fn reference_of_your_own_inputs() {
-    use nvfp4_oracle::model::gemm_reference;
-    use nvfp4_oracle::problem::generate::generate_gemm;
+    use nvfp4_model::model::gemm_reference;
+    use nvfp4_model::problem::generate::generate_gemm;
     let shape = Shape::new(40, 72, 160, 1).unwrap();
     let inputs = generate_dual_gemm(shape, Distribution::AdversarialNan, 8);
     let want = dual_gemm_reference(&inputs, KOrder::Contiguous);
@@ -332,7 +332,7 @@ fn reference_of_your_own_inputs() {
         ("lo", &want.lo),
         ("hi", &want.hi),
     ] {
-        let got = nvfp4_oracle::case_file::fp16_from_bytes(
+        let got = nvfp4_model::case_file::fp16_from_bytes(
             &case.tensor(name, Dtype::F16, &[40, 72, 1]).unwrap(),
         );
         assert!(
@@ -350,7 +350,7 @@ fn reference_of_your_own_inputs() {
         w.tensor("a", Dtype::F4, vec![40, 160], inputs.a.data().to_vec());
     }));
     assert!(as_f4.status.success(), "{}", text(&as_f4));
-    let f4_expected = nvfp4_oracle::case_file::fp16_from_bytes(
+    let f4_expected = nvfp4_model::case_file::fp16_from_bytes(
         &CaseReader::open(&out)
             .unwrap()
             .tensor("expected", Dtype::F16, &[40, 72, 1])
@@ -364,7 +364,7 @@ fn reference_of_your_own_inputs() {
     // Permuted scales that disagree with the plain ones.
     let mut bad_permuted = inputs.b1.blocked_scales(0);
     bad_permuted[0] ^= 0x08;
-    let storage = nvfp4_oracle::layout::BlockedScaleLayout(inputs.b1.scale_dims()).storage_shape();
+    let storage = nvfp4_model::layout::BlockedScaleLayout(inputs.b1.scale_dims()).storage_shape();
     let refused = run(&mut user_file(&|w| {
         w.tensor(
             "sfb1_permuted",
@@ -450,7 +450,7 @@ fn reference_of_your_own_inputs() {
     ]);
     assert!(gemm_run.status.success(), "{}", text(&gemm_run));
     let want = gemm_reference(&gemm, KOrder::Contiguous);
-    let got = nvfp4_oracle::case_file::fp16_from_bytes(
+    let got = nvfp4_model::case_file::fp16_from_bytes(
         &CaseReader::open(&out)
             .unwrap()
             .tensor("expected", Dtype::F16, &[8, 24, 2])

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{code_and_text, oracle_binary, oracle_with_key, repo_path, scratch_dir};
-use nvfp4_oracle::case_file::{CaseReader, CaseWriter};
+use nvfp4_model::case_file::{CaseReader, CaseWriter};
 use safetensors::SafeTensors;
 use std::path::Path;
 use std::process::{Command, Stdio};

@@ -5,9 +5,9 @@
 mod common;
 
 use common::{code_and_text, oracle_binary, repo_path};
-use nvfp4_oracle::model::bounds::KOrder;
-use nvfp4_oracle::problem::scaled_gemm::{Epilogue, OperandFormat, OutDtype};
-use nvfp4_oracle::problem::{Distribution, ProblemKind};
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::problem::scaled_gemm::{Epilogue, OperandFormat, OutDtype};
+use nvfp4_model::problem::{Distribution, ProblemKind};
 use std::process::Command;
 
 fn help(args: &[&str]) -> String {

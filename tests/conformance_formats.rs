@@ -4,7 +4,7 @@
 mod common;
 use common::{as_f32, as_u16, load_vectors, tensor};
 use half::{bf16, f16};
-use nvfp4_oracle::formats::{bf16_from_f64_rne, E2m1, E4m3, E4m3Overflow, E5m2, Ue8m0};
+use nvfp4_model::formats::{bf16_from_f64_rne, E2m1, E4m3, E4m3Overflow, E5m2, Ue8m0};
 
 /// Compares decoded values bit for bit; NaN codes must decode to NaN (payloads are not part of
 /// either format).

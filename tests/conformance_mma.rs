@@ -4,8 +4,8 @@
 //! --per-family 1024`). The full 3,915,776-product run is in docs/tensor-core-models-hopper-findings.md.
 
 mod common;
-use nvfp4_oracle::model::mma::probe::parse_records;
-use nvfp4_oracle::model::mma::{hopper_hmma_step, hopper_published_step};
+use nvfp4_model::model::mma::probe::parse_records;
+use nvfp4_model::model::mma::{hopper_hmma_step, hopper_published_step};
 
 #[test]
 fn measured_hopper_model_matches_the_h100_bit_for_bit() {

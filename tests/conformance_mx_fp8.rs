@@ -1,13 +1,13 @@
 //! Bit-for-bit conformance of the MX quantizers (MXFP4, MXFP8 e4m3 and e5m2; FLOOR and RCEIL) and
 //! of FP8 e4m3 with a per-tensor scale against torchao 0.18.0 (torch 2.11), on the CPU and, for
 //! MX, on CUDA too (vectors written on the H100 by scripts/gen_mx_quant_vectors.py and
-//! scripts/gen_fp8_quant_vectors.py; the rules are in src/quant/mx.rs and src/quant/fp8.rs).
+//! scripts/gen_fp8_quant_vectors.py; the rules are in crates/model/src/quant/mx.rs and crates/model/src/quant/fp8.rs).
 
 mod common;
 use common::{as_f32, float_input, load_vectors, tensor};
-use nvfp4_oracle::formats::{pack_e2m1, E2m1};
-use nvfp4_oracle::quant::fp8::quantize_fp8_tensor;
-use nvfp4_oracle::quant::mx::{quantize_mx, MxElement, MxScaling};
+use nvfp4_model::formats::{pack_e2m1, E2m1};
+use nvfp4_model::quant::fp8::quantize_fp8_tensor;
+use nvfp4_model::quant::mx::{quantize_mx, MxElement, MxScaling};
 
 const K: usize = 128;
 const DTYPES: [&str; 2] = ["f32", "bf16"];

@@ -4,7 +4,7 @@
 
 mod common;
 use common::{as_f32, float_input, load_vectors, tensor};
-use nvfp4_oracle::quant::{per_tensor_scale, quantize_nvfp4, QuantRecipe, TorchDevice};
+use nvfp4_model::quant::{per_tensor_scale, quantize_nvfp4, QuantRecipe, TorchDevice};
 use std::collections::HashMap;
 
 const FILE: &str = "golden/conformance/nvfp4_quant.safetensors";
@@ -139,7 +139,7 @@ fn nan_inputs_are_refused_with_the_position() {
 
 #[test]
 fn torchaos_swizzled_scales_match_our_blocked_layout() {
-    use nvfp4_oracle::layout::{plain_to_blocked, ScaleDims};
+    use nvfp4_model::layout::{plain_to_blocked, ScaleDims};
     let vectors = load_vectors(FILE);
     let plain = tensor(&vectors, "single_level_f32_scale");
     let swizzled = tensor(&vectors, "single_level_f32_scale_swizzled");

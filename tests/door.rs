@@ -6,12 +6,12 @@
 mod common;
 
 use half::f16;
+use nvfp4_model::problem::generate::generate_dual_gemm;
+use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
 use nvfp4_oracle::kernels::manifest::{ArchRequirement, KernelCode, Manifest};
 use nvfp4_oracle::kernels::{
     KernelCase, KernelFailure, KernelUnderTest, PrepareError, ShapeSupport,
 };
-use nvfp4_oracle::problem::generate::generate_dual_gemm;
-use nvfp4_oracle::problem::{Distribution, ProblemKind, Shape};
 use nvfp4_oracle::worker::command::WorkerCommand;
 use nvfp4_oracle::worker::isolated::{IsolatedKernel, KernelInfo};
 use nvfp4_oracle::worker::protocol::CaseFiles;
@@ -65,7 +65,7 @@ fn case_files_round_trip() {
     assert!(err.contains("sfb1_permuted"), "{err}");
     // Every problem's case survives the trip.
     for problem in ProblemKind::ALL {
-        let inputs = nvfp4_oracle::problem::generate::generate_problem(
+        let inputs = nvfp4_model::problem::generate::generate_problem(
             problem,
             Shape::new(70, 9, 48, 3).unwrap(),
             Distribution::Adversarial,
@@ -223,7 +223,7 @@ fn manifests_are_validated_with_messages_that_name_the_problem() {
     );
     assert_eq!(
         Manifest::read(&fp32).unwrap().accumulation,
-        Some(nvfp4_oracle::model::bounds::KOrder::PerProduct)
+        Some(nvfp4_model::model::bounds::KOrder::PerProduct)
     );
     // Without a manifest: the per-product intervals, which contain the default ones.
     assert_eq!(
@@ -233,7 +233,7 @@ fn manifests_are_validated_with_messages_that_name_the_problem() {
         )
         .unwrap()
         .accumulation,
-        Some(nvfp4_oracle::model::bounds::KOrder::PerProduct)
+        Some(nvfp4_model::model::bounds::KOrder::PerProduct)
     );
     let production = write(
         &dir,
@@ -243,8 +243,8 @@ fn manifests_are_validated_with_messages_that_name_the_problem() {
     assert_eq!(
         Manifest::read(&production).unwrap().production_shapes,
         [
-            nvfp4_oracle::problem::Shape::new(256, 4096, 7168, 1).unwrap(),
-            nvfp4_oracle::problem::Shape::new(100, 200, 512, 3).unwrap()
+            nvfp4_model::problem::Shape::new(256, 4096, 7168, 1).unwrap(),
+            nvfp4_model::problem::Shape::new(100, 200, 512, 3).unwrap()
         ]
     );
 
@@ -502,7 +502,7 @@ impl KernelUnderTest for ModelKernel {
         Ok(())
     }
     fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure> {
-        use nvfp4_oracle::model::{bounds::KOrder, problem_reference};
+        use nvfp4_model::model::{bounds::KOrder, problem_reference};
         let reference = problem_reference(&case.inputs, KOrder::Contiguous);
         assert_eq!(output.len(), reference.expected.len());
         let keep = output.len() - usize::from(self.drops_last);
@@ -513,9 +513,9 @@ impl KernelUnderTest for ModelKernel {
 
 #[test]
 fn every_problem_goes_through_the_campaign_and_its_failures_are_shrunk_and_written() {
+    use nvfp4_model::model::bounds::KOrder;
     use nvfp4_oracle::certify::report::{Certificate, Status};
     use nvfp4_oracle::certify::{certify_variant, CampaignLimits};
-    use nvfp4_oracle::model::bounds::KOrder;
     let limits = CampaignLimits {
         cases: 12,
         time_budget: None,
@@ -857,7 +857,7 @@ fn a_kernel_that_fails_when_checked_is_not_certified() {
             cases: 0,
             time_budget: None,
             seed: 1,
-            order: nvfp4_oracle::model::bounds::KOrder::Contiguous,
+            order: nvfp4_model::model::bounds::KOrder::Contiguous,
             only_gpumode: false,
             exact: false,
             quick: false,

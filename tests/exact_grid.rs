@@ -4,10 +4,10 @@
 //! scales, subnormals, cancelling blocks), on shapes that leave partial row groups and column
 //! tiles, and in batches.
 
-use nvfp4_oracle::model::exact::{exact_dot, ExactDot, PreparedRow};
-use nvfp4_oracle::model::exact_grid::{exact_dot_grid, Simd, LANES, ROWS};
-use nvfp4_oracle::problem::generate::generate_dual_gemm;
-use nvfp4_oracle::problem::{BlockScaledMatrix, Distribution, Shape};
+use nvfp4_model::model::exact::{exact_dot, ExactDot, PreparedRow};
+use nvfp4_model::model::exact_grid::{exact_dot_grid, Simd, LANES, ROWS};
+use nvfp4_model::problem::generate::generate_dual_gemm;
+use nvfp4_model::problem::{BlockScaledMatrix, Distribution, Shape};
 
 fn pairwise(a: &BlockScaledMatrix, b: &BlockScaledMatrix, batch: usize) -> Vec<ExactDot> {
     let (a, b) = (
@@ -86,7 +86,7 @@ fn the_grid_hands_out_every_element_once_in_row_major_order() {
 
 #[test]
 fn past_the_i64_bound_the_grid_takes_the_i128_path() {
-    use nvfp4_oracle::model::exact_grid::MAX_I64_BLOCKS;
+    use nvfp4_model::model::exact_grid::MAX_I64_BLOCKS;
     let k = (MAX_I64_BLOCKS + 1) * 16;
     let inputs = generate_dual_gemm(Shape::new(1, 2, k, 1).unwrap(), Distribution::Full, 3);
     let got = exact_dot_grid(&inputs.a, &[&inputs.b1], 0, true, None, |_, _, d| d[0]);

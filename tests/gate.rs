@@ -3,11 +3,11 @@
 
 mod common;
 
+use nvfp4_model::model::bounds::KOrder;
 use nvfp4_oracle::certify::baseline::compare;
 use nvfp4_oracle::certify::report::Certificate;
 use nvfp4_oracle::certify::{certify_variant, CampaignLimits};
 use nvfp4_oracle::kernels::cpu::{Bug, CpuKernel};
-use nvfp4_oracle::model::bounds::KOrder;
 use std::path::{Path, PathBuf};
 
 fn limits(cases: usize) -> CampaignLimits {

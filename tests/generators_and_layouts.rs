@@ -1,9 +1,9 @@
 //! Generators are deterministic across machines (pinned hashes), and the scale layouts are
 //! bijections on their unpadded region.
 
-use nvfp4_oracle::layout::{blocked_to_plain, plain_to_blocked, BlockedScaleLayout, ScaleDims};
-use nvfp4_oracle::problem::generate::{generate_dual_gemm, generate_group_gemm};
-use nvfp4_oracle::problem::{Distribution, Shape};
+use nvfp4_model::layout::{blocked_to_plain, plain_to_blocked, BlockedScaleLayout, ScaleDims};
+use nvfp4_model::problem::generate::{generate_dual_gemm, generate_group_gemm};
+use nvfp4_model::problem::{Distribution, Shape};
 use proptest::prelude::*;
 use sha2::{Digest, Sha256};
 use std::collections::HashSet;

@@ -2,12 +2,12 @@
 //! and any alteration of a golden file is caught and named.
 
 use half::f16;
-use nvfp4_oracle::case_file::{fp16_from_bytes, CaseReader};
-use nvfp4_oracle::compare::diagnosis::{acceptance, WrongProblem};
-use nvfp4_oracle::compare::{judge, OutputShape};
-use nvfp4_oracle::golden::{cost, read_manifest, verify_case, CaseStatus, ManifestCase};
-use nvfp4_oracle::model::bounds::KOrder;
-use nvfp4_oracle::problem::POISON;
+use nvfp4_model::case_file::{fp16_from_bytes, CaseReader};
+use nvfp4_model::compare::diagnosis::{acceptance, WrongProblem};
+use nvfp4_model::compare::{judge, OutputShape};
+use nvfp4_model::golden::{cost, read_manifest, verify_case, CaseStatus, ManifestCase};
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::problem::POISON;
 use safetensors::Dtype;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -229,7 +229,7 @@ fn the_built_in_campaign_cases_are_the_committed_manifests() {
 
 #[test]
 fn the_block_scaled_family_hashes_verify_and_a_tampered_one_is_drift() {
-    use nvfp4_oracle::golden::scaled::{compute_scaled_manifest, verify_scaled_manifest};
+    use nvfp4_model::golden::scaled::{compute_scaled_manifest, verify_scaled_manifest};
     let results = verify_scaled_manifest(&golden_dir()).unwrap();
     assert_eq!(results.len(), 12);
     for (name, _, drift) in &results {

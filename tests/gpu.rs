@@ -5,10 +5,10 @@
 
 mod common;
 
+use nvfp4_model::model::bounds::KOrder;
 use nvfp4_oracle::certify::campaign::{certify_variant, CampaignLimits};
 use nvfp4_oracle::gpu::compile::{compile_variant, nvrtc_present};
 use nvfp4_oracle::gpu::variants::gpu_variants;
-use nvfp4_oracle::model::bounds::KOrder;
 use nvfp4_oracle::worker::command::WORKER_ENV;
 use nvfp4_oracle::worker::nvrtc::nvrtc_kernels;
 

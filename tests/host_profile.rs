@@ -6,15 +6,15 @@
 //!     SHAPE=8192,8192,16384,4 cargo test --release --test host_profile -- --ignored --nocapture
 
 use half::f16;
+use nvfp4_model::compare::{judge, OutputShape};
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::model::problem_reference;
+use nvfp4_model::problem::generate::generate_problem;
+use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
 use nvfp4_oracle::certify::sampling::{
     sample_for, sampled_reference, RowSample, FULL_REFERENCE_PRODUCTS,
 };
-use nvfp4_oracle::compare::{judge, OutputShape};
 use nvfp4_oracle::kernels::KernelCase;
-use nvfp4_oracle::model::bounds::KOrder;
-use nvfp4_oracle::model::problem_reference;
-use nvfp4_oracle::problem::generate::generate_problem;
-use nvfp4_oracle::problem::{Distribution, ProblemKind, Shape};
 use nvfp4_oracle::worker::protocol::CaseFiles;
 use std::time::Instant;
 

@@ -4,11 +4,11 @@
 //! [lo, hi]. And they are tight: on non-cancelling cases they are at most 2 fp16 ulps wide.
 
 use half::f16;
-use nvfp4_oracle::model::bounds::{width_ulps, KOrder, MAX_SPLITS};
-use nvfp4_oracle::model::exact::{exact_dot, PreparedRow};
-use nvfp4_oracle::model::reference::dual_gemm_element;
-use nvfp4_oracle::problem::generate::generate_dual_gemm;
-use nvfp4_oracle::problem::{BlockScaledMatrix, Distribution, Shape, SCALE_BLOCK};
+use nvfp4_model::model::bounds::{width_ulps, KOrder, MAX_SPLITS};
+use nvfp4_model::model::exact::{exact_dot, PreparedRow};
+use nvfp4_model::model::reference::dual_gemm_element;
+use nvfp4_model::problem::generate::generate_dual_gemm;
+use nvfp4_model::problem::{BlockScaledMatrix, Distribution, Shape, SCALE_BLOCK};
 use proptest::prelude::*;
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};

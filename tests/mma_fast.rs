@@ -5,13 +5,13 @@
 
 mod common;
 use half::f16;
-use nvfp4_oracle::formats::{E2m1, E4m3};
-use nvfp4_oracle::model::mma::fast::{
+use nvfp4_model::formats::{E2m1, E4m3};
+use nvfp4_model::model::mma::fast::{
     blackwell_block_scaled_step_fast, blackwell_mxf4nvf4_step_fast, blackwell_nvfp4_step,
     hopper_hmma_step_fast, hopper_nvfp4_step, NvBlock,
 };
-use nvfp4_oracle::model::mma::probe::parse_records;
-use nvfp4_oracle::model::mma::{
+use nvfp4_model::model::mma::probe::parse_records;
+use nvfp4_model::model::mma::{
     blackwell_block_scaled_step, blackwell_mxf4nvf4_step, hopper_hmma_step, BlackwellScales,
 };
 use proptest::prelude::*;

@@ -1,8 +1,8 @@
 //! Property tests (proptest, with shrinking) of the exact model's algebra.
 
-use nvfp4_oracle::formats::E2M1_MAX;
-use nvfp4_oracle::model::exact::{exact_dot, PreparedRow};
-use nvfp4_oracle::quant::{dequantize_nvfp4, quantize_nvfp4, QuantRecipe, TorchDevice};
+use nvfp4_model::formats::E2M1_MAX;
+use nvfp4_model::model::exact::{exact_dot, PreparedRow};
+use nvfp4_model::quant::{dequantize_nvfp4, quantize_nvfp4, QuantRecipe, TorchDevice};
 use proptest::prelude::*;
 
 /// A row of `blocks` scale blocks: packed data and normal scales below 2^4 (exponent field at
@@ -84,11 +84,11 @@ proptest! {
     /// "silu on the second GEMM" wrong problem of the original (computed by another code path).
     #[test]
     fn swapping_b1_and_b2_swaps_d1_and_d2(shape in (1usize..5, 1usize..5, 1usize..6), seed in any::<u64>()) {
-        use nvfp4_oracle::compare::diagnosis::{acceptance, WrongProblem};
-        use nvfp4_oracle::model::bounds::KOrder;
-        use nvfp4_oracle::model::dual_gemm_reference;
-        use nvfp4_oracle::problem::generate::generate_dual_gemm;
-        use nvfp4_oracle::problem::{Distribution, Shape};
+        use nvfp4_model::compare::diagnosis::{acceptance, WrongProblem};
+        use nvfp4_model::model::bounds::KOrder;
+        use nvfp4_model::model::dual_gemm_reference;
+        use nvfp4_model::problem::generate::generate_dual_gemm;
+        use nvfp4_model::problem::{Distribution, Shape};
         let inputs = generate_dual_gemm(Shape::new(shape.0, shape.1, shape.2 * 16, 1).unwrap(), Distribution::Full, seed);
         let mut swapped = inputs.clone();
         std::mem::swap(&mut swapped.b1, &mut swapped.b2);
@@ -106,7 +106,7 @@ proptest! {
         let quantized = quantize_nvfp4(values, 1, k, QuantRecipe::SingleLevel, TorchDevice::Cpu).unwrap();
         let restored = dequantize_nvfp4(&quantized, QuantRecipe::SingleLevel);
         for (i, (&x, &y)) in values.iter().zip(&restored).enumerate() {
-            let scale = nvfp4_oracle::formats::E4m3::from_bits(quantized.scales[i / 16]).to_f32();
+            let scale = nvfp4_model::formats::E4m3::from_bits(quantized.scales[i / 16]).to_f32();
             let scaled = (x / scale).abs().min(E2M1_MAX);
             // Half the e2m1 spacing where x lands: 0.25 below 2, 0.5 below 4, 1 up to 6.
             let half_step = if scaled < 2.0 { 0.25 } else if scaled < 4.0 { 0.5 } else { 1.0 };

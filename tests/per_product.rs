@@ -5,16 +5,16 @@
 //! rejects a kernel that accumulates in fp16.
 
 use half::f16;
+use nvfp4_model::compare::{judge, OutputShape};
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::model::reference::dual_gemm_reference;
+use nvfp4_model::problem::generate::generate_dual_gemm;
+use nvfp4_model::problem::Distribution;
 use nvfp4_oracle::certify::campaign::{stagnation_cases, CaseSpec};
 use nvfp4_oracle::certify::{certify_variant, CampaignLimits};
-use nvfp4_oracle::compare::{judge, OutputShape};
 use nvfp4_oracle::kernels::cpu::{Bug, CpuKernel};
 use nvfp4_oracle::kernels::cpu_fma::CpuFmaPerProduct;
 use nvfp4_oracle::kernels::{KernelCase, KernelUnderTest, ShapeSupport};
-use nvfp4_oracle::model::bounds::KOrder;
-use nvfp4_oracle::model::reference::dual_gemm_reference;
-use nvfp4_oracle::problem::generate::generate_dual_gemm;
-use nvfp4_oracle::problem::Distribution;
 
 /// Elements of `kernel`'s output on a stagnation case outside `order`'s intervals.
 fn failures(kernel: &dyn KernelUnderTest, spec: CaseSpec, order: KOrder) -> usize {
@@ -34,7 +34,7 @@ fn failures(kernel: &dyn KernelUnderTest, spec: CaseSpec, order: KOrder) -> usiz
     verdict.failed
 }
 
-/// The campaign's stagnation cases (src/problem/stagnation.rs): the block-sum intervals reject
+/// The campaign's stagnation cases (crates/model/src/problem/stagnation.rs): the block-sum intervals reject
 /// the correct per-product kernel at K = 16384, the per-product intervals it declares hold it
 /// everywhere, and a block-summing kernel passes the block-sum intervals.
 #[test]

@@ -2,15 +2,15 @@
 //! `certify --exact` on the CPU kernels that simulate a Hopper kernel.
 
 use half::f16;
-use nvfp4_oracle::formats::{pack_e2m1, E2m1};
-use nvfp4_oracle::model::bounds::KOrder;
-use nvfp4_oracle::model::dual_gemm_reference;
-use nvfp4_oracle::model::mma::schedule::{
+use nvfp4_model::formats::{pack_e2m1, E2m1};
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::model::dual_gemm_reference;
+use nvfp4_model::model::mma::schedule::{
     KChunkOrder, MmaModel, OutputEpilogue, Schedule, HOPPER_F16_INCREASING_K,
 };
-use nvfp4_oracle::model::replay::{replay_dual_gemm, replay_dual_gemm_with_model_steps, same_fp16};
-use nvfp4_oracle::problem::generate::generate_dual_gemm;
-use nvfp4_oracle::problem::{BlockScaledMatrix, Distribution, DualGemmInputs, Shape};
+use nvfp4_model::model::replay::{replay_dual_gemm, replay_dual_gemm_with_model_steps, same_fp16};
+use nvfp4_model::problem::generate::generate_dual_gemm;
+use nvfp4_model::problem::{BlockScaledMatrix, Distribution, DualGemmInputs, Shape};
 
 fn schedule(mma: MmaModel, k_order: KChunkOrder) -> Schedule {
     Schedule {
@@ -29,8 +29,8 @@ fn every_schedule() -> Vec<Schedule> {
 
 /// Accumulators equal bit for bit (NaN payloads included), outputs and alternatives too.
 fn assert_same_replay(
-    fast: &nvfp4_oracle::model::replay::Replay,
-    slow: &nvfp4_oracle::model::replay::Replay,
+    fast: &nvfp4_model::model::replay::Replay,
+    slow: &nvfp4_model::model::replay::Replay,
     what: &str,
 ) {
     assert_eq!(fast.len(), slow.len());
@@ -172,12 +172,12 @@ fn increasing_and_decreasing_orders_give_different_accumulators() {
 }
 
 mod certify_exact {
+    use nvfp4_model::model::bounds::KOrder;
+    use nvfp4_model::model::mma::schedule::{KChunkOrder, MmaModel, HOPPER_F16_INCREASING_K};
     use nvfp4_oracle::certify::report::{Certificate, ExactOutcome, Status};
     use nvfp4_oracle::certify::{certify_variant, CampaignLimits};
     use nvfp4_oracle::kernels::cpu_hopper_sim::CpuHopperSim;
     use nvfp4_oracle::kernels::KernelUnderTest;
-    use nvfp4_oracle::model::bounds::KOrder;
-    use nvfp4_oracle::model::mma::schedule::{KChunkOrder, MmaModel, HOPPER_F16_INCREASING_K};
     use std::process::Command;
 
     fn limits(cases: usize, exact: bool) -> CampaignLimits {

@@ -2,11 +2,11 @@
 //! exact, every contract-abiding accumulation (simulated here in f32) lands inside its interval
 //! for every format pairing, output type and epilogue, and NaN and infinities follow IEEE.
 
-use nvfp4_oracle::model::scaled_gemm::{scaled_gemm_reference, Accepted};
-use nvfp4_oracle::problem::scaled_gemm::{
+use nvfp4_model::model::scaled_gemm::{scaled_gemm_reference, Accepted};
+use nvfp4_model::problem::scaled_gemm::{
     Epilogue, OperandFormat, OutDtype, ScaledGemmInputs, ScaledOperand,
 };
-use nvfp4_oracle::problem::scaled_generate::{random_operand, ScaledDistribution};
+use nvfp4_model::problem::scaled_generate::{random_operand, ScaledDistribution};
 
 /// One drawn case of the family.
 struct Case {
@@ -359,7 +359,7 @@ fn one_large_product_then_many_small_ones_stays_inside() {
 /// docs/numerics.md, section 10).
 #[test]
 fn a_simulated_blackwell_mxf8f6f4_kernel_lands_inside_its_intervals() {
-    use nvfp4_oracle::model::mma::mxf8f6f4::{blackwell_mxf8f6f4_step, Fp8Type, MXF8F6F4_K};
+    use nvfp4_model::model::mma::mxf8f6f4::{blackwell_mxf8f6f4_step, Fp8Type, MXF8F6F4_K};
     let fp8 = [
         (OperandFormat::Mxfp8E4m3, Fp8Type::E4m3),
         (OperandFormat::Mxfp8E5m2, Fp8Type::E5m2),
@@ -437,9 +437,9 @@ fn a_simulated_blackwell_mxf8f6f4_kernel_lands_inside_its_intervals() {
 /// it here, and the intervals accept what they give.
 #[test]
 fn a_zero_block_under_large_scales_may_cut_a_blackwell_accumulator() {
-    use nvfp4_oracle::formats::E2m1;
-    use nvfp4_oracle::model::mma::mxf8f6f4::{blackwell_mxf8f6f4_step, Fp8Type};
-    use nvfp4_oracle::model::mma::{blackwell_block_scaled_step, BlackwellScales};
+    use nvfp4_model::formats::E2m1;
+    use nvfp4_model::model::mma::mxf8f6f4::{blackwell_mxf8f6f4_step, Fp8Type};
+    use nvfp4_model::model::mma::{blackwell_block_scaled_step, BlackwellScales};
     let judge = |a: ScaledOperand, b: ScaledOperand| -> Accepted {
         scaled_gemm_reference(
             &ScaledGemmInputs::new(a, b, 1.0, None, OutDtype::F32, Epilogue::F32).unwrap(),

@@ -4,7 +4,7 @@
 
 mod common;
 
-use nvfp4_oracle::case_file::{f64_from_bytes, CaseReader, CaseWriter};
+use nvfp4_model::case_file::{f64_from_bytes, CaseReader, CaseWriter};
 use safetensors::Dtype;
 use std::path::Path;
 use std::process::Command;

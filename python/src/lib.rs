@@ -5,17 +5,17 @@
 
 use half::f16;
 use numpy::{IntoPyArray, PyArrayDyn, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use nvfp4_model::compare::{judge, OutputShape};
+use nvfp4_model::layout::BlockedScaleLayout;
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::model::problem_reference;
+use nvfp4_model::problem::generate::generate_problem;
+use nvfp4_model::problem::memory::check_fits;
+use nvfp4_model::problem::tensors::{problem_inputs_from_tensors, ByteType, TensorMap};
+use nvfp4_model::problem::{Distribution, ProblemInputs, ProblemKind, Shape};
 use nvfp4_oracle::certify::report::{Certificate, Status};
 use nvfp4_oracle::certify::{certify_variant, CampaignLimits};
-use nvfp4_oracle::compare::{judge, OutputShape};
 use nvfp4_oracle::kernels::interface::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
-use nvfp4_oracle::layout::BlockedScaleLayout;
-use nvfp4_oracle::model::bounds::KOrder;
-use nvfp4_oracle::model::problem_reference;
-use nvfp4_oracle::problem::generate::generate_problem;
-use nvfp4_oracle::problem::memory::check_fits;
-use nvfp4_oracle::problem::tensors::{problem_inputs_from_tensors, ByteType, TensorMap};
-use nvfp4_oracle::problem::{Distribution, ProblemInputs, ProblemKind, Shape};
 use nvfp4_oracle::worker::protocol::CaseFiles;
 use pyo3::exceptions::{PyMemoryError, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -453,6 +453,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(worker_source, m)?)?;
     m.add_function(wrap_pyfunction!(certify, m)?)?;
     m.add_function(wrap_pyfunction!(scaled::scaled_gemm_check, m)?)?;
-    m.add("MODEL_VERSION", nvfp4_oracle::model::MODEL_VERSION)?;
+    m.add("MODEL_VERSION", nvfp4_model::model::MODEL_VERSION)?;
     Ok(())
 }

@@ -1,12 +1,12 @@
-//! The block-scaled family (`nvfp4_oracle::problem::scaled_gemm`) for the package's
+//! The block-scaled family (`nvfp4_model::problem::scaled_gemm`) for the package's
 //! `assert_gemm`: operands as element codes and scale bytes, the output as f64, judged in Rust.
 
 use numpy::{IntoPyArray, PyArrayDyn, PyReadonlyArrayDyn, PyUntypedArrayMethods};
-use nvfp4_oracle::layout::{
+use nvfp4_model::layout::{
     blocked_to_plain, tiled8x4_to_plain, BlockedScaleLayout, ScaleDims, Tiled8x4ScaleLayout,
 };
-use nvfp4_oracle::model::scaled_gemm::{scaled_gemm_reference, Accepted};
-use nvfp4_oracle::problem::scaled_gemm::{
+use nvfp4_model::model::scaled_gemm::{scaled_gemm_reference, Accepted};
+use nvfp4_model::problem::scaled_gemm::{
     Epilogue, OperandFormat, OutDtype, ScaledGemmInputs, ScaledOperand,
 };
 use pyo3::exceptions::PyValueError;

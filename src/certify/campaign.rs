@@ -18,14 +18,14 @@ use super::cases::{judged_whole, round_up};
 use super::pipeline::run_in_pipeline;
 use super::production::{large_cases, production_cases};
 use super::sampling::{shape_products, FULL_REFERENCE_PRODUCTS};
-use crate::compare::diagnosis::{diagnose, Diagnosis, Observation};
 use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
-use crate::model::bounds::{fp16_ordinal, KOrder};
-use crate::model::mma::schedule::{KChunkOrder, MmaModel, Schedule};
-use crate::model::replay::{replay_dual_gemm, ExactComparison};
-use crate::problem::generate::generate_problem;
-use crate::problem::POISON;
-use crate::problem::{Distribution, Shape};
+use nvfp4_model::compare::diagnosis::{diagnose, Diagnosis, Observation};
+use nvfp4_model::model::bounds::{fp16_ordinal, KOrder};
+use nvfp4_model::model::mma::schedule::{KChunkOrder, MmaModel, Schedule};
+use nvfp4_model::model::replay::{replay_dual_gemm, ExactComparison};
+use nvfp4_model::problem::generate::generate_problem;
+use nvfp4_model::problem::POISON;
+use nvfp4_model::problem::{Distribution, Shape};
 use proptest::strategy::{Strategy, ValueTree};
 use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 use rayon::prelude::*;
@@ -234,7 +234,7 @@ impl Coverage {
             let worst = (0..outcome.output.len())
                 .into_par_iter()
                 .filter(|&i| {
-                    crate::model::bounds::width_ulps(reference.lo[i], reference.hi[i])
+                    nvfp4_model::model::bounds::width_ulps(reference.lo[i], reference.hi[i])
                         .is_some_and(|w| w <= TIGHT_ULPS)
                 })
                 .filter_map(|i| {

@@ -4,17 +4,17 @@
 
 use super::sampling::FULL_REFERENCE_PRODUCTS;
 use super::sampling::{products, sample_for, sampled_reference, RowSample};
-use crate::compare::{judge, OutputShape, Verdict};
 use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
-use crate::model::bounds::KOrder;
-use crate::model::mma::schedule::Schedule;
-use crate::model::replay::{replay_dual_gemm, ExactComparison};
-use crate::model::{problem_reference, Reference};
-use crate::problem::generate::generate_problem;
-use crate::problem::unpredictable::unpredictable_seed;
-use crate::problem::POISON;
-use crate::problem::{Distribution, ProblemKind, Shape};
 use half::f16;
+use nvfp4_model::compare::{judge, OutputShape, Verdict};
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::model::mma::schedule::Schedule;
+use nvfp4_model::model::replay::{replay_dual_gemm, ExactComparison};
+use nvfp4_model::model::{problem_reference, Reference};
+use nvfp4_model::problem::generate::generate_problem;
+use nvfp4_model::problem::unpredictable::unpredictable_seed;
+use nvfp4_model::problem::POISON;
+use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
 use std::time::Instant;
 
 /// One generated case: everything needed to regenerate its inputs.
@@ -26,7 +26,7 @@ pub struct CaseSpec {
 }
 
 /// The dual-GEMM cases stored whole, as campaign cases (certification runs them first).
-pub fn golden_campaign_cases(manifest: &crate::golden::Manifest) -> Vec<CaseSpec> {
+pub fn golden_campaign_cases(manifest: &nvfp4_model::golden::Manifest) -> Vec<CaseSpec> {
     manifest
         .cases
         .iter()
@@ -42,7 +42,7 @@ pub fn golden_campaign_cases(manifest: &crate::golden::Manifest) -> Vec<CaseSpec
 /// The same cases from the golden set built into the binary (the definitions a manifest is
 /// written from), so that a campaign runs them wherever it is started.
 pub fn builtin_golden_campaign_cases() -> Vec<CaseSpec> {
-    crate::golden::set::golden_set()
+    nvfp4_model::golden::set::golden_set()
         .into_iter()
         .filter(|case| case.problem == ProblemKind::DualGemm && case.stored_whole)
         .map(|case| CaseSpec {
@@ -344,7 +344,7 @@ pub fn edge_cases(support: ShapeSupport) -> Vec<CaseSpec> {
     cases
 }
 
-/// The fixed cases of per-product rounding's worst case (src/problem/stagnation.rs): deep K,
+/// The fixed cases of per-product rounding's worst case (crates/model/src/problem/stagnation.rs): deep K,
 /// where a per-product kernel's lost half-ulps add up past the block-sum intervals. Every correct
 /// kernel passes them under its own contract; one that declares per-product accumulation is
 /// judged by the per-product intervals, which hold them. Fixed seeds, like the edge cases': they

@@ -15,7 +15,7 @@
 
 use super::cases::check_cases;
 use crate::kernels::{KernelUnderTest, RunConditions};
-use crate::problem::POISON;
+use nvfp4_model::problem::POISON;
 use serde::{Deserialize, Serialize};
 
 /// Every run starts with shared memory filled, so that no run sees what the one before left
@@ -316,8 +316,8 @@ pub fn markdown(
 mod tests {
     use super::*;
     use crate::kernels::{KernelCase, KernelFailure, ShapeSupport};
-    use crate::problem::ProblemKind;
     use half::f16;
+    use nvfp4_model::problem::ProblemKind;
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// A fake GPU kernel: writes 1.0 everywhere, except where `flaw` says otherwise.

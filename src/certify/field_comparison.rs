@@ -15,14 +15,14 @@
 //! tolerance check passes the correct kernel on `nan` (the answer holds NaN, which fails them
 //! all), so there only the oracle can judge.
 
-use crate::compare::field_checks::FieldCheck;
 use crate::error::Result;
 use crate::kernels::scaled_mutants::{applies, run_scaled_kernel, AlphaFactors, ScaledBug};
-use crate::model::scaled_gemm::scaled_gemm_reference;
-use crate::problem::scaled_gemm::{Epilogue, OperandFormat, OutDtype, ScaledGemmInputs};
-use crate::problem::scaled_generate::normal_values;
-use crate::quant::family::quantize_operand;
-use crate::quant::mx::MxScaling;
+use nvfp4_model::compare::field_checks::FieldCheck;
+use nvfp4_model::model::scaled_gemm::scaled_gemm_reference;
+use nvfp4_model::problem::scaled_gemm::{Epilogue, OperandFormat, OutDtype, ScaledGemmInputs};
+use nvfp4_model::problem::scaled_generate::normal_values;
+use nvfp4_model::quant::family::quantize_operand;
+use nvfp4_model::quant::mx::MxScaling;
 
 /// Rows of A, rows of B, K: small enough for a test, K deep enough for MX blocks and tails.
 pub const SHAPE: (usize, usize, usize) = (64, 64, 512);

@@ -9,8 +9,8 @@
 use super::cases::{run_kernel, CaseOutcome, CaseSpec, PreparedCase};
 use super::sampling::FULL_REFERENCE_PRODUCTS;
 use crate::kernels::KernelUnderTest;
-use crate::model::bounds::KOrder;
-use crate::model::mma::schedule::Schedule;
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::model::mma::schedule::Schedule;
 use std::time::Instant;
 
 /// Runs `specs` in order, handing each outcome to `on_outcome` with the seconds the campaign
@@ -72,8 +72,8 @@ mod tests {
     use super::*;
     use crate::kernels::cpu::{Bug, CpuKernel};
     use crate::kernels::{KernelCase, KernelFailure, ShapeSupport};
-    use crate::problem::{Distribution, ProblemKind, Shape};
     use half::f16;
+    use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
 
     fn spec(m: usize, l: usize, seed: u64) -> CaseSpec {
         CaseSpec {

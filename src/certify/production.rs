@@ -16,9 +16,9 @@
 //! them, thin as above and within [`CPU_LARGE_NKL`].
 
 use super::cases::{fitted, round_up, CaseSpec};
-use crate::golden::set::{DUAL_GEMM_BENCHMARKS, DUAL_GEMM_TESTS};
 use crate::kernels::ShapeSupport;
-use crate::problem::{Distribution, ProblemKind, Shape};
+use nvfp4_model::golden::set::{DUAL_GEMM_BENCHMARKS, DUAL_GEMM_TESTS};
+use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 

@@ -3,13 +3,13 @@
 
 use super::campaign::{CampaignLimits, CampaignResult, CaseSpec, Coverage, ExactCoverage};
 use super::shrink_data::ShrunkData;
-use crate::case_file::{fp16_bytes, CaseWriter};
-use crate::compare::diagnosis::{BugClass, Diagnosis, Evidence};
 use crate::error::{Error, Result};
 use crate::kernels::{KernelEnvironment, KernelFailure, KernelUnderTest};
-use crate::model::mma::schedule::Schedule;
-use crate::model::replay::ExactMismatch;
-use crate::model::MODEL_VERSION;
+use nvfp4_model::case_file::{fp16_bytes, CaseWriter};
+use nvfp4_model::compare::diagnosis::{BugClass, Diagnosis, Evidence};
+use nvfp4_model::model::mma::schedule::Schedule;
+use nvfp4_model::model::replay::ExactMismatch;
+use nvfp4_model::model::MODEL_VERSION;
 use safetensors::Dtype;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -176,7 +176,7 @@ impl FailureReport {
 
 /// The command that regenerates a campaign case's inputs and reference from its seed: the same
 /// generator the campaign ran, so its output is byte for byte the case the kernel saw.
-pub fn regenerate_command(problem: crate::problem::ProblemKind, spec: CaseSpec) -> String {
+pub fn regenerate_command(problem: nvfp4_model::problem::ProblemKind, spec: CaseSpec) -> String {
     let shape = spec.shape;
     format!(
         "nvfp4-oracle reference --problem {} --shape {}x{}x{}x{} --dist {} --seed {} --out case.safetensors",
@@ -418,7 +418,7 @@ impl Certificate {
         if let Some(failure) = result.failure {
             let minimal = &failure.minimal;
             let (m, n, l) = minimal.case.inputs.output_dims();
-            let shape = crate::problem::Shape {
+            let shape = nvfp4_model::problem::Shape {
                 m,
                 n,
                 k: minimal.spec.shape.k,
@@ -451,9 +451,9 @@ impl Certificate {
             let repro_minimal_data = match failure.data.as_ref().and_then(|d| d.inputs.as_ref()) {
                 Some(inputs) => {
                     let path = dir.join(format!("{stem}-repro-minimal-data.safetensors"));
-                    let problem = crate::problem::ProblemInputs::DualGemm(inputs.clone());
+                    let problem = nvfp4_model::problem::ProblemInputs::DualGemm(inputs.clone());
                     let reference =
-                        crate::model::problem_reference(&problem, limits.order_for(kernel));
+                        nvfp4_model::model::problem_reference(&problem, limits.order_for(kernel));
                     let mut writer = CaseWriter::default();
                     writer
                         .problem_inputs(&problem, minimal.case.padding_fill)

@@ -73,7 +73,7 @@ impl Certificate {
             words.push_str(&format!(
                 "; {} judged on sampled rows ({} of {} rows, every 128-row tile represented; \
                  every element checked for unwritten poison and misplaced NaN)",
-                crate::compare::diagnosis::plural(c.sampled_cases, "case"),
+                nvfp4_model::compare::diagnosis::plural(c.sampled_cases, "case"),
                 c.sampled_rows_judged,
                 c.sampled_rows_of
             ));
@@ -108,7 +108,7 @@ impl Certificate {
             if c.cases == 0 {
                 "- (no case ran)".to_string()
             } else {
-                crate::compare::diagnosis::plural(c.worst_ulps_from_expected as usize, "ulp")
+                nvfp4_model::compare::diagnosis::plural(c.worst_ulps_from_expected as usize, "ulp")
             },
             self.seed,
             self.k_order,
@@ -196,7 +196,7 @@ impl Certificate {
                     m.first_case.shape,
                     m.first_case.dist.name(),
                     m.first_case.seed,
-                    crate::compare::diagnosis::plural(m.shrink_steps, "shrink step"),
+                    nvfp4_model::compare::diagnosis::plural(m.shrink_steps, "shrink step"),
                     m.minimal_case.shape,
                     m.minimal_case.dist.name(),
                     m.minimal_case.seed,
@@ -218,7 +218,7 @@ impl Certificate {
                 f.first_case.shape,
                 f.first_case.dist.name(),
                 f.first_case.seed,
-                crate::compare::diagnosis::plural(f.shrink_steps, "shrink step"),
+                nvfp4_model::compare::diagnosis::plural(f.shrink_steps, "shrink step"),
                 f.minimal_case.shape,
                 f.minimal_case.dist.name(),
                 f.minimal_case.seed,

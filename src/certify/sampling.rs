@@ -7,10 +7,10 @@
 //! does NaN where none belongs, which includes the harness's poison left in an unwritten element.
 //! What this can miss, and how likely: docs/numerics.md section 8.
 
-use crate::model::bounds::KOrder;
-use crate::model::{problem_reference, Reference};
-use crate::problem::{BlockScaledMatrix, DualGemmInputs, GemmInputs, ProblemInputs, Shape};
 use half::f16;
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::model::{problem_reference, Reference};
+use nvfp4_model::problem::{BlockScaledMatrix, DualGemmInputs, GemmInputs, ProblemInputs, Shape};
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 use rayon::prelude::*;
@@ -179,8 +179,8 @@ pub fn sampled_reference(inputs: &ProblemInputs, order: KOrder, sample: &RowSamp
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::problem::generate::generate_problem;
-    use crate::problem::{Distribution, ProblemKind};
+    use nvfp4_model::problem::generate::generate_problem;
+    use nvfp4_model::problem::{Distribution, ProblemKind};
 
     #[test]
     fn a_case_within_the_budget_is_judged_whole() {

@@ -363,7 +363,7 @@ fn run_tool(
     }
     for (spec, case) in sample {
         let (m, n, l) = case.inputs.output_dims();
-        let mut output = vec![crate::problem::POISON; m * n * l];
+        let mut output = vec![nvfp4_model::problem::POISON; m * n * l];
         if let Err(failure) = wrapped.run(case, &mut output) {
             run.note = Some(format!(
                 "case {} {} seed {}: {}",

@@ -8,14 +8,14 @@
 //! Each step is a kernel run judged against the model on the changed inputs; the number of runs
 //! is bounded ([`RUN_BUDGET`]) so a slow kernel costs seconds, not minutes.
 
-use crate::compare::{judge, OutputShape};
-use crate::formats::{E2m1, E4m3, E4M3_ONE_CODE};
 use crate::kernels::{KernelCase, KernelUnderTest};
-use crate::model::bounds::KOrder;
-use crate::model::problem_reference;
-use crate::problem::POISON;
-use crate::problem::{BlockScaledMatrix, DualGemmInputs, ProblemInputs, Shape, SCALE_BLOCK};
 use half::f16;
+use nvfp4_model::compare::{judge, OutputShape};
+use nvfp4_model::formats::{E2m1, E4m3, E4M3_ONE_CODE};
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::model::problem_reference;
+use nvfp4_model::problem::POISON;
+use nvfp4_model::problem::{BlockScaledMatrix, DualGemmInputs, ProblemInputs, Shape, SCALE_BLOCK};
 use serde::{Deserialize, Serialize};
 
 /// Kernel runs data shrinking may spend.

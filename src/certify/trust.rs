@@ -95,7 +95,7 @@ pub(crate) fn allows_timing(
 ) -> std::result::Result<(), String> {
     if value["status"] != serde_json::json!("certified")
         || value["source_hash"] != serde_json::json!(hash)
-        || value["model_version"] != serde_json::json!(crate::model::MODEL_VERSION)
+        || value["model_version"] != serde_json::json!(nvfp4_model::model::MODEL_VERSION)
     {
         return Err(String::new());
     }
@@ -140,7 +140,7 @@ mod tests {
         let good = serde_json::json!({
             "status": "certified",
             "source_hash": hash,
-            "model_version": crate::model::MODEL_VERSION,
+            "model_version": nvfp4_model::model::MODEL_VERSION,
             "environment": {"isolation": "sandboxed: own mount, PID namespaces"},
             "coverage": {
                 "planned_production_cases": 13, "planned_large_cases": 8,

@@ -3,11 +3,11 @@
 use super::bench_external::bench_external;
 use super::bench_report::{trusted, BenchArgs, BenchReport};
 use crate::error::{Error, Result};
-use crate::golden::set::DUAL_GEMM_BENCHMARKS;
 use crate::gpu::bench::bench_variant;
 use crate::gpu::variants::gpu_variants;
 use crate::kernels::KernelUnderTest;
-use crate::problem::{ProblemKind, Shape};
+use nvfp4_model::golden::set::DUAL_GEMM_BENCHMARKS;
+use nvfp4_model::problem::{ProblemKind, Shape};
 use std::process::ExitCode;
 
 fn torch_baseline(shapes: &[Shape], reps: usize) -> Option<serde_json::Value> {

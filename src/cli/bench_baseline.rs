@@ -77,7 +77,7 @@ pub fn render(path: &Path, changes: &[MedianChange]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::problem::Shape;
+    use nvfp4_model::problem::Shape;
 
     fn timing(variant: &str, median_us: f64, spread: f64) -> Timing {
         Timing {

@@ -4,21 +4,21 @@
 //! reported samples, and a crash or hang while timed.
 
 use super::bench_report::{trusted, BenchArgs, BenchReport, Clocks, SpotCheck};
-use crate::compare::{judge, OutputShape};
 use crate::error::{Error, Result};
-use crate::golden::set::{DUAL_GEMM_BENCHMARKS, GROUP_GEMM_BENCHMARKS};
 use crate::gpu::bench::Timing;
 use crate::gpu::device::device_info;
 use crate::gpu::l2::L2Reset;
 use crate::gpu::roofline::{self, below_floor_finding};
 use crate::kernels::{KernelCase, KernelUnderTest};
-use crate::model::bounds::KOrder;
-use crate::model::problem_reference;
-use crate::problem::generate::{generate_group_gemm, generate_problem};
-use crate::problem::{Distribution, ProblemInputs, ProblemKind, Shape};
 use crate::worker::isolated::IsolatedKernel;
 use crate::worker::protocol::CaseFiles;
 use crate::worker::timing::median;
+use nvfp4_model::compare::{judge, OutputShape};
+use nvfp4_model::golden::set::{DUAL_GEMM_BENCHMARKS, GROUP_GEMM_BENCHMARKS};
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::model::problem_reference;
+use nvfp4_model::problem::generate::{generate_group_gemm, generate_problem};
+use nvfp4_model::problem::{Distribution, ProblemInputs, ProblemKind, Shape};
 use std::time::Duration;
 
 /// Warm-up calls before each timed loop (each on its own inputs).
@@ -27,7 +27,7 @@ const WARM_UP: usize = 3;
 /// every run, so that no kernel can compute its timed calls' answers in advance from a seed it
 /// knows or can guess (halved: `first + i` never wraps).
 fn first_seed() -> u64 {
-    crate::problem::unpredictable::unpredictable_seed() >> 1
+    nvfp4_model::problem::unpredictable::unpredictable_seed() >> 1
 }
 
 /// A benchmark shape of any problem.

@@ -5,8 +5,8 @@
 use super::external::ExternalArgs;
 use crate::certify::trust::{timing_trust, Trust};
 use crate::gpu::bench::Timing;
-use crate::problem::Shape;
 use clap::Args;
+use nvfp4_model::problem::Shape;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 

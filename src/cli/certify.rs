@@ -10,10 +10,10 @@ use crate::certify::shard::Shard;
 use crate::certify::{certify_variant, CampaignLimits};
 use crate::error::{Error, Result};
 use crate::kernels::{KernelUnderTest, PrepareError};
-use crate::model::bounds::KOrder;
 use crate::worker::registry;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use nvfp4_model::model::bounds::KOrder;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -41,7 +41,7 @@ pub struct CertifyArgs {
     #[arg(long)]
     pub seed: Option<u64>,
     /// K orders the intervals accept (see `reference --help`).
-    #[arg(long, default_value = "contiguous")]
+    #[arg(long, default_value = "contiguous", value_parser = super::named::<KOrder>())]
     pub k_order: KOrder,
     /// Draw only the competition's gpumode distribution (shows what its weak inputs miss).
     #[arg(long)]
@@ -137,11 +137,12 @@ fn select(
     for pattern in patterns {
         if !all.iter().any(|k| matches(pattern, k.name())) {
             let names: Vec<&str> = all.iter().map(|k| k.name()).collect();
-            return Err(Error::UnknownName {
+            return Err(nvfp4_model::Error::UnknownName {
                 what: "kernel",
                 given: pattern.clone(),
                 expected: names.join(", "),
-            });
+            }
+            .into());
         }
     }
     Ok(all
@@ -177,7 +178,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     // kernel must not be able to know them in advance (the time of a run is easy to guess).
     let seed = args
         .seed
-        .unwrap_or_else(crate::problem::unpredictable::unpredictable_seed);
+        .unwrap_or_else(nvfp4_model::problem::unpredictable::unpredictable_seed);
     if let Some(list) = &args.gpus {
         let gpus = super::certify_gpus::gpu_list(list)?;
         return super::certify_gpus::run(&gpus, seed, &args.report_dir, |shards| {
@@ -248,7 +249,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     let golden = match &args.golden {
         _ if args.no_golden => Vec::new(),
         Some(dir) => {
-            crate::certify::cases::golden_campaign_cases(&crate::golden::read_manifest(dir)?)
+            crate::certify::cases::golden_campaign_cases(&nvfp4_model::golden::read_manifest(dir)?)
         }
         None => crate::certify::cases::builtin_golden_campaign_cases(),
     };
@@ -446,8 +447,8 @@ fn with_preflight_hint(reason: String) -> String {
 mod tests {
     use super::{matches, select};
     use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
-    use crate::problem::ProblemKind;
     use half::f16;
+    use nvfp4_model::problem::ProblemKind;
 
     /// A registry entry as a GPU machine would list it: a name, whether it is deliberately
     /// broken, whether it can run here.

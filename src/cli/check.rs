@@ -1,12 +1,12 @@
 //! `nvfp4-oracle check`: judge a kernel's output against a reference case.
 
 use super::EXIT_FAIL;
-use crate::case_file::fp16_from_bytes;
-use crate::case_file::{check_intervals, CaseReader};
-use crate::compare::{judge, OutputShape};
 use crate::error::{Error, Result};
-use crate::model::MODEL_VERSION;
 use clap::Args;
+use nvfp4_model::case_file::fp16_from_bytes;
+use nvfp4_model::case_file::{check_intervals, CaseReader};
+use nvfp4_model::compare::{judge, OutputShape};
+use nvfp4_model::model::MODEL_VERSION;
 use safetensors::Dtype;
 use std::path::PathBuf;
 use std::process::ExitCode;

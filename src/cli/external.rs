@@ -2,10 +2,10 @@
 
 use crate::error::{Error, Result};
 use crate::kernels::manifest::{KernelCode, Manifest};
-use crate::problem::ProblemKind;
 use crate::worker::external::external_kernel;
 use crate::worker::isolated::IsolatedKernel;
 use clap::Args;
+use nvfp4_model::problem::ProblemKind;
 use std::path::PathBuf;
 
 #[derive(Args, Debug, Clone)]
@@ -29,7 +29,7 @@ pub struct ExternalArgs {
     #[arg(long = "manifest", value_name = "FILE")]
     pub manifests: Vec<PathBuf>,
     /// The problem a --submission or --library solves.
-    #[arg(long, default_value = "dual-gemm")]
+    #[arg(long, default_value = "dual-gemm", value_parser = super::named::<ProblemKind>())]
     pub problem: ProblemKind,
 }
 

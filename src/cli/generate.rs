@@ -1,10 +1,10 @@
 //! `nvfp4-oracle generate`: deterministic inputs as a safetensors case file.
 
-use crate::case_file::CaseWriter;
 use crate::error::Result;
-use crate::problem::generate::generate_problem;
-use crate::problem::{Distribution, ProblemKind, Shape};
 use clap::Args;
+use nvfp4_model::case_file::CaseWriter;
+use nvfp4_model::problem::generate::generate_problem;
+use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -15,14 +15,14 @@ pub struct CaseArgs {
     /// group-gemm, L is the number of groups, all with the same K: the first is M x N, the others
     /// draw their M from 1..=M and their N from 1..=N with the seed (the file's `groups` metadata
     /// lists them).
-    #[arg(long, default_value = "dual-gemm")]
+    #[arg(long, default_value = "dual-gemm", value_parser = super::named::<ProblemKind>())]
     pub problem: ProblemKind,
     /// Shape as MxNxK or MxNxKxL, e.g. 256x4096x7168. K must be a multiple of 16.
     #[arg(long)]
     pub shape: Shape,
     /// Input distribution (stagnation: per-product rounding at its worst, docs/numerics.md
     /// section 3).
-    #[arg(long, default_value = "gpumode")]
+    #[arg(long, default_value = "gpumode", value_parser = super::named::<Distribution>())]
     pub dist: Distribution,
     /// Seed of the portable generator: the same seed gives the same bytes on every machine.
     #[arg(long, default_value_t = 1111)]
@@ -62,7 +62,7 @@ impl CaseArgs {
 
 pub fn run(args: GenerateArgs) -> Result<ExitCode> {
     let case = &args.case;
-    crate::problem::memory::check_fits(case.problem, case.shape, false)?;
+    nvfp4_model::problem::memory::check_fits(case.problem, case.shape, false)?;
     inputs_writer(case.problem, case.shape, case.dist, case.seed)?.write(&args.out)?;
     println!("wrote {} to {}", case.describe(), args.out.display());
     Ok(ExitCode::SUCCESS)

@@ -2,11 +2,11 @@
 
 use super::EXIT_FAIL;
 use crate::error::{Error, Result};
-use crate::golden::scaled::{verify_scaled_manifest, write_scaled_manifest};
-use crate::golden::{cost, generate, read_manifest, verify_case, CaseStatus};
-use crate::model::bounds::KOrder;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use nvfp4_model::golden::scaled::{verify_scaled_manifest, write_scaled_manifest};
+use nvfp4_model::golden::{cost, generate, read_manifest, verify_case, CaseStatus};
+use nvfp4_model::model::bounds::KOrder;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;

@@ -114,7 +114,7 @@ pub enum Command {
         #[arg(long, conflicts_with_all = ["variant", "library"])]
         timing_baseline: bool,
     },
-    /// Internal: run a worker inside the sandbox (src/worker/sandbox.rs); `--probe` builds the
+    /// Internal: run a worker inside the sandbox (src/sandbox/); `--probe` builds the
     /// sandbox, checks it from inside and says what holds.
     #[command(hide = true)]
     Sandbox {
@@ -137,30 +137,72 @@ pub enum Command {
     },
 }
 
-/// The named enums the command line takes, each listed by the same `ALL` (or `NAMED`) and
-/// `name` that parse it elsewhere: clap's help ("possible values") and its error for an unknown
-/// value then say what the library accepts, with no list written out by hand to drift.
+/// A named enum of the model that the command line takes, listed by the same `ALL` (or `NAMED`)
+/// and `name` that parse it elsewhere: clap's help ("possible values") and its error for an
+/// unknown value then say what the library accepts, with no list written out by hand to drift.
+/// (clap's `ValueEnum` cannot be implemented here for the model's types.)
+pub(crate) trait Named: Copy + Send + Sync + 'static {
+    const ALL: &'static [Self];
+    fn name(self) -> &'static str;
+}
+
 macro_rules! named_values {
     ($($type:ty => $list:expr),* $(,)?) => {$(
-        impl clap::ValueEnum for $type {
-            fn value_variants<'a>() -> &'a [Self] {
-                &$list
-            }
-            fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
-                Some(clap::builder::PossibleValue::new(self.name()))
+        impl Named for $type {
+            const ALL: &'static [Self] = &$list;
+            fn name(self) -> &'static str {
+                <$type>::name(self)
             }
         }
     )*};
 }
 
 named_values!(
-    crate::model::bounds::KOrder => crate::model::bounds::KOrder::ALL,
-    crate::problem::ProblemKind => crate::problem::ProblemKind::ALL,
-    crate::problem::Distribution => crate::problem::Distribution::NAMED,
-    crate::problem::scaled_gemm::OperandFormat => crate::problem::scaled_gemm::OperandFormat::ALL,
-    crate::problem::scaled_gemm::OutDtype => crate::problem::scaled_gemm::OutDtype::ALL,
-    crate::problem::scaled_gemm::Epilogue => crate::problem::scaled_gemm::Epilogue::ALL,
+    nvfp4_model::model::bounds::KOrder => nvfp4_model::model::bounds::KOrder::ALL,
+    nvfp4_model::problem::ProblemKind => nvfp4_model::problem::ProblemKind::ALL,
+    nvfp4_model::problem::Distribution => nvfp4_model::problem::Distribution::NAMED,
+    nvfp4_model::problem::scaled_gemm::OperandFormat => nvfp4_model::problem::scaled_gemm::OperandFormat::ALL,
+    nvfp4_model::problem::scaled_gemm::OutDtype => nvfp4_model::problem::scaled_gemm::OutDtype::ALL,
+    nvfp4_model::problem::scaled_gemm::Epilogue => nvfp4_model::problem::scaled_gemm::Epilogue::ALL,
 );
+
+/// clap's parser of a [`Named`] enum: `#[arg(value_parser = named::<T>())]`.
+#[derive(Clone)]
+pub(crate) struct NamedParser<T>(std::marker::PhantomData<T>);
+
+pub(crate) fn named<T: Named>() -> NamedParser<T> {
+    NamedParser(std::marker::PhantomData)
+}
+
+impl<T: Named> clap::builder::TypedValueParser for NamedParser<T> {
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> std::result::Result<T, clap::Error> {
+        let names = T::ALL.iter().map(|v| v.name());
+        // clap's own parser of a list of names, for its error (the possible values, a
+        // suggestion for a near miss).
+        let text = clap::builder::PossibleValuesParser::new(names).parse_ref(cmd, arg, value)?;
+        Ok(*T::ALL
+            .iter()
+            .find(|v| v.name() == text)
+            .expect("clap accepted one of the names"))
+    }
+
+    fn possible_values(
+        &self,
+    ) -> Option<Box<dyn Iterator<Item = clap::builder::PossibleValue> + '_>> {
+        Some(Box::new(
+            T::ALL
+                .iter()
+                .map(|v| clap::builder::PossibleValue::new(v.name())),
+        ))
+    }
+}
 
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {

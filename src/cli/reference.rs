@@ -1,15 +1,15 @@
 //! `nvfp4-oracle reference`: inputs plus the model's answer and acceptance interval.
 
 use super::generate::{inputs_writer, CaseArgs};
-use crate::case_file::{CaseReader, CaseWriter};
 use crate::error::{Error, Result};
-use crate::model::bounds::{max_blocks, KOrder};
-use crate::model::{output_rows, problem_reference_with_progress, Reference, MODEL_VERSION};
-use crate::problem::generate::generate_problem;
-use crate::problem::memory::{available_bytes, check_fits, gib, model_bytes};
-use crate::problem::ProblemInputs;
-use crate::problem::{Distribution, ProblemKind, Shape};
 use clap::Args;
+use nvfp4_model::case_file::{CaseReader, CaseWriter};
+use nvfp4_model::model::bounds::{max_blocks, KOrder};
+use nvfp4_model::model::{output_rows, problem_reference_with_progress, Reference, MODEL_VERSION};
+use nvfp4_model::problem::generate::generate_problem;
+use nvfp4_model::problem::memory::{available_bytes, check_fits, gib, model_bytes};
+use nvfp4_model::problem::ProblemInputs;
+use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
@@ -26,14 +26,14 @@ torch: x.permute(2, 0, 1).contiguous() for GPU MODE's [rows, K/2, L] tensors, vi
 pub struct ReferenceArgs {
     /// The problem, generated (--shape; see `generate --help` for what gemv and group-gemm make
     /// of it) or read from --inputs.
-    #[arg(long, default_value = "dual-gemm")]
+    #[arg(long, default_value = "dual-gemm", value_parser = super::named::<ProblemKind>())]
     pub problem: ProblemKind,
     /// Shape of generated inputs, MxNxK or MxNxKxL, e.g. 256x4096x7168 (K a multiple of 16).
     #[arg(long, required_unless_present = "inputs", conflicts_with = "inputs")]
     pub shape: Option<Shape>,
     /// Input distribution of generated inputs (stagnation: per-product rounding at its worst,
     /// docs/numerics.md section 3).
-    #[arg(long, default_value = "gpumode", conflicts_with = "inputs")]
+    #[arg(long, default_value = "gpumode", conflicts_with = "inputs", value_parser = super::named::<Distribution>())]
     pub dist: Distribution,
     /// Seed of the portable generator: the same seed gives the same bytes on every machine.
     #[arg(long, default_value_t = 1111, conflicts_with = "inputs")]
@@ -45,7 +45,7 @@ pub struct ReferenceArgs {
     /// K, at most 16 split-K partials: every main loop, split-K and stream-K kernel), `any`
     /// (blocks in any order; wider intervals) or `per-product` (one f32 fused multiply-add per
     /// product, as cuBLAS SGEMM and torch's fp32 matmul do).
-    #[arg(long, default_value = "contiguous")]
+    #[arg(long, default_value = "contiguous", value_parser = super::named::<KOrder>())]
     pub k_order: KOrder,
     /// Output case file (safetensors): the inputs plus `expected`, `lo`, `hi` (fp16 [M, N, L]).
     #[arg(long)]

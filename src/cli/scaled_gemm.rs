@@ -10,19 +10,19 @@
 //! output type and the epilogue.
 
 use super::EXIT_FAIL;
-use crate::case_file::{
+use crate::error::{Error, Result};
+use clap::{Args, Subcommand};
+use nvfp4_model::case_file::{
     check_intervals, f32_from_bytes, f64_bytes, f64_from_bytes, CaseReader, CaseWriter,
 };
-use crate::error::{Error, Result};
-use crate::formats::{pack_e2m1, unpack_e2m1, E2m1};
-use crate::model::scaled_gemm::{scaled_gemm_reference_with_progress, Accepted};
-use crate::model::MODEL_VERSION;
-use crate::problem::scaled_gemm::{
+use nvfp4_model::formats::{pack_e2m1, unpack_e2m1, E2m1};
+use nvfp4_model::model::scaled_gemm::{scaled_gemm_reference_with_progress, Accepted};
+use nvfp4_model::model::MODEL_VERSION;
+use nvfp4_model::problem::scaled_gemm::{
     Epilogue, OperandFormat, OutDtype, ScaledGemmInputs, ScaledOperand,
 };
-use crate::problem::Shape;
-use crate::quant::family::{draw_scaled_gemm, ScaledDraw};
-use clap::{Args, Subcommand};
+use nvfp4_model::problem::Shape;
+use nvfp4_model::quant::family::{draw_scaled_gemm, ScaledDraw};
 use safetensors::Dtype;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -48,10 +48,10 @@ and optionally bias as the case file stores them (`scaled-gemm check --help` giv
 )]
 pub struct ScaledReferenceArgs {
     /// A's format.
-    #[arg(long, default_value = "nvfp4")]
+    #[arg(long, default_value = "nvfp4", value_parser = super::named::<OperandFormat>())]
     pub a_format: OperandFormat,
     /// B's format (B is N x K, as a weight is stored).
-    #[arg(long, default_value = "nvfp4")]
+    #[arg(long, default_value = "nvfp4", value_parser = super::named::<OperandFormat>())]
     pub b_format: OperandFormat,
     /// MxNxK of drawn operands (K a multiple of 32 for MX formats, of 16 otherwise).
     #[arg(long, required_unless_present = "inputs", conflicts_with = "inputs")]
@@ -81,10 +81,10 @@ pub struct ScaledReferenceArgs {
     #[arg(long)]
     pub bias: bool,
     /// The output type.
-    #[arg(long, default_value = "bf16")]
+    #[arg(long, default_value = "bf16", value_parser = super::named::<OutDtype>())]
     pub out_dtype: OutDtype,
     /// Where alpha and the bias are applied (below).
-    #[arg(long, default_value = "f32")]
+    #[arg(long, default_value = "f32", value_parser = super::named::<Epilogue>())]
     pub epilogue: Epilogue,
     /// Output case file (safetensors).
     #[arg(long)]
@@ -209,7 +209,7 @@ fn reference(args: ScaledReferenceArgs) -> Result<ExitCode> {
 }
 
 fn drawn(args: &ScaledReferenceArgs, shape: Shape) -> Result<ScaledGemmInputs> {
-    draw_scaled_gemm(&ScaledDraw {
+    Ok(draw_scaled_gemm(&ScaledDraw {
         a_format: args.a_format,
         b_format: args.b_format,
         shape: (shape.m, shape.n, shape.k),
@@ -220,7 +220,7 @@ fn drawn(args: &ScaledReferenceArgs, shape: Shape) -> Result<ScaledGemmInputs> {
         out: args.out_dtype,
         epilogue: args.epilogue,
         mx_scaling: args.mx_scaling.parse()?,
-    })
+    })?)
 }
 
 /// Outputs past this many elements are refused: the reference holds about 40 bytes for each.
@@ -243,15 +243,17 @@ fn check_fits(m: usize, n: usize, k: usize) -> Result<()> {
     }
     let needed = (m as u128 + n as u128) * k as u128 * BYTES_PER_OPERAND_ELEMENT
         + m as u128 * n as u128 * BYTES_PER_OUTPUT;
-    crate::problem::memory::check_bytes(
+    Ok(nvfp4_model::problem::memory::check_bytes(
         &format!("the scaled-gemm reference for {m}x{n}x{k}"),
         needed,
-    )
+    )?)
 }
 
 /// The reference, with a progress bar on stderr for long runs; refused for outputs too large to
 /// hold.
-fn with_progress(inputs: &ScaledGemmInputs) -> Result<crate::model::scaled_gemm::ScaledReference> {
+fn with_progress(
+    inputs: &ScaledGemmInputs,
+) -> Result<nvfp4_model::model::scaled_gemm::ScaledReference> {
     let (m, n, k) = (inputs.m(), inputs.n(), inputs.k());
     check_fits(m, n, k)?;
     let bar = super::progress::rows_bar("reference", m, m as u128 * n as u128 * k as u128);
@@ -355,7 +357,7 @@ fn read_operand(
             &[rows, operand_k / block],
         )?,
     };
-    ScaledOperand::new(format, rows, operand_k, codes, scales)
+    Ok(ScaledOperand::new(format, rows, operand_k, codes, scales)?)
 }
 
 fn check(args: ScaledCheckArgs) -> Result<ExitCode> {

@@ -7,8 +7,8 @@ use super::EXIT_FAIL;
 use crate::certify::report::{Certificate, BUILD};
 use crate::error::{Error, Result};
 use crate::kernels::KernelUnderTest;
-use crate::model::MODEL_VERSION;
 use clap::Args;
+use nvfp4_model::model::MODEL_VERSION;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

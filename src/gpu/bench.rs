@@ -8,10 +8,10 @@ use super::launch::{configure_function, LaunchBuffers, PreparedLaunch};
 use super::variants::GpuVariant;
 use crate::error::{Error, Result};
 use crate::kernels::KernelCase;
-use crate::problem::generate::generate_dual_gemm;
-use crate::problem::{Distribution, Shape};
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
+use nvfp4_model::problem::generate::generate_dual_gemm;
+use nvfp4_model::problem::{Distribution, Shape};
 use serde::{Deserialize, Serialize};
 
 const WARM_UP: usize = 3;

@@ -6,10 +6,10 @@
 use super::fenced::{FencedBuffer, CANARY_BYTE};
 use super::variants::GpuVariant;
 use crate::kernels::{DualGemmCase, KernelFailure};
-use crate::problem::Shape;
-use crate::problem::POISON;
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
+use nvfp4_model::problem::Shape;
+use nvfp4_model::problem::POISON;
 use std::sync::Arc;
 
 fn crashed(err: impl std::fmt::Display) -> KernelFailure {

@@ -3,8 +3,8 @@
 
 use super::launch::LaunchBuffers;
 use crate::kernels::KernelFailure;
-use crate::problem::Shape;
 use cudarc::driver::CudaStream;
+use nvfp4_model::problem::Shape;
 use std::ffi::{c_char, c_int, c_void};
 use std::path::Path;
 use std::sync::Arc;
@@ -149,7 +149,7 @@ impl LoadedLibrary {
 }
 
 /// The C ABI's `[L][M][N]` output in the harness's `[M][N][L]` order.
-pub fn lmn_to_mnl(lmn: &[u16], shape: crate::problem::Shape) -> Vec<u16> {
+pub fn lmn_to_mnl(lmn: &[u16], shape: nvfp4_model::problem::Shape) -> Vec<u16> {
     let (m, n, l) = (shape.m, shape.n, shape.l);
     let mut mnl = vec![0u16; lmn.len()];
     for b in 0..l {

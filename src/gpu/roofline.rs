@@ -7,7 +7,7 @@
 //! whatever else passed.
 
 use super::device::DeviceInfo;
-use crate::problem::ProblemInputs;
+use nvfp4_model::problem::ProblemInputs;
 
 /// The densest multiply-add rate of one SM per clock, in floating-point operations (one
 /// multiply-add is two), of the architectures whose rate is known: Hopper's FP8 (and INT8) tensor
@@ -102,8 +102,8 @@ pub fn below_floor_finding(median_us: f64, floor: &Floor) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::problem::generate::{generate_problem, Distribution};
-    use crate::problem::{ProblemKind, Shape};
+    use nvfp4_model::problem::generate::{generate_problem, Distribution};
+    use nvfp4_model::problem::{ProblemKind, Shape};
 
     fn h100() -> DeviceInfo {
         DeviceInfo {

@@ -5,8 +5,10 @@
 //! TMA tensor maps (A, B1, B2) for the variants that declare `tensor_maps`.
 
 use crate::kernels::ShapeSupport;
-use crate::model::mma::schedule::{Schedule, HOPPER_F16_INCREASING_K, HOPPER_F16_SPLIT_HALVES};
-use crate::problem::Shape;
+use nvfp4_model::model::mma::schedule::{
+    Schedule, HOPPER_F16_INCREASING_K, HOPPER_F16_SPLIT_HALVES,
+};
+use nvfp4_model::problem::Shape;
 use sha2::{Digest, Sha256};
 
 /// A kernel source file, embedded so that the binary alone can run on a GPU machine.

@@ -3,10 +3,10 @@
 //! real bug of a kind NVFP4 kernel authors make. Like a GPU kernel they read the *blocked* scales.
 
 use super::interface::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
-use crate::formats::{e2m1_at, E4m3};
-use crate::layout::BlockedScaleLayout;
-use crate::problem::{ProblemKind, SCALE_BLOCK};
 use half::f16;
+use nvfp4_model::formats::{e2m1_at, E4m3};
+use nvfp4_model::layout::BlockedScaleLayout;
+use nvfp4_model::problem::{ProblemKind, SCALE_BLOCK};
 use rayon::prelude::*;
 
 /// Output tile edge of the CPU kernels, like a GPU CTA's.
@@ -178,7 +178,7 @@ impl CpuKernel {
         } else {
             code
         };
-        let value = crate::formats::E2m1::from_bits(code).to_f32();
+        let value = nvfp4_model::formats::E2m1::from_bits(code).to_f32();
         if self.has(Bug::Fp4ThreeReadAsTwo) && value.abs() == 3.0 {
             2.0f32.copysign(value)
         } else {

@@ -9,11 +9,11 @@
 //! (docs/numerics.md section 3).
 
 use super::interface::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
-use crate::formats::{e2m1_at, E4m3};
-use crate::layout::BlockedScaleLayout;
-use crate::model::bounds::KOrder;
-use crate::problem::{BlockScaledMatrix, ProblemKind, SCALE_BLOCK};
 use half::f16;
+use nvfp4_model::formats::{e2m1_at, E4m3};
+use nvfp4_model::layout::BlockedScaleLayout;
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::problem::{BlockScaledMatrix, ProblemKind, SCALE_BLOCK};
 use rayon::prelude::*;
 
 pub struct CpuFmaPerProduct;

@@ -10,12 +10,12 @@
 //!   any contiguous K order), so only the replay notices that it does not do what it declares.
 
 use super::interface::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
-use crate::formats::{e2m1_at, fp16_from_f64_rne, E4m3};
-use crate::layout::BlockedScaleLayout;
-use crate::model::mma::fast::hopper_hmma_step_fast;
-use crate::model::mma::schedule::{Schedule, HOPPER_F16_INCREASING_K};
-use crate::problem::{BlockScaledMatrix, ProblemKind, SCALE_BLOCK};
 use half::f16;
+use nvfp4_model::formats::{e2m1_at, fp16_from_f64_rne, E4m3};
+use nvfp4_model::layout::BlockedScaleLayout;
+use nvfp4_model::model::mma::fast::hopper_hmma_step_fast;
+use nvfp4_model::model::mma::schedule::{Schedule, HOPPER_F16_INCREASING_K};
+use nvfp4_model::problem::{BlockScaledMatrix, ProblemKind, SCALE_BLOCK};
 use rayon::prelude::*;
 
 /// `cpu-hopper-sim`, or with `reversed_k` the mutant `cpu-mutant-reordered-k`.

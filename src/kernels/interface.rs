@@ -4,9 +4,9 @@
 //! and the campaign knows nothing else. This file depends on no kernel source, so the GPU
 //! backend can use its types without an import circle.
 
-use crate::model::mma::schedule::Schedule;
-use crate::problem::{DualGemmInputs, ProblemInputs, ProblemKind, Shape};
 use half::f16;
+use nvfp4_model::model::mma::schedule::Schedule;
+use nvfp4_model::problem::{DualGemmInputs, ProblemInputs, ProblemKind, Shape};
 
 /// The shapes a kernel declares it supports. Shapes outside are not fuzzed; the harness checks
 /// that the kernel refuses them cleanly instead.
@@ -130,12 +130,6 @@ impl KernelCase {
     }
 }
 
-impl From<DualGemmInputs> for ProblemInputs {
-    fn from(inputs: DualGemmInputs) -> Self {
-        ProblemInputs::DualGemm(inputs)
-    }
-}
-
 /// How a run went wrong before any output could be judged.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, serde::Serialize, serde::Deserialize)]
 pub enum KernelFailure {
@@ -252,7 +246,7 @@ pub fn source_hash_of(source: &str) -> String {
 }
 
 /// A kernel under test. `run` writes `[M, N, L]` fp16 into `output`, which the harness has filled
-/// with the poison NaN ([`crate::problem::POISON`]).
+/// with the poison NaN ([`nvfp4_model::problem::POISON`]).
 pub trait KernelUnderTest: Sync {
     fn name(&self) -> &str;
     /// One line for `variants`: what the kernel is (for a mutant, its bug).
@@ -307,9 +301,9 @@ pub trait KernelUnderTest: Sync {
         false
     }
     /// The accumulation the kernel declares when it is not the default contract's (blocks of 16
-    /// summed before each rounding), e.g. [`KOrder::PerProduct`](crate::model::bounds::KOrder::PerProduct): its campaign's intervals are
+    /// summed before each rounding), e.g. [`KOrder::PerProduct`](nvfp4_model::model::bounds::KOrder::PerProduct): its campaign's intervals are
     /// then that order's, whatever `--k-order` says.
-    fn declared_order(&self) -> Option<crate::model::bounds::KOrder> {
+    fn declared_order(&self) -> Option<nvfp4_model::model::bounds::KOrder> {
         None
     }
     /// Shapes the kernel declares it will run at (a manifest's `[shapes] production`): every

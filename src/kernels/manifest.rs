@@ -29,9 +29,9 @@
 
 use super::interface::ShapeSupport;
 use crate::error::{Error, Result};
-use crate::model::bounds::KOrder;
-use crate::model::mma::schedule::{KChunkOrder, MmaModel, OutputEpilogue, Schedule};
-use crate::problem::{ProblemKind, Shape};
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::model::mma::schedule::{KChunkOrder, MmaModel, OutputEpilogue, Schedule};
+use nvfp4_model::problem::{ProblemKind, Shape};
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
@@ -250,7 +250,7 @@ impl Manifest {
             .as_deref()
             .unwrap_or("dual-gemm")
             .parse()
-            .map_err(|err: Error| bad(path, err))?;
+            .map_err(|err: nvfp4_model::Error| bad(path, err))?;
         let code = match (file.submission, file.library, file.symbol) {
             (Some(submission), None, None) => KernelCode::Submission(dir.join(submission)),
             (None, Some(library), Some(symbol)) => KernelCode::Library {

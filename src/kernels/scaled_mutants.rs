@@ -6,11 +6,11 @@
 //! The correct kernel sums each 16-product group exactly (a fused tensor-core adder) into an f32
 //! accumulator, K increasing, then applies the epilogue in f32 with separate roundings.
 
-use crate::formats::ExactValue;
-use crate::problem::scaled_gemm::{
+use half::f16;
+use nvfp4_model::formats::ExactValue;
+use nvfp4_model::problem::scaled_gemm::{
     Epilogue, OperandFormat, ScaleFormat, ScaledGemmInputs, ScaledOperand,
 };
-use half::f16;
 
 /// One planted bug.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -183,7 +183,7 @@ fn epilogue(
         }
     };
     if bug == Some(ScaledBug::Bf16Truncated)
-        && inputs.out == crate::problem::scaled_gemm::OutDtype::Bf16
+        && inputs.out == nvfp4_model::problem::scaled_gemm::OutDtype::Bf16
     {
         let bits = (value as f32).to_bits() & 0xFFFF_0000;
         return f64::from(f32::from_bits(bits));

@@ -154,7 +154,7 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
     // calls in shared memory; the grouped GEMM's plain scales are host tensors, and the C-ABI
     // worker maps no shared memory: those get files.
     let shared = matches!(manifest.code, KernelCode::Submission(_))
-        && manifest.problem != crate::problem::ProblemKind::GroupGemm;
+        && manifest.problem != nvfp4_model::problem::ProblemKind::GroupGemm;
     let info = KernelInfo {
         name: manifest.name.clone(),
         description: manifest.description.clone(),

@@ -11,9 +11,9 @@ use crate::kernels::{
     KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError, RunConditions,
     ShapeSupport, ToolWrapper,
 };
-use crate::model::mma::schedule::Schedule;
-use crate::problem::ProblemKind;
 use half::f16;
+use nvfp4_model::model::mma::schedule::Schedule;
+use nvfp4_model::problem::ProblemKind;
 use std::path::PathBuf;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -44,7 +44,7 @@ pub struct KernelInfo {
     /// Declared (manifest) to give outputs that may differ between runs.
     pub nondeterministic: bool,
     /// Declared (manifest) accumulation other than the default contract's.
-    pub accumulation: Option<crate::model::bounds::KOrder>,
+    pub accumulation: Option<nvfp4_model::model::bounds::KOrder>,
 }
 
 /// Says why the kernel cannot run on this machine, without starting anything.
@@ -60,7 +60,7 @@ pub struct IsolatedKernel {
     environment: Mutex<KernelEnvironment>,
     scratch: PathBuf,
     /// A manifest's `[shapes] production` ([`IsolatedKernel::with_production_shapes`]).
-    production_shapes: Vec<crate::problem::Shape>,
+    production_shapes: Vec<nvfp4_model::problem::Shape>,
     /// The worker that serves a timing's requests without the kernel: the same program and
     /// sandbox with no kernel loaded ([`IsolatedKernel::with_timing_baseline`]).
     baseline: Option<Box<IsolatedKernel>>,
@@ -81,7 +81,7 @@ impl IsolatedKernel {
     ) -> Self {
         // A random tag, not the purpose or an order: the worker sees these paths, and a copy
         // started under compute-sanitizer must not be told apart from a plain one by them.
-        let tag = crate::problem::unpredictable::unpredictable_seed();
+        let tag = nvfp4_model::problem::unpredictable::unpredictable_seed();
         let scratch = std::env::temp_dir().join(format!(
             "nvfp4-oracle-{}-{}-{tag:016x}",
             std::process::id(),
@@ -119,7 +119,7 @@ impl IsolatedKernel {
     }
 
     /// The shapes a manifest declares the kernel will run at: its campaigns run them.
-    pub fn with_production_shapes(mut self, shapes: Vec<crate::problem::Shape>) -> Self {
+    pub fn with_production_shapes(mut self, shapes: Vec<nvfp4_model::problem::Shape>) -> Self {
         self.production_shapes = shapes;
         self
     }
@@ -266,11 +266,11 @@ impl KernelUnderTest for IsolatedKernel {
         self.info.schedule
     }
 
-    fn declared_order(&self) -> Option<crate::model::bounds::KOrder> {
+    fn declared_order(&self) -> Option<nvfp4_model::model::bounds::KOrder> {
         self.info.accumulation
     }
 
-    fn declared_production_shapes(&self) -> Vec<crate::problem::Shape> {
+    fn declared_production_shapes(&self) -> Vec<nvfp4_model::problem::Shape> {
         self.production_shapes.clone()
     }
 

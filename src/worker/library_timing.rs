@@ -9,9 +9,9 @@ use super::protocol::{CaseFiles, Reply, Request, TimedCalls};
 use crate::gpu::launch::LaunchBuffers;
 use crate::gpu::library::{lmn_to_mnl, LoadedLibrary};
 use crate::kernels::{DualGemmCase, KernelFailure};
-use crate::problem::Shape;
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError};
+use nvfp4_model::problem::Shape;
 use std::sync::Arc;
 
 const NOT_SHARED: &str = "shared device inputs were sent to a worker that does not map them";
@@ -50,7 +50,10 @@ impl Uploaded {
                 .collect::<Result<_, _>>()
                 .map_err(crashed)?,
             output: stream
-                .clone_htod(&vec![crate::problem::POISON.to_bits(); s.m * s.n * s.l])
+                .clone_htod(&vec![
+                    nvfp4_model::problem::POISON.to_bits();
+                    s.m * s.n * s.l
+                ])
                 .map_err(crashed)?,
         })
     }

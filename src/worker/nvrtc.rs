@@ -6,7 +6,7 @@ use super::isolated::{IsolatedKernel, KernelInfo};
 use crate::gpu::device::device_info;
 use crate::gpu::variants::{gpu_variants, Arch, GpuVariant};
 use crate::kernels::KernelUnderTest;
-use crate::problem::ProblemKind;
+use nvfp4_model::problem::ProblemKind;
 use std::time::Duration;
 
 /// Why a kernel for `arch` (any GPU when `None`) cannot run here.

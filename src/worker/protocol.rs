@@ -7,7 +7,7 @@
 //! fresh directory ([`CaseFiles`]); the output comes back as a raw file of `[M, N, L]` fp16 bits.
 
 use crate::kernels::{KernelCase, KernelEnvironment, KernelFailure, RunConditions};
-use crate::problem::{BlockScaledMatrix, ProblemInputs, ProblemKind};
+use nvfp4_model::problem::{BlockScaledMatrix, ProblemInputs, ProblemKind};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -77,35 +77,35 @@ impl CaseFiles {
             l: s.l,
             groups,
             dir: dir.to_path_buf(),
-            poison: crate::problem::POISON.to_bits(),
+            poison: nvfp4_model::problem::POISON.to_bits(),
             padding_fill: case.padding_fill,
         }
     }
 
     /// Reads the case back (the worker's side), checking every size.
     pub fn read(&self) -> crate::Result<KernelCase> {
-        use crate::problem::{DualGemmInputs, GemmInputs, GroupGemmInputs, Shape};
+        use nvfp4_model::problem::{DualGemmInputs, GemmInputs, GroupGemmInputs, Shape};
         let read = |name: &str| {
             let path = self.tensor_path(name);
             std::fs::read(&path).map_err(|err| crate::Error::file(&path, err))
         };
         let operand = |name: &str, rows: usize, shape: Shape| -> crate::Result<BlockScaledMatrix> {
-            BlockScaledMatrix::new(
+            Ok(BlockScaledMatrix::new(
                 name,
                 rows,
                 shape.k,
                 shape.l,
                 read(name)?,
                 read(&format!("sf{name}"))?,
-            )
+            )?)
         };
         let shape = Shape::new(self.m, self.n, self.k, self.l)?;
         let gemm = |suffix: &str, shape: Shape| -> crate::Result<GemmInputs> {
-            GemmInputs::new(
+            Ok(GemmInputs::new(
                 shape,
                 operand(&format!("a{suffix}"), shape.m, shape)?,
                 operand(&format!("b{suffix}"), shape.n, shape)?,
-            )
+            )?)
         };
         let inputs = match self.problem {
             ProblemKind::DualGemm => ProblemInputs::DualGemm(DualGemmInputs::new(
@@ -132,11 +132,12 @@ impl CaseFiles {
                 let bytes = read(&name)?;
                 let expected = operand.blocked_scales(0).len();
                 if bytes.len() != expected {
-                    return Err(crate::Error::TensorSize {
+                    return Err(nvfp4_model::Error::TensorSize {
                         name,
                         expected,
                         actual: bytes.len(),
-                    });
+                    }
+                    .into());
                 }
                 Ok(bytes)
             })

@@ -23,8 +23,8 @@
 use super::protocol::SharedTensor;
 use crate::gpu::fenced::{check, FencedBuffer};
 use crate::kernels::KernelCase;
-use crate::problem::ProblemKind;
 use cudarc::driver::{sys, CudaSlice, CudaStream, DevicePtr};
+use nvfp4_model::problem::ProblemKind;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
@@ -66,12 +66,12 @@ pub fn device_tensors(case: &KernelCase) -> Option<Vec<(String, Vec<u8>)>> {
             format!("sf{name}"),
             pad(
                 operand.scales(),
-                operand.k() / crate::problem::shape::SCALE_BLOCK,
+                operand.k() / nvfp4_model::problem::shape::SCALE_BLOCK,
             ),
         ));
         tensors.push((format!("sf{name}_permuted"), blocked.clone()));
     }
-    let poison = crate::problem::POISON.to_bits().to_le_bytes();
+    let poison = nvfp4_model::problem::POISON.to_bits().to_le_bytes();
     tensors.push(("c".into(), poison.repeat(case.inputs.output_len())));
     Some(tensors)
 }
@@ -359,7 +359,7 @@ pub fn send_fds(socket: &UnixStream, fds: &[RawFd]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::problem::{GemmInputs, ProblemInputs, Shape};
+    use nvfp4_model::problem::{GemmInputs, ProblemInputs, Shape};
     use std::io::{Read, Write};
 
     /// Receives one message's descriptors (the worker's side, as Python's socket.recv_fds).
@@ -417,9 +417,9 @@ mod tests {
     }
 
     fn case(problem: ProblemKind, shape: Shape) -> KernelCase {
-        let inputs = crate::problem::generate::generate_gemm(
+        let inputs = nvfp4_model::problem::generate::generate_gemm(
             shape,
-            crate::problem::generate::Distribution::Gpumode,
+            nvfp4_model::problem::generate::Distribution::Gpumode,
             5,
         );
         let inputs = match problem {
@@ -456,7 +456,7 @@ mod tests {
         assert_eq!(c.len(), 2 * 64 * 2);
         assert_eq!(
             u16::from_le_bytes([c[0], c[1]]),
-            crate::problem::POISON.to_bits()
+            nvfp4_model::problem::POISON.to_bits()
         );
     }
 }

@@ -434,7 +434,10 @@ pub fn time_against_baseline(
     let (mut calls, mut parent_call_us) = (empty(), Vec::new());
     let (mut worker_wall_us, mut null_worker_wall_us) = (Vec::new(), Vec::new());
     let mut held = Vec::with_capacity(timed);
-    let order = request_order(timed, crate::problem::unpredictable::unpredictable_seed());
+    let order = request_order(
+        timed,
+        nvfp4_model::problem::unpredictable::unpredictable_seed(),
+    );
     let (mut next_timed, mut next_null) = (0usize, 0usize);
     for is_timed in order {
         if !is_timed {
@@ -504,7 +507,7 @@ pub fn time_against_baseline(
                 let lmn = buffers.inputs.download(kept).map_err(crashed)?;
                 // The shared output is GPU MODE's (L, M, N) storage; judged as [M, N, L].
                 let d = &buffers.described;
-                let shape = crate::problem::Shape {
+                let shape = nvfp4_model::problem::Shape {
                     m: d.m,
                     n: d.n,
                     k: d.k,

@@ -224,8 +224,8 @@ pub fn fake_worker_kernel(
     start_timeout: std::time::Duration,
     case_timeout: std::time::Duration,
 ) -> nvfp4_oracle::worker::isolated::IsolatedKernel {
+    use nvfp4_model::problem::ProblemKind;
     use nvfp4_oracle::kernels::ShapeSupport;
-    use nvfp4_oracle::problem::ProblemKind;
     use nvfp4_oracle::worker::command::WorkerCommand;
     use nvfp4_oracle::worker::isolated::{IsolatedKernel, KernelInfo};
     IsolatedKernel::new(

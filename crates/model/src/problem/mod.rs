@@ -74,6 +74,12 @@ pub enum ProblemInputs {
     GroupGemm(GroupGemmInputs),
 }
 
+impl From<DualGemmInputs> for ProblemInputs {
+    fn from(inputs: DualGemmInputs) -> Self {
+        ProblemInputs::DualGemm(inputs)
+    }
+}
+
 impl ProblemInputs {
     pub fn kind(&self) -> ProblemKind {
         match self {

@@ -31,7 +31,7 @@ pub enum Distribution {
     Adversarial,
     /// `adversarial` plus a few NaN scales (0x7F), whose outputs must be NaN.
     AdversarialNan,
-    /// Per-product rounding at its worst (src/problem/stagnation.rs): a partial sum just above
+    /// Per-product rounding at its worst (crates/model/src/problem/stagnation.rs): a partial sum just above
     /// 2^23 that products just under half an ulp each fail to move. Not drawn at random (not in
     /// [`Distribution::ALL`]): every dual-GEMM campaign runs a few fixed cases of it.
     Stagnation,
