@@ -3,10 +3,10 @@
 //!     cargo run --release --example field_mutants
 
 fn main() {
-    match nvfp4_oracle::certify::field_comparison::mutant_table(2026) {
+    match nvfp4_harness::certify::field_comparison::mutant_table(2026) {
         Ok(table) => print!(
             "{}",
-            nvfp4_oracle::certify::field_comparison::render_table(&table)
+            nvfp4_harness::certify::field_comparison::render_table(&table)
         ),
         Err(err) => {
             eprintln!("error: {err}");

@@ -2,23 +2,19 @@
 //! every planted-bug mutant is rejected and diagnosed, and the competition's gpumode inputs alone
 //! miss the FP4 decoding bug that the full campaign catches.
 
+use nvfp4_harness::certify::report::{Certificate, Status};
+use nvfp4_harness::certify::{certify_variant, CampaignLimits};
+use nvfp4_harness::kernels::cpu::{Bug, CpuKernel};
 use nvfp4_model::compare::diagnosis::WrongProblem;
 use nvfp4_model::model::bounds::KOrder;
-use nvfp4_oracle::certify::report::{Certificate, Status};
-use nvfp4_oracle::certify::{certify_variant, CampaignLimits};
-use nvfp4_oracle::kernels::cpu::{Bug, CpuKernel};
 use std::process::Command;
 
 fn limits(cases: usize, only_gpumode: bool) -> CampaignLimits {
     CampaignLimits {
         cases,
-        time_budget: None,
         seed: 7,
-        order: KOrder::Contiguous,
         only_gpumode,
-        exact: false,
-        quick: false,
-        shard: None,
+        ..CampaignLimits::default()
     }
 }
 
@@ -447,7 +443,7 @@ fn a_quick_campaign_skips_the_production_size_cases_and_is_not_timed() {
         markdown.contains("production-size cases skipped (--quick)"),
         "{markdown}"
     );
-    let refusal = nvfp4_oracle::certify::report::production_coverage_gap(coverage).unwrap();
+    let refusal = nvfp4_harness::certify::report::production_coverage_gap(coverage).unwrap();
     assert!(refusal.contains("--quick"), "{refusal}");
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -458,11 +454,11 @@ fn a_quick_campaign_skips_the_production_size_cases_and_is_not_timed() {
 #[test]
 fn sampled_rows_catch_wrong_values_and_unwritten_elements_anywhere() {
     use half::f16;
+    use nvfp4_harness::certify::campaign::{run_case_within, CaseSpec};
+    use nvfp4_harness::certify::sampling::shape_products;
+    use nvfp4_harness::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
     use nvfp4_model::problem::POISON;
     use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
-    use nvfp4_oracle::certify::campaign::{run_case_within, CaseSpec};
-    use nvfp4_oracle::certify::sampling::shape_products;
-    use nvfp4_oracle::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
 
     /// cpu-tiled, then one element of row `row` put back to the poison fill.
     struct LeavesOneUnwritten(CpuKernel, usize);

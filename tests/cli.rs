@@ -490,7 +490,7 @@ fn a_shape_past_the_machines_memory_is_refused_at_once_with_its_size() {
 
 #[test]
 fn bench_with_nothing_to_time_exits_non_zero() {
-    if nvfp4_oracle::gpu::device::device_info().is_ok() {
+    if nvfp4_harness::gpu::device::device_info().is_ok() {
         return; // with a GPU, bench has something to time: tested on the GPU machine
     }
     let dir = scratch("bench-report");

@@ -6,15 +6,15 @@
 mod common;
 
 use half::f16;
-use nvfp4_model::problem::generate::generate_dual_gemm;
-use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
-use nvfp4_oracle::kernels::manifest::{ArchRequirement, KernelCode, Manifest};
-use nvfp4_oracle::kernels::{
+use nvfp4_harness::kernels::manifest::{ArchRequirement, KernelCode, Manifest};
+use nvfp4_harness::kernels::{
     KernelCase, KernelFailure, KernelUnderTest, PrepareError, ShapeSupport,
 };
-use nvfp4_oracle::worker::command::WorkerCommand;
-use nvfp4_oracle::worker::isolated::{IsolatedKernel, KernelInfo};
-use nvfp4_oracle::worker::protocol::CaseFiles;
+use nvfp4_harness::worker::command::WorkerCommand;
+use nvfp4_harness::worker::isolated::{IsolatedKernel, KernelInfo};
+use nvfp4_harness::worker::protocol::CaseFiles;
+use nvfp4_model::problem::generate::generate_dual_gemm;
+use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -466,7 +466,10 @@ fn the_submission_worker_is_valid_python() {
     need_python!();
     let status = Command::new("python3")
         .args(["-c", "import ast, sys; ast.parse(open(sys.argv[1]).read())"])
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("src/worker/submission_worker.py"))
+        .arg(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("crates/harness/src/worker/submission_worker.py"),
+        )
         .status()
         .unwrap();
     assert!(status.success());
@@ -513,18 +516,12 @@ impl KernelUnderTest for ModelKernel {
 
 #[test]
 fn every_problem_goes_through_the_campaign_and_its_failures_are_shrunk_and_written() {
-    use nvfp4_model::model::bounds::KOrder;
-    use nvfp4_oracle::certify::report::{Certificate, Status};
-    use nvfp4_oracle::certify::{certify_variant, CampaignLimits};
+    use nvfp4_harness::certify::report::{Certificate, Status};
+    use nvfp4_harness::certify::{certify_variant, CampaignLimits};
     let limits = CampaignLimits {
         cases: 12,
-        time_budget: None,
         seed: 3,
-        order: KOrder::Contiguous,
-        only_gpumode: false,
-        exact: false,
-        quick: false,
-        shard: None,
+        ..CampaignLimits::default()
     };
     let dir = std::env::temp_dir().join(format!("nvfp4-door-problems-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -582,7 +579,7 @@ fn the_parents_clock_bounds_the_times_a_worker_reports() {
         .collect();
     // Counts the parent's cache resets: one before every request that calls, timed or not.
     struct CountingReset(usize);
-    impl nvfp4_oracle::gpu::l2::CacheReset for CountingReset {
+    impl nvfp4_harness::gpu::l2::CacheReset for CountingReset {
         fn reset(&mut self) -> Result<(), String> {
             self.0 += 1;
             Ok(())
@@ -634,7 +631,7 @@ fn the_parents_clock_bounds_the_times_a_worker_reports() {
 fn a_kernel_without_a_timing_baseline_is_not_timed() {
     need_python!();
     struct NoReset;
-    impl nvfp4_oracle::gpu::l2::CacheReset for NoReset {
+    impl nvfp4_harness::gpu::l2::CacheReset for NoReset {
         fn reset(&mut self) -> Result<(), String> {
             Ok(())
         }
@@ -662,7 +659,7 @@ fn a_kernel_without_a_timing_baseline_is_not_timed() {
 #[test]
 fn a_worker_runs_under_a_tool_whose_reports_become_findings() {
     need_python!();
-    use nvfp4_oracle::certify::sanitize::{sanitize, Tool};
+    use nvfp4_harness::certify::sanitize::{sanitize, Tool};
     let kernel = fake_kernel("tool", &["zeros"], Duration::from_secs(5));
     let scratch = std::env::temp_dir().join(format!("nvfp4-tool-{}", std::process::id()));
     let report = sanitize(&kernel, 2, &fixture("fake_sanitizer.sh"), &scratch, 1);
@@ -676,7 +673,7 @@ fn a_worker_runs_under_a_tool_whose_reports_become_findings() {
     let given = std::fs::read_to_string(&logged).unwrap();
     // Every worker's own compiler cache, plain or not (tests/worker_isolation.rs compares a
     // plain worker's view with a checked one's, paths included).
-    let per_worker: Vec<String> = nvfp4_oracle::worker::fresh_start::cache_env(Path::new("/"))
+    let per_worker: Vec<String> = nvfp4_harness::worker::fresh_start::cache_env(Path::new("/"))
         .into_iter()
         .map(|(key, _)| key)
         .collect();
@@ -684,7 +681,7 @@ fn a_worker_runs_under_a_tool_whose_reports_become_findings() {
         if per_worker.iter().any(|k| k == key) {
             continue;
         }
-        if key == nvfp4_oracle::worker::protocol::INPUT_SOCKET_ENV {
+        if key == nvfp4_harness::worker::protocol::INPUT_SOCKET_ENV {
             // Set for every worker, plainly run or not: where its input socket is.
             assert_eq!(value, "3");
             continue;
@@ -721,7 +718,7 @@ fn a_worker_runs_under_a_tool_whose_reports_become_findings() {
 #[test]
 fn a_missing_tool_log_is_a_finding_not_a_clean_report() {
     need_python!();
-    use nvfp4_oracle::certify::sanitize::sanitize;
+    use nvfp4_harness::certify::sanitize::sanitize;
     let kernel = fake_kernel("tool-no-log", &["zeros"], Duration::from_secs(5));
     let scratch = std::env::temp_dir().join(format!("nvfp4-tool-no-log-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).unwrap();
@@ -754,7 +751,7 @@ fn a_missing_tool_log_is_a_finding_not_a_clean_report() {
 #[test]
 fn a_worker_that_rewrites_the_tool_log_hides_nothing() {
     need_python!();
-    use nvfp4_oracle::certify::sanitize::{sanitize, Tool};
+    use nvfp4_harness::certify::sanitize::{sanitize, Tool};
     let kernel = fake_kernel("tamper", &["tamper-log"], Duration::from_secs(5));
     let scratch = std::env::temp_dir().join(format!("nvfp4-tool-tamper-{}", std::process::id()));
     let report = sanitize(&kernel, 2, &fixture("fake_sanitizer.sh"), &scratch, 1);
@@ -783,13 +780,13 @@ fn a_worker_that_rewrites_the_tool_log_hides_nothing() {
 #[test]
 fn a_sandboxed_worker_that_rewrites_the_tool_log_hides_nothing() {
     need_python!();
-    use nvfp4_oracle::certify::sanitize::{sanitize, Tool};
+    use nvfp4_harness::certify::sanitize::{sanitize, Tool};
     // The launcher is the oracle binary (the test harness is not); the same value as the other
     // sandboxed test of this binary sets.
     let launcher = common::oracle_binary();
     // SAFETY: set before this test's worker starts, to the value every test of this binary sets.
     unsafe { std::env::set_var("NVFP4_ORACLE_WORKER", &launcher) };
-    let isolation = nvfp4_oracle::sandbox::isolation(&launcher);
+    let isolation = nvfp4_harness::sandbox::isolation(&launcher);
     if !isolation.sandboxed {
         common::skip(&format!(
             "no sandbox on this machine: {}",
@@ -801,7 +798,7 @@ fn a_sandboxed_worker_that_rewrites_the_tool_log_hides_nothing() {
         "sandboxed-tamper",
         &["tamper-log"],
         vec![("PYTHONDONTWRITEBYTECODE".into(), "1".into())],
-        Some(nvfp4_oracle::sandbox::SandboxPaths::default()),
+        Some(nvfp4_harness::sandbox::SandboxPaths::default()),
         Duration::from_secs(10),
         Duration::from_secs(5),
     );
@@ -830,10 +827,10 @@ fn a_sandboxed_worker_that_rewrites_the_tool_log_hides_nothing() {
 #[test]
 fn a_kernel_that_fails_when_checked_is_not_certified() {
     need_python!();
-    use nvfp4_oracle::certify::checks::{determinism, COULD_NOT_RUN};
-    use nvfp4_oracle::certify::report::{Certificate, Status};
-    use nvfp4_oracle::certify::sanitize::sanitize;
-    use nvfp4_oracle::certify::{CampaignLimits, CampaignResult};
+    use nvfp4_harness::certify::checks::{determinism, COULD_NOT_RUN};
+    use nvfp4_harness::certify::report::{Certificate, Status};
+    use nvfp4_harness::certify::sanitize::sanitize;
+    use nvfp4_harness::certify::{CampaignLimits, CampaignResult};
     for mode in ["raise-when-checked", "crash-when-checked"] {
         let kernel = fake_kernel(mode, &[mode], Duration::from_secs(5));
         // Its plain runs answer.
@@ -855,13 +852,8 @@ fn a_kernel_that_fails_when_checked_is_not_certified() {
         assert_eq!(checked.findings[0].verdict, COULD_NOT_RUN);
         let limits = CampaignLimits {
             cases: 0,
-            time_budget: None,
             seed: 1,
-            order: nvfp4_model::model::bounds::KOrder::Contiguous,
-            only_gpumode: false,
-            exact: false,
-            quick: false,
-            shard: None,
+            ..CampaignLimits::default()
         };
         let passed = CampaignResult {
             coverage: Default::default(),
@@ -883,7 +875,7 @@ fn a_kernel_that_fails_when_checked_is_not_certified() {
 #[test]
 fn the_determinism_check_reaches_the_worker_through_the_protocol() {
     need_python!();
-    use nvfp4_oracle::certify::checks::determinism;
+    use nvfp4_harness::certify::checks::determinism;
     let honest = fake_kernel("steady", &["zeros"], Duration::from_secs(5));
     assert!(determinism(&honest, 2, 1).findings.is_empty());
     let stale = fake_kernel("stale", &["stale-shared"], Duration::from_secs(5));
@@ -945,7 +937,7 @@ fn a_sandboxed_worker_cannot_reach_the_parent_the_reports_or_outlive_itself() {
                 ),
             ],
             start_timeout: Duration::from_secs(10),
-            sandbox: Some(nvfp4_oracle::sandbox::SandboxPaths::default()),
+            sandbox: Some(nvfp4_harness::sandbox::SandboxPaths::default()),
         };
         command
             .env
@@ -1028,7 +1020,8 @@ fn a_sandboxed_worker_cannot_reach_the_parent_the_reports_or_outlive_itself() {
 #[test]
 fn a_blackwell_only_submission_is_recognized_from_its_source() {
     need_python!();
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/worker/submission_worker.py");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("crates/harness/src/worker/submission_worker.py");
     let check = r#"
 import importlib.util, sys
 spec = importlib.util.spec_from_file_location("worker", sys.argv[1])

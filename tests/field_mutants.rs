@@ -4,8 +4,8 @@
 
 mod common;
 
+use nvfp4_harness::certify::field_comparison::{mutant_table, render_table};
 use nvfp4_model::compare::field_checks::FieldCheck;
-use nvfp4_oracle::certify::field_comparison::{mutant_table, render_table};
 
 #[test]
 fn the_oracle_catches_every_planted_bug_and_the_readme_shows_this_table() {

@@ -3,23 +3,18 @@
 
 mod common;
 
-use nvfp4_model::model::bounds::KOrder;
-use nvfp4_oracle::certify::baseline::compare;
-use nvfp4_oracle::certify::report::Certificate;
-use nvfp4_oracle::certify::{certify_variant, CampaignLimits};
-use nvfp4_oracle::kernels::cpu::{Bug, CpuKernel};
+use nvfp4_harness::certify::baseline::compare;
+use nvfp4_harness::certify::report::Certificate;
+use nvfp4_harness::certify::{certify_variant, CampaignLimits};
+use nvfp4_harness::kernels::cpu::{Bug, CpuKernel};
 use std::path::{Path, PathBuf};
 
 fn limits(cases: usize) -> CampaignLimits {
     CampaignLimits {
         cases,
-        time_budget: None,
         seed: 9,
-        order: KOrder::Contiguous,
-        only_gpumode: false,
-        exact: false,
         quick: true,
-        shard: None,
+        ..CampaignLimits::default()
     }
 }
 

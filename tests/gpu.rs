@@ -5,12 +5,11 @@
 
 mod common;
 
-use nvfp4_model::model::bounds::KOrder;
-use nvfp4_oracle::certify::campaign::{certify_variant, CampaignLimits};
-use nvfp4_oracle::gpu::compile::{compile_variant, nvrtc_present};
-use nvfp4_oracle::gpu::variants::gpu_variants;
-use nvfp4_oracle::worker::command::WORKER_ENV;
-use nvfp4_oracle::worker::nvrtc::nvrtc_kernels;
+use nvfp4_harness::certify::campaign::{certify_variant, CampaignLimits};
+use nvfp4_harness::gpu::compile::{compile_variant, nvrtc_present};
+use nvfp4_harness::gpu::variants::gpu_variants;
+use nvfp4_harness::worker::command::WORKER_ENV;
+use nvfp4_harness::worker::nvrtc::nvrtc_kernels;
 
 #[test]
 fn every_kernel_compiles_for_its_declared_arch() {
@@ -57,13 +56,9 @@ fn hopper_variants_certify_exactly_on_a_hopper_gpu() {
     }
     let limits = CampaignLimits {
         cases: 50,
-        time_budget: None,
         seed: 11,
-        order: KOrder::Contiguous,
-        only_gpumode: false,
         exact: true,
-        quick: false,
-        shard: None,
+        ..CampaignLimits::default()
     };
     // Every real variant, the persistent kernel on 7 CTAs (several tiles per CTA), and the
     // reversed-K test kernel (which must be caught by the replay alone).
@@ -97,7 +92,7 @@ fn hopper_variants_certify_exactly_on_a_hopper_gpu() {
 
 #[test]
 fn compile_errors_name_the_kernel_file_and_line() {
-    use nvfp4_oracle::gpu::variants::{GpuVariant, SourceFile, SM90A};
+    use nvfp4_harness::gpu::variants::{GpuVariant, SourceFile, SM90A};
     if !nvrtc_present() {
         common::skip("NVRTC (libnvrtc.so) cannot be loaded here");
         return;

@@ -6,16 +6,16 @@
 //!     SHAPE=8192,8192,16384,4 cargo test --release --test host_profile -- --ignored --nocapture
 
 use half::f16;
+use nvfp4_harness::certify::sampling::{
+    sample_for, sampled_reference, RowSample, FULL_REFERENCE_PRODUCTS,
+};
+use nvfp4_harness::kernels::KernelCase;
+use nvfp4_harness::worker::protocol::CaseFiles;
 use nvfp4_model::compare::{judge, OutputShape};
 use nvfp4_model::model::bounds::KOrder;
 use nvfp4_model::model::problem_reference;
 use nvfp4_model::problem::generate::generate_problem;
 use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
-use nvfp4_oracle::certify::sampling::{
-    sample_for, sampled_reference, RowSample, FULL_REFERENCE_PRODUCTS,
-};
-use nvfp4_oracle::kernels::KernelCase;
-use nvfp4_oracle::worker::protocol::CaseFiles;
 use std::time::Instant;
 
 /// `work`'s result, printing the seconds it took under `label`.

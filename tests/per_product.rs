@@ -5,16 +5,16 @@
 //! rejects a kernel that accumulates in fp16.
 
 use half::f16;
+use nvfp4_harness::certify::campaign::{stagnation_cases, CaseSpec};
+use nvfp4_harness::certify::{certify_variant, CampaignLimits};
+use nvfp4_harness::kernels::cpu::{Bug, CpuKernel};
+use nvfp4_harness::kernels::cpu_fma::CpuFmaPerProduct;
+use nvfp4_harness::kernels::{KernelCase, KernelUnderTest, ShapeSupport};
 use nvfp4_model::compare::{judge, OutputShape};
 use nvfp4_model::model::bounds::KOrder;
 use nvfp4_model::model::reference::dual_gemm_reference;
 use nvfp4_model::problem::generate::generate_dual_gemm;
 use nvfp4_model::problem::Distribution;
-use nvfp4_oracle::certify::campaign::{stagnation_cases, CaseSpec};
-use nvfp4_oracle::certify::{certify_variant, CampaignLimits};
-use nvfp4_oracle::kernels::cpu::{Bug, CpuKernel};
-use nvfp4_oracle::kernels::cpu_fma::CpuFmaPerProduct;
-use nvfp4_oracle::kernels::{KernelCase, KernelUnderTest, ShapeSupport};
 
 /// Elements of `kernel`'s output on a stagnation case outside `order`'s intervals.
 fn failures(kernel: &dyn KernelUnderTest, spec: CaseSpec, order: KOrder) -> usize {
@@ -63,12 +63,8 @@ fn limits(cases: usize, order: KOrder) -> CampaignLimits {
     CampaignLimits {
         cases,
         seed: 11,
-        time_budget: None,
         order,
-        exact: false,
-        quick: false,
-        only_gpumode: false,
-        shard: None,
+        ..CampaignLimits::default()
     }
 }
 

@@ -3,9 +3,9 @@
 
 mod common;
 
-use nvfp4_oracle::gpu::compile::{compile_variant, nvrtc_present};
-use nvfp4_oracle::gpu::variants::gpu_variants;
-use nvfp4_oracle::preflight::census::{census, Census, Variant};
+use nvfp4_harness::gpu::compile::{compile_variant, nvrtc_present};
+use nvfp4_harness::gpu::variants::gpu_variants;
+use nvfp4_harness::preflight::census::{census, Census, Variant};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -100,7 +100,7 @@ fn ptxas_says_what_fits_on_an_sm_and_what_fails_at_launch() {
         common::skip("NVRTC (libnvrtc.so) cannot be loaded here; .ci/run installs it from PyPI");
         return;
     }
-    if nvfp4_oracle::preflight::resources::find_ptxas().is_none() {
+    if nvfp4_harness::preflight::resources::find_ptxas().is_none() {
         common::skip("no ptxas here; .ci/run installs it from PyPI (nvidia-cuda-nvcc-cu12)");
         return;
     }
@@ -153,7 +153,7 @@ const SMALL_KERNEL: &str = ".version 8.0
 
 #[test]
 fn a_deeper_pipeline_against_the_baseline_is_shared_memory_up_and_ctas_down() {
-    if nvfp4_oracle::preflight::resources::find_ptxas().is_none() {
+    if nvfp4_harness::preflight::resources::find_ptxas().is_none() {
         common::skip("no ptxas here; .ci/run installs it from PyPI (nvidia-cuda-nvcc-cu12)");
         return;
     }

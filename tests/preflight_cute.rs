@@ -51,7 +51,7 @@ fn the_cute_dsl_test_kernels_get_their_expected_preflight() {
     if cute_python().is_none() {
         return;
     }
-    let ptxas = nvfp4_oracle::preflight::resources::find_ptxas().is_some();
+    let ptxas = nvfp4_harness::preflight::resources::find_ptxas().is_some();
     // A valid NVFP4 block-scaled MMA kernel, one CTA and a CTA pair; the launch's 64 KiB of
     // dynamic shared memory read from the host code.
     for (cg, m, group) in [("1", "128", "cta_group::1"), ("2", "256", "cta_group::2")] {

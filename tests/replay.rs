@@ -172,24 +172,19 @@ fn increasing_and_decreasing_orders_give_different_accumulators() {
 }
 
 mod certify_exact {
-    use nvfp4_model::model::bounds::KOrder;
+    use nvfp4_harness::certify::report::{Certificate, ExactOutcome, Status};
+    use nvfp4_harness::certify::{certify_variant, CampaignLimits};
+    use nvfp4_harness::kernels::cpu_hopper_sim::CpuHopperSim;
+    use nvfp4_harness::kernels::KernelUnderTest;
     use nvfp4_model::model::mma::schedule::{KChunkOrder, MmaModel, HOPPER_F16_INCREASING_K};
-    use nvfp4_oracle::certify::report::{Certificate, ExactOutcome, Status};
-    use nvfp4_oracle::certify::{certify_variant, CampaignLimits};
-    use nvfp4_oracle::kernels::cpu_hopper_sim::CpuHopperSim;
-    use nvfp4_oracle::kernels::KernelUnderTest;
     use std::process::Command;
 
     fn limits(cases: usize, exact: bool) -> CampaignLimits {
         CampaignLimits {
             cases,
-            time_budget: None,
             seed: 7,
-            order: KOrder::Contiguous,
-            only_gpumode: false,
             exact,
-            quick: false,
-            shard: None,
+            ..CampaignLimits::default()
         }
     }
 

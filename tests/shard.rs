@@ -366,9 +366,9 @@ fn exact_campaigns_merge_to_the_unsharded_outcome() {
 /// campaign's.
 #[test]
 fn a_campaign_draws_its_seed_per_run_records_it_and_repeats_it() {
+    use nvfp4_harness::certify::production::production_cases;
+    use nvfp4_harness::kernels::ShapeSupport;
     use nvfp4_model::problem::{Distribution, ProblemKind};
-    use nvfp4_oracle::certify::production::production_cases;
-    use nvfp4_oracle::kernels::ShapeSupport;
     let dir = scratch("seed");
     let secrets = dir.join("secrets");
     let run = |name: &str, more: &[&str]| {

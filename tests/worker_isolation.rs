@@ -6,9 +6,9 @@
 
 mod common;
 
-use nvfp4_oracle::kernels::{KernelUnderTest, ToolWrapper};
-use nvfp4_oracle::sandbox::dev::{kept_in_dev, DEV_LINKS};
-use nvfp4_oracle::sandbox::SandboxPaths;
+use nvfp4_harness::kernels::{KernelUnderTest, ToolWrapper};
+use nvfp4_harness::sandbox::dev::{kept_in_dev, DEV_LINKS};
+use nvfp4_harness::sandbox::SandboxPaths;
 use serde_json::Value;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -197,7 +197,7 @@ fn campaign_and_check_workers_see_the_same_world_and_nothing_an_earlier_one_left
 
         // What a worker finds in the places it may write: nothing for the oracle's own
         // (trusted) workers; for an untrusted kernel's, the same snapshot for each, what the
-        // build worker left before any of them started (src/worker/fresh_start.rs), never
+        // build worker left before any of them started (crates/harness/src/worker/fresh_start.rs), never
         // what the campaign's worker wrote.
         let campaign_token = campaign["token"].as_str().unwrap().to_string();
         for (what, seen, scratch) in [

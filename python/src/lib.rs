@@ -5,6 +5,10 @@
 
 use half::f16;
 use numpy::{IntoPyArray, PyArrayDyn, PyReadonlyArrayDyn, PyUntypedArrayMethods};
+use nvfp4_harness::certify::report::{Certificate, Status};
+use nvfp4_harness::certify::{certify_kernel, CampaignLimits, CertifyRequest, KernelOutcome};
+use nvfp4_harness::kernels::interface::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
+use nvfp4_harness::worker::protocol::CaseFiles;
 use nvfp4_model::compare::{judge, OutputShape};
 use nvfp4_model::layout::BlockedScaleLayout;
 use nvfp4_model::model::bounds::KOrder;
@@ -13,10 +17,6 @@ use nvfp4_model::problem::generate::generate_problem;
 use nvfp4_model::problem::memory::check_fits;
 use nvfp4_model::problem::tensors::{problem_inputs_from_tensors, ByteType, TensorMap};
 use nvfp4_model::problem::{Distribution, ProblemInputs, ProblemKind, Shape};
-use nvfp4_oracle::certify::report::{Certificate, Status};
-use nvfp4_oracle::certify::{certify_variant, CampaignLimits};
-use nvfp4_oracle::kernels::interface::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
-use nvfp4_oracle::worker::protocol::CaseFiles;
 use pyo3::exceptions::{PyMemoryError, PyOSError, PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -217,11 +217,11 @@ fn write_case_dir(
 /// The submission worker's source (the door's code that builds GPU MODE's data tuple).
 #[pyfunction]
 fn worker_source() -> &'static str {
-    nvfp4_oracle::worker::external::SUBMISSION_WORKER
+    nvfp4_harness::worker::external::SUBMISSION_WORKER
 }
 
 /// A Python callable as a kernel under test: the package's `certify` hands the Rust campaign
-/// (edge cases, random cases, shrinking, diagnosis, data shrinking: `certify_variant`, as the
+/// (edge cases, random cases, shrinking, diagnosis, data shrinking: `certify_kernel`, as the
 /// CLI's `certify`) this kernel, whose every run takes the GIL and calls `runner`.
 ///
 /// `runner(tensors, padding_fill, outputs, shape) -> (outcome, value)` (`outputs`: each output
@@ -360,7 +360,7 @@ fn certificate_summary(c: &Certificate) -> String {
 
 /// `certify(runner, name, problem, support, cases, seed, only_gpumode, k_order, time_budget,
 /// report_dir, write_certificate) -> (passed, certificate JSON, certificate Markdown, summary)`:
-/// the CLI's campaign (`certify_variant`, no golden cases) on a Python callable
+/// the CLI's certify sequence (`certify_kernel`, no golden cases) on a Python callable
 /// ([`PyCallableKernel`]); `support` is `(m_multiple, n_multiple, k_multiple, max_l)`. A
 /// failure's repro files go into `report_dir`; with `write_certificate` the certificate's JSON
 /// and Markdown too.
@@ -403,26 +403,32 @@ fn certify(
         runner,
         stopped: Mutex::new(None),
     };
-    let limits = CampaignLimits {
-        cases,
-        time_budget,
-        seed,
-        order,
-        only_gpumode,
-        exact: false,
-        quick: false,
-        shard: None,
+    let request = CertifyRequest {
+        limits: CampaignLimits {
+            cases,
+            time_budget,
+            seed,
+            order,
+            only_gpumode,
+            ..CampaignLimits::default()
+        },
+        golden: &[],
+        report_dir: Path::new(report_dir),
+        // A Python callable runs in this process: no GPU checks of a worker.
+        sanitize_cases: 0,
+        determinism_cases: 0,
+        start_when_unavailable: false,
+        write: write_certificate,
     };
-    let dir = Path::new(report_dir);
     // The campaign runs without the GIL; each of the kernel's runs takes it.
     let campaign = py.detach(|| {
         std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let result = certify_variant(&kernel, limits, &[], |_, _| {});
-            let certificate = Certificate::from_campaign(&kernel, &limits, result, dir)
-                .map_err(|err| err.to_string())?;
-            if write_certificate {
-                certificate.write(dir).map_err(|err| err.to_string())?;
-            }
+            let certificate = match certify_kernel(&kernel, &request, |_, _| {})
+                .map_err(|err| err.to_string())?
+            {
+                KernelOutcome::Certificate(certificate) => certificate,
+                KernelOutcome::Unusable(reason) => return Err(reason),
+            };
             let json = serde_json::to_string(&certificate).map_err(|err| err.to_string())?;
             Ok::<_, String>((
                 certificate.status != Status::Failed,

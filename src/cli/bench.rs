@@ -2,10 +2,10 @@
 
 use super::bench_external::bench_external;
 use super::bench_report::{trusted, BenchArgs, BenchReport};
-use crate::error::{Error, Result};
-use crate::gpu::bench::bench_variant;
-use crate::gpu::variants::gpu_variants;
-use crate::kernels::KernelUnderTest;
+use nvfp4_harness::error::{Error, Result};
+use nvfp4_harness::gpu::bench::bench_variant;
+use nvfp4_harness::gpu::variants::gpu_variants;
+use nvfp4_harness::kernels::KernelUnderTest;
 use nvfp4_model::golden::set::DUAL_GEMM_BENCHMARKS;
 use nvfp4_model::problem::{ProblemKind, Shape};
 use std::process::ExitCode;
@@ -42,8 +42,8 @@ fn torch_baseline(shapes: &[Shape], reps: usize) -> Option<serde_json::Value> {
 pub fn run(args: BenchArgs) -> Result<ExitCode> {
     // Before any worker starts: this process's memory out of a worker's reach, and the key that
     // signs certificates made (so that every sandbox hides it).
-    crate::sandbox::protect_parent();
-    crate::certify::signing::ensure_key()?;
+    nvfp4_harness::sandbox::protect_parent();
+    nvfp4_harness::certify::signing::ensure_key()?;
     let shapes: Vec<Shape> = if args.shapes.is_empty() {
         DUAL_GEMM_BENCHMARKS
             .iter()
@@ -83,7 +83,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     };
     let mut unavailable = Vec::new();
     for variant in &variants {
-        if let Err(reason) = crate::worker::nvrtc::gpu_availability(Some(variant.arch)) {
+        if let Err(reason) = nvfp4_harness::worker::nvrtc::gpu_availability(Some(variant.arch)) {
             eprintln!("skipping {}: cannot run here: {reason}", variant.name);
             unavailable.push(variant.name.to_string());
             continue;
@@ -143,7 +143,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(super::EXIT_FAIL));
         }
         return Ok(
-            if !unavailable.is_empty() || crate::gpu::device::device_info().is_err() {
+            if !unavailable.is_empty() || nvfp4_harness::gpu::device::device_info().is_err() {
                 eprintln!("nothing timed: no selected kernel can run on this machine");
                 ExitCode::from(super::EXIT_UNAVAILABLE)
             } else {
@@ -170,7 +170,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     std::fs::create_dir_all(&args.report_dir).map_err(|err| Error::file(&args.report_dir, err))?;
     // Signed, so that a later run can trust it as its baseline.
     let mut value = serde_json::to_value(&report).expect("reports serialize");
-    crate::certify::signing::sign(&mut value)?;
+    nvfp4_harness::certify::signing::sign(&mut value)?;
     let json = serde_json::to_string_pretty(&value).expect("reports serialize");
     for (name, text) in [("bench.json", json), ("bench.md", markdown)] {
         let path = args.report_dir.join(name);

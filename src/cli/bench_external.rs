@@ -1,18 +1,18 @@
 //! `bench` for external kernels: timed in their worker so that the kernel cannot falsify the
-//! result ([`crate::worker::timing`]), every shape's timing checked three ways: outputs of timed
+//! result ([`nvfp4_harness::worker::timing`]), every shape's timing checked three ways: outputs of timed
 //! calls drawn after the loop and judged against the model, the parent's wall clock against the
 //! reported samples, and a crash or hang while timed.
 
 use super::bench_report::{trusted, BenchArgs, BenchReport, Clocks, SpotCheck};
-use crate::error::{Error, Result};
-use crate::gpu::bench::Timing;
-use crate::gpu::device::device_info;
-use crate::gpu::l2::L2Reset;
-use crate::gpu::roofline::{self, below_floor_finding};
-use crate::kernels::{KernelCase, KernelUnderTest};
-use crate::worker::isolated::IsolatedKernel;
-use crate::worker::protocol::CaseFiles;
-use crate::worker::timing::median;
+use nvfp4_harness::error::{Error, Result};
+use nvfp4_harness::gpu::bench::Timing;
+use nvfp4_harness::gpu::device::device_info;
+use nvfp4_harness::gpu::l2::L2Reset;
+use nvfp4_harness::gpu::roofline::{self, below_floor_finding};
+use nvfp4_harness::kernels::{KernelCase, KernelUnderTest};
+use nvfp4_harness::worker::isolated::IsolatedKernel;
+use nvfp4_harness::worker::protocol::CaseFiles;
+use nvfp4_harness::worker::timing::median;
 use nvfp4_model::compare::{judge, OutputShape};
 use nvfp4_model::golden::set::{DUAL_GEMM_BENCHMARKS, GROUP_GEMM_BENCHMARKS};
 use nvfp4_model::model::bounds::KOrder;

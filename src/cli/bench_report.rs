@@ -3,9 +3,9 @@
 //! on stderr.
 
 use super::external::ExternalArgs;
-use crate::certify::trust::{timing_trust, Trust};
-use crate::gpu::bench::Timing;
 use clap::Args;
+use nvfp4_harness::certify::trust::{timing_trust, Trust};
+use nvfp4_harness::gpu::bench::Timing;
 use nvfp4_model::problem::Shape;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
@@ -103,7 +103,7 @@ pub struct Clocks {
     /// requests).
     pub after_end_us_median: f64,
     pub null_after_end_us_median: f64,
-    /// The least time any kernel can take for the shape on this GPU (src/gpu/roofline.rs).
+    /// The least time any kernel can take for the shape on this GPU (crates/harness/src/gpu/roofline.rs).
     pub floor_us: Option<f64>,
 }
 

@@ -4,15 +4,14 @@
 use super::external::ExternalArgs;
 use super::gate::{gate_reports, GateArgs};
 use super::{EXIT_FAIL, EXIT_NOT_EXACT};
-use crate::certify::checks::run_checks;
-use crate::certify::report::{Certificate, ExactOutcome, Status};
-use crate::certify::shard::Shard;
-use crate::certify::{certify_variant, CampaignLimits};
-use crate::error::{Error, Result};
-use crate::kernels::{KernelUnderTest, PrepareError};
-use crate::worker::registry;
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
+use nvfp4_harness::certify::report::{ExactOutcome, Status};
+use nvfp4_harness::certify::shard::Shard;
+use nvfp4_harness::certify::{certify_kernel, CampaignLimits, CertifyRequest, KernelOutcome};
+use nvfp4_harness::error::{Error, Result};
+use nvfp4_harness::kernels::KernelUnderTest;
+use nvfp4_harness::worker::registry;
 use nvfp4_model::model::bounds::KOrder;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -26,7 +25,7 @@ pub struct CertifyArgs {
     #[arg(long = "kernel")]
     pub kernels: Vec<String>,
     /// Random cases per kernel (after the golden and the fixed edge cases).
-    #[arg(long, default_value_t = 200)]
+    #[arg(long, default_value_t = nvfp4_harness::certify::campaign::DEFAULT_CASES)]
     pub cases: usize,
     /// Stop drawing each kernel's random cases after this many seconds, even before --cases.
     /// The fixed cases (edge, golden, production-size, stagnation) always run first, whatever
@@ -154,8 +153,8 @@ fn select(
 pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     // Before any worker starts: this process's memory out of a worker's reach, and the key that
     // signs certificates made (so that every sandbox hides it).
-    crate::sandbox::protect_parent();
-    crate::certify::signing::ensure_key()?;
+    nvfp4_harness::sandbox::protect_parent();
+    nvfp4_harness::certify::signing::ensure_key()?;
     let external: Vec<Box<dyn KernelUnderTest>> = args
         .external
         .kernels()?
@@ -192,7 +191,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     let shard = match &args.shard {
         Some(text) => Some(Shard::parse(text)?),
         None => Shard::from_env(|name| {
-            if name == crate::certify::shard::SHARD_COUNT_ENV {
+            if name == nvfp4_harness::certify::shard::SHARD_COUNT_ENV {
                 if let Some(count) = args.shard_count {
                     return Some(count.to_string());
                 }
@@ -221,7 +220,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     };
     std::fs::create_dir_all(&args.report_dir)
         .map_err(|err| Error::file(&args.report_dir, format!("cannot create: {err}")))?;
-    if crate::worker::registry()
+    if nvfp4_harness::worker::registry()
         .iter()
         .all(|k| k.name().starts_with("cpu-"))
     {
@@ -248,10 +247,10 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     );
     let golden = match &args.golden {
         _ if args.no_golden => Vec::new(),
-        Some(dir) => {
-            crate::certify::cases::golden_campaign_cases(&nvfp4_model::golden::read_manifest(dir)?)
-        }
-        None => crate::certify::cases::builtin_golden_campaign_cases(),
+        Some(dir) => nvfp4_harness::certify::cases::golden_campaign_cases(
+            &nvfp4_model::golden::read_manifest(dir)?,
+        ),
+        None => nvfp4_harness::certify::cases::builtin_golden_campaign_cases(),
     };
     let mut any_failed = false;
     let mut any_not_exact = false;
@@ -260,65 +259,38 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     let mut written = 0;
     let mut certificates = Vec::new();
     for kernel in &kernels {
-        // An external kernel's worker is always started: it reports a broken submission or
-        // library on any machine. A built-in kernel that cannot run here is not started.
-        let prepared = match kernel.availability() {
-            Err(reason) if !external_names.iter().any(|n| n == kernel.name()) => {
-                Err(PrepareError::Unavailable(reason))
-            }
-            _ => kernel.prepare(),
+        let bar = ProgressBar::new(args.cases as u64);
+        bar.set_style(
+            ProgressStyle::with_template("{prefix:>28} [{bar:30}] {pos}/{len} cases {elapsed}")
+                .expect("valid template")
+                .progress_chars("=> "),
+        );
+        bar.set_prefix(kernel.name().to_string());
+        let request = CertifyRequest {
+            limits,
+            golden: &golden,
+            report_dir: &args.report_dir,
+            sanitize_cases: args.sanitize,
+            determinism_cases: args.determinism,
+            // An external kernel's worker is always started: it reports a broken submission
+            // or library on any machine. A built-in kernel that cannot run here is not started.
+            start_when_unavailable: external_names.iter().any(|n| n == kernel.name()),
+            write: true,
         };
-        let certificate = match prepared {
-            Err(PrepareError::Unavailable(reason)) => {
-                any_unavailable = true;
-                Certificate::unavailable(kernel.as_ref(), &limits, with_preflight_hint(reason))
-            }
-            Err(PrepareError::Unusable(reason)) => {
+        let outcome = certify_kernel(kernel.as_ref(), &request, |done, planned| {
+            bar.set_length(planned as u64);
+            bar.set_position(done as u64);
+        });
+        bar.finish_and_clear();
+        let certificate = match outcome? {
+            KernelOutcome::Unusable(reason) => {
                 eprintln!("error: {}: {reason}", kernel.name());
                 unusable.push(kernel.name().to_string());
                 continue;
             }
-            Ok(()) => {
-                let bar = ProgressBar::new(args.cases as u64);
-                bar.set_style(
-                    ProgressStyle::with_template(
-                        "{prefix:>28} [{bar:30}] {pos}/{len} cases {elapsed}",
-                    )
-                    .expect("valid template")
-                    .progress_chars("=> "),
-                );
-                bar.set_prefix(kernel.name().to_string());
-                let result = certify_variant(kernel.as_ref(), limits, &golden, |done, planned| {
-                    bar.set_length(planned as u64);
-                    bar.set_position(done as u64);
-                });
-                bar.finish_and_clear();
-                let mut certificate =
-                    Certificate::from_campaign(kernel.as_ref(), &limits, result, &args.report_dir)?;
-                // The checks run on cases drawn from the seed alone: once, in shard 1.
-                let (sanitizer, determinism, skipped) = match shard {
-                    Some(shard) if shard.index != 1 => (
-                        None,
-                        None,
-                        vec![format!(
-                            "compute-sanitizer and the determinism check run in shard 1/{}",
-                            shard.count
-                        )],
-                    ),
-                    _ => run_checks(
-                        kernel.as_ref(),
-                        args.sanitize,
-                        args.determinism,
-                        seed,
-                        &args.report_dir.join("sanitizer-logs"),
-                    ),
-                };
-                certificate.add_checks(sanitizer, determinism);
-                certificate.checks_skipped = skipped;
-                certificate
-            }
+            KernelOutcome::Certificate(certificate) => *certificate,
         };
-        certificate.write(&args.report_dir)?;
+        any_unavailable |= certificate.unavailable_reason.is_some();
         if written == 0 {
             println!("| kernel | status | cases | time (s) | minimal repro | diagnosis |");
             println!("|---|---|---|---|---|---|");
@@ -430,24 +402,11 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     })
 }
 
-/// A kernel for another architecture than this GPU's (a Blackwell kernel on a Hopper machine)
-/// can still be checked statically: the reason says how.
-fn with_preflight_hint(reason: String) -> String {
-    if reason.starts_with("needs sm_") {
-        format!(
-            "{reason}; `nvfp4-oracle preflight` reads its compiled code for that architecture \
-             on any machine without running it (docs/preflight.md)"
-        )
-    } else {
-        reason
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::{matches, select};
-    use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
     use half::f16;
+    use nvfp4_harness::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
     use nvfp4_model::problem::ProblemKind;
 
     /// A registry entry as a GPU machine would list it: a name, whether it is deliberately
@@ -508,14 +467,6 @@ mod tests {
         // Named, a broken kernel is certified all the same.
         let named = select(gpu_registry(), &["hopper-test-*".into()], false).unwrap();
         assert_eq!(names(&named).len(), 3);
-    }
-
-    #[test]
-    fn a_kernel_for_another_architecture_is_pointed_to_preflight() {
-        let hinted = super::with_preflight_hint("needs sm_100a; this GPU is sm_90".into());
-        assert!(hinted.starts_with("needs sm_100a; this GPU is sm_90; `nvfp4-oracle preflight`"));
-        let other = super::with_preflight_hint("no CUDA driver found".into());
-        assert_eq!(other, "no CUDA driver found");
     }
 
     #[test]

@@ -1,12 +1,12 @@
 //! `certify --gpus all|LIST`: one campaign over several GPUs of this machine. Each GPU gets a
-//! shard of the campaign ([`crate::certify::shard`]) in a `certify` process of its own that sees
+//! shard of the campaign ([`nvfp4_harness::certify::shard`]) in a `certify` process of its own that sees
 //! only that GPU (`CUDA_VISIBLE_DEVICES`), all with one seed; their certificates are then merged
 //! ([`super::merge`]) into the report directory, recording every GPU used. The same process
 //! split as on several machines, so that one machine with N GPUs and N machines give the same
 //! certificate.
 
 use super::merge::MergeArgs;
-use crate::error::{Error, Result};
+use nvfp4_harness::error::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
@@ -25,7 +25,7 @@ const REPLACED: [&str; 8] = [
 /// The GPUs `list` names: `all` (every GPU the driver sees) or indices `0,1,...`.
 pub fn gpu_list(list: &str) -> Result<Vec<String>> {
     if list.trim() == "all" {
-        let count = crate::gpu::device::device_count()
+        let count = nvfp4_harness::gpu::device::device_count()
             .map_err(|why| Error::Usage(format!("--gpus all: {why}")))?;
         if count == 0 {
             return Err(Error::Usage("--gpus all: the driver sees no GPU".into()));

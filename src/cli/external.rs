@@ -1,10 +1,10 @@
 //! The command-line flags that name external kernels, shared by `certify` and `bench`.
 
-use crate::error::{Error, Result};
-use crate::kernels::manifest::{KernelCode, Manifest};
-use crate::worker::external::external_kernel;
-use crate::worker::isolated::IsolatedKernel;
 use clap::Args;
+use nvfp4_harness::error::{Error, Result};
+use nvfp4_harness::kernels::manifest::{KernelCode, Manifest};
+use nvfp4_harness::worker::external::external_kernel;
+use nvfp4_harness::worker::isolated::IsolatedKernel;
 use nvfp4_model::problem::ProblemKind;
 use std::path::PathBuf;
 

@@ -1,9 +1,9 @@
 //! The CI gate that certify and merge share: a baseline to compare the new certificates with
 //! (a verdict or coverage that got worse exits 5), and the JUnit and Markdown reports.
 
-use crate::certify::report::Certificate;
-use crate::error::{Error, Result};
 use clap::Args;
+use nvfp4_harness::certify::report::Certificate;
+use nvfp4_harness::error::{Error, Result};
 use std::path::PathBuf;
 
 /// What a CI gate asks of certify and merge: a baseline to compare with and reports to write.
@@ -46,16 +46,16 @@ impl GateArgs {
     }
 }
 
-/// [`crate::certify::baseline::read_baseline`], its errors naming --baseline.
+/// [`nvfp4_harness::certify::baseline::read_baseline`], its errors naming --baseline.
 fn read_baseline_of(path: &std::path::Path, kernel: &str) -> Result<Option<Certificate>> {
-    crate::certify::baseline::read_baseline(path, kernel)
+    nvfp4_harness::certify::baseline::read_baseline(path, kernel)
         .map_err(|err| Error::Usage(format!("--baseline: {err}")))
 }
 
 /// The baseline comparison (printed), the JUnit and Markdown reports; whether any kernel got
 /// worse than its baseline.
 pub(super) fn gate_reports(gate: &GateArgs, certificates: &[Certificate]) -> Result<bool> {
-    use crate::certify::baseline::compare;
+    use nvfp4_harness::certify::baseline::compare;
     let mut changes = Vec::new();
     if let Some(path) = &gate.baseline {
         println!("\nAgainst the baseline {}:\n", path.display());
@@ -83,13 +83,13 @@ pub(super) fn gate_reports(gate: &GateArgs, certificates: &[Certificate]) -> Res
     if let Some(path) = &gate.junit {
         write(
             path,
-            crate::certify::ci_report::junit(certificates, &changes),
+            nvfp4_harness::certify::ci_report::junit(certificates, &changes),
         )?;
     }
     if let Some(path) = &gate.summary {
         write(
             path,
-            crate::certify::ci_report::summary(certificates, &changes),
+            nvfp4_harness::certify::ci_report::summary(certificates, &changes),
         )?;
     }
     Ok(changes.iter().flat_map(|(_, c)| c).any(|c| c.worse))

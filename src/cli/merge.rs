@@ -1,11 +1,11 @@
 //! `nvfp4-oracle merge`: shard certificates (`certify --shard I/N`) into one certificate per
-//! kernel, as the unsharded campaign would have written it (src/certify/merge.rs says how).
+//! kernel, as the unsharded campaign would have written it (crates/harness/src/certify/merge.rs says how).
 
 use super::{EXIT_FAIL, EXIT_NOT_EXACT, EXIT_REGRESSION, EXIT_UNAVAILABLE};
-use crate::certify::merge::{merge, read_shard, ShardCertificate};
-use crate::certify::report::{Certificate, ExactOutcome, Status};
-use crate::error::{Error, Result};
 use clap::Args;
+use nvfp4_harness::certify::merge::{merge, read_shard, ShardCertificate};
+use nvfp4_harness::certify::report::{Certificate, ExactOutcome, Status};
+use nvfp4_harness::error::{Error, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

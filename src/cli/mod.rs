@@ -26,8 +26,8 @@ mod scaled_gemm;
 mod variants;
 mod verify;
 
-use crate::error::Result;
 use clap::{Parser, Subcommand};
+use nvfp4_harness::error::Result;
 use std::process::ExitCode;
 
 pub const EXIT_FAIL: u8 = 1;
@@ -114,7 +114,7 @@ pub enum Command {
         #[arg(long, conflicts_with_all = ["variant", "library"])]
         timing_baseline: bool,
     },
-    /// Internal: run a worker inside the sandbox (src/sandbox/); `--probe` builds the
+    /// Internal: run a worker inside the sandbox (crates/harness/src/sandbox/); `--probe` builds the
     /// sandbox, checks it from inside and says what holds.
     #[command(hide = true)]
     Sandbox {
@@ -225,8 +225,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             probe,
             command,
         } => {
-            let args = crate::sandbox::LauncherArgs {
-                paths: crate::sandbox::SandboxPaths {
+            let args = nvfp4_harness::sandbox::LauncherArgs {
+                paths: nvfp4_harness::sandbox::SandboxPaths {
                     writable,
                     readable,
                     hidden: hide,
@@ -236,7 +236,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                 program: command[0].clone().into(),
                 args: command[1..].to_vec(),
             };
-            let code = crate::sandbox::launch(&args);
+            let code = nvfp4_harness::sandbox::launch(&args);
             Ok(ExitCode::from(u8::try_from(code).unwrap_or(125)))
         }
         Command::GpuWorker {
@@ -246,20 +246,20 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             arch,
             timing_baseline,
         } => {
-            use crate::worker::serve::{serve, WorkerTarget};
+            use nvfp4_harness::worker::serve::{serve, WorkerTarget};
             let target = match (variant, library, symbol) {
                 _ if timing_baseline => WorkerTarget::Baseline,
                 (Some(name), _, _) => WorkerTarget::Variant(name),
                 (None, Some(path), Some(symbol)) => WorkerTarget::Library { path, symbol },
                 _ => {
-                    return Err(crate::Error::Usage(
+                    return Err(nvfp4_harness::Error::Usage(
                         "gpu-worker needs --variant or --library and --symbol".into(),
                     ))
                 }
             };
             let arch = arch.as_deref().map(|text| {
-                crate::kernels::manifest::ArchRequirement::parse(text)
-                    .ok_or_else(|| crate::Error::Usage(format!("bad --arch '{text}'")))
+                nvfp4_harness::kernels::manifest::ArchRequirement::parse(text)
+                    .ok_or_else(|| nvfp4_harness::Error::Usage(format!("bad --arch '{text}'")))
             });
             serve(target, arch.transpose()?).map(|()| ExitCode::SUCCESS)
         }

@@ -1,13 +1,13 @@
-//! `nvfp4-oracle preflight`: the instruction census of a kernel's PTX (src/preflight/), on any
+//! `nvfp4-oracle preflight`: the instruction census of a kernel's PTX (crates/harness/src/preflight/), on any
 //! machine, GPU or not: a PTX file, or a built-in variant compiled by NVRTC for its own
 //! architecture. What it reads and what it cannot see: docs/preflight.md.
 
 use super::EXIT_FAIL;
-use crate::error::{Error, Result};
-use crate::preflight::census::{census, Variant};
-use crate::preflight::submission::{self, Compilation};
-use crate::preflight::Resources;
 use clap::Args;
+use nvfp4_harness::error::{Error, Result};
+use nvfp4_harness::preflight::census::{census, Variant};
+use nvfp4_harness::preflight::submission::{self, Compilation};
+use nvfp4_harness::preflight::Resources;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -25,7 +25,7 @@ pub struct PreflightArgs {
     #[arg(long, value_name = "NAME")]
     pub kernel: Option<String>,
     /// Seconds a submission's compilation may take before it is killed.
-    #[arg(long, value_name = "SECONDS", default_value_t = crate::preflight::submission::COMPILE_TIMEOUT.as_secs())]
+    #[arg(long, value_name = "SECONDS", default_value_t = nvfp4_harness::preflight::submission::COMPILE_TIMEOUT.as_secs())]
     pub timeout: u64,
     /// Do not require block-scaled MMAs to be NVFP4's (kind::mxf4nvf4 block16).
     #[arg(long)]
@@ -91,19 +91,20 @@ pub fn run(args: PreflightArgs) -> Result<ExitCode> {
         })
         .reduce(Resources::merge)
         .expect("at least one module");
-    let findings = crate::preflight::findings(&entries, &resources, !args.any_format, &claims);
+    let findings =
+        nvfp4_harness::preflight::findings(&entries, &resources, !args.any_format, &claims);
     print!(
         "{}",
-        crate::preflight::report(&source, &entries, &resources, &findings)
+        nvfp4_harness::preflight::report(&source, &entries, &resources, &findings)
     );
-    let record = crate::preflight::diff::record(&source, &entries, &resources);
+    let record = nvfp4_harness::preflight::diff::record(&source, &entries, &resources);
     let mut worse = false;
     if let Some(path) = &args.baseline {
         let text = std::fs::read_to_string(path).map_err(|err| Error::file(path, err))?;
-        let old: crate::preflight::diff::PreflightRecord = serde_json::from_str(&text)
+        let old: nvfp4_harness::preflight::diff::PreflightRecord = serde_json::from_str(&text)
             .map_err(|err| Error::file(path, format!("not a preflight record: {err}")))?;
         println!("\nAgainst the baseline {}:\n", path.display());
-        let changes = crate::preflight::diff::diff(&old, &record);
+        let changes = nvfp4_harness::preflight::diff::diff(&old, &record);
         if changes.is_empty() {
             println!("unchanged");
         }
@@ -182,7 +183,7 @@ fn code_to_read(args: &PreflightArgs) -> Result<Code> {
                 phase,
                 message,
                 meaning,
-            } => Code::Refused(crate::preflight::refused_report(
+            } => Code::Refused(nvfp4_harness::preflight::refused_report(
                 &source, &phase, &message, meaning,
             )),
         });
@@ -192,11 +193,11 @@ fn code_to_read(args: &PreflightArgs) -> Result<Code> {
             "name the code to read: --ptx FILE, --submission FILE or --kernel NAME".into(),
         ));
     };
-    let variant = crate::gpu::variants::gpu_variants()
+    let variant = nvfp4_harness::gpu::variants::gpu_variants()
         .into_iter()
         .find(|v| v.name == *name)
         .ok_or_else(|| Error::Usage(format!("no GPU variant '{name}'")))?;
-    let ptx = crate::gpu::compile::compile_variant(&variant)?;
+    let ptx = nvfp4_harness::gpu::compile::compile_variant(&variant)?;
     Ok(Code::Read((
         format!("{name} ({})", variant.arch.target),
         vec![ptx.to_src()],
@@ -215,10 +216,10 @@ fn measure(
     threads: Option<u32>,
     dynamic: Option<u64>,
 ) -> Resources {
-    let Some(arch) = arch.or_else(|| crate::preflight::census::target(ptx)) else {
+    let Some(arch) = arch.or_else(|| nvfp4_harness::preflight::census::target(ptx)) else {
         return Resources::Unavailable("no --arch and no .target in the PTX".into());
     };
-    let Some(ptxas) = crate::preflight::resources::find_ptxas() else {
+    let Some(ptxas) = nvfp4_harness::preflight::resources::find_ptxas() else {
         return Resources::Unavailable(
             "no ptxas found (NVFP4_ORACLE_PTXAS, PATH, /usr/local/cuda/bin; PyPI's \
              nvidia-cuda-nvcc-cu12 has one)"
@@ -230,7 +231,7 @@ fn measure(
     if let Err(err) = std::fs::write(&file, ptx) {
         return Resources::Unavailable(format!("{}: {err}", file.display()));
     }
-    let measured = crate::preflight::resources::usage(&ptxas, &file, &arch);
+    let measured = nvfp4_harness::preflight::resources::usage(&ptxas, &file, &arch);
     let _ = std::fs::remove_file(&file);
     match measured {
         Ok(usages) => Resources::Measured {

@@ -10,8 +10,8 @@
 //! output type and the epilogue.
 
 use super::EXIT_FAIL;
-use crate::error::{Error, Result};
 use clap::{Args, Subcommand};
+use nvfp4_harness::error::{Error, Result};
 use nvfp4_model::case_file::{
     check_intervals, f32_from_bytes, f64_bytes, f64_from_bytes, CaseReader, CaseWriter,
 };

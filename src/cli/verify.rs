@@ -4,10 +4,10 @@
 
 use super::external::ExternalArgs;
 use super::EXIT_FAIL;
-use crate::certify::report::{Certificate, BUILD};
-use crate::error::{Error, Result};
-use crate::kernels::KernelUnderTest;
 use clap::Args;
+use nvfp4_harness::certify::report::{Certificate, BUILD};
+use nvfp4_harness::error::{Error, Result};
+use nvfp4_harness::kernels::KernelUnderTest;
 use nvfp4_model::model::MODEL_VERSION;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -31,7 +31,7 @@ struct Check {
 
 pub fn run(args: VerifyArgs) -> Result<ExitCode> {
     let external = args.external.kernels()?;
-    let registry = crate::worker::registry();
+    let registry = nvfp4_harness::worker::registry();
     let mut all_hold = true;
     // The table is printed once every certificate is read: an unreadable one is an error with
     // no half-printed table before it.
@@ -40,7 +40,7 @@ pub fn run(args: VerifyArgs) -> Result<ExitCode> {
         let text = std::fs::read_to_string(path).map_err(|err| Error::file(path, err))?;
         let value: serde_json::Value = serde_json::from_str(&text)
             .map_err(|err| Error::file(path, format!("not a certificate: {err}")))?;
-        let mut checks = vec![match crate::certify::signing::verify(&value) {
+        let mut checks = vec![match nvfp4_harness::certify::signing::verify(&value) {
             Ok(()) => Check {
                 what: "signed with this machine's key".into(),
                 holds: true,

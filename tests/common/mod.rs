@@ -220,14 +220,14 @@ pub fn fake_worker_kernel(
     name: &str,
     args: &[&str],
     env: Vec<(String, String)>,
-    sandbox: Option<nvfp4_oracle::sandbox::SandboxPaths>,
+    sandbox: Option<nvfp4_harness::sandbox::SandboxPaths>,
     start_timeout: std::time::Duration,
     case_timeout: std::time::Duration,
-) -> nvfp4_oracle::worker::isolated::IsolatedKernel {
+) -> nvfp4_harness::worker::isolated::IsolatedKernel {
+    use nvfp4_harness::kernels::ShapeSupport;
+    use nvfp4_harness::worker::command::WorkerCommand;
+    use nvfp4_harness::worker::isolated::{IsolatedKernel, KernelInfo};
     use nvfp4_model::problem::ProblemKind;
-    use nvfp4_oracle::kernels::ShapeSupport;
-    use nvfp4_oracle::worker::command::WorkerCommand;
-    use nvfp4_oracle::worker::isolated::{IsolatedKernel, KernelInfo};
     IsolatedKernel::new(
         KernelInfo {
             name: format!("fake-{name}-{}", std::process::id()),
@@ -262,7 +262,7 @@ pub fn sandbox_here() -> Result<(), String> {
     let launcher = oracle_binary();
     // SAFETY: set once, before any sandboxed worker of this test process starts.
     SET.call_once(|| unsafe { std::env::set_var("NVFP4_ORACLE_WORKER", &launcher) });
-    let isolation = nvfp4_oracle::sandbox::isolation(&launcher);
+    let isolation = nvfp4_harness::sandbox::isolation(&launcher);
     if isolation.sandboxed {
         Ok(())
     } else {

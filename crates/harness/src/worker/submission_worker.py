@@ -82,7 +82,7 @@ def take_over_stdio():
 
 
 def take_input_socket():
-    """The parent's input socket (src/worker/shared_inputs.rs), moved to a private descriptor
+    """The parent's input socket (crates/harness/src/worker/shared_inputs.rs), moved to a private descriptor
     before the submission is imported; None when the parent gave none."""
     global _input_socket
     fd = os.environ.get("NVFP4_ORACLE_INPUT_SOCKET")
@@ -304,7 +304,7 @@ class Guarded:
 
 
 class SharedGuarded(Guarded):
-    """A tensor in device memory the parent shares (src/worker/shared_inputs.rs), mapped once:
+    """A tensor in device memory the parent shares (crates/harness/src/worker/shared_inputs.rs), mapped once:
     the parent lays it out as Guarded lays out its own (the body ends at unmapped memory,
     canaries before it) and copies each call's bytes in just before the call."""
 
@@ -536,7 +536,7 @@ def unordered(torch, early, out):
 
 
 def around(torch, trusted, conditions, device):
-    """The determinism checks' conditions (RunConditions in src/kernels/interface.rs), made with
+    """The determinism checks' conditions (RunConditions in crates/harness/src/kernels/interface.rs), made with
     torch: a GEMM on operands made of the fill byte leaves that byte in the shared memory its
     tiles were staged in (much of it, not all: the Rust worker fills all of it); a large GEMM on
     another stream is other work running while the kernel runs. The device-wide synchronize
@@ -598,7 +598,7 @@ class TrustedCuda:
 
 
 class Timing:
-    """The worker's side of a timing (src/worker/timing.rs drives it). Nothing here is trusted:
+    """The worker's side of a timing (crates/harness/src/worker/timing.rs drives it). Nothing here is trusted:
     it runs in the kernel's process, and every fact the verdict rests on is held by the parent
     (the outputs it copies out of shared memory after each reply, its own clock around each
     request, the L2 state it resets before each call, the requests without the kernel that a

@@ -15,6 +15,7 @@ pub mod report;
 mod report_markdown;
 pub mod sampling;
 pub mod sanitize;
+pub mod sequence;
 pub mod shard;
 pub mod shrink_data;
 pub mod signing;
@@ -22,3 +23,4 @@ pub mod tool_log;
 pub mod trust;
 
 pub use campaign::{certify_variant, CampaignLimits, CampaignResult};
+pub use sequence::{certify_kernel, CertifyRequest, KernelOutcome};

@@ -23,14 +23,14 @@ fn main() {
     println!("cargo:rustc-env=NVFP4_ORACLE_BUILD={build}");
     // Run again after a new commit (HEAD or a branch ref moves) or an edit to what the binary
     // is built from (so "+modified" stays true).
+    // Paths from this crate's folder (crates/harness); the checkout's root is two up.
     for path in [
-        ".git/HEAD",
-        ".git/refs/heads",
-        "src",
-        "crates",
-        "kernels",
-        "Cargo.toml",
-        "build.rs",
+        "../../.git/HEAD",
+        "../../.git/refs/heads",
+        "../../src",
+        "../../crates",
+        "../../kernels",
+        "../../Cargo.toml",
     ] {
         if std::path::Path::new(path).exists() {
             println!("cargo:rerun-if-changed={path}");

@@ -117,11 +117,11 @@ pub struct Coverage {
     /// shapes, tile edges, a K tail, L > 1) and the golden cases the kernel supports.
     pub planned_edge_cases: usize,
     pub planned_golden_cases: usize,
-    /// The production shapes (benchmark and competition test shapes, src/certify/production.rs)
+    /// The production shapes (benchmark and competition test shapes, crates/harness/src/certify/production.rs)
     /// and, when they are fewer or thinner than a GPU kernel's, why.
     pub planned_production_cases: usize,
     pub production_note: Option<String>,
-    /// Random large shapes (src/certify/production.rs) and, when fewer or thinner than a GPU
+    /// Random large shapes (crates/harness/src/certify/production.rs) and, when fewer or thinner than a GPU
     /// kernel's, why.
     pub planned_large_cases: usize,
     pub large_note: Option<String>,
@@ -292,6 +292,27 @@ pub struct CampaignLimits {
     pub quick: bool,
     /// Run only this shard's share of the cases (`certify --shard I/N`).
     pub shard: Option<super::shard::Shard>,
+}
+
+/// Random cases a campaign draws unless told otherwise (`certify --cases`).
+pub const DEFAULT_CASES: usize = 200;
+
+/// [`DEFAULT_CASES`], no time budget, the contiguous K order, every distribution, production
+/// cases included, the whole campaign; seed 0. The command line draws its seed per run (a
+/// fixed seed makes a campaign's inputs public): give yours.
+impl Default for CampaignLimits {
+    fn default() -> Self {
+        CampaignLimits {
+            cases: DEFAULT_CASES,
+            time_budget: None,
+            seed: 0,
+            order: KOrder::Contiguous,
+            only_gpumode: false,
+            exact: false,
+            quick: false,
+            shard: None,
+        }
+    }
 }
 
 impl CampaignLimits {

@@ -3,7 +3,7 @@
 //! kernel gets a fresh worker started under `compute-sanitizer --tool T` (through
 //! [`KernelUnderTest::under_tool`]), runs the sample, and shuts down; the tool's log is then read
 //! into findings in words. The worker's environment and buffers are those of a plain run: every
-//! tensor ends at unmapped memory (src/gpu/fenced.rs) in every run, so a kernel gains nothing by
+//! tensor ends at unmapped memory (crates/harness/src/gpu/fenced.rs) in every run, so a kernel gains nothing by
 //! behaving differently under the tool.
 
 use super::cases::check_cases;

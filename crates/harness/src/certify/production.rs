@@ -12,7 +12,7 @@
 //! Beside them, random large shapes drawn from the campaign's seed ([`large_cases`]): M and N
 //! past 2048 (more than 2 x 132 output tiles), K past 4096, L up to 4, up to 8192 x 8192 x 16384
 //! x 4, and on a GPU one case past 32-bit element offsets ([`INDEX_SHAPE`]); the model judges
-//! the largest of them on sampled rows (src/certify/sampling.rs). A CPU kernel gets fewer of
+//! the largest of them on sampled rows (crates/harness/src/certify/sampling.rs). A CPU kernel gets fewer of
 //! them, thin as above and within [`CPU_LARGE_NKL`].
 
 use super::cases::{fitted, round_up, CaseSpec};

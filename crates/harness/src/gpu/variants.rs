@@ -22,7 +22,7 @@ macro_rules! kernel_file {
     ($path:literal) => {
         SourceFile {
             path: $path,
-            text: include_str!(concat!("../../", $path)),
+            text: include_str!(concat!("../../../../", $path)),
         }
     };
 }

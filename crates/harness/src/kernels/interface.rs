@@ -193,7 +193,7 @@ pub struct KernelEnvironment {
 }
 
 /// What else happens on the GPU around one run: the determinism and shared-memory checks
-/// (src/certify/checks.rs; the conditions are made on the GPU by src/gpu/conditions.rs) run a
+/// (crates/harness/src/certify/checks.rs; the conditions are made on the GPU by crates/harness/src/gpu/conditions.rs) run a
 /// case again under other conditions and compare the bits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RunConditions {
@@ -235,7 +235,7 @@ pub struct ToolWrapper {
     /// How much longer than usual the worker may take to start and to run a case.
     pub slowdown: u32,
     // No writable directory either: the tool's log is a FIFO the parent reads
-    // (src/certify/tool_log.rs), which a read-only file system lets the tool write into, and a
+    // (crates/harness/src/certify/tool_log.rs), which a read-only file system lets the tool write into, and a
     // directory the tool could write the kernel could write too.
 }
 

@@ -1,0 +1,44 @@
+//! nvfp4-harness: what runs a kernel under test and judges it against the model (the
+//! `nvfp4-model` crate): the kernel contract, campaigns and certificates, the GPU backend, the
+//! worker processes and their sandbox, preflight. The certify sequence is a library call
+//! ([`certify::sequence`]); the `nvfp4-oracle` tool (the root crate) parses, prints and exits,
+//! and the Python package certifies through the same calls.
+//!
+//! Map of the crate, every public module (the README maps the whole repository):
+//! - [`kernels`]: the interface every kernel under test meets, the CPU kernels and planted-bug
+//!   mutants that run in process, and the manifest that describes an external kernel; the
+//!   block-scaled family's CPU kernel and its planted bugs.
+//! - [`certify`]: campaigns of cases against the model (the production shapes, random large
+//!   shapes judged on sampled rows, and per-product rounding's worst case among them),
+//!   shrinking of the first failure, compute-sanitizer and determinism checks, signed
+//!   certificates and whether one lets bench time a kernel, shards of a campaign and their
+//!   merge, the gate against a baseline; the planted bugs judged by the libraries' checks and
+//!   by the oracle.
+//! - [`preflight`]: what a kernel's compiled code shows before any GPU runs it (a CuTe DSL
+//!   submission compiled for sm_100a in the sandbox; the census of its PTX: MMA kind and scale
+//!   block, CTA pair, warp roles, TMA, cluster, variant).
+//! - [`gpu`]: device discovery, NVRTC compilation with a cache, the variant registry, the
+//!   fenced buffers every launch uses, the roofline floor bench checks times against, the
+//!   hardened launch, C-ABI libraries, the L2 reset and the in-process bench; CUDA is loaded at
+//!   run time.
+//! - [`worker`]: the process boundary: the worker protocol, the parent's side (starting workers,
+//!   the watchdog, worker-backed kernels: the built-in GPU variants, submissions and C-ABI
+//!   libraries, and the registry of every kernel), the serving sides (`gpu-worker` in Rust,
+//!   `submission_worker.py` in Python), timing that the kernel cannot falsify.
+//! - [`sandbox`]: the operating-system boundary around a worker process (namespaces, a
+//!   read-only file system, its own `/dev`, no capabilities, a seccomp filter), and where the
+//!   oracle's secrets live.
+//! - [`fuzzing`]: the bodies of the fuzz targets under `fuzz/`, shared with
+//!   `tests/fuzz_inputs.rs`.
+//! - [`error`]: the harness's error type (the model's, a GPU that failed, bad usage).
+
+pub mod certify;
+pub mod error;
+pub mod fuzzing;
+pub mod gpu;
+pub mod kernels;
+pub mod preflight;
+pub mod sandbox;
+pub mod worker;
+
+pub use error::{Error, Result};
