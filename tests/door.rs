@@ -580,7 +580,7 @@ fn the_parents_clock_bounds_the_times_a_worker_reports() {
     // Counts the parent's cache resets: one before every request that calls, timed or not.
     struct CountingReset(usize);
     impl nvfp4_harness::gpu::l2::CacheReset for CountingReset {
-        fn reset(&mut self) -> Result<(), String> {
+        fn reset(&mut self) -> Result<(), nvfp4_harness::gpu::GpuError> {
             self.0 += 1;
             Ok(())
         }
@@ -632,7 +632,7 @@ fn a_kernel_without_a_timing_baseline_is_not_timed() {
     need_python!();
     struct NoReset;
     impl nvfp4_harness::gpu::l2::CacheReset for NoReset {
-        fn reset(&mut self) -> Result<(), String> {
+        fn reset(&mut self) -> Result<(), nvfp4_harness::gpu::GpuError> {
             Ok(())
         }
     }

@@ -139,8 +139,8 @@ pub fn bench_external(
     }
     // The parent's own GPU state first, before any code of the kernel's runs: a kernel that
     // then takes the device's memory cannot turn its timing into "no usable GPU".
-    let info = device_info().as_ref().map_err(|e| Error::Gpu(e.clone()))?;
-    let mut l2 = L2Reset::new().map_err(Error::Gpu)?;
+    let info = device_info().as_ref().map_err(|e| Error::from(e.clone()))?;
+    let mut l2 = L2Reset::new()?;
     if let Err(err) = kernel.prepare() {
         eprintln!("skipping {name}: {err}");
         return Ok(());

@@ -79,13 +79,13 @@ pub fn bench_variant(
     shapes: &[Shape],
     reps: usize,
 ) -> Result<(DeviceInfo, Vec<Timing>)> {
-    let (ctx, info) = open_device().map_err(Error::Gpu)?;
+    let (ctx, info) = open_device()?;
     if let Some(reason) = info.cannot_run(variant.arch) {
         return Err(Error::Gpu(format!("{}: {reason}", variant.name)));
     }
     let module = ctx.load_module(compile_variant(variant)?).map_err(gpu)?;
     let function = module.load_function(variant.entry).map_err(gpu)?;
-    configure_function(variant, &function).map_err(Error::Gpu)?;
+    configure_function(variant, &function)?;
     let stream = ctx.default_stream();
     let sm_count = info.sm_count as u32;
     let l2_bytes = ctx
@@ -138,8 +138,7 @@ pub fn bench_variant(
                 };
                 PreparedLaunch::new(variant, buffers, shape, sm_count)
             })
-            .collect::<std::result::Result<_, _>>()
-            .map_err(Error::Gpu)?;
+            .collect::<std::result::Result<_, _>>()?;
         let start = ctx
             .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
             .map_err(gpu)?;
@@ -150,9 +149,7 @@ pub fn bench_variant(
         for rep in 0..WARM_UP + reps {
             stream.memset_zeros(&mut flush).map_err(gpu)?;
             start.record(&stream).map_err(gpu)?;
-            launches[rep % sets]
-                .launch(&stream, &function)
-                .map_err(Error::Gpu)?;
+            launches[rep % sets].launch(&stream, &function)?;
             end.record(&stream).map_err(gpu)?;
             end.synchronize().map_err(gpu)?;
             if rep >= WARM_UP {

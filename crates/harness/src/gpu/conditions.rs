@@ -4,6 +4,7 @@
 //! another stream while the kernel runs. Compiled the first time a run asks for them.
 
 use super::device::DeviceInfo;
+use super::GpuError;
 use crate::kernels::RunConditions;
 use cudarc::driver::sys::{CUdevice_attribute, CUfunction_attribute};
 use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
@@ -26,7 +27,7 @@ pub struct Conditions {
 }
 
 impl Conditions {
-    pub fn new(stream: &Arc<CudaStream>, info: &DeviceInfo) -> Result<Self, String> {
+    pub fn new(stream: &Arc<CudaStream>, info: &DeviceInfo) -> Result<Self, GpuError> {
         let ctx = stream.context();
         let ptx = compile_ptx_with_opts(
             SOURCE,
@@ -69,7 +70,7 @@ impl Conditions {
         &self,
         stream: &Arc<CudaStream>,
         conditions: RunConditions,
-    ) -> Result<(), String> {
+    ) -> Result<(), GpuError> {
         if let Some(fill) = conditions.shared_memory_fill {
             let config = LaunchConfig {
                 grid_dim: (2 * self.sm_count, 1, 1),
@@ -100,7 +101,7 @@ impl Conditions {
     }
 
     /// Waits for the other work (before the buffers of the run are read back and freed).
-    pub fn finish(&self) -> Result<(), String> {
-        self.side.synchronize().map_err(|err| err.to_string())
+    pub fn finish(&self) -> Result<(), GpuError> {
+        self.side.synchronize().map_err(GpuError::from)
     }
 }

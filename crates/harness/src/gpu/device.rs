@@ -2,6 +2,7 @@
 //! not a crash.
 
 use super::variants::Arch;
+use super::GpuError;
 use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::CudaContext;
 use std::sync::{Arc, OnceLock};
@@ -65,10 +66,10 @@ impl DeviceInfo {
 }
 
 /// Opens device 0. Errors are sentences for the user.
-pub fn open_device() -> Result<(Arc<CudaContext>, DeviceInfo), String> {
+pub fn open_device() -> Result<(Arc<CudaContext>, DeviceInfo), GpuError> {
     // SAFETY: only probes whether the shared library can be loaded.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        return Err("no CUDA driver found (libcuda.so could not be loaded)".to_string());
+        return Err("no CUDA driver found (libcuda.so could not be loaded)".into());
     }
     let ctx = CudaContext::new(0).map_err(|err| format!("no usable GPU: {err}"))?;
     let info = DeviceInfo {
@@ -101,18 +102,18 @@ pub fn open_device() -> Result<(Arc<CudaContext>, DeviceInfo), String> {
 }
 
 /// The device, probed once per process (the parent uses it to say which variants can run).
-pub fn device_info() -> &'static Result<DeviceInfo, String> {
-    static INFO: OnceLock<Result<DeviceInfo, String>> = OnceLock::new();
+pub fn device_info() -> &'static Result<DeviceInfo, GpuError> {
+    static INFO: OnceLock<Result<DeviceInfo, GpuError>> = OnceLock::new();
     INFO.get_or_init(|| open_device().map(|(_, info)| info))
 }
 
 /// How many GPUs the driver sees (`CUDA_VISIBLE_DEVICES` applied), or why none can be counted.
-pub fn device_count() -> Result<usize, String> {
+pub fn device_count() -> Result<usize, GpuError> {
     // SAFETY: only probes whether the shared library can be loaded.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
-        return Err("no CUDA driver found (libcuda.so could not be loaded)".to_string());
+        return Err("no CUDA driver found (libcuda.so could not be loaded)".into());
     }
     CudaContext::device_count()
         .map(|n| n.max(0) as usize)
-        .map_err(|err| format!("counting GPUs: {err}"))
+        .map_err(|err| GpuError(format!("counting GPUs: {err}")))
 }

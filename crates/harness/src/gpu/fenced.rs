@@ -8,6 +8,7 @@
 //! [`CANARY_BYTES`] before the body hold [`CANARY_BYTE`], checked after the launch.
 //! `submission_worker.py` places the Python door's tensors the same way.
 
+use super::GpuError;
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::CudaStream;
 use std::sync::Arc;
@@ -20,11 +21,11 @@ pub const CANARY_BYTE: u8 = 0xA5;
 pub const ALIGNMENT: usize = 256;
 
 /// `Ok`, or the failed driver call named with its result.
-pub(crate) fn check(what: &str, result: sys::CUresult) -> Result<(), String> {
+pub(crate) fn check(what: &str, result: sys::CUresult) -> Result<(), GpuError> {
     if result == sys::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
-        Err(format!("{what} failed: {result:?}"))
+        Err(GpuError(format!("{what} failed: {result:?}")))
     }
 }
 
@@ -44,7 +45,7 @@ pub struct FencedBuffer {
 
 impl FencedBuffer {
     /// A buffer whose body holds `body`, canaries around it, uploaded on `stream`.
-    pub fn upload(stream: &Arc<CudaStream>, body: &[u8]) -> Result<Self, String> {
+    pub fn upload(stream: &Arc<CudaStream>, body: &[u8]) -> Result<Self, GpuError> {
         let buffer = Self::canaries(stream, body.len(), false)?;
         if !body.is_empty() {
             // SAFETY: the body lies inside the mapping; the host bytes outlive the synchronize.
@@ -68,7 +69,7 @@ impl FencedBuffer {
         stream: &Arc<CudaStream>,
         len: usize,
         exportable: bool,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, GpuError> {
         stream
             .context()
             .bind_to_thread()
@@ -142,7 +143,7 @@ impl FencedBuffer {
     /// A new file descriptor for the buffer's memory (it must have been made `exportable`):
     /// another process imports it with `cuMemImportFromShareableHandle` and maps it
     /// ([`FencedBuffer::mapped_len`] bytes, the body at [`FencedBuffer::body_offset`]).
-    pub fn export_fd(&self) -> Result<std::os::fd::OwnedFd, String> {
+    pub fn export_fd(&self) -> Result<std::os::fd::OwnedFd, GpuError> {
         let handle = self.handle.ok_or("the buffer has no memory")?;
         let mut fd: std::ffi::c_int = -1;
         // SAFETY: the out-pointer is valid; on success the descriptor is new and ours.
@@ -182,7 +183,7 @@ impl FencedBuffer {
 
     /// The checked window: `lead()` canary bytes, the body, and the slack up to the unmapped
     /// granule.
-    pub fn download_window(&self, stream: &Arc<CudaStream>) -> Result<Vec<u8>, String> {
+    pub fn download_window(&self, stream: &Arc<CudaStream>) -> Result<Vec<u8>, GpuError> {
         let from = self.start - self.lead();
         let mut bytes = vec![0u8; self.mapped_len - from];
         // SAFETY: the window lies inside the mapping; the host buffer has its length and
@@ -200,7 +201,7 @@ impl FencedBuffer {
     }
 
     /// The body's bytes.
-    pub fn download_body(&self, stream: &Arc<CudaStream>) -> Result<Vec<u8>, String> {
+    pub fn download_body(&self, stream: &Arc<CudaStream>) -> Result<Vec<u8>, GpuError> {
         let mut bytes = vec![0u8; self.len];
         // SAFETY: the body lies inside the mapping; the host buffer has its length and
         // outlives the synchronize below.

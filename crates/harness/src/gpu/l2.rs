@@ -11,6 +11,7 @@
 //! the device's L2, not on one context's view of it), then writes its flush buffer.
 
 use super::fenced::check;
+use super::GpuError;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
 use std::sync::Arc;
@@ -24,7 +25,7 @@ const FLUSH_BYTE: u8 = 0x5A;
 /// What the parent does before every timed call and every call without the kernel: put the
 /// cache into a state no worker chose. [`L2Reset`] on a GPU; tests without one pass their own.
 pub trait CacheReset {
-    fn reset(&mut self) -> Result<(), String>;
+    fn reset(&mut self) -> Result<(), GpuError>;
 }
 
 /// The parent's L2 reset: a flush buffer in its own context, made before any worker starts so
@@ -36,7 +37,7 @@ pub struct L2Reset {
 
 impl L2Reset {
     /// A reset for device 0, its flush buffer allocated now.
-    pub fn new() -> Result<Self, String> {
+    pub fn new() -> Result<Self, GpuError> {
         let (ctx, info) = super::device::open_device()?;
         let stream = ctx.default_stream();
         let len = (FLUSH_TIMES_L2 * info.l2_bytes).max(1 << 20);
@@ -50,7 +51,7 @@ impl L2Reset {
 impl CacheReset for L2Reset {
     /// Demotes every persisting L2 line, evicts every line by writing the flush buffer, and
     /// waits until both are done.
-    fn reset(&mut self) -> Result<(), String> {
+    fn reset(&mut self) -> Result<(), GpuError> {
         self.stream
             .context()
             .bind_to_thread()
@@ -68,6 +69,6 @@ impl CacheReset for L2Reset {
             sys::cuMemsetD8Async(ptr, FLUSH_BYTE, len, self.stream.cu_stream())
         })?;
         drop(_guard);
-        self.stream.synchronize().map_err(|e| e.to_string())
+        self.stream.synchronize().map_err(GpuError::from)
     }
 }

@@ -5,6 +5,7 @@
 
 use super::fenced::{FencedBuffer, CANARY_BYTE};
 use super::variants::GpuVariant;
+use super::GpuError;
 use crate::kernels::{DualGemmCase, KernelFailure};
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{CudaFunction, CudaStream, DeviceRepr, LaunchConfig, PushKernelArg};
@@ -132,7 +133,7 @@ fn fp4_tensor_map(
     rows: usize,
     k_bytes: u32,
     box_rows: u32,
-) -> Result<TensorMapArg, String> {
+) -> Result<TensorMapArg, GpuError> {
     let row_bytes = (shape.k / 2) as u64;
     let dims = [row_bytes, rows as u64, shape.l as u64];
     let strides = [row_bytes, row_bytes * rows as u64];
@@ -158,7 +159,9 @@ fn fp4_tensor_map(
         )
     };
     if result != sys::CUresult::CUDA_SUCCESS {
-        return Err(format!("cuTensorMapEncodeTiled failed: {result:?}"));
+        return Err(GpuError(format!(
+            "cuTensorMapEncodeTiled failed: {result:?}"
+        )));
     }
     // SAFETY: initialised by the successful call.
     let map = unsafe { map.assume_init() };
@@ -167,7 +170,7 @@ fn fp4_tensor_map(
 
 /// What a loaded function needs set once before its first launch: the variant's dynamic shared
 /// memory, where it exceeds the 48 KiB default.
-pub fn configure_function(variant: &GpuVariant, function: &CudaFunction) -> Result<(), String> {
+pub fn configure_function(variant: &GpuVariant, function: &CudaFunction) -> Result<(), GpuError> {
     if variant.dynamic_smem > 48 * 1024 {
         function
             .set_attribute(
@@ -200,7 +203,7 @@ impl PreparedLaunch {
         buffers: LaunchBuffers,
         shape: Shape,
         sm_count: u32,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, GpuError> {
         let (grid_dim, block_dim) = variant.launch_dims(shape, sm_count);
         let maps = match variant.tensor_maps {
             Some(boxes) => [
@@ -228,7 +231,11 @@ impl PreparedLaunch {
     }
 
     /// Enqueues the kernel on `stream` (asynchronous).
-    pub fn launch(&self, stream: &Arc<CudaStream>, function: &CudaFunction) -> Result<(), String> {
+    pub fn launch(
+        &self,
+        stream: &Arc<CudaStream>,
+        function: &CudaFunction,
+    ) -> Result<(), GpuError> {
         let mut launch = stream.launch_builder(function);
         for pointer in &self.buffers.inputs {
             launch.arg(pointer);
@@ -245,6 +252,6 @@ impl PreparedLaunch {
         // implies, and the function was configured by `configure_function`.
         unsafe { launch.launch(self.config) }
             .map(|_| ())
-            .map_err(|err| err.to_string())
+            .map_err(GpuError::from)
     }
 }

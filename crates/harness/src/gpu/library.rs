@@ -2,6 +2,7 @@
 //! process with `libloading` (never in the parent: its code is untrusted).
 
 use super::launch::LaunchBuffers;
+use super::GpuError;
 use crate::kernels::KernelFailure;
 use cudarc::driver::CudaStream;
 use nvfp4_model::problem::Shape;
@@ -56,7 +57,7 @@ fn with_causes(err: &dyn std::error::Error) -> String {
 }
 
 impl LoadedLibrary {
-    pub fn open(path: &Path, symbol: &str) -> Result<Self, String> {
+    pub fn open(path: &Path, symbol: &str) -> Result<Self, GpuError> {
         // SAFETY: loading runs the library's initialisers: this is the untrusted code the worker
         // process exists to contain.
         let library = unsafe { libloading::Library::new(path) }.map_err(|err| {

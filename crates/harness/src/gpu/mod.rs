@@ -6,6 +6,35 @@
 //! in isolation, and the `gpu-worker` serving loop built on this module, are in the `worker`
 //! module, which uses this one.
 
+/// What went wrong on the GPU (a driver call, an allocation, a module), in words for the user.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct GpuError(pub String);
+
+impl From<String> for GpuError {
+    fn from(message: String) -> Self {
+        GpuError(message)
+    }
+}
+
+impl From<&str> for GpuError {
+    fn from(message: &str) -> Self {
+        GpuError(message.to_string())
+    }
+}
+
+impl From<cudarc::driver::DriverError> for GpuError {
+    fn from(err: cudarc::driver::DriverError) -> Self {
+        GpuError(err.to_string())
+    }
+}
+
+impl From<GpuError> for crate::error::Error {
+    fn from(err: GpuError) -> Self {
+        crate::error::Error::Gpu(err.0)
+    }
+}
+
 pub mod bench;
 pub mod compile;
 pub mod conditions;

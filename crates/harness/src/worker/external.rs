@@ -181,7 +181,7 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
         info,
         command,
         std::sync::Arc::new(move || match device_info() {
-            Err(reason) => Err(reason.clone()),
+            Err(reason) => Err(reason.to_string()),
             Ok(info) => arch
                 .and_then(|arch| arch.unmet_by(info.compute_capability))
                 .map_or(Ok(()), Err),

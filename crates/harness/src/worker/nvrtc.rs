@@ -12,7 +12,7 @@ use std::time::Duration;
 /// Why a kernel for `arch` (any GPU when `None`) cannot run here.
 pub fn gpu_availability(arch: Option<Arch>) -> Result<(), String> {
     match device_info() {
-        Err(reason) => Err(reason.clone()),
+        Err(reason) => Err(reason.to_string()),
         Ok(info) => arch
             .and_then(|arch| info.cannot_run(arch))
             .map_or(Ok(()), Err),

@@ -69,7 +69,7 @@ fn load_variant(
     let function = module
         .load_function(variant.entry)
         .map_err(|err| (false, format!("entry point {}: {err}", variant.entry)))?;
-    configure_function(&variant, &function).map_err(|err| (false, err))?;
+    configure_function(&variant, &function).map_err(|err| (false, err.to_string()))?;
     Ok(Loaded::Variant {
         variant,
         function,
@@ -84,11 +84,11 @@ pub fn serve(target: WorkerTarget, arch: Option<ArchRequirement>) -> Result<()> 
     let started = (|| {
         let library = match &target {
             WorkerTarget::Library { path, symbol } => {
-                Some(LoadedLibrary::open(path, symbol).map_err(|err| (false, err))?)
+                Some(LoadedLibrary::open(path, symbol).map_err(|err| (false, err.to_string()))?)
             }
             WorkerTarget::Variant(_) | WorkerTarget::Baseline => None,
         };
-        let (ctx, info) = open_device().map_err(|reason| (true, reason))?;
+        let (ctx, info) = open_device().map_err(|reason| (true, reason.to_string()))?;
         if let Some(reason) = arch.and_then(|arch| arch.unmet_by(info.compute_capability)) {
             return Err((true, reason));
         }
@@ -201,11 +201,11 @@ fn run_request(
             sm_count,
         } => hardened_launch(stream, case, |buffers: &LaunchBuffers| {
             let prepared = PreparedLaunch::new(variant, *buffers, shape, *sm_count)
-                .map_err(KernelFailure::Crashed)?;
+                .map_err(|err| KernelFailure::Crashed(err.to_string()))?;
             before(stream)?;
             prepared
                 .launch(stream, function)
-                .map_err(KernelFailure::Crashed)
+                .map_err(|err| KernelFailure::Crashed(err.to_string()))
         })?,
         Loaded::Library(library) => {
             // The C ABI's c is [L][M][N] (GPU MODE's storage); the harness's is [M][N][L].

@@ -22,6 +22,7 @@
 
 use super::protocol::SharedTensor;
 use crate::gpu::fenced::{check, FencedBuffer};
+use crate::gpu::GpuError;
 use crate::kernels::KernelCase;
 use cudarc::driver::{sys, CudaSlice, CudaStream, DevicePtr};
 use nvfp4_model::problem::ProblemKind;
@@ -91,7 +92,7 @@ pub struct SharedInputs {
 
 impl SharedInputs {
     /// Exportable fenced buffers for cases shaped like `case`, canaries written.
-    pub fn new(case: &KernelCase) -> Result<Self, String> {
+    pub fn new(case: &KernelCase) -> Result<Self, GpuError> {
         let tensors = device_tensors(case).ok_or(
             "the grouped GEMM's data tuple holds host tensors: its inputs are sent as files",
         )?;
@@ -135,18 +136,18 @@ impl SharedInputs {
     }
 
     /// Sends a descriptor of every buffer's memory on `socket`, in layout order.
-    pub fn send_to(&self, socket: &UnixStream) -> Result<(), String> {
+    pub fn send_to(&self, socket: &UnixStream) -> Result<(), GpuError> {
         let fds: Vec<OwnedFd> = self
             .buffers
             .iter()
             .map(FencedBuffer::export_fd)
             .collect::<Result<_, _>>()?;
         let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
-        send_fds(socket, &raw).map_err(|err| format!("sending the shared memory: {err}"))
+        send_fds(socket, &raw).map_err(|err| GpuError(format!("sending the shared memory: {err}")))
     }
 
     /// Uploads `case`'s tensors into the parent's own device memory.
-    pub fn stage(&self, case: &KernelCase) -> Result<StagedCase, String> {
+    pub fn stage(&self, case: &KernelCase) -> Result<StagedCase, GpuError> {
         let tensors = device_tensors(case).ok_or("a grouped GEMM case")?;
         if tensors.len() != self.tensors.len()
             || tensors
@@ -166,7 +167,7 @@ impl SharedInputs {
     }
 
     /// Copies a staged case into the shared buffers and waits until it is there.
-    pub fn deliver(&self, staged: &StagedCase) -> Result<(), String> {
+    pub fn deliver(&self, staged: &StagedCase) -> Result<(), GpuError> {
         for (body, buffer) in staged.bodies.iter().zip(&self.buffers) {
             let (source, _guard) = body.device_ptr(&self.stream);
             // SAFETY: both ranges are live device memory of `body_len` bytes in this context.
@@ -179,7 +180,7 @@ impl SharedInputs {
                 )
             })?;
         }
-        self.stream.synchronize().map_err(|e| e.to_string())
+        self.stream.synchronize().map_err(GpuError::from)
     }
 }
 
@@ -192,7 +193,7 @@ pub enum KeptOutput {
 
 impl SharedInputs {
     /// The shared output buffer (the data tuple's last tensor, `c`).
-    fn output_buffer(&self) -> Result<&FencedBuffer, String> {
+    fn output_buffer(&self) -> Result<&FencedBuffer, GpuError> {
         match (self.tensors.last(), self.buffers.last()) {
             (Some(t), Some(buffer)) if t.key == "c" => Ok(buffer),
             _ => Err("the shared tensors end with no output buffer".into()),
@@ -202,7 +203,7 @@ impl SharedInputs {
     /// Copies the output buffer's body out, in the parent's own context, before anything else
     /// can run: the worker never serves an output from its own memory. `on_device`: keep the
     /// copy in device memory (no transfer to the host between calls).
-    pub fn copy_output(&self, on_device: bool) -> Result<KeptOutput, String> {
+    pub fn copy_output(&self, on_device: bool) -> Result<KeptOutput, GpuError> {
         let c = self.output_buffer()?;
         if !on_device {
             return c.download_body(&self.stream).map(KeptOutput::Host);
@@ -234,10 +235,10 @@ impl SharedInputs {
     }
 
     /// A kept output's bytes on the host.
-    pub fn download(&self, kept: KeptOutput) -> Result<Vec<u8>, String> {
+    pub fn download(&self, kept: KeptOutput) -> Result<Vec<u8>, GpuError> {
         match kept {
             KeptOutput::Host(bytes) => Ok(bytes),
-            KeptOutput::Device(slice) => self.stream.clone_dtoh(&slice).map_err(|e| e.to_string()),
+            KeptOutput::Device(slice) => self.stream.clone_dtoh(&slice).map_err(GpuError::from),
         }
     }
 }
@@ -263,7 +264,7 @@ impl SharedCalls {
         timed: usize,
         make_case: &(impl Fn(usize) -> KernelCase + Sync),
         dir: &std::path::Path,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, GpuError> {
         let inputs = SharedInputs::new(warmup)?;
         let warm = inputs.stage(warmup)?;
         let capacity = inputs.staging_capacity();
@@ -284,7 +285,7 @@ impl SharedCalls {
         &mut self,
         first: usize,
         make_case: &(impl Fn(usize) -> KernelCase + Sync),
-    ) -> Result<(), String> {
+    ) -> Result<(), GpuError> {
         use rayon::prelude::*;
         let end = self.timed.min(first + self.capacity);
         let cases: Vec<KernelCase> = (first..end).into_par_iter().map(make_case).collect();
@@ -295,7 +296,7 @@ impl SharedCalls {
     }
 
     /// Puts the warm-up set into the shared buffers (a call without the kernel).
-    pub fn deliver_warm(&self) -> Result<(), String> {
+    pub fn deliver_warm(&self) -> Result<(), GpuError> {
         self.inputs.deliver(&self.warm)
     }
 
@@ -304,13 +305,13 @@ impl SharedCalls {
         &mut self,
         i: usize,
         make_case: &(impl Fn(usize) -> KernelCase + Sync),
-    ) -> Result<(), String> {
+    ) -> Result<(), GpuError> {
         if self.staged.is_empty() {
             self.stage_from(i, make_case)?;
         }
         match self.staged.pop_front() {
             Some((staged_call, staged)) if staged_call == i => self.inputs.deliver(&staged),
-            _ => Err(format!("timed call {i}'s inputs were not staged")),
+            _ => Err(GpuError(format!("timed call {i}'s inputs were not staged"))),
         }
     }
 }
