@@ -292,15 +292,20 @@ fn a_link_left_by_the_compilation_is_refused() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// A compilation that never ends is killed at --timeout, with a clear message and exit 2.
+/// A compilation that never ends is killed at --timeout, with a message naming the step and the
+/// flag, and the exit code of a timeout (6), not bad input's.
 #[test]
 fn a_compilation_past_its_timeout_is_killed() {
     let dir = common::scratch_dir("preflight-hang");
     let (fake, submission) = fake_python_and_submission(&dir, "sleep 300\n");
     let started = std::time::Instant::now();
     let (code, text) = preflight_submission(&fake, &submission, &["--timeout", "2"]);
-    assert_eq!(code, 2, "{text}");
-    assert!(text.contains("did not end within 2 s"), "{text}");
+    assert_eq!(code, 6, "{text}");
+    assert!(
+        text.contains("the submission's compilation did not end within the 2 s"),
+        "{text}"
+    );
+    assert!(text.contains("--timeout SECONDS"), "{text}");
     assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
     let _ = std::fs::remove_dir_all(dir);
 }

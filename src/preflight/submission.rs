@@ -4,13 +4,14 @@
 //! what it wrote: the PTX for the census, each launch's dynamic shared memory and block size from
 //! the host code (the kernel's own files do not hold them), or the compiler's refusal in words.
 
+use super::bounded::{self, Deadline};
 use crate::error::{Error, Result};
 use crate::worker::external::python_program;
 use crate::worker::parent::WorkerCommand;
 use crate::worker::sandbox::{cache_env, secrets_dir, wrap, SandboxPaths};
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The script that drives the compilation, embedded so the binary alone can preflight.
 pub const COMPILE_WORKER: &str = include_str!("compile_worker.py");
@@ -55,8 +56,8 @@ struct WorkerResult {
 }
 
 /// Compiles `submission` for `arch` in the sandbox and reads what the compilation wrote; a
-/// compilation past `timeout` is killed with everything it started.
-pub fn compile(submission: &Path, arch: &str, timeout: Duration) -> Result<Compilation> {
+/// compilation past `deadline` is killed with everything it started.
+pub fn compile(submission: &Path, arch: &str, deadline: &Deadline) -> Result<Compilation> {
     let submission = std::path::absolute(submission).map_err(|err| Error::file(submission, err))?;
     if !submission.is_file() {
         return Err(Error::file(&submission, "no such file"));
@@ -76,7 +77,7 @@ pub fn compile(submission: &Path, arch: &str, timeout: Duration) -> Result<Compi
     let script = script_dir.join("compile_worker.py");
     std::fs::write(&script, COMPILE_WORKER).map_err(|err| Error::file(&script, err))?;
     let outcome =
-        run_worker(&submission, arch, &script, &dump, timeout).and_then(|log| read(&dump, &log));
+        run_worker(&submission, arch, &script, &dump, deadline).and_then(|log| read(&dump, &log));
     let _ = std::fs::remove_dir_all(&scratch);
     outcome
 }
@@ -87,7 +88,7 @@ fn run_worker(
     arch: &str,
     script: &Path,
     dump: &Path,
-    timeout: Duration,
+    deadline: &Deadline,
 ) -> Result<String> {
     let folder = |path: &Path| path.parent().map(Path::to_path_buf);
     let command = WorkerCommand {
@@ -105,7 +106,7 @@ fn run_worker(
             ".".into(),
         ],
         env: Vec::new(),
-        start_timeout: timeout,
+        start_timeout: deadline.limit(),
         sandbox: None,
     };
     let paths = SandboxPaths {
@@ -131,38 +132,20 @@ fn run_worker(
     }
     let log = dump.with_extension("log");
     let log_file = std::fs::File::create(&log).map_err(|err| Error::file(&log, err))?;
-    let mut child = Command::new(&wrapped.program)
+    let mut worker = Command::new(&wrapped.program);
+    worker
         .args(&wrapped.args)
         .envs(wrapped.env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(log_file.try_clone().map_err(|err| Error::file(&log, err))?)
-        .stderr(log_file)
-        .spawn()
-        .map_err(|err| {
-            Error::Usage(format!(
-                "cannot start {} for the compilation: {err} (NVFP4_ORACLE_PYTHON names the \
-                 interpreter with nvidia-cutlass-dsl installed)",
-                command.program.display()
-            ))
-        })?;
-    let started = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if started.elapsed() > timeout => {
-                // The launcher takes the worker and all it started with it.
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(Error::Usage(format!(
-                    "{}: the compilation did not end within {} s",
-                    submission.display(),
-                    timeout.as_secs()
-                )));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-            Err(err) => return Err(Error::Usage(format!("waiting for the compilation: {err}"))),
-        }
-    }
+        .stderr(log_file);
+    bounded::run(&mut worker, "the submission's compilation", deadline, |err| {
+        Error::Usage(format!(
+            "cannot start {} for the compilation: {err} (NVFP4_ORACLE_PYTHON names the \
+             interpreter with nvidia-cutlass-dsl installed)",
+            command.program.display()
+        ))
+    })?;
     Ok(std::fs::read_to_string(&log).unwrap_or_default())
 }
 

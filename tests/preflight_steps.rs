@@ -1,0 +1,180 @@
+//! Each step of a preflight bounded and cleaned up, whatever the code does: ptxas under
+//! `--timeout` and killed with what it started, nothing left on disk when preflight times out or
+//! is killed, a ptxas refusal a finding, a timeout its own exit code. Stand-in programs (sh
+//! scripts) play ptxas and the interpreter, so no CUDA or CuTe DSL is needed.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `preflight`'s exit code for a step past `--timeout`.
+const EXIT_TIMEOUT: i32 = 6;
+
+/// A one-entry PTX module for sm_90a.
+const SMALL_KERNEL: &str = ".version 8.0\n.target sm_90a\n.address_size 64\n\n\
+    .visible .entry small()\n.maxntid 128, 1, 1\n{\n    ret;\n}\n";
+
+/// An executable sh script `dir/name` running `body`.
+fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{body}")).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// A process that is gone, or a zombie no one reaped yet: killed either way.
+fn dead(pid: &str) -> bool {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+    let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+    state.is_empty() || state.starts_with('Z')
+}
+
+/// Waits up to 10 s for `file` to be written (a stand-in says it started).
+fn wait_for(file: &Path) -> String {
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(10) {
+        if let Ok(text) = std::fs::read_to_string(file) {
+            if text.ends_with('\n') {
+                return text;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    panic!("{} was not written", file.display());
+}
+
+/// A folder's entries, for "nothing left behind".
+fn entries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+        .collect()
+}
+
+/// `preflight --ptx` of the small kernel with the stand-in `ptxas`, its temporary folder `tmp`.
+fn preflight_ptx(dir: &Path, ptxas: &Path, tmp: &Path, extra: &[&str]) -> Command {
+    let ptx = dir.join("small.ptx");
+    std::fs::write(&ptx, SMALL_KERNEL).unwrap();
+    let mut command = Command::new(common::oracle_binary());
+    command
+        .env("NVFP4_ORACLE_PTXAS", ptxas)
+        .env("TMPDIR", tmp)
+        .args(["preflight", "--ptx"])
+        .arg(&ptx)
+        .args(extra);
+    command
+}
+
+/// A ptxas that never ends (and starts a process of its own that never ends either): killed at
+/// --timeout with what it started, exit 6, a message naming the step and the flag, and no
+/// temporary file left.
+#[test]
+fn ptxas_past_the_timeout_is_killed_with_what_it_started() {
+    let dir = common::scratch_dir("preflight-ptxas-hang");
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let pids = dir.join("pids");
+    let ptxas = script(
+        &dir,
+        "ptxas",
+        &format!("sleep 120 &\necho $$ $! > {}\nwait\n", pids.display()),
+    );
+    let started = Instant::now();
+    let out = preflight_ptx(&dir, &ptxas, &tmp, &["--timeout", "2"])
+        .output()
+        .unwrap();
+    let (code, text) = common::code_and_text(out);
+    assert!(started.elapsed() < Duration::from_secs(60), "{text}");
+    assert_eq!(code, EXIT_TIMEOUT, "{text}");
+    assert!(text.contains("ptxas"), "{text}");
+    assert!(text.contains("did not end within the 2 s"), "{text}");
+    assert!(text.contains("--timeout"), "{text}");
+    let pids = wait_for(&pids);
+    for pid in pids.split_whitespace() {
+        assert!(dead(pid), "process {pid} of ptxas outlived the timeout");
+    }
+    assert_eq!(entries(&tmp), Vec::<String>::new());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Preflight killed (SIGTERM) while ptxas runs: ptxas and what it started end with it, and
+/// nothing of it is left in the temporary folder.
+#[test]
+fn preflight_killed_during_ptxas_leaves_no_process_and_no_file() {
+    let dir = common::scratch_dir("preflight-ptxas-killed");
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let pids = dir.join("pids");
+    let ptxas = script(
+        &dir,
+        "ptxas",
+        &format!("sleep 120 &\necho $$ $! > {}\nwait\n", pids.display()),
+    );
+    let mut child = preflight_ptx(&dir, &ptxas, &tmp, &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pids = wait_for(&pids);
+    // SAFETY: a signal to the preflight this test started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if started.elapsed() > Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!("preflight did not end on SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+    for pid in pids.split_whitespace() {
+        assert!(dead(pid), "process {pid} of ptxas outlived preflight");
+    }
+    assert_eq!(entries(&tmp), Vec::<String>::new());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Code that ptxas refuses would not load on the GPU either: a finding (exit 1) that quotes
+/// ptxas, never "No finding".
+#[test]
+fn a_ptxas_refusal_is_a_finding() {
+    let dir = common::scratch_dir("preflight-ptxas-refuses");
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let said = "ptxas fatal   : Unresolved extern function 'helper_not_linked'";
+    let ptxas = script(&dir, "ptxas", &format!("echo \"{said}\" >&2\nexit 255\n"));
+    let out = preflight_ptx(&dir, &ptxas, &tmp, &[]).output().unwrap();
+    let (code, text) = common::code_and_text(out);
+    assert_eq!(code, 1, "{text}");
+    assert!(text.contains("ptxas refused the code for sm_90a"), "{text}");
+    assert!(text.contains(said), "{text}");
+    assert!(!text.contains("No finding"), "{text}");
+    // The same through the real ptxas, where there is one: an instruction that does not exist.
+    if let Some(real) = nvfp4_oracle::preflight::resources::find_ptxas() {
+        let bad = SMALL_KERNEL.replace("ret;", "no_such_instruction.b32 %r1;\n    ret;");
+        let ptx = dir.join("bad.ptx");
+        std::fs::write(&ptx, bad).unwrap();
+        let out = Command::new(common::oracle_binary())
+            .env("NVFP4_ORACLE_PTXAS", &real)
+            .args(["preflight", "--ptx"])
+            .arg(&ptx)
+            .output()
+            .unwrap();
+        let (code, text) = common::code_and_text(out);
+        assert_eq!(code, 1, "{text}");
+        assert!(text.contains("ptxas refused the code"), "{text}");
+        assert!(text.contains("no_such_instruction"), "{text}");
+    } else {
+        common::skip("no ptxas here: the real refusal was not checked");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
