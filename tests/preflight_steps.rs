@@ -178,3 +178,149 @@ fn a_ptxas_refusal_is_a_finding() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A stand-in interpreter `dir/bin/python` running `body` (sh), and a submission beside it.
+fn fake_python(dir: &Path, body: &str) -> (PathBuf, PathBuf) {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let python = script(&bin, "python", body);
+    let submission = dir.join("submission.py");
+    std::fs::write(&submission, "def compile_kernel():\n    pass\n").unwrap();
+    (python, submission)
+}
+
+/// A compile worker's result for one compilation: `ptx`'s kernels and host code naming `host`.
+fn result_json(ptx: &str, host: &str) -> String {
+    serde_json::json!({
+        "phase": null, "error": null, "torch": "installed", "driven_by": "compile_kernel()",
+        "compiles": [{"ptx": ptx, "host": host}],
+    })
+    .to_string()
+}
+
+/// `preflight --submission` with the stand-in `python`, from the working directory `cwd`, its
+/// temporary folder `tmp`, the sandbox off where `sandbox_off`.
+fn preflight_submission(
+    python: &Path,
+    submission: &Path,
+    cwd: &Path,
+    tmp: &Path,
+    sandbox_off: bool,
+) -> Command {
+    let mut command = Command::new(common::oracle_binary());
+    command
+        .current_dir(cwd)
+        .env("NVFP4_ORACLE_PYTHON", python)
+        .env("TMPDIR", tmp)
+        .env_remove("NVFP4_ORACLE_PTXAS")
+        .env("PATH", "/usr/bin:/bin")
+        .args(["preflight", "--submission"])
+        .arg(submission);
+    if sandbox_off {
+        command.env("NVFP4_ORACLE_SANDBOX", "0");
+    }
+    command
+}
+
+/// With the sandbox off, the compilation still runs in a fresh folder of its own (never the
+/// caller's working directory), is warned about, is read, and leaves nothing behind.
+#[test]
+fn with_the_sandbox_off_the_compilation_works_in_a_fresh_folder() {
+    let dir = common::scratch_dir("preflight-unsandboxed");
+    let (cwd, tmp) = (dir.join("cwd"), dir.join("tmp"));
+    for d in [&cwd, &tmp] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let ptx = SMALL_KERNEL.replace("sm_90a", "sm_100a");
+    let where_file = dir.join("where");
+    let (python, submission) = fake_python(
+        &dir,
+        &format!(
+            "read token\npwd > {}\ncat > result-$token.json <<'EOF'\n{}\nEOF\n",
+            where_file.display(),
+            result_json(&ptx, "gpu.launch_func @kernels::@small")
+        ),
+    );
+    let out = preflight_submission(&python, &submission, &cwd, &tmp, true)
+        .output()
+        .unwrap();
+    let (code, text) = common::code_and_text(out);
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("# Preflight of "), "{text}");
+    assert!(text.contains("## small"), "{text}");
+    assert!(text.contains("NOT sandboxed"), "{text}");
+    let worked_in = std::fs::read_to_string(&where_file).unwrap();
+    assert!(
+        Path::new(worked_in.trim()).starts_with(&tmp),
+        "worked in {worked_in}"
+    );
+    assert_eq!(entries(&cwd), Vec::<String>::new());
+    assert_eq!(entries(&tmp), Vec::<String>::new());
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A PTX whose kernel the host code of the same compilation does not launch is not what one
+/// `cute.compile` made: refused, never reported as compiled.
+#[test]
+fn a_ptx_its_host_code_does_not_launch_is_refused() {
+    let dir = common::scratch_dir("preflight-forged-ptx");
+    let (cwd, tmp) = (dir.join("cwd"), dir.join("tmp"));
+    for d in [&cwd, &tmp] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let ptx = SMALL_KERNEL.replace("sm_90a", "sm_100a");
+    let (python, submission) = fake_python(
+        &dir,
+        &format!(
+            "read token\ncat > result-$token.json <<'EOF'\n{}\nEOF\n",
+            result_json(&ptx, "gpu.launch_func @kernels::@another_kernel")
+        ),
+    );
+    let out = preflight_submission(&python, &submission, &cwd, &tmp, false)
+        .output()
+        .unwrap();
+    let (code, text) = common::code_and_text(out);
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("holds the kernel small, which the host code of the same compilation does not launch"),
+        "{text}"
+    );
+    assert!(!text.contains("# Preflight"), "{text}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Preflight killed while the compilation runs (and has started a process of its own): both
+/// end with it, and its folder is removed.
+#[test]
+fn preflight_killed_during_the_compilation_leaves_no_process_and_no_file() {
+    let dir = common::scratch_dir("preflight-compile-killed");
+    let (cwd, tmp) = (dir.join("cwd"), dir.join("tmp"));
+    for d in [&cwd, &tmp] {
+        std::fs::create_dir_all(d).unwrap();
+    }
+    let pids = dir.join("pids");
+    let (python, submission) = fake_python(
+        &dir,
+        &format!("sleep 120 &\necho $$ $! > {}\nwait\n", pids.display()),
+    );
+    let mut child = preflight_submission(&python, &submission, &cwd, &tmp, true)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pids = wait_for(&pids);
+    // SAFETY: a signal to the preflight this test started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let started = Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        assert!(started.elapsed() < Duration::from_secs(30), "no end on SIGTERM");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    for pid in pids.split_whitespace() {
+        assert!(dead(pid), "process {pid} of the compilation outlived preflight");
+    }
+    assert_eq!(entries(&tmp), Vec::<String>::new());
+    let _ = std::fs::remove_dir_all(dir);
+}
