@@ -275,3 +275,37 @@ fn each_compilation_gets_its_own_cute_dsl_cache() {
     assert_ne!(seen[0], seen[1]);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// An MLIR verification error (the MMA's operands of another layout: an N tile of 64 with a CTA
+/// pair) names no line of the submission in CuTe DSL's words: the report gives the line of the
+/// submission's own code where it arose, the path to it, and what it means.
+#[test]
+fn a_layout_error_is_explained_at_the_submissions_line() {
+    if cute_python().is_none() {
+        return;
+    }
+    let kernel = std::fs::read_to_string(common::repo_path(
+        "docs/results/preflight/cute_nvfp4_mma.py",
+    ))
+    .unwrap();
+    let gemm_line = kernel
+        .lines()
+        .position(|l| l.trim_start().starts_with("cute.gemm("))
+        .expect("the test kernel issues cute.gemm")
+        + 1;
+    let (code, report, err) = preflight(&[("MMA_N", "64"), ("CG", "2")], &[]);
+    assert_eq!(code, 1, "{report}{err}");
+    assert!(report.contains("Did not compile"), "{report}");
+    assert!(
+        report.contains(&format!(
+            "In the submission: cute_nvfp4_mma.py:{gemm_line} in mma_kernel: cute.gemm("
+        )),
+        "{report}"
+    );
+    assert!(
+        report.contains("- submission_nvfp4_mma.py:") && report.contains("in compile_kernel"),
+        "{report}"
+    );
+    assert!(report.contains("What it means: "), "{report}");
+    assert!(report.contains("cluster of two"), "{report}");
+}

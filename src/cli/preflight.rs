@@ -190,8 +190,9 @@ fn code_to_read(args: &PreflightArgs, deadline: &Deadline) -> Result<Code> {
                 phase,
                 message,
                 meaning,
+                lines,
             } => Code::Refused(crate::preflight::refused_report(
-                &source, &phase, &message, meaning,
+                &source, &phase, &message, meaning, &lines,
             )),
         });
     }

@@ -94,6 +94,26 @@ def plain(text):
     return re.sub(r"\x1b\[[0-9;]*m", "", text).strip()
 
 
+def lines_in_submission(exc, folder):
+    """The submission's own lines in the traceback of `exc` and of the exceptions it came from,
+    outermost first, innermost (where it went wrong) last: CuTe DSL's own messages point into
+    the DSL, or nowhere, for an MLIR verification error."""
+    lines, seen, seen_exc = [], set(), set()
+    while exc is not None and id(exc) not in seen_exc:
+        seen_exc.add(id(exc))
+        for frame in traceback.extract_tb(exc.__traceback__):
+            path = os.path.abspath(frame.filename)
+            if (not path.startswith(folder + os.sep) or "site-packages" in path
+                    or "dist-packages" in path or (path, frame.lineno) in seen):
+                continue
+            seen.add((path, frame.lineno))
+            code = (frame.line or "").strip()
+            lines.append(f"{os.path.relpath(path, folder)}:{frame.lineno} in {frame.name}"
+                         + (f": {code}" if code else ""))
+        exc = exc.__cause__ or exc.__context__
+    return lines[-6:]
+
+
 def required_parameters(function):
     try:
         signature = inspect.signature(function)
@@ -122,7 +142,8 @@ def main():
     # listing it; each kernel's PTX is taken from what `cute.compile` returns.
     dump = tempfile.mkdtemp(prefix="cute-dsl-", dir=out_dir)
     result = {"phase": None, "error": None, "torch": "installed", "driven_by": None,
-              "compiles": []}
+              "compiles": [], "lines": []}
+    folder = os.path.dirname(os.path.abspath(args.submission))
     # What `cute.compile` returned, kept here as it returns: the only source of the result's
     # PTX and host code.
     compiles = result["compiles"]
@@ -177,13 +198,14 @@ def main():
     task.output_t = object
     task.TestSpec = dict
     sys.modules["task"] = task
-    sys.path.insert(0, os.path.dirname(os.path.abspath(args.submission)))
+    sys.path.insert(0, folder)
     try:
         spec = importlib.util.spec_from_file_location("submission", args.submission)
         module = importlib.util.module_from_spec(spec)
         sys.modules["submission"] = module
         spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - a submission may raise anything, SystemExit too
+        result["lines"] = lines_in_submission(exc, folder)
         finish("import", plain(f"{type(exc).__name__}: {exc}") + "\n" + plain(
             "".join(traceback.format_exception(exc)[-6:])))
 
@@ -193,6 +215,7 @@ def main():
         try:
             compile_kernel()
         except BaseException as exc:  # noqa: BLE001
+            result["lines"] = lines_in_submission(exc, folder)
             finish("compile", plain(f"{type(exc).__name__}: {exc}"))
     finish()
 

@@ -147,18 +147,38 @@ pub fn findings(
     out
 }
 
-/// A submission that did not compile, in Markdown: the compiler's message and what it means.
-pub fn refused_report(source: &str, phase: &str, message: &str, meaning: Option<&str>) -> String {
+/// A submission that did not compile, in Markdown: the compiler's message, where in the
+/// submission's own files it arose (`lines`, innermost last), and what it means.
+pub fn refused_report(
+    source: &str,
+    phase: &str,
+    message: &str,
+    meaning: Option<&str>,
+    lines: &[String],
+) -> String {
     let when = match phase {
         "import" => "importing the submission failed",
         _ => "its compilation was refused",
     };
-    format!(
+    let mut md = format!(
         "# Preflight of {source}\n\nNothing was run and no numerical claim is made: this is \
-         what compiling the code showed.\n\nDid not compile: {when}.\n\n```\n{}\n```\n\n{}",
-        message.trim(),
-        meaning.map_or(String::new(), |m| format!("What it means: {m}.\n"))
-    )
+         what compiling the code showed.\n\nDid not compile: {when}.\n\n```\n{}\n```\n\n",
+        message.trim()
+    );
+    if let Some(innermost) = lines.last() {
+        md.push_str(&format!("In the submission: {innermost}\n\n"));
+        if lines.len() > 1 {
+            md.push_str("Reached through:\n\n");
+            for line in &lines[..lines.len() - 1] {
+                md.push_str(&format!("- {line}\n"));
+            }
+            md.push('\n');
+        }
+    }
+    if let Some(meaning) = meaning {
+        md.push_str(&format!("What it means: {meaning}.\n"));
+    }
+    md
 }
 
 /// The census in Markdown, the first line saying what preflight is not.

@@ -39,11 +39,13 @@ pub enum Compilation {
         /// torch was not installed and a placeholder stood in for it.
         torch_placeholder: bool,
     },
-    /// The compiler (or the submission) refused: in which phase, its message, what it means.
+    /// The compiler (or the submission) refused: in which phase, its message, what it means,
+    /// and the submission's lines it came through (innermost last).
     Refused {
         phase: String,
         message: String,
         meaning: Option<&'static str>,
+        lines: Vec<String>,
     },
 }
 
@@ -55,6 +57,9 @@ struct WorkerResult {
     driven_by: Option<String>,
     #[serde(default)]
     compiles: Vec<Compiled>,
+    /// Where the refusal arose in the submission's own files, outermost first.
+    #[serde(default)]
+    lines: Vec<String>,
 }
 
 /// What one `cute.compile` returned: its kernels' PTX and its lowered host code.
@@ -261,6 +266,7 @@ fn read(path: &Path, log: &Path) -> Result<Compilation> {
             meaning: meaning(&message),
             phase,
             message,
+            lines: result.lines,
         });
     }
     let Some(driven_by) = result.driven_by.filter(|_| !result.compiles.is_empty()) else {
@@ -393,7 +399,7 @@ enum Field {
 
 /// The compiler's refusal in words, for the messages CuTe DSL gives for the Blackwell MMA.
 pub fn meaning(message: &str) -> Option<&'static str> {
-    let rules: [(&str, &str); 6] = [
+    let rules: [(&str, &str); 7] = [
         (
             "expects the M-mode to be 128, but got",
             "the block-scaled MMA (NVFP4, MXFP4) takes an M tile of 128 per CTA; 256 needs a \
@@ -415,6 +421,14 @@ pub fn meaning(message: &str) -> Option<&'static str> {
         (
             "expects the instruction extent in the K-mode",
             "the MMA's K extent is fixed by its operand type (64 for FP4 operands)",
+        ),
+        (
+            "op expects all operands to have the same rest modes",
+            "the tensors given to the MMA (cute.gemm) do not have the layout the MMA issued \
+             expects. Seen with a CTA-pair MMA (cta_group::2) in a kernel without a cluster of \
+             two, with an N tile of 64 and a CTA pair, and with fragments made from another \
+             tiled MMA than the one issued: check the tile, the CTA count and the cluster \
+             together, at the submission's line above",
         ),
         (
             "expects arch to be one of",
@@ -472,5 +486,13 @@ mod tests {
         assert!(m.contains("128 per CTA"), "{m}");
         assert!(meaning("expects the N-mode to satisfy 8 <= N <= 256 and N % 8 == 0").is_some());
         assert_eq!(meaning("NameError: name 'x' is not defined"), None);
+        // CuTe DSL 4.8.1's words for an MMA given operands of another layout (N 64, a CTA pair).
+        let m = meaning(
+            "MLIRError: Verification failed:\nerror: unknown: 'cute.gemm' op expects all \
+             operands to have the same rest modes, but got: A[1]: ((((32,4),4),(16,4)),2) and \
+             A[0]: (1,1)",
+        )
+        .unwrap();
+        assert!(m.contains("cluster of two"), "{m}");
     }
 }
