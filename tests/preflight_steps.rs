@@ -324,3 +324,46 @@ fn preflight_killed_during_the_compilation_leaves_no_process_and_no_file() {
     assert_eq!(entries(&tmp), Vec::<String>::new());
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `certify` of a submission this machine cannot run (here: no torch, or no GPU, or another
+/// one) says how to check its code anyway: the preflight command, with its path and the
+/// architecture, in the certificate's reason.
+#[test]
+fn certify_of_a_submission_that_cannot_run_here_names_its_preflight() {
+    let python = "python3";
+    let can_run = Command::new(python)
+        .args(["-c", "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if can_run {
+        common::skip("torch sees a GPU here: the submission might run, so nothing to point to");
+        return;
+    }
+    let dir = common::scratch_dir("certify-points-to-preflight");
+    let submission = dir.join("submission.py");
+    std::fs::write(&submission, "def custom_kernel(data):\n    return data[-1]\n").unwrap();
+    let manifest = dir.join("kernel.toml");
+    std::fs::write(
+        &manifest,
+        "name = \"blackwell-only\"\nproblem = \"dual-gemm\"\nsubmission = \"submission.py\"\n\
+         description = \"a submission for the B200\"\narch = \"sm_100a\"\n",
+    )
+    .unwrap();
+    let out = Command::new(common::oracle_binary())
+        .env("NVFP4_ORACLE_PYTHON", python)
+        .env("NVFP4_ORACLE_SECRETS", dir.join("secrets"))
+        .args(["certify", "--cases", "4", "--manifest"])
+        .arg(&manifest)
+        .arg("--report-dir")
+        .arg(dir.join("report"))
+        .output()
+        .unwrap();
+    let (code, text) = common::code_and_text(out);
+    assert_eq!(code, 4, "{text}");
+    let command = format!(
+        "`nvfp4-oracle preflight --submission {} --arch sm_100a`",
+        submission.display()
+    );
+    assert!(text.contains(&command), "{text}");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -154,9 +154,13 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     // signs certificates made (so that every sandbox hides it).
     crate::worker::sandbox::protect_parent();
     crate::certify::signing::ensure_key()?;
-    let external: Vec<Box<dyn KernelUnderTest>> = args
-        .external
-        .kernels()?
+    let external = args.external.kernels()?;
+    // Per external kernel, the preflight that reads its code where it cannot run.
+    let preflights: Vec<(String, String)> = external
+        .iter()
+        .filter_map(|k| Some((k.name().to_string(), k.preflight()?.to_string())))
+        .collect();
+    let external: Vec<Box<dyn KernelUnderTest>> = external
         .into_iter()
         .map(|k| Box::new(k) as Box<dyn KernelUnderTest>)
         .collect();
@@ -267,7 +271,15 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
         let certificate = match prepared {
             Err(PrepareError::Unavailable(reason)) => {
                 any_unavailable = true;
-                Certificate::unavailable(kernel.as_ref(), &limits, with_preflight_hint(reason))
+                let preflight = preflights
+                    .iter()
+                    .find(|(name, _)| name == kernel.name())
+                    .map(|(_, command)| command.as_str());
+                Certificate::unavailable(
+                    kernel.as_ref(),
+                    &limits,
+                    with_preflight_hint(reason, preflight),
+                )
             }
             Err(PrepareError::Unusable(reason)) => {
                 eprintln!("error: {}: {reason}", kernel.name());
@@ -427,9 +439,17 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
 }
 
 /// A kernel for another architecture than this GPU's (a Blackwell kernel on a Hopper machine)
-/// can still be checked statically: the reason says how.
-fn with_preflight_hint(reason: String) -> String {
-    if reason.starts_with("needs sm_") {
+/// can still be checked statically: the reason says how. A submission that cannot run here for
+/// any reason (no GPU, another one, no torch) gets the exact command (`preflight`), which needs
+/// none of these.
+fn with_preflight_hint(reason: String, preflight: Option<&str>) -> String {
+    if let Some(command) = preflight {
+        format!(
+            "{reason}; to check its code here without running it: `{command}` (it compiles \
+             the kernels for that architecture and reads their instructions, registers and \
+             shared memory; docs/preflight.md)"
+        )
+    } else if reason.starts_with("needs sm_") {
         format!(
             "{reason}; `nvfp4-oracle preflight` reads its compiled code for that architecture \
              on any machine without running it (docs/preflight.md)"
@@ -597,10 +617,18 @@ mod tests {
 
     #[test]
     fn a_kernel_for_another_architecture_is_pointed_to_preflight() {
-        let hinted = super::with_preflight_hint("needs sm_100a; this GPU is sm_90".into());
+        let hinted = super::with_preflight_hint("needs sm_100a; this GPU is sm_90".into(), None);
         assert!(hinted.starts_with("needs sm_100a; this GPU is sm_90; `nvfp4-oracle preflight`"));
-        let other = super::with_preflight_hint("no CUDA driver found".into());
+        let other = super::with_preflight_hint("no CUDA driver found".into(), None);
         assert_eq!(other, "no CUDA driver found");
+        // A submission: its own command, whatever kept it from running here.
+        let command = "nvfp4-oracle preflight --submission /s/submission.py --arch sm_100a";
+        let hinted = super::with_preflight_hint("torch sees no CUDA GPU".into(), Some(command));
+        assert!(
+            hinted.starts_with("torch sees no CUDA GPU; to check its code here without running it")
+                && hinted.contains(&format!("`{command}`")),
+            "{hinted}"
+        );
     }
 
     #[test]
