@@ -200,7 +200,10 @@ fn files_the_submission_leaves_are_not_read_as_compiled() {
     .unwrap();
     let (code, text) = preflight_file(&python, &beside, &dir, &[], &["--claim", "two-sm"]);
     assert_eq!(code, 1, "{text}");
-    assert!(text.contains("tcgen05.mma kind::mxf4nvf4 block16 cta_group::1"), "{text}");
+    assert!(
+        text.contains("tcgen05.mma kind::mxf4nvf4 block16 cta_group::1"),
+        "{text}"
+    );
     assert!(text.contains("claimed 2SM"), "{text}");
     assert!(!text.contains("hand_made_2sm"), "{text}");
     let _ = std::fs::remove_dir_all(dir);
@@ -224,7 +227,10 @@ fn a_submission_compiles_with_the_sandbox_off() {
     );
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("NOT sandboxed"), "{text}");
-    assert!(text.contains("tcgen05.mma kind::mxf4nvf4 block16"), "{text}");
+    assert!(
+        text.contains("tcgen05.mma kind::mxf4nvf4 block16"),
+        "{text}"
+    );
     let left: Vec<_> = std::fs::read_dir(&cwd).unwrap().collect();
     assert!(left.is_empty(), "{left:?}");
     let _ = std::fs::remove_dir_all(cwd);

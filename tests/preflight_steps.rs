@@ -282,7 +282,9 @@ fn a_ptx_its_host_code_does_not_launch_is_refused() {
     let (code, text) = common::code_and_text(out);
     assert_eq!(code, 2, "{text}");
     assert!(
-        text.contains("holds the kernel small, which the host code of the same compilation does not launch"),
+        text.contains(
+            "holds the kernel small, which the host code of the same compilation does not launch"
+        ),
         "{text}"
     );
     assert!(!text.contains("# Preflight"), "{text}");
@@ -315,11 +317,17 @@ fn preflight_killed_during_the_compilation_leaves_no_process_and_no_file() {
     }
     let started = Instant::now();
     while child.try_wait().unwrap().is_none() {
-        assert!(started.elapsed() < Duration::from_secs(30), "no end on SIGTERM");
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no end on SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
     for pid in pids.split_whitespace() {
-        assert!(dead(pid), "process {pid} of the compilation outlived preflight");
+        assert!(
+            dead(pid),
+            "process {pid} of the compilation outlived preflight"
+        );
     }
     assert_eq!(entries(&tmp), Vec::<String>::new());
     let _ = std::fs::remove_dir_all(dir);
@@ -332,7 +340,10 @@ fn preflight_killed_during_the_compilation_leaves_no_process_and_no_file() {
 fn certify_of_a_submission_that_cannot_run_here_names_its_preflight() {
     let python = "python3";
     let can_run = Command::new(python)
-        .args(["-c", "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)"])
+        .args([
+            "-c",
+            "import torch, sys; sys.exit(0 if torch.cuda.is_available() else 1)",
+        ])
         .output()
         .is_ok_and(|o| o.status.success());
     if can_run {
@@ -341,7 +352,11 @@ fn certify_of_a_submission_that_cannot_run_here_names_its_preflight() {
     }
     let dir = common::scratch_dir("certify-points-to-preflight");
     let submission = dir.join("submission.py");
-    std::fs::write(&submission, "def custom_kernel(data):\n    return data[-1]\n").unwrap();
+    std::fs::write(
+        &submission,
+        "def custom_kernel(data):\n    return data[-1]\n",
+    )
+    .unwrap();
     let manifest = dir.join("kernel.toml");
     std::fs::write(
         &manifest,

@@ -158,10 +158,9 @@ mod tests {
         let pid_file = dir.join("grandchild.pid");
         // The step starts a grandchild in its group, which must not outlive it.
         let mut command = Command::new("sh");
-        command.arg("-c").arg(format!(
-            "sleep 30 & echo $! > {}; wait",
-            pid_file.display()
-        ));
+        command
+            .arg("-c")
+            .arg(format!("sleep 30 & echo $! > {}; wait", pid_file.display()));
         let deadline = Deadline::new(Duration::from_millis(500));
         let started = Instant::now();
         let err = run(&mut command, "the test step", &deadline, |e| {
@@ -170,7 +169,10 @@ mod tests {
         .unwrap_err();
         assert!(started.elapsed() < Duration::from_secs(10));
         let text = err.to_string();
-        assert!(text.contains("the test step") && text.contains("--timeout"), "{text}");
+        assert!(
+            text.contains("the test step") && text.contains("--timeout"),
+            "{text}"
+        );
         let pid: i32 = std::fs::read_to_string(&pid_file)
             .unwrap()
             .trim()

@@ -27,7 +27,10 @@ pub enum Resources {
     Unavailable(String),
     /// ptxas refused the module for `arch`, as the driver would refuse to load it: a finding,
     /// with ptxas's own words.
-    Refused { arch: String, message: String },
+    Refused {
+        arch: String,
+        message: String,
+    },
 }
 
 impl Resources {

@@ -8,7 +8,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-
 /// Per-SM and per-CTA limits of Hopper (sm_90) and Blackwell datacenter (sm_100) GPUs, the same
 /// for both (CUDA C Programming Guide, compute capability 9.0 and 10.0).
 pub const REGISTERS_PER_SM: u32 = 65_536;

@@ -107,8 +107,7 @@ pub fn compile(submission: &Path, arch: &str, deadline: &Deadline) -> Result<Com
     if !submission.is_file() {
         return Err(Error::file(&submission, "no such file"));
     }
-    let scratch =
-        std::env::temp_dir().join(format!("nvfp4-oracle-preflight-{}", random_hex()?));
+    let scratch = std::env::temp_dir().join(format!("nvfp4-oracle-preflight-{}", random_hex()?));
     // Made here, never found: a folder that already exists under this name is refused.
     std::fs::create_dir(&scratch).map_err(|err| Error::file(&scratch, err))?;
     let outcome = compile_in(&scratch, &submission, arch, deadline);
@@ -134,7 +133,9 @@ fn compile_in(
     std::fs::write(&script, COMPILE_WORKER).map_err(|err| Error::file(&script, err))?;
     let token = random_hex()?;
     let log = scratch.join("worker.log");
-    run_worker(submission, arch, &script, &work, &cache, &token, &log, deadline)?;
+    run_worker(
+        submission, arch, &script, &work, &cache, &token, &log, deadline,
+    )?;
     read(&work.join(format!("result-{token}.json")), &log)
 }
 
@@ -192,13 +193,18 @@ fn run_worker(
         .stdin(token_input(token)?)
         .stdout(log_file.try_clone().map_err(|err| Error::file(log, err))?)
         .stderr(log_file);
-    bounded::run(&mut worker, "the submission's compilation", deadline, |err| {
-        Error::Usage(format!(
-            "cannot start {} for the compilation: {err} (NVFP4_ORACLE_PYTHON names the \
+    bounded::run(
+        &mut worker,
+        "the submission's compilation",
+        deadline,
+        |err| {
+            Error::Usage(format!(
+                "cannot start {} for the compilation: {err} (NVFP4_ORACLE_PYTHON names the \
              interpreter with nvidia-cutlass-dsl installed)",
-            command.program.display()
-        ))
-    })?;
+                command.program.display()
+            ))
+        },
+    )?;
     Ok(())
 }
 
@@ -216,7 +222,8 @@ fn token_input(token: &str) -> Result<Stdio> {
     // SAFETY: `fd` was just created and is owned by nothing else.
     let mut file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
     let io = |err: std::io::Error| Error::Usage(format!("handing the worker its token: {err}"));
-    file.write_all(format!("{token}\n").as_bytes()).map_err(io)?;
+    file.write_all(format!("{token}\n").as_bytes())
+        .map_err(io)?;
     file.rewind().map_err(io)?;
     Ok(Stdio::from(file))
 }
