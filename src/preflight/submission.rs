@@ -98,7 +98,9 @@ fn random_hex() -> Result<String> {
 ///
 /// What is left: the submission runs in the worker's own Python process, so code written to
 /// deceive can still reach anything there (replace the hook that keeps what `cute.compile`
-/// returns, find the token in the worker's memory, write a result of its own and exit). The
+/// returns, find the token in the worker's memory, write a result of its own and exit, or
+/// rewrite from a thread of its own the PTX file CuTe DSL writes and reads back as it compiles,
+/// in the moment between the two). The
 /// oracle checks what it can from outside (every kernel of a PTX is one its compilation's host
 /// code launches); preflight is a reading of honest code, not a proof against a forger, and
 /// nothing in it is a verdict: only `certify` on a GPU judges what a kernel computes.
