@@ -8,9 +8,26 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err}");
-            ExitCode::from(nvfp4_oracle::cli::EXIT_BAD_INPUT)
+            match err {
+                nvfp4_harness::Error::Timeout { .. } => {
+                    ExitCode::from(nvfp4_oracle::cli::EXIT_TIMEOUT)
+                }
+                nvfp4_harness::Error::Interrupted { signal } => end_by_signal(signal),
+                _ => ExitCode::from(nvfp4_oracle::cli::EXIT_BAD_INPUT),
+            }
         }
     }
+}
+
+/// Ends the process as `signal` would have, once what it interrupted is cleaned up: a shell or
+/// a CI runner sees the usual status (killed by SIGTERM), not an error of this program.
+fn end_by_signal(signal: i32) -> ExitCode {
+    // SAFETY: restoring the default disposition and raising the signal in this process only.
+    unsafe {
+        libc::signal(signal, libc::SIG_DFL);
+        libc::raise(signal);
+    }
+    ExitCode::from(u8::try_from(128 + signal).unwrap_or(1))
 }
 
 /// A reader that stops reading (`nvfp4-oracle variants | head -1`) is not an error of this

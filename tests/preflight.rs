@@ -262,45 +262,50 @@ fn fake_python_and_submission(dir: &Path, script: &str) -> (PathBuf, PathBuf) {
     (fake, submission)
 }
 
-/// A hostile submission's compilation that plants a link to a file of the parent's, named as its
-/// PTX: refused, the file never read into a report.
+/// A hostile submission's compilation that plants, as its result, a link to a file of the
+/// parent's: refused, the file never read into a report.
 #[test]
 fn a_link_left_by_the_compilation_is_refused() {
     let dir = common::scratch_dir("preflight-link");
-    let secret = dir.join("secret.ptx");
+    let secret = dir.join("secret.json");
     std::fs::write(
         &secret,
-        ".version 8.0\n.target sm_100a\n.visible .entry secret_kernel()\n{\n ret;\n}\n",
+        r#"{"phase": null, "error": null, "torch": "installed", "driven_by": "compile_kernel()", "compiles": [{"ptx": ".visible .entry secret_kernel()\n{\n ret;\n}\n", "host": "@secret_kernel"}]}"#,
     )
     .unwrap();
-    // In its working directory (the dump folder) the stand-in leaves a link to the secret and a
-    // result naming it as the compiled PTX.
+    // In its working directory the stand-in leaves, under the result's name (the token it
+    // reads from stdin), a link to the secret.
     let (fake, submission) = fake_python_and_submission(
         &dir,
         &format!(
-            "ln -s {} evil.ptx\nprintf '%s' '{{\"phase\": null, \"error\": null, \"torch\": \"installed\", \"driven_by\": \"compile_kernel()\", \"files\": [\"evil.ptx\"]}}' > result.json\n",
+            "read token\nln -s {} result-$token.json\n",
             secret.display()
         ),
     );
     let (code, text) = preflight_submission(&fake, &submission, &[]);
     assert_eq!(code, 2, "{text}");
     assert!(
-        text.contains("evil.ptx, which is not a regular file"),
+        text.contains("something other than a regular file"),
         "{text}"
     );
     assert!(!text.contains("secret_kernel"), "{text}");
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// A compilation that never ends is killed at --timeout, with a clear message and exit 2.
+/// A compilation that never ends is killed at --timeout, with a message naming the step and the
+/// flag, and the exit code of a timeout (6), not bad input's.
 #[test]
 fn a_compilation_past_its_timeout_is_killed() {
     let dir = common::scratch_dir("preflight-hang");
     let (fake, submission) = fake_python_and_submission(&dir, "sleep 300\n");
     let started = std::time::Instant::now();
     let (code, text) = preflight_submission(&fake, &submission, &["--timeout", "2"]);
-    assert_eq!(code, 2, "{text}");
-    assert!(text.contains("did not end within 2 s"), "{text}");
+    assert_eq!(code, 6, "{text}");
+    assert!(
+        text.contains("the submission's compilation did not end within the 2 s"),
+        "{text}"
+    );
+    assert!(text.contains("--timeout SECONDS"), "{text}");
     assert!(started.elapsed().as_secs() < 60, "{:?}", started.elapsed());
     let _ = std::fs::remove_dir_all(dir);
 }

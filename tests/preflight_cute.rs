@@ -131,3 +131,187 @@ fn gpu_modes_dual_gemm_submission_compiles_for_sm_100a() {
     );
     assert!(report.contains("| variant | baseline"), "{report}");
 }
+
+/// A hand-made PTX of a 2SM kernel, as a submission might leave it where the compiler dumps.
+const HAND_MADE_PTX: &str = ".version 8.8\n.target sm_100a\n.address_size 64\n\
+    .visible .entry hand_made_2sm()\n.reqnctapercluster 2, 1, 1\n{\n\
+    tcgen05.mma.cta_group::2.kind::mxf4nvf4.block_scale.block16 [%r1], %rd1, %rd2, %r2, [%r3], [%r4], %p1;\n\
+    ret;\n}\n";
+
+/// `preflight --submission FILE` with the CuTe DSL interpreter, from `cwd`, with `vars`.
+fn preflight_file(
+    python: &str,
+    submission: &std::path::Path,
+    cwd: &std::path::Path,
+    vars: &[(&str, &str)],
+    extra: &[&str],
+) -> (i32, String) {
+    let out = Command::new(common::oracle_binary())
+        .current_dir(cwd)
+        .env("NVFP4_ORACLE_PYTHON", python)
+        .args(["preflight", "--submission"])
+        .arg(submission)
+        .args(extra)
+        .envs(vars.iter().copied())
+        .output()
+        .unwrap();
+    common::code_and_text(out)
+}
+
+/// Files the submission writes where CuTe DSL dumps (and in its working directory) are not the
+/// compiler's output: a compile_kernel() that never compiles is "nothing was compiled", and one
+/// that compiles a kernel and leaves a hand-made PTX beside it is reported with its compiled
+/// kernel only.
+#[test]
+fn files_the_submission_leaves_are_not_read_as_compiled() {
+    let Some(python) = cute_python() else {
+        return;
+    };
+    let dir = common::scratch_dir("preflight-cute-forged");
+    let plant = format!(
+        "import os\nPTX = {HAND_MADE_PTX:?}\n\ndef plant():\n    \
+         for folder in {{os.environ.get('CUTE_DSL_DUMP_DIR', '.'), '.'}}:\n        \
+         with open(os.path.join(folder, 'hand_made.sm_100a.ptx'), 'w') as out:\n            \
+         out.write(PTX)\n"
+    );
+    let never_compiles = dir.join("never_compiles.py");
+    std::fs::write(
+        &never_compiles,
+        format!("{plant}\n\ndef compile_kernel():\n    plant()\n"),
+    )
+    .unwrap();
+    let (code, text) = preflight_file(&python, &never_compiles, &dir, &[], &["--claim", "two-sm"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("nothing was compiled"), "{text}");
+    assert!(!text.contains("compiled by"), "{text}");
+    assert!(!text.contains("hand_made_2sm"), "{text}");
+    // A real kernel compiled, the hand-made one beside it: only the compiled one is read.
+    let test_kernel = common::repo_path("results/preflight/submission_nvfp4_mma.py");
+    let beside = dir.join("beside.py");
+    std::fs::write(
+        &beside,
+        format!(
+            "{plant}\nimport sys\nsys.path.insert(0, {:?})\nimport submission_nvfp4_mma as real\n\n\
+             def compile_kernel():\n    compiled = real.compile_kernel()\n    plant()\n    \
+             return compiled\n",
+            test_kernel.parent().unwrap().display().to_string()
+        ),
+    )
+    .unwrap();
+    let (code, text) = preflight_file(&python, &beside, &dir, &[], &["--claim", "two-sm"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("tcgen05.mma kind::mxf4nvf4 block16 cta_group::1"),
+        "{text}"
+    );
+    assert!(text.contains("claimed 2SM"), "{text}");
+    assert!(!text.contains("hand_made_2sm"), "{text}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// With the sandbox off the compilation works as with it, and writes nothing where preflight
+/// was started.
+#[test]
+fn a_submission_compiles_with_the_sandbox_off() {
+    let Some(python) = cute_python() else {
+        return;
+    };
+    let cwd = common::scratch_dir("preflight-cute-unsandboxed");
+    let submission = common::repo_path("results/preflight/submission_nvfp4_mma.py");
+    let (code, text) = preflight_file(
+        &python,
+        &submission,
+        &cwd,
+        &[("NVFP4_ORACLE_SANDBOX", "0")],
+        &[],
+    );
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("NOT sandboxed"), "{text}");
+    assert!(
+        text.contains("tcgen05.mma kind::mxf4nvf4 block16"),
+        "{text}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&cwd).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+    let _ = std::fs::remove_dir_all(cwd);
+}
+
+/// Two runs of submissions under the same file name do not share CuTe DSL's JIT cache: each
+/// gets an empty one (here without the sandbox, whose private /tmp would hide a shared one),
+/// removed when it ends.
+#[test]
+fn each_compilation_gets_its_own_cute_dsl_cache() {
+    let Some(python) = cute_python() else {
+        return;
+    };
+    let dir = common::scratch_dir("preflight-cute-cache");
+    let mut seen = Vec::new();
+    for run in ["first", "second"] {
+        let folder = dir.join(run);
+        std::fs::create_dir_all(&folder).unwrap();
+        let submission = folder.join("submission.py");
+        // It leaves a marker in the DSL's cache and says (by failing at import) whether a
+        // marker was there already and where the cache is.
+        std::fs::write(
+            &submission,
+            "import os\nfrom cutlass.base_dsl.cache_helpers import default_generated_ir_path as cache\n\
+             marker = os.path.join(cache, 'marker')\nseen = os.path.exists(marker)\n\
+             os.makedirs(cache, exist_ok=True)\nopen(marker, 'w').close()\n\
+             raise RuntimeError(f'cache={cache} seen={seen}')\n",
+        )
+        .unwrap();
+        let (code, text) = preflight_file(
+            &python,
+            &submission,
+            &dir,
+            &[("NVFP4_ORACLE_SANDBOX", "0")],
+            &[],
+        );
+        assert_eq!(code, 1, "{text}");
+        assert!(text.contains("seen=False"), "{run}: {text}");
+        let cache = text
+            .split("cache=")
+            .nth(1)
+            .and_then(|rest| rest.split(" seen=").next())
+            .unwrap_or_else(|| panic!("{text}"))
+            .to_string();
+        assert!(!std::path::Path::new(&cache).exists(), "{cache} kept");
+        seen.push(cache);
+    }
+    assert_ne!(seen[0], seen[1]);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// An MLIR verification error (the MMA's operands of another layout: an N tile of 64 with a CTA
+/// pair) names no line of the submission in CuTe DSL's words: the report gives the line of the
+/// submission's own code where it arose, the path to it, and what it means.
+#[test]
+fn a_layout_error_is_explained_at_the_submissions_line() {
+    if cute_python().is_none() {
+        return;
+    }
+    let kernel = std::fs::read_to_string(common::repo_path(
+        "results/preflight/cute_nvfp4_mma.py",
+    ))
+    .unwrap();
+    let gemm_line = kernel
+        .lines()
+        .position(|l| l.trim_start().starts_with("cute.gemm("))
+        .expect("the test kernel issues cute.gemm")
+        + 1;
+    let (code, report, err) = preflight(&[("MMA_N", "64"), ("CG", "2")], &[]);
+    assert_eq!(code, 1, "{report}{err}");
+    assert!(report.contains("Did not compile"), "{report}");
+    assert!(
+        report.contains(&format!(
+            "In the submission: cute_nvfp4_mma.py:{gemm_line} in mma_kernel: cute.gemm("
+        )),
+        "{report}"
+    );
+    assert!(
+        report.contains("- submission_nvfp4_mma.py:") && report.contains("in compile_kernel"),
+        "{report}"
+    );
+    assert!(report.contains("What it means: "), "{report}");
+    assert!(report.contains("cluster of two"), "{report}");
+}

@@ -418,6 +418,7 @@ fn certify(
         sanitize_cases: 0,
         determinism_cases: 0,
         start_when_unavailable: false,
+        preflight: None,
         write: write_certificate,
     };
     // The campaign runs without the GIL; each of the kernel's runs takes it.

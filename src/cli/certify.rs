@@ -155,9 +155,13 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     // signs certificates made (so that every sandbox hides it).
     nvfp4_harness::sandbox::protect_parent();
     nvfp4_harness::certify::signing::ensure_key()?;
-    let external: Vec<Box<dyn KernelUnderTest>> = args
-        .external
-        .kernels()?
+    let external = args.external.kernels()?;
+    // Per external kernel, the preflight that reads its code where it cannot run.
+    let preflights: Vec<(String, String)> = external
+        .iter()
+        .filter_map(|k| Some((k.name().to_string(), k.preflight()?.to_string())))
+        .collect();
+    let external: Vec<Box<dyn KernelUnderTest>> = external
         .into_iter()
         .map(|k| Box::new(k) as Box<dyn KernelUnderTest>)
         .collect();
@@ -275,6 +279,10 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             // An external kernel's worker is always started: it reports a broken submission
             // or library on any machine. A built-in kernel that cannot run here is not started.
             start_when_unavailable: external_names.iter().any(|n| n == kernel.name()),
+            preflight: preflights
+                .iter()
+                .find(|(name, _)| name == kernel.name())
+                .map(|(_, command)| command.as_str()),
             write: true,
         };
         let outcome = certify_kernel(kernel.as_ref(), &request, |done, planned| {

@@ -4,8 +4,9 @@
 //! input (unreadable file, wrong shape, unknown name), 3 (`certify --exact` only) every output
 //! inside the intervals but some kernel not certified exact, 4 (`certify`) a kernel named on the
 //! command line cannot run on this machine, or (`bench`) nothing could be timed here, 5
-//! (`--baseline` of certify, merge, bench and preflight) worse than the baseline. clap's own
-//! usage errors also exit 2.
+//! (`--baseline` of certify, merge, bench and preflight) worse than the baseline, 6
+//! (`preflight`) a step did not end within `--timeout` and was killed. clap's own usage errors
+//! also exit 2.
 
 mod bench;
 mod bench_baseline;
@@ -41,6 +42,9 @@ pub const EXIT_NOT_EXACT: u8 = 3;
 /// timed on this machine.
 pub const EXIT_UNAVAILABLE: u8 = 4;
 pub const EXIT_REGRESSION: u8 = 5;
+/// `preflight`: a step (the submission's compilation, ptxas) did not end within `--timeout`
+/// and was killed; not bad input, so not 2: the same command may pass with more time.
+pub const EXIT_TIMEOUT: u8 = 6;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -51,7 +55,8 @@ pub const EXIT_REGRESSION: u8 = 5;
 the CPU, generates deterministic inputs and reference cases, and judges kernel outputs against \
 per-element acceptance intervals.\n\nExit codes: 0 success, 1 failed verdict, 2 bad usage or input, 3 (certify --exact) \
 correct within the intervals but not certified exact, 4 (certify) a kernel named on the command \
-line cannot run on this machine, 5 (--baseline of certify, merge, bench, preflight) worse than the baseline."
+line cannot run on this machine, 5 (--baseline of certify, merge, bench, preflight) worse than the baseline, \
+6 (preflight) a step did not end within --timeout and was killed."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -86,7 +91,11 @@ pub enum Command {
     /// and is of the kernel's files as they are now (source hash). Exit 0 when all hold, 1 not.
     Verify(verify::VerifyArgs),
     /// What a kernel's compiled code shows before any GPU runs it: its MMA kind and scale block,
-    /// a CTA pair, warp roles, TMA, the cluster, which variant it is. Exit 1 on a finding.
+    /// a CTA pair, warp roles, TMA, the cluster, which variant it is.
+    ///
+    /// Exit codes: 0 no finding; 1 a finding (or the compiler or ptxas refused the code); 2 bad
+    /// usage or input; 5 (--baseline) worse than the baseline; 6 a step (the compilation,
+    /// ptxas) did not end within --timeout and was killed.
     Preflight(preflight::PreflightArgs),
     /// List every kernel under test, what it solves and whether it can run on this machine.
     Variants,

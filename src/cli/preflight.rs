@@ -5,6 +5,7 @@
 use super::EXIT_FAIL;
 use clap::Args;
 use nvfp4_harness::error::{Error, Result};
+use nvfp4_harness::preflight::bounded::Deadline;
 use nvfp4_harness::preflight::census::{census, Variant};
 use nvfp4_harness::preflight::submission::{self, Compilation};
 use nvfp4_harness::preflight::Resources;
@@ -24,7 +25,9 @@ pub struct PreflightArgs {
     /// A built-in GPU variant (see `variants`), compiled with NVRTC for its architecture.
     #[arg(long, value_name = "NAME")]
     pub kernel: Option<String>,
-    /// Seconds a submission's compilation may take before it is killed.
+    /// Seconds the whole preflight may take, every step included (a submission's compilation,
+    /// ptxas): past it the step running is killed with every process it started, its temporary
+    /// files removed, and preflight exits 6.
     #[arg(long, value_name = "SECONDS", default_value_t = nvfp4_harness::preflight::submission::COMPILE_TIMEOUT.as_secs())]
     pub timeout: u64,
     /// Do not require block-scaled MMAs to be NVFP4's (kind::mxf4nvf4 block16).
@@ -58,7 +61,10 @@ pub enum Claim {
 }
 
 pub fn run(args: PreflightArgs) -> Result<ExitCode> {
-    let code = code_to_read(&args)?;
+    let deadline = Deadline::new(std::time::Duration::from_secs(args.timeout));
+    // An interrupted preflight kills what it started and removes its files before it ends.
+    nvfp4_harness::preflight::bounded::catch_interrupts();
+    let code = code_to_read(&args, &deadline)?;
     let (source, modules, threads, dynamic) = match code {
         Code::Read(code) => code,
         Code::Refused(report) => {
@@ -79,18 +85,21 @@ pub fn run(args: PreflightArgs) -> Result<ExitCode> {
             Claim::WarpSpecialized => Variant::WarpSpecialized,
         })
         .collect();
-    let resources = modules
-        .iter()
-        .map(|ptx| {
-            measure(
-                ptx,
-                args.arch.clone(),
-                threads,
-                args.dynamic_smem.or(dynamic),
-            )
-        })
-        .reduce(Resources::merge)
-        .expect("at least one module");
+    let mut resources: Option<Resources> = None;
+    for ptx in &modules {
+        let measured = measure(
+            ptx,
+            args.arch.clone(),
+            threads,
+            args.dynamic_smem.or(dynamic),
+            &deadline,
+        )?;
+        resources = Some(match resources {
+            Some(so_far) => so_far.merge(measured),
+            None => measured,
+        });
+    }
+    let resources = resources.expect("at least one module, as there is an entry");
     let findings =
         nvfp4_harness::preflight::findings(&entries, &resources, !args.any_format, &claims);
     print!(
@@ -137,7 +146,7 @@ enum Code {
     Refused(String),
 }
 
-fn code_to_read(args: &PreflightArgs) -> Result<Code> {
+fn code_to_read(args: &PreflightArgs, deadline: &Deadline) -> Result<Code> {
     if let Some(path) = &args.ptx {
         let ptx = std::fs::read_to_string(path).map_err(|err| Error::file(path, err))?;
         return Ok(Code::Read((
@@ -150,8 +159,7 @@ fn code_to_read(args: &PreflightArgs) -> Result<Code> {
     if let Some(path) = &args.submission {
         let arch = args.arch.as_deref().unwrap_or(SUBMISSION_ARCH);
         let source = format!("{} (CuTe DSL, compiled for {arch})", path.display());
-        let timeout = std::time::Duration::from_secs(args.timeout);
-        return Ok(match submission::compile(path, arch, timeout)? {
+        return Ok(match submission::compile(path, arch, deadline)? {
             Compilation::Compiled {
                 ptx,
                 launches,
@@ -183,8 +191,9 @@ fn code_to_read(args: &PreflightArgs) -> Result<Code> {
                 phase,
                 message,
                 meaning,
+                lines,
             } => Code::Refused(nvfp4_harness::preflight::refused_report(
-                &source, &phase, &message, meaning,
+                &source, &phase, &message, meaning, &lines,
             )),
         });
     }
@@ -209,37 +218,38 @@ fn code_to_read(args: &PreflightArgs) -> Result<Code> {
 /// The architecture a submission is compiled for unless --arch names another: the B200's.
 const SUBMISSION_ARCH: &str = "sm_100a";
 
-/// ptxas's numbers for the module, or why there are none.
+/// ptxas's numbers for the module, its refusal, or why there are none; an error where ptxas
+/// ran out of time or preflight was interrupted.
 fn measure(
     ptx: &str,
     arch: Option<String>,
     threads: Option<u32>,
     dynamic: Option<u64>,
-) -> Resources {
+    deadline: &Deadline,
+) -> Result<Resources> {
+    use nvfp4_harness::preflight::resources::{usage, Assembled};
     let Some(arch) = arch.or_else(|| nvfp4_harness::preflight::census::target(ptx)) else {
-        return Resources::Unavailable("no --arch and no .target in the PTX".into());
+        return Ok(Resources::Unavailable(
+            "no --arch and no .target in the PTX".into(),
+        ));
     };
     let Some(ptxas) = nvfp4_harness::preflight::resources::find_ptxas() else {
-        return Resources::Unavailable(
+        return Ok(Resources::Unavailable(
             "no ptxas found (NVFP4_ORACLE_PTXAS, PATH, /usr/local/cuda/bin; PyPI's \
              nvidia-cuda-nvcc-cu12 has one)"
                 .into(),
-        );
+        ));
     };
-    let file =
-        std::env::temp_dir().join(format!("nvfp4-oracle-preflight-{}.ptx", std::process::id()));
-    if let Err(err) = std::fs::write(&file, ptx) {
-        return Resources::Unavailable(format!("{}: {err}", file.display()));
-    }
-    let measured = nvfp4_harness::preflight::resources::usage(&ptxas, &file, &arch);
-    let _ = std::fs::remove_file(&file);
-    match measured {
-        Ok(usages) => Resources::Measured {
+    Ok(match usage(&ptxas, ptx, &arch, deadline) {
+        Ok(Assembled::Measured(usages)) => Resources::Measured {
             arch,
             usages,
             dynamic_shared: dynamic,
             threads,
         },
-        Err(why) => Resources::Unavailable(why),
-    }
+        Ok(Assembled::Refused(message)) => Resources::Refused { arch, message },
+        Err(err @ (Error::Timeout { .. } | Error::Interrupted { .. })) => return Err(err),
+        // ptxas could not be started (a wrong NVFP4_ORACLE_PTXAS): not measured, said why.
+        Err(err) => Resources::Unavailable(err.to_string()),
+    })
 }

@@ -17,6 +17,15 @@ pub enum Error {
 
     #[error("GPU: {0}")]
     Gpu(String),
+
+    /// A step that ran out of the time its command gives (exit code 6).
+    #[error("{step} did not end within the {seconds} s that --timeout allows: it was killed, with every process it started (give it more with --timeout SECONDS)")]
+    Timeout { step: String, seconds: u64 },
+
+    /// The process was asked to end (SIGINT, SIGTERM, SIGHUP) while a step ran; the step was
+    /// killed and its files removed, and `main` ends the process with the same signal.
+    #[error("interrupted by signal {signal}: the step running was killed and its temporary files removed")]
+    Interrupted { signal: i32 },
 }
 
 impl Error {

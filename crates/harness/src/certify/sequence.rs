@@ -25,6 +25,9 @@ pub struct CertifyRequest<'a> {
     /// Start the kernel even where it says it cannot run here: a user's kernel (a submission,
     /// a library) is always started, so that a broken one is reported on any machine.
     pub start_when_unavailable: bool,
+    /// The command that reads the kernel's compiled code without running it (a submission's
+    /// `nvfp4-oracle preflight ...`): named in the certificate where the kernel cannot run here.
+    pub preflight: Option<&'a str>,
     /// Write the certificate (signed JSON and Markdown) into `report_dir`.
     pub write: bool,
 }
@@ -53,9 +56,11 @@ pub fn certify_kernel(
     };
     let certificate = match prepared {
         Err(PrepareError::Unusable(reason)) => return Ok(KernelOutcome::Unusable(reason)),
-        Err(PrepareError::Unavailable(reason)) => {
-            Certificate::unavailable(kernel, limits, with_preflight_hint(reason))
-        }
+        Err(PrepareError::Unavailable(reason)) => Certificate::unavailable(
+            kernel,
+            limits,
+            with_preflight_hint(reason, request.preflight),
+        ),
         Ok(()) => {
             let result = certify_variant(kernel, *limits, request.golden, progress);
             let mut certificate =
@@ -90,9 +95,17 @@ pub fn certify_kernel(
 }
 
 /// A kernel for another architecture than this GPU's (a Blackwell kernel on a Hopper machine)
-/// can still be checked statically: the reason says how.
-pub fn with_preflight_hint(reason: String) -> String {
-    if reason.starts_with("needs sm_") {
+/// can still be checked statically: the reason says how. A submission that cannot run here for
+/// any reason (no GPU, another one, no torch) gets the exact command (`preflight`), which needs
+/// none of these.
+pub fn with_preflight_hint(reason: String, preflight: Option<&str>) -> String {
+    if let Some(command) = preflight {
+        format!(
+            "{reason}; to check its code here without running it: `{command}` (it compiles \
+             the kernels for that architecture and reads their instructions, registers and \
+             shared memory; docs/preflight.md)"
+        )
+    } else if reason.starts_with("needs sm_") {
         format!(
             "{reason}; `nvfp4-oracle preflight` reads its compiled code for that architecture \
              on any machine without running it (docs/preflight.md)"
@@ -106,9 +119,17 @@ pub fn with_preflight_hint(reason: String) -> String {
 mod tests {
     #[test]
     fn a_kernel_for_another_architecture_is_pointed_to_preflight() {
-        let hinted = super::with_preflight_hint("needs sm_100a; this GPU is sm_90".into());
+        let hinted = super::with_preflight_hint("needs sm_100a; this GPU is sm_90".into(), None);
         assert!(hinted.starts_with("needs sm_100a; this GPU is sm_90; `nvfp4-oracle preflight`"));
-        let other = super::with_preflight_hint("no CUDA driver found".into());
+        let other = super::with_preflight_hint("no CUDA driver found".into(), None);
         assert_eq!(other, "no CUDA driver found");
+        // A submission: its own command, whatever kept it from running here.
+        let command = "nvfp4-oracle preflight --submission /s/submission.py --arch sm_100a";
+        let hinted = super::with_preflight_hint("torch sees no CUDA GPU".into(), Some(command));
+        assert!(
+            hinted.starts_with("torch sees no CUDA GPU; to check its code here without running it")
+                && hinted.contains(&format!("`{command}`")),
+            "{hinted}"
+        );
     }
 }

@@ -1,20 +1,23 @@
 """Compiles a GPU MODE submission's CuTe DSL kernels for a named architecture without launching
 anything, for `nvfp4-oracle preflight --submission`. Run by the oracle in its sandbox:
 
-    python3 compile_worker.py --submission FILE --arch sm_100a --dump DIR
+    python3 compile_worker.py --submission FILE --arch sm_100a < TOKEN
+
+in a fresh working directory of its own, the one folder it may write.
 
 What it does, in order:
-1. CuTe DSL is told, before anything imports it, to compile for ARCH (never the GPU it might
-   find) and to keep each kernel's PTX, cubin and IR in DIR, with its file cache off (a cached
-   kernel would write nothing).
+1. It reads TOKEN (the name of its result file) from stdin; CuTe DSL is told, before anything
+   imports it, to compile for ARCH (never the GPU it might find) and to keep each kernel's PTX
+   in a fresh folder, with its file cache off (a cached kernel would write nothing).
 2. The submission is imported as GPU MODE's runner imports it (a `task` module provided).
 3. Its compilation is driven: `compile_kernel()` when it defines one with no required
    parameters (GPU MODE's template: it compiles on null pointers), else nothing more; a
    submission that compiles only inside `custom_kernel` needs inputs on a GPU of that
    architecture, which is what preflight exists to do without, so it is reported as such.
-4. DIR/result.json says what happened: the phase that failed and the compiler's message, or
-   the files written (PTX, cubin, IR, and host-N.mlir: the lowered host code of each
-   `cute.compile`, whose launch holds the dynamic shared memory). The oracle reads them itself.
+4. result-TOKEN.json says what happened: the phase that failed and the compiler's message, or
+   for each `cute.compile` the PTX and the lowered host code it returned (whose launch holds
+   the dynamic shared memory). Files in the folder are never read as the compiler's output: a
+   PTX the submission wrote itself is not what `cute.compile` returned.
 
 Where torch is not installed (a machine with no GPU, where a CUDA torch is gigabytes), a
 placeholder module stands in for it, so that submissions which only name torch at import (type
@@ -28,6 +31,7 @@ import json
 import os
 import re
 import sys
+import tempfile
 import traceback
 import types
 
@@ -90,6 +94,26 @@ def plain(text):
     return re.sub(r"\x1b\[[0-9;]*m", "", text).strip()
 
 
+def lines_in_submission(exc, folder):
+    """The submission's own lines in the traceback of `exc` and of the exceptions it came from,
+    outermost first, innermost (where it went wrong) last: CuTe DSL's own messages point into
+    the DSL, or nowhere, for an MLIR verification error."""
+    lines, seen, seen_exc = [], set(), set()
+    while exc is not None and id(exc) not in seen_exc:
+        seen_exc.add(id(exc))
+        for frame in traceback.extract_tb(exc.__traceback__):
+            path = os.path.abspath(frame.filename)
+            if (not path.startswith(folder + os.sep) or "site-packages" in path
+                    or "dist-packages" in path or (path, frame.lineno) in seen):
+                continue
+            seen.add((path, frame.lineno))
+            code = (frame.line or "").strip()
+            lines.append(f"{os.path.relpath(path, folder)}:{frame.lineno} in {frame.name}"
+                         + (f": {code}" if code else ""))
+        exc = exc.__cause__ or exc.__context__
+    return lines[-6:]
+
+
 def required_parameters(function):
     try:
         signature = inspect.signature(function)
@@ -104,23 +128,37 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--submission", required=True)
     parser.add_argument("--arch", required=True)
-    parser.add_argument("--dump", required=True)
     args = parser.parse_args()
-    dump = os.path.abspath(args.dump)
-    os.makedirs(dump, exist_ok=True)  # CuTe DSL writes nothing into a missing folder, silently
-    result = {"phase": None, "error": None, "torch": "installed", "driven_by": None}
+    # The name of the result file, chosen by the oracle for this run and read before any code of
+    # the submission runs: a file the submission leaves is not taken for the result unless it
+    # goes looking for this process's secrets (see the oracle's submission.rs for what is left).
+    token = sys.stdin.readline().strip()
+    if not re.fullmatch(r"[0-9a-f]{32}", token):
+        sys.exit("compile_worker.py: no result token on stdin (it is run by the oracle)")
+    out_dir = os.getcwd()
+    result_path = os.path.join(out_dir, f"result-{token}.json")
+    del token
+    # CuTe DSL's dump folder: fresh, under a name chosen now. Nothing is read back from it by
+    # listing it; each kernel's PTX is taken from what `cute.compile` returns.
+    dump = tempfile.mkdtemp(prefix="cute-dsl-", dir=out_dir)
+    result = {"phase": None, "error": None, "torch": "installed", "driven_by": None,
+              "compiles": [], "lines": []}
+    folder = os.path.dirname(os.path.abspath(args.submission))
+    # What `cute.compile` returned, kept here as it returns: the only source of the result's
+    # PTX and host code.
+    compiles = result["compiles"]
+    write = open  # the submission may replace builtins.open; the result is written with this
 
     def finish(phase=None, error=None):
         result["phase"] = phase
         result["error"] = error
-        result["files"] = sorted(os.listdir(dump))
-        with open(os.path.join(dump, "result.json"), "w") as out:
+        with write(result_path, "w") as out:
             json.dump(result, out)
         sys.exit(0)
 
     os.environ.update({
         "CUTE_DSL_ARCH": args.arch,
-        "CUTE_DSL_KEEP": "ptx,cubin,ir",
+        "CUTE_DSL_KEEP": "ptx",
         "CUTE_DSL_DUMP_DIR": dump,
         "CUTE_DSL_DISABLE_FILE_CACHING": "1",
     })
@@ -134,38 +172,40 @@ def main():
     except ImportError as exc:
         finish("no-cute-dsl", f"CuTe DSL is not installed for {sys.executable} ({exc}): "
                               f"pip install nvidia-cutlass-dsl")
-    # Every `cute.compile` (with or without options) goes through CompileCallable._compile; the
-    # host code it returns holds each launch's dynamic shared memory and block size as constants
-    # (the kernel's own files do not: they are set at launch), so its lowered IR is kept too.
-    compiled = []
+    # Every `cute.compile` (with or without options) goes through CompileCallable._compile. What
+    # it returns holds the kernels' PTX (artifacts.PTX, read by CuTe DSL from its own dump as it
+    # compiled) and the lowered host code, whose launches hold each kernel's dynamic shared
+    # memory and block size as constants (the kernel's own code does not: they are set at
+    # launch).
     original_compile = CompileCallable._compile
 
-    def compile_and_keep_host_ir(self, *args, **kwargs):
-        result = original_compile(self, *args, **kwargs)
+    def compile_and_keep(self, *args, **kwargs):
+        compiled = original_compile(self, *args, **kwargs)
+        artifacts = getattr(compiled, "artifacts", None)
+        ptx = getattr(artifacts, "PTX", None)
         try:
-            text = str(result.ir_module)
+            host = str(compiled.ir_module)
         except Exception:  # noqa: BLE001 - an older or newer CuTe DSL may not have it
-            text = None
-        if text:
-            compiled.append(result)
-            with open(os.path.join(dump, f"host-{len(compiled)}.mlir"), "w") as out:
-                out.write(text)
-        return result
+            host = ""
+        if isinstance(ptx, str) and ".entry" in ptx:
+            compiles.append({"ptx": ptx, "host": host})
+        return compiled
 
-    CompileCallable._compile = compile_and_keep_host_ir
+    CompileCallable._compile = compile_and_keep
 
     task = types.ModuleType("task")
     task.input_t = tuple
     task.output_t = object
     task.TestSpec = dict
     sys.modules["task"] = task
-    sys.path.insert(0, os.path.dirname(os.path.abspath(args.submission)))
+    sys.path.insert(0, folder)
     try:
         spec = importlib.util.spec_from_file_location("submission", args.submission)
         module = importlib.util.module_from_spec(spec)
         sys.modules["submission"] = module
         spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - a submission may raise anything, SystemExit too
+        result["lines"] = lines_in_submission(exc, folder)
         finish("import", plain(f"{type(exc).__name__}: {exc}") + "\n" + plain(
             "".join(traceback.format_exception(exc)[-6:])))
 
@@ -175,6 +215,7 @@ def main():
         try:
             compile_kernel()
         except BaseException as exc:  # noqa: BLE001
+            result["lines"] = lines_in_submission(exc, folder)
             finish("compile", plain(f"{type(exc).__name__}: {exc}"))
     finish()
 

@@ -31,7 +31,7 @@ pub struct PreflightRecord {
 pub fn record(source: &str, entries: &[Census], resources: &Resources) -> PreflightRecord {
     let arch = match resources {
         Resources::Measured { arch, .. } => Some(arch.clone()),
-        Resources::Unavailable(_) => None,
+        Resources::Unavailable(_) | Resources::Refused { .. } => None,
     };
     PreflightRecord {
         source: source.to_string(),

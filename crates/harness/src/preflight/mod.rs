@@ -4,6 +4,7 @@
 //! pair (`cta_group::2`), warp roles (`setmaxnreg`), TMA, mbarriers, the cluster, and which of
 //! the mission's variants the code is. Nothing is run and no numerical claim is made.
 
+pub mod bounded;
 pub mod census;
 pub mod diff;
 pub mod resources;
@@ -24,6 +25,12 @@ pub enum Resources {
         threads: Option<u32>,
     },
     Unavailable(String),
+    /// ptxas refused the module for `arch`, as the driver would refuse to load it: a finding,
+    /// with ptxas's own words.
+    Refused {
+        arch: String,
+        message: String,
+    },
 }
 
 impl Resources {
@@ -47,6 +54,9 @@ impl Resources {
                     threads,
                 }
             }
+            (refused @ Resources::Refused { .. }, _) | (_, refused @ Resources::Refused { .. }) => {
+                refused
+            }
             (unavailable @ Resources::Unavailable(_), _) | (_, unavailable) => unavailable,
         }
     }
@@ -66,10 +76,14 @@ impl Resources {
                     dynamic_shared.unwrap_or(0),
                 )
             }),
-            Resources::Unavailable(_) => None,
+            Resources::Unavailable(_) | Resources::Refused { .. } => None,
         }
     }
 }
+
+/// Lines of ptxas's refusal a finding quotes: its first errors say what is wrong; a long list
+/// of the same follows from them.
+const REFUSAL_LINES: usize = 20;
 
 /// Why a census contradicts what was expected of the kernel, one line each.
 pub fn findings(
@@ -79,6 +93,19 @@ pub fn findings(
     claims: &[Variant],
 ) -> Vec<String> {
     let mut out = Vec::new();
+    if let Resources::Refused { arch, message } = resources {
+        let lines: Vec<&str> = message.lines().collect();
+        let more = lines.len().saturating_sub(REFUSAL_LINES);
+        out.push(format!(
+            "ptxas refused the code for {arch} (the driver would not load it): {}{}",
+            lines[..lines.len().min(REFUSAL_LINES)].join("\n  "),
+            if more > 0 {
+                format!("\n  ({more} more lines)")
+            } else {
+                String::new()
+            }
+        ));
+    }
     for c in entries {
         if let Some((usage, Some(threads), dynamic)) = resources.of(c) {
             let (ctas, limit) = ctas_per_sm(usage, threads, dynamic);
@@ -123,18 +150,38 @@ pub fn findings(
     out
 }
 
-/// A submission that did not compile, in Markdown: the compiler's message and what it means.
-pub fn refused_report(source: &str, phase: &str, message: &str, meaning: Option<&str>) -> String {
+/// A submission that did not compile, in Markdown: the compiler's message, where in the
+/// submission's own files it arose (`lines`, innermost last), and what it means.
+pub fn refused_report(
+    source: &str,
+    phase: &str,
+    message: &str,
+    meaning: Option<&str>,
+    lines: &[String],
+) -> String {
     let when = match phase {
         "import" => "importing the submission failed",
         _ => "its compilation was refused",
     };
-    format!(
+    let mut md = format!(
         "# Preflight of {source}\n\nNothing was run and no numerical claim is made: this is \
-         what compiling the code showed.\n\nDid not compile: {when}.\n\n```\n{}\n```\n\n{}",
-        message.trim(),
-        meaning.map_or(String::new(), |m| format!("What it means: {m}.\n"))
-    )
+         what compiling the code showed.\n\nDid not compile: {when}.\n\n```\n{}\n```\n\n",
+        message.trim()
+    );
+    if let Some(innermost) = lines.last() {
+        md.push_str(&format!("In the submission: {innermost}\n\n"));
+        if lines.len() > 1 {
+            md.push_str("Reached through:\n\n");
+            for line in &lines[..lines.len() - 1] {
+                md.push_str(&format!("- {line}\n"));
+            }
+            md.push('\n');
+        }
+    }
+    if let Some(meaning) = meaning {
+        md.push_str(&format!("What it means: {meaning}.\n"));
+    }
+    md
 }
 
 /// The census in Markdown, the first line saying what preflight is not.
@@ -228,6 +275,12 @@ pub fn report(
             }
             (Resources::Unavailable(why), _) => {
                 md.push_str(&format!("Registers and occupancy not measured: {why}\n\n"));
+            }
+            (Resources::Refused { arch, .. }, _) => {
+                md.push_str(&format!(
+                    "Registers and occupancy not measured: ptxas refused the code for {arch} \
+                     (see the findings)\n\n"
+                ));
             }
             _ => {}
         }

@@ -47,24 +47,85 @@ pub fn find_ptxas() -> Option<PathBuf> {
     })
 }
 
-/// Runs `ptxas -v` on `ptx` for `arch` (e.g. `sm_100a`); per entry, its usage; or ptxas's own
-/// message when it refuses the code.
-pub fn usage(ptxas: &Path, ptx: &Path, arch: &str) -> Result<BTreeMap<String, Usage>, String> {
-    let out = std::process::Command::new(ptxas)
+/// What came of assembling a module.
+pub enum Assembled {
+    /// Per entry, its usage.
+    Measured(BTreeMap<String, Usage>),
+    /// ptxas refused the code: its own words.
+    Refused(String),
+}
+
+/// Runs `ptxas -v` on the PTX text `ptx` for `arch` (e.g. `sm_100a`), within `deadline`.
+///
+/// The PTX is handed over in an anonymous memory file (`memfd_create`), and ptxas's output comes
+/// back in another: nothing is written to disk, so nothing is left behind however preflight ends.
+pub fn usage(
+    ptxas: &Path,
+    ptx: &str,
+    arch: &str,
+    deadline: &super::bounded::Deadline,
+) -> crate::error::Result<Assembled> {
+    use std::io::{Read, Seek, Write};
+    use std::os::fd::AsRawFd;
+    let memory_file = |name: &std::ffi::CStr| -> crate::error::Result<std::fs::File> {
+        // SAFETY: a NUL-terminated name and valid flags; the descriptor, when valid, is owned
+        // by the File made from it and by nothing else.
+        let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(crate::Error::Usage(format!(
+                "cannot make a memory file for ptxas: {}",
+                std::io::Error::last_os_error()
+            )));
+        }
+        // SAFETY: `fd` was just created and is owned by nothing else.
+        Ok(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) })
+    };
+    let io = |err: std::io::Error| crate::Error::Usage(format!("handing ptxas its input: {err}"));
+    let mut input = memory_file(c"preflight.ptx")?;
+    input.write_all(ptx.as_bytes()).map_err(io)?;
+    let mut output = memory_file(c"ptxas-output")?;
+    let input_fd = input.as_raw_fd();
+    let mut command = std::process::Command::new(ptxas);
+    command
         .arg(format!("-arch={arch}"))
         .arg("-v")
-        .arg(ptx)
+        .arg(format!("/proc/self/fd/{input_fd}"))
         .args(["-o", "/dev/null"])
-        .output()
-        .map_err(|err| format!("cannot run {}: {err}", ptxas.display()))?;
-    let text = String::from_utf8_lossy(&out.stderr).to_string();
-    if !out.status.success() {
-        return Err(format!(
-            "ptxas refused the code for {arch}:\n{}",
-            text.trim()
-        ));
+        .stdin(std::process::Stdio::null())
+        .stdout(output.try_clone().map_err(io)?)
+        .stderr(output.try_clone().map_err(io)?);
+    // SAFETY: fcntl only, async-signal-safe: the input stays open across exec in ptxas alone.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, move || {
+            if libc::fcntl(input_fd, libc::F_SETFD, 0) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
-    Ok(parse(&text))
+    let status = super::bounded::run(
+        &mut command,
+        &format!("ptxas (registers and occupancy for {arch})"),
+        deadline,
+        |err| crate::Error::Usage(format!("cannot run {}: {err}", ptxas.display())),
+    )?;
+    let mut text = String::new();
+    output.rewind().map_err(io)?;
+    output
+        .read_to_string(&mut text)
+        .map_err(|err| crate::Error::Usage(format!("reading what ptxas said: {err}")))?;
+    if !status.success() {
+        // Its messages name the memory file's path, which means nothing to the reader.
+        let said = text
+            .trim()
+            .replace(&format!("/proc/self/fd/{input_fd}"), "(the PTX)");
+        return Ok(Assembled::Refused(if said.is_empty() {
+            format!("ptxas ended with {status} and said nothing")
+        } else {
+            said
+        }));
+    }
+    Ok(Assembled::Measured(parse(&text)))
 }
 
 /// The numbers of `ptxas -v` output, per entry.

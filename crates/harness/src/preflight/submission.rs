@@ -1,9 +1,11 @@
 //! A GPU MODE submission's CuTe DSL kernels compiled for a named architecture without running
 //! anything: `compile_worker.py` (embedded) runs the submission's compilation in the worker
-//! sandbox with CuTe DSL told to keep every kernel's PTX and the host code, and this side reads
-//! what it wrote: the PTX for the census, each launch's dynamic shared memory and block size from
-//! the host code (the kernel's own files do not hold them), or the compiler's refusal in words.
+//! sandbox and hands back what each `cute.compile` returned: the PTX for the census, and the
+//! host code, where each launch's dynamic shared memory and block size are (the kernel's own
+//! code does not hold them); or the compiler's refusal, in words. What a submission can still
+//! forge, being in the same process as the compiler: [`compile`].
 
+use super::bounded::{self, Deadline};
 use crate::error::{Error, Result};
 use crate::sandbox::{secrets_dir, SandboxPaths};
 use crate::worker::command::{wrap, WorkerCommand};
@@ -11,7 +13,7 @@ use crate::worker::external::python_program;
 use crate::worker::fresh_start::cache_env;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The script that drives the compilation, embedded so the binary alone can preflight.
 pub const COMPILE_WORKER: &str = include_str!("compile_worker.py");
@@ -38,11 +40,13 @@ pub enum Compilation {
         /// torch was not installed and a placeholder stood in for it.
         torch_placeholder: bool,
     },
-    /// The compiler (or the submission) refused: in which phase, its message, what it means.
+    /// The compiler (or the submission) refused: in which phase, its message, what it means,
+    /// and the submission's lines it came through (innermost last).
     Refused {
         phase: String,
         message: String,
         meaning: Option<&'static str>,
+        lines: Vec<String>,
     },
 }
 
@@ -52,44 +56,105 @@ struct WorkerResult {
     error: Option<String>,
     torch: String,
     driven_by: Option<String>,
-    files: Vec<String>,
+    #[serde(default)]
+    compiles: Vec<Compiled>,
+    /// Where the refusal arose in the submission's own files, outermost first.
+    #[serde(default)]
+    lines: Vec<String>,
 }
 
-/// Compiles `submission` for `arch` in the sandbox and reads what the compilation wrote; a
-/// compilation past `timeout` is killed with everything it started.
-pub fn compile(submission: &Path, arch: &str, timeout: Duration) -> Result<Compilation> {
+/// What one `cute.compile` returned: its kernels' PTX and its lowered host code.
+#[derive(serde::Deserialize)]
+struct Compiled {
+    ptx: String,
+    host: String,
+}
+
+/// The largest result a compile worker may leave: a 10 MB PTX per kernel for a few kernels.
+const MAX_RESULT_BYTES: u64 = 512 << 20;
+
+/// 16 random bytes as hex: names nothing else on the machine chose or can guess.
+fn random_hex() -> Result<String> {
+    let mut bytes = [0u8; 16];
+    // SAFETY: getrandom writes at most `bytes.len()` bytes into the buffer.
+    let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if got != bytes.len() as isize {
+        return Err(Error::Usage(format!(
+            "no random bytes from the system: {}",
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// Compiles `submission` for `arch` in the sandbox and reads what the compiler returned; a
+/// compilation past `deadline` is killed with everything it started.
+///
+/// Each run gets a folder of its own, made here under a random name and removed however the
+/// run ends: the worker's working directory (the one place it may write, sandbox or not), its
+/// compilers' cache, the script. The worker's result file is named by a token it reads from
+/// stdin before the submission's code runs, and the result carries the PTX and host code that
+/// each `cute.compile` returned, never files found in a folder: a PTX the submission writes
+/// itself is not what the compiler made.
+///
+/// What is left: the submission runs in the worker's own Python process, so code written to
+/// deceive can still reach anything there (replace the hook that keeps what `cute.compile`
+/// returns, find the token in the worker's memory, write a result of its own and exit, or
+/// rewrite from a thread of its own the PTX file CuTe DSL writes and reads back as it compiles,
+/// in the moment between the two). The
+/// oracle checks what it can from outside (every kernel of a PTX is one its compilation's host
+/// code launches); preflight is a reading of honest code, not a proof against a forger, and
+/// nothing in it is a verdict: only `certify` on a GPU judges what a kernel computes.
+pub fn compile(submission: &Path, arch: &str, deadline: &Deadline) -> Result<Compilation> {
     let submission = std::path::absolute(submission).map_err(|err| Error::file(submission, err))?;
     if !submission.is_file() {
         return Err(Error::file(&submission, "no such file"));
     }
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.subsec_nanos());
-    let scratch = std::env::temp_dir().join(format!(
-        "nvfp4-oracle-preflight-{}-{nanos}",
-        std::process::id()
-    ));
-    let dump = scratch.join("dump");
-    let script_dir = scratch.join("script");
-    for dir in [&dump, &script_dir] {
-        std::fs::create_dir_all(dir).map_err(|err| Error::file(dir, err))?;
-    }
-    let script = script_dir.join("compile_worker.py");
-    std::fs::write(&script, COMPILE_WORKER).map_err(|err| Error::file(&script, err))?;
-    let outcome =
-        run_worker(&submission, arch, &script, &dump, timeout).and_then(|log| read(&dump, &log));
+    let scratch = std::env::temp_dir().join(format!("nvfp4-oracle-preflight-{}", random_hex()?));
+    // Made here, never found: a folder that already exists under this name is refused.
+    std::fs::create_dir(&scratch).map_err(|err| Error::file(&scratch, err))?;
+    let outcome = compile_in(&scratch, &submission, arch, deadline);
     let _ = std::fs::remove_dir_all(&scratch);
     outcome
 }
 
-/// Runs the compile worker in the sandbox; its combined output, for a failure's message.
+fn compile_in(
+    scratch: &Path,
+    submission: &Path,
+    arch: &str,
+    deadline: &Deadline,
+) -> Result<Compilation> {
+    let work = scratch.join("work");
+    let script_dir = scratch.join("script");
+    // Its own empty compiler cache, removed with the scratch folder: nothing a compilation
+    // writes reaches a later one, nor another submission's.
+    let cache = scratch.join("cache");
+    for dir in [&work, &script_dir, &cache] {
+        std::fs::create_dir(dir).map_err(|err| Error::file(dir, err))?;
+    }
+    let script = script_dir.join("compile_worker.py");
+    std::fs::write(&script, COMPILE_WORKER).map_err(|err| Error::file(&script, err))?;
+    let token = random_hex()?;
+    let log = scratch.join("worker.log");
+    run_worker(
+        submission, arch, &script, &work, &cache, &token, &log, deadline,
+    )?;
+    read(&work.join(format!("result-{token}.json")), &log)
+}
+
+/// Runs the compile worker in the sandbox (or, where there is none, as it is, warned) with
+/// `work` its working directory; its output goes to `log`.
+#[allow(clippy::too_many_arguments)]
 fn run_worker(
     submission: &Path,
     arch: &str,
     script: &Path,
-    dump: &Path,
-    timeout: Duration,
-) -> Result<String> {
+    work: &Path,
+    cache: &Path,
+    token: &str,
+    log: &Path,
+    deadline: &Deadline,
+) -> Result<()> {
     let folder = |path: &Path| path.parent().map(Path::to_path_buf);
     let command = WorkerCommand {
         program: python_program(),
@@ -100,13 +165,9 @@ fn run_worker(
             submission.display().to_string(),
             "--arch".into(),
             arch.into(),
-            // Relative: its working directory is the dump folder, the one it may write (the
-            // sandbox binds every folder named on the command line read-only).
-            "--dump".into(),
-            ".".into(),
         ],
-        env: Vec::new(),
-        start_timeout: timeout,
+        env: cache_env(cache),
+        start_timeout: deadline.limit(),
         sandbox: None,
     };
     let paths = SandboxPaths {
@@ -117,69 +178,95 @@ fn run_worker(
         hidden: vec![secrets_dir()],
         ..SandboxPaths::default()
     };
-    // Its own empty compiler cache, removed with the scratch folder: nothing a compilation
-    // writes reaches a later worker.
-    let cache = dump.with_file_name("cache");
-    std::fs::create_dir_all(&cache).map_err(|err| Error::file(&cache, err))?;
-    let mut command = command;
-    command.env.extend(cache_env(&cache));
-    let (wrapped, isolation) = wrap(&command, &paths, dump, &cache);
+    let (wrapped, isolation) = wrap(&command, &paths, work, cache);
     if !isolation.sandboxed {
         eprintln!(
-            "warning: the submission's compilation runs NOT sandboxed: {}",
+            "warning: the submission's compilation runs NOT sandboxed ({}): it can read and \
+             write whatever this user can",
             isolation.description
         );
     }
-    let log = dump.with_extension("log");
-    let log_file = std::fs::File::create(&log).map_err(|err| Error::file(&log, err))?;
-    let mut child = Command::new(&wrapped.program)
+    let log_file = std::fs::File::create(log).map_err(|err| Error::file(log, err))?;
+    let mut worker = Command::new(&wrapped.program);
+    worker
         .args(&wrapped.args)
         .envs(wrapped.env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(log_file.try_clone().map_err(|err| Error::file(&log, err))?)
-        .stderr(log_file)
-        .spawn()
-        .map_err(|err| {
+        // Sandboxed or not, it works in its own folder, never in the caller's.
+        .current_dir(work)
+        .stdin(token_input(token)?)
+        .stdout(log_file.try_clone().map_err(|err| Error::file(log, err))?)
+        .stderr(log_file);
+    bounded::run(
+        &mut worker,
+        "the submission's compilation",
+        deadline,
+        |err| {
             Error::Usage(format!(
                 "cannot start {} for the compilation: {err} (NVFP4_ORACLE_PYTHON names the \
-                 interpreter with nvidia-cutlass-dsl installed)",
+             interpreter with nvidia-cutlass-dsl installed)",
                 command.program.display()
             ))
-        })?;
-    let started = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(_)) => break,
-            Ok(None) if started.elapsed() > timeout => {
-                // The launcher takes the worker and all it started with it.
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(Error::Usage(format!(
-                    "{}: the compilation did not end within {} s",
-                    submission.display(),
-                    timeout.as_secs()
-                )));
-            }
-            Ok(None) => std::thread::sleep(Duration::from_millis(50)),
-            Err(err) => return Err(Error::Usage(format!("waiting for the compilation: {err}"))),
-        }
-    }
-    Ok(std::fs::read_to_string(&log).unwrap_or_default())
+        },
+    )?;
+    Ok(())
 }
 
-/// What the worker left in `dump`.
-fn read(dump: &Path, log: &str) -> Result<Compilation> {
-    let result_path = dump.join("result.json");
-    let Ok(text) = std::fs::read_to_string(&result_path) else {
-        let tail: Vec<&str> = log.lines().rev().take(12).collect();
+/// The worker's stdin: the token and nothing else, from a memory file (never on disk).
+fn token_input(token: &str) -> Result<Stdio> {
+    use std::io::{Seek, Write};
+    // SAFETY: a NUL-terminated name and valid flags; the new descriptor is owned by the File.
+    let fd = unsafe { libc::memfd_create(c"token".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
         return Err(Error::Usage(format!(
-            "the compilation ended without a result (the interpreter failed, or the submission \
-             ended its process); its last lines:\n{}",
-            tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            "cannot make a memory file for the compile worker: {}",
+            std::io::Error::last_os_error()
         )));
+    }
+    // SAFETY: `fd` was just created and is owned by nothing else.
+    let mut file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+    let io = |err: std::io::Error| Error::Usage(format!("handing the worker its token: {err}"));
+    file.write_all(format!("{token}\n").as_bytes())
+        .map_err(io)?;
+    file.rewind().map_err(io)?;
+    Ok(Stdio::from(file))
+}
+
+/// The worker's result at `path` (`log` holds what it printed, for a failure's message).
+fn read(path: &Path, log: &Path) -> Result<Compilation> {
+    // Written by untrusted code: only a regular file, never a link it planted to a file this
+    // process may read and it may not (the certificate key, another user's file).
+    let metadata = match std::fs::symlink_metadata(path) {
+        Ok(metadata) => metadata,
+        Err(_) => {
+            let tail = crate::worker::parent::log_tail(log, 12);
+            return Err(Error::Usage(format!(
+                "the compilation ended without a result (the interpreter failed, or the \
+                 submission ended its process); its last lines:\n{}",
+                if tail.is_empty() {
+                    "(none: it printed nothing)".to_string()
+                } else {
+                    tail
+                }
+            )));
+        }
     };
+    if !metadata.file_type().is_file() {
+        return Err(Error::Usage(
+            "the compilation left its result as something other than a regular file (a link?): \
+             refused"
+                .into(),
+        ));
+    }
+    if metadata.len() > MAX_RESULT_BYTES {
+        return Err(Error::Usage(format!(
+            "the compilation's result is {} bytes, more than the {MAX_RESULT_BYTES} any \
+             compilation needs: refused",
+            metadata.len()
+        )));
+    }
+    let text = std::fs::read_to_string(path).map_err(|err| Error::file(path, err))?;
     let result: WorkerResult = serde_json::from_str(&text)
-        .map_err(|err| Error::file(&result_path, format!("unreadable result: {err}")))?;
+        .map_err(|err| Error::file(path, format!("unreadable result: {err}")))?;
     if let Some(phase) = result.phase {
         let message = result.error.unwrap_or_default();
         if phase == "no-cute-dsl" {
@@ -189,48 +276,59 @@ fn read(dump: &Path, log: &str) -> Result<Compilation> {
             meaning: meaning(&message),
             phase,
             message,
+            lines: result.lines,
         });
     }
-    // The files were written by untrusted code: only regular files, never a link it planted to
-    // something this process may read and it may not (the certificate key, another user's file).
-    let read_file = |name: &str| {
-        let path = dump.join(name);
-        let regular = std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file());
-        if !regular {
-            return Err(Error::Usage(format!(
-                "the compilation left {name}, which is not a regular file: refused"
-            )));
-        }
-        std::fs::read_to_string(&path).map_err(|err| Error::file(&path, err))
-    };
-    let mut ptx = Vec::new();
-    let mut launches = Vec::new();
-    for name in &result.files {
-        // Names come from an untrusted process: only plain names in the dump folder.
-        if name.contains('/') || name.starts_with('.') {
-            continue;
-        }
-        if name.ends_with(".ptx") {
-            ptx.push((name.clone(), read_file(name)?));
-        } else if name.starts_with("host-") && name.ends_with(".mlir") {
-            launches.extend(host_launches(&read_file(name)?));
-        }
-    }
-    let Some(driven_by) = result.driven_by.filter(|_| !ptx.is_empty()) else {
+    let Some(driven_by) = result.driven_by.filter(|_| !result.compiles.is_empty()) else {
         return Err(Error::Usage(
-            "the submission was imported but nothing was compiled: preflight drives CuTe DSL \
-             through a `compile_kernel()` without parameters (GPU MODE's template), and a \
-             kernel compiled only inside custom_kernel needs inputs on a GPU of that \
-             architecture; compile it to PTX yourself and use --ptx"
+            "the submission was imported but nothing was compiled (no `cute.compile` returned \
+             a kernel): preflight drives CuTe DSL through a `compile_kernel()` without \
+             parameters (GPU MODE's template) and reads only what `cute.compile` returns, never \
+             files left in a folder; a kernel compiled only inside custom_kernel needs inputs \
+             on a GPU of that architecture; compile it to PTX yourself and use --ptx"
                 .into(),
         ));
     };
+    let mut ptx = Vec::new();
+    let mut launches = Vec::new();
+    for (i, compiled) in result.compiles.into_iter().enumerate() {
+        check_made_together(&compiled)?;
+        launches.extend(host_launches(&compiled.host));
+        ptx.push((format!("cute.compile #{}", i + 1), compiled.ptx));
+    }
     Ok(Compilation::Compiled {
         ptx,
         launches,
         driven_by,
         torch_placeholder: result.torch == "placeholder",
     })
+}
+
+/// Every kernel of a compilation's PTX is one its host code launches: CuTe DSL lowers both from
+/// one module, so a PTX put beside the host code of another compilation (or of none) is refused.
+fn check_made_together(compiled: &Compiled) -> Result<()> {
+    let entries: Vec<&str> = compiled
+        .ptx
+        .split(".entry ")
+        .skip(1)
+        .filter_map(|rest| rest.split(['(', ' ', '\n']).next())
+        .filter(|name| !name.is_empty())
+        .collect();
+    if entries.is_empty() {
+        return Err(Error::Usage(
+            "a compilation's PTX holds no kernel (.entry): not what CuTe DSL makes, refused".into(),
+        ));
+    }
+    match entries
+        .iter()
+        .find(|name| !compiled.host.contains(&format!("@{name}")))
+    {
+        Some(name) => Err(Error::Usage(format!(
+            "the PTX of a compilation holds the kernel {name}, which the host code of the same \
+             compilation does not launch: not the output of one `cute.compile`, refused"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// The launches in CuTe DSL's lowered host code: each `cudaLaunchConfig_t` it fills (grid,
@@ -311,7 +409,7 @@ enum Field {
 
 /// The compiler's refusal in words, for the messages CuTe DSL gives for the Blackwell MMA.
 pub fn meaning(message: &str) -> Option<&'static str> {
-    let rules: [(&str, &str); 6] = [
+    let rules: [(&str, &str); 7] = [
         (
             "expects the M-mode to be 128, but got",
             "the block-scaled MMA (NVFP4, MXFP4) takes an M tile of 128 per CTA; 256 needs a \
@@ -333,6 +431,14 @@ pub fn meaning(message: &str) -> Option<&'static str> {
         (
             "expects the instruction extent in the K-mode",
             "the MMA's K extent is fixed by its operand type (64 for FP4 operands)",
+        ),
+        (
+            "op expects all operands to have the same rest modes",
+            "the tensors given to the MMA (cute.gemm) do not have the layout the MMA issued \
+             expects. Seen with a CTA-pair MMA (cta_group::2) in a kernel without a cluster of \
+             two, with an N tile of 64 and a CTA pair, and with fragments made from another \
+             tiled MMA than the one issued: check the tile, the CTA count and the cluster \
+             together, at the submission's line above",
         ),
         (
             "expects arch to be one of",
@@ -390,5 +496,13 @@ mod tests {
         assert!(m.contains("128 per CTA"), "{m}");
         assert!(meaning("expects the N-mode to satisfy 8 <= N <= 256 and N % 8 == 0").is_some());
         assert_eq!(meaning("NameError: name 'x' is not defined"), None);
+        // CuTe DSL 4.8.1's words for an MMA given operands of another layout (N 64, a CTA pair).
+        let m = meaning(
+            "MLIRError: Verification failed:\nerror: unknown: 'cute.gemm' op expects all \
+             operands to have the same rest modes, but got: A[1]: ((((32,4),4),(16,4)),2) and \
+             A[0]: (1,1)",
+        )
+        .unwrap();
+        assert!(m.contains("cluster of two"), "{m}");
     }
 }

@@ -254,7 +254,7 @@ pub(super) mod linux {
             )?;
         }
         super::super::filter::apply()?;
-        // Only the protocol's descriptors go on (crate::worker::sandbox_dev).
+        // Only the protocol's descriptors go on (super::super::dev).
         super::super::dev::close_foreign_descriptors()?;
         if let Some(dir) = &args.paths.workdir {
             std::env::set_current_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;

@@ -177,7 +177,17 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
         case_timeout,
     );
     let arch = manifest.arch;
-    Ok(IsolatedKernel::new(
+    // A submission's code can be read where it cannot run: preflight compiles it for its
+    // architecture (the B200's unless the manifest names another) on any machine.
+    let preflight = match &manifest.code {
+        KernelCode::Submission(path) => Some(format!(
+            "nvfp4-oracle preflight --submission {} --arch {}",
+            absolute(path).display(),
+            arch.map_or("sm_100a".to_string(), |arch| arch.to_string())
+        )),
+        KernelCode::Library { .. } => None,
+    };
+    let kernel = IsolatedKernel::new(
         info,
         command,
         std::sync::Arc::new(move || match device_info() {
@@ -189,5 +199,9 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
         case_timeout,
     )
     .with_production_shapes(manifest.production_shapes.clone())
-    .with_timing_baseline(baseline, shared))
+    .with_timing_baseline(baseline, shared);
+    Ok(match preflight {
+        Some(command) => kernel.with_preflight(command),
+        None => kernel,
+    })
 }

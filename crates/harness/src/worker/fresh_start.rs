@@ -148,7 +148,7 @@ impl Drop for StartingCache {
 }
 
 /// The environment that points a worker's compilers (load_inline, Triton, inductor, the CUDA
-/// JIT) at `cache`, the empty folder its parent made for it alone and removes when it ends
+/// JIT, CuTe DSL) at `cache`, the empty folder its parent made for it alone and removes when it ends
 /// ([`super::isolated`]). Given to every worker, sandboxed or not: a cache shared between
 /// workers, or kept between runs, is a channel, through which one worker can tell another (a
 /// campaign's from a check's) what it has seen; and outside `cache` the sandbox's file system is
@@ -162,6 +162,9 @@ pub fn cache_env(cache: &Path) -> Vec<(String, String)> {
         ("TRITON_CACHE_DIR".into(), dir("triton")),
         ("TORCHINDUCTOR_CACHE_DIR".into(), dir("inductor")),
         ("CUDA_CACHE_PATH".into(), dir("nv")),
+        // CuTe DSL's JIT cache: by default one folder per user under the temporary folder,
+        // shared by every run and kept between them.
+        ("CUTE_DSL_CACHE_DIR".into(), dir("cute_dsl")),
     ]
 }
 

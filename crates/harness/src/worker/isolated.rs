@@ -70,6 +70,9 @@ pub struct IsolatedKernel {
     /// For an untrusted kernel: what its every worker's compiler cache starts from, shared
     /// with its checks' copies.
     starting_cache: Option<std::sync::Arc<StartingCache>>,
+    /// The `preflight` command that reads this kernel's compiled code on a machine that cannot
+    /// run it ([`IsolatedKernel::with_preflight`]).
+    preflight: Option<String>,
 }
 
 impl IsolatedKernel {
@@ -105,7 +108,19 @@ impl IsolatedKernel {
             production_shapes: Vec::new(),
             baseline: None,
             shared_timing: false,
+            preflight: None,
         }
+    }
+
+    /// `command` is what reads this kernel's compiled code where it cannot run (a submission
+    /// for another GPU): certify names it when the kernel is unavailable here.
+    pub fn with_preflight(mut self, command: String) -> Self {
+        self.preflight = Some(command);
+        self
+    }
+
+    pub fn preflight(&self) -> Option<&str> {
+        self.preflight.as_deref()
     }
 
     /// The kernel timed against `baseline`'s requests without a kernel; `shared`: its timed
