@@ -290,10 +290,8 @@ fn a_layout_error_is_explained_at_the_submissions_line() {
     if cute_python().is_none() {
         return;
     }
-    let kernel = std::fs::read_to_string(common::repo_path(
-        "results/preflight/cute_nvfp4_mma.py",
-    ))
-    .unwrap();
+    let kernel =
+        std::fs::read_to_string(common::repo_path("results/preflight/cute_nvfp4_mma.py")).unwrap();
     let gemm_line = kernel
         .lines()
         .position(|l| l.trim_start().starts_with("cute.gemm("))
