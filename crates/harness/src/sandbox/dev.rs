@@ -17,6 +17,7 @@
 //!   `zero`, `full`, `random` and `urandom`; `/dev/fd` and the standard streams as links into
 //!   `/proc/self/fd`; and a private `/dev/shm`.
 
+use super::SandboxError;
 use std::path::Path;
 
 /// The first descriptor that is not the protocol's (stdin, stdout, stderr and one socket at 3):
@@ -76,7 +77,7 @@ pub fn close_foreign_descriptors_on_exec() -> bool {
 
 /// Closes every descriptor from [`FIRST_FOREIGN_FD`] on, now: the launcher's last step before
 /// it executes the worker (or checks the boundary from inside).
-pub fn close_foreign_descriptors() -> Result<(), String> {
+pub fn close_foreign_descriptors() -> Result<(), SandboxError> {
     #[cfg(target_os = "linux")]
     {
         // SAFETY: a raw system call with integer arguments only.
@@ -94,7 +95,7 @@ pub fn close_foreign_descriptors() -> Result<(), String> {
         // Before Linux 5.9: the open ones, as /proc lists them (listed first: the listing holds
         // a descriptor of its own, closed when it ends).
         let open: Vec<i32> = std::fs::read_dir("/proc/self/fd")
-            .map_err(|e| format!("/proc/self/fd: {e}"))?
+            .map_err(|e| SandboxError(format!("/proc/self/fd: {e}")))?
             .filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
             .filter(|&fd| fd >= FIRST_FOREIGN_FD)
             .collect();
@@ -148,7 +149,7 @@ pub fn unexpected_in_dev(dev: &Path) -> Vec<String> {
 
 #[cfg(target_os = "linux")]
 pub(super) mod linux {
-    use super::{kept_in_dev, DEV_LINKS};
+    use super::{kept_in_dev, SandboxError, DEV_LINKS};
     use crate::sandbox::syscalls::{mount, set_attr, MOUNT_ATTR_RDONLY};
     use std::os::fd::AsRawFd;
     use std::os::unix::fs::OpenOptionsExt;
@@ -164,8 +165,8 @@ pub(super) mod linux {
 
     /// The entries of the host's `/dev` a worker keeps (symbolic links are not followed: a
     /// link could lead anywhere).
-    pub fn kept_nodes() -> Result<Vec<Node>, String> {
-        let entries = std::fs::read_dir("/dev").map_err(|e| format!("/dev: {e}"))?;
+    pub fn kept_nodes() -> Result<Vec<Node>, SandboxError> {
+        let entries = std::fs::read_dir("/dev").map_err(|e| SandboxError(format!("/dev: {e}")))?;
         let mut nodes = Vec::new();
         for entry in entries.filter_map(Result::ok) {
             let name = entry.file_name().to_string_lossy().to_string();
@@ -179,7 +180,7 @@ pub(super) mod linux {
                 .read(true)
                 .custom_flags(libc::O_PATH | libc::O_NOFOLLOW)
                 .open(entry.path())
-                .map_err(|e| format!("/dev/{name}: {e}"))?;
+                .map_err(|e| SandboxError(format!("/dev/{name}: {e}")))?;
             nodes.push(Node {
                 name,
                 dir: kind.is_dir(),
@@ -193,7 +194,7 @@ pub(super) mod linux {
     /// Covers `/dev` with a fresh tmpfs holding `nodes` (each bound in over an empty file or
     /// folder of its name), the links of [`DEV_LINKS`] and a private `/dev/shm`, then makes it
     /// read-only (`/dev/shm` stays writable: a mount of its own).
-    pub fn build_dev(nodes: &[Node]) -> Result<(), String> {
+    pub fn build_dev(nodes: &[Node]) -> Result<(), SandboxError> {
         let dev = Path::new("/dev");
         let private = (libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOEXEC) as libc::c_ulong;
         mount("tmpfs", dev, "tmpfs", private, "mode=0755")?;
@@ -204,7 +205,7 @@ pub(super) mod linux {
             } else {
                 std::fs::File::create(&target).map(drop)
             };
-            made.map_err(|e| format!("{}: {e}", target.display()))?;
+            made.map_err(|e| SandboxError(format!("{}: {e}", target.display())))?;
             let source = format!("/proc/self/fd/{}", node.handle.as_raw_fd());
             mount(
                 &source,
@@ -216,10 +217,10 @@ pub(super) mod linux {
         }
         for (link, to) in DEV_LINKS {
             std::os::unix::fs::symlink(to, dev.join(link))
-                .map_err(|e| format!("/dev/{link}: {e}"))?;
+                .map_err(|e| SandboxError(format!("/dev/{link}: {e}")))?;
         }
         let shm = dev.join("shm");
-        std::fs::create_dir(&shm).map_err(|e| format!("{}: {e}", shm.display()))?;
+        std::fs::create_dir(&shm).map_err(|e| SandboxError(format!("{}: {e}", shm.display())))?;
         mount(
             "tmpfs",
             &shm,

@@ -1,6 +1,7 @@
 //! The seccomp filter every sandboxed worker runs under (its list is in [`super`]'s
 //! documentation): the calls refused answer EPERM.
 
+use super::SandboxError;
 use seccompiler::{
     BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
     SeccompRule, TargetArch,
@@ -58,7 +59,7 @@ const NEW_NAMESPACE_FLAGS: [libc::c_int; 7] = [
 /// `clone` with any namespace flag: one rule per flag (a rule's conditions must all hold,
 /// and any rule refuses the call). The flags are clone's first argument on x86_64 and
 /// aarch64 alike.
-fn clone_rules() -> Result<Vec<SeccompRule>, String> {
+fn clone_rules() -> Result<Vec<SeccompRule>, SandboxError> {
     NEW_NAMESPACE_FLAGS
         .iter()
         .map(|&flag| {
@@ -70,7 +71,7 @@ fn clone_rules() -> Result<Vec<SeccompRule>, String> {
                 flag,
             )
             .and_then(|condition| SeccompRule::new(vec![condition]))
-            .map_err(|e| format!("seccomp rule: {e}"))
+            .map_err(|e| SandboxError(format!("seccomp rule: {e}")))
         })
         .collect()
 }
@@ -79,21 +80,21 @@ fn install(
     rules: BTreeMap<i64, Vec<SeccompRule>>,
     errno: i32,
     arch: TargetArch,
-) -> Result<(), String> {
+) -> Result<(), SandboxError> {
     let filter = SeccompFilter::new(
         rules,
         SeccompAction::Allow,
         SeccompAction::Errno(errno as u32),
         arch,
     )
-    .map_err(|e| format!("seccomp filter: {e}"))?;
+    .map_err(|e| SandboxError(format!("seccomp filter: {e}")))?;
     let program: BpfProgram = filter
         .try_into()
-        .map_err(|e| format!("seccomp filter: {e:?}"))?;
-    seccompiler::apply_filter(&program).map_err(|e| format!("seccomp: {e}"))
+        .map_err(|e| SandboxError(format!("seccomp filter: {e:?}")))?;
+    seccompiler::apply_filter(&program).map_err(|e| SandboxError(format!("seccomp: {e}")))
 }
 
-pub fn apply() -> Result<(), String> {
+pub fn apply() -> Result<(), SandboxError> {
     let arch = if cfg!(target_arch = "x86_64") {
         TargetArch::x86_64
     } else if cfg!(target_arch = "aarch64") {

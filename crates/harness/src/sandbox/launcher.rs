@@ -2,6 +2,7 @@
 //! in [`super`] and runs the worker in it; with `--probe`, checks each layer from inside and
 //! says what holds.
 
+use super::SandboxError;
 use std::path::{Path, PathBuf};
 
 /// How a worker is to be sandboxed: the directories it may write and those it must not see.
@@ -48,7 +49,7 @@ pub fn launch(_: &LauncherArgs) -> i32 {
 #[cfg(target_os = "linux")]
 pub(super) mod linux {
     use super::super::syscalls::{check, mount, set_attr, AT_RECURSIVE, MOUNT_ATTR_RDONLY};
-    use super::LauncherArgs;
+    use super::{LauncherArgs, SandboxError};
     use std::io::Error;
     use std::os::unix::process::CommandExt;
     use std::path::Path;
@@ -57,7 +58,7 @@ pub(super) mod linux {
     /// across uid changes, none can be raised as ambient; each locked.
     const SECURE_BITS: libc::c_ulong = 0b1110_1111;
 
-    pub fn launch(args: &LauncherArgs) -> Result<i32, String> {
+    pub fn launch(args: &LauncherArgs) -> Result<i32, SandboxError> {
         // SAFETY: plain system calls on this single-threaded process (the launcher runs before
         // any thread is started), with valid pointers.
         let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
@@ -72,21 +73,21 @@ pub(super) mod linux {
         )?;
         if uid != 0 {
             std::fs::write("/proc/self/setgroups", "deny")
-                .map_err(|e| format!("setgroups: {e}"))?;
+                .map_err(|e| SandboxError(format!("setgroups: {e}")))?;
             std::fs::write("/proc/self/uid_map", format!("0 {uid} 1"))
-                .map_err(|e| format!("uid_map: {e}"))?;
+                .map_err(|e| SandboxError(format!("uid_map: {e}")))?;
             std::fs::write("/proc/self/gid_map", format!("0 {gid} 1"))
-                .map_err(|e| format!("gid_map: {e}"))?;
+                .map_err(|e| SandboxError(format!("gid_map: {e}")))?;
         }
         let root = Path::new("/");
         mount("none", root, "", (libc::MS_REC | libc::MS_PRIVATE) as _, "")?;
         // Every directory the worker may write, opened before /tmp is covered.
-        let open_all = |dirs: &'_ [std::path::PathBuf]| -> Result<Vec<(std::fs::File, std::path::PathBuf)>, String> {
+        let open_all = |dirs: &'_ [std::path::PathBuf]| -> Result<Vec<(std::fs::File, std::path::PathBuf)>, SandboxError> {
             dirs.iter()
                 .map(|dir| {
                     std::fs::File::open(dir)
                         .map(|file| (file, dir.clone()))
-                        .map_err(|e| format!("{}: {e}", dir.display()))
+                        .map_err(|e| SandboxError(format!("{}: {e}", dir.display())))
                 })
                 .collect()
         };
@@ -98,7 +99,7 @@ pub(super) mod linux {
             .map(|dir| {
                 std::fs::File::open(dir)
                     .map(|file| (file, dir.as_path()))
-                    .map_err(|e| format!("{}: {e}", dir.display()))
+                    .map_err(|e| SandboxError(format!("{}: {e}", dir.display())))
             })
             .collect::<Result<_, _>>()?;
         set_attr(root, MOUNT_ATTR_RDONLY, 0, AT_RECURSIVE)?;
@@ -144,7 +145,8 @@ pub(super) mod linux {
         binds.sort_by_key(|(_, dir, _)| dir.components().count());
         for (file, dir, write) in binds {
             // Under /tmp the path is gone (a fresh tmpfs): make it again, then bind the real one.
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            std::fs::create_dir_all(dir)
+                .map_err(|e| SandboxError(format!("{}: {e}", dir.display())))?;
             let source = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(file));
             mount(&source, dir, "", (libc::MS_BIND | libc::MS_REC) as _, "")?;
             if write {
@@ -161,7 +163,7 @@ pub(super) mod linux {
         // execs (or exits).
         let child = unsafe { libc::fork() };
         if child < 0 {
-            return Err(format!("fork: {}", Error::last_os_error()));
+            return Err(SandboxError(format!("fork: {}", Error::last_os_error())));
         }
         if child == 0 {
             let code = match inside(args, uid != 0) {
@@ -182,7 +184,7 @@ pub(super) mod linux {
                 break;
             }
             if Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
-                return Err(format!("waitpid: {}", Error::last_os_error()));
+                return Err(SandboxError(format!("waitpid: {}", Error::last_os_error())));
             }
         }
         Ok(if libc::WIFEXITED(status) {
@@ -193,7 +195,7 @@ pub(super) mod linux {
     }
 
     /// In the child, PID 1 of the new PID namespace: the rest of the boundary, then the worker.
-    fn inside(args: &LauncherArgs, user_namespace: bool) -> Result<i32, String> {
+    fn inside(args: &LauncherArgs, user_namespace: bool) -> Result<i32, SandboxError> {
         mount(
             "proc",
             Path::new("/proc"),
@@ -257,7 +259,8 @@ pub(super) mod linux {
         // Only the protocol's descriptors go on (super::super::dev).
         super::super::dev::close_foreign_descriptors()?;
         if let Some(dir) = &args.paths.workdir {
-            std::env::set_current_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+            std::env::set_current_dir(dir)
+                .map_err(|e| SandboxError(format!("{}: {e}", dir.display())))?;
         }
         if args.probe {
             return super::self_check(args, user_namespace).map(|description| {
@@ -268,14 +271,18 @@ pub(super) mod linux {
         let err = std::process::Command::new(&args.program)
             .args(&args.args)
             .exec();
-        Err(format!("cannot run {}: {err}", args.program.display()))
+        Err(SandboxError(format!(
+            "cannot run {}: {err}",
+            args.program.display()
+        )))
     }
 }
 
 /// From inside (the probe): checks that each layer holds, and says what holds in words.
 #[cfg(target_os = "linux")]
-fn self_check(args: &LauncherArgs, user_namespace: bool) -> Result<String, String> {
-    let status = std::fs::read_to_string("/proc/self/status").map_err(|e| format!("/proc: {e}"))?;
+fn self_check(args: &LauncherArgs, user_namespace: bool) -> Result<String, SandboxError> {
+    let status = std::fs::read_to_string("/proc/self/status")
+        .map_err(|e| SandboxError(format!("/proc: {e}")))?;
     let field = |name: &str| {
         status
             .lines()
@@ -286,11 +293,11 @@ fn self_check(args: &LauncherArgs, user_namespace: bool) -> Result<String, Strin
     if !field("CapEff:").trim_start_matches('0').is_empty()
         || !field("CapBnd:").trim_start_matches('0').is_empty()
     {
-        return Err(format!(
+        return Err(SandboxError(format!(
             "capabilities remain: CapEff {}, CapBnd {}",
             field("CapEff:"),
             field("CapBnd:")
-        ));
+        )));
     }
     if field("NoNewPrivs:") != "1" || field("Seccomp:") != "2" {
         return Err("no_new_privs or the seccomp filter did not take".into());
@@ -304,7 +311,7 @@ fn self_check(args: &LauncherArgs, user_namespace: bool) -> Result<String, Strin
         .filter(|pid| *pid != 1)
         .count();
     if others > 0 {
-        return Err(format!("{others} other processes visible"));
+        return Err(SandboxError(format!("{others} other processes visible")));
     }
     let probe = Path::new("/etc/nvfp4-oracle-sandbox-probe");
     if std::fs::write(probe, b"x").is_ok() {
@@ -317,7 +324,7 @@ fn self_check(args: &LauncherArgs, user_namespace: bool) -> Result<String, Strin
     for dir in &args.paths.writable {
         let file = dir.join(".nvfp4-oracle-sandbox-probe");
         std::fs::write(&file, b"x")
-            .map_err(|e| format!("{} is not writable: {e}", dir.display()))?;
+            .map_err(|e| SandboxError(format!("{} is not writable: {e}", dir.display())))?;
         let _ = std::fs::remove_file(file);
     }
     // SAFETY: ptrace of pid 1's parent (none) must be refused by the filter: EPERM.
@@ -333,14 +340,19 @@ fn self_check(args: &LauncherArgs, user_namespace: bool) -> Result<String, Strin
     // descriptor beyond the protocol's.
     let unexpected = super::dev::unexpected_in_dev(Path::new("/dev"));
     if !unexpected.is_empty() {
-        return Err(format!("/dev holds {}", unexpected.join(", ")));
+        return Err(SandboxError(format!(
+            "/dev holds {}",
+            unexpected.join(", ")
+        )));
     }
     if std::fs::write("/dev/nvfp4-oracle-sandbox-probe", b"x").is_ok() {
         return Err("/dev is writable".into());
     }
     let foreign = super::dev::foreign_descriptors();
     if !foreign.is_empty() {
-        return Err(format!("inherited descriptors are open: {foreign:?}"));
+        return Err(SandboxError(format!(
+            "inherited descriptors are open: {foreign:?}"
+        )));
     }
     // A new user namespace through clone must be refused too (EPERM; clone3 ENOSYS).
     // SAFETY: a raw clone without a new stack is fork; a child, if the filter let one be made,

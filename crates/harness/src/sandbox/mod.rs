@@ -48,6 +48,24 @@ mod syscalls;
 
 pub use launcher::{launch, LauncherArgs, SandboxPaths};
 
+/// Why the boundary could not be built, or does not hold (a system call refused, a layer the
+/// probe found open), in words; the launcher prints it and exits 125.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct SandboxError(pub String);
+
+impl From<String> for SandboxError {
+    fn from(message: String) -> Self {
+        SandboxError(message)
+    }
+}
+
+impl From<&str> for SandboxError {
+    fn from(message: &str) -> Self {
+        SandboxError(message.to_string())
+    }
+}
+
 /// The environment variable that turns the sandbox off (`0`), for debugging a worker; every
 /// certificate then says that no isolation held.
 pub const SANDBOX_ENV: &str = "NVFP4_ORACLE_SANDBOX";

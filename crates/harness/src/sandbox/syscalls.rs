@@ -1,5 +1,6 @@
 //! The few system calls the launcher and `/dev` make that `libc` has no safe wrapper for, each
 //! an error in words.
+use super::SandboxError;
 use std::ffi::CString;
 use std::io::Error;
 use std::path::Path;
@@ -20,9 +21,9 @@ struct MountAttr {
 pub const MOUNT_ATTR_RDONLY: u64 = 0x1;
 pub const AT_RECURSIVE: libc::c_uint = 0x8000;
 
-pub fn check(what: &str, result: libc::c_long) -> Result<(), String> {
+pub fn check(what: &str, result: libc::c_long) -> Result<(), SandboxError> {
     if result < 0 {
-        Err(format!("{what}: {}", Error::last_os_error()))
+        Err(SandboxError(format!("{what}: {}", Error::last_os_error())))
     } else {
         Ok(())
     }
@@ -34,7 +35,7 @@ pub fn mount(
     fstype: &str,
     flags: libc::c_ulong,
     data: &str,
-) -> Result<(), String> {
+) -> Result<(), SandboxError> {
     let (source, fstype, data) = (c_string(source), c_string(fstype), c_string(data));
     let target_c = c_string(&target.display().to_string());
     // SAFETY: every pointer is a valid NUL-terminated string for the call's duration.
@@ -55,7 +56,12 @@ pub fn mount(
 
 /// `mount_setattr(2)`: sets and clears mount attributes of `path` (with `AT_RECURSIVE`, of
 /// every mount below it too).
-pub fn set_attr(path: &Path, set: u64, clear: u64, flags: libc::c_uint) -> Result<(), String> {
+pub fn set_attr(
+    path: &Path,
+    set: u64,
+    clear: u64,
+    flags: libc::c_uint,
+) -> Result<(), SandboxError> {
     let attr = MountAttr {
         attr_set: set,
         attr_clr: clear,
