@@ -44,11 +44,16 @@ pub fn read_shard(path: &Path) -> Result<ShardCertificate> {
     })
 }
 
-/// Why shards are not of one campaign, if they are not.
-fn check_one_campaign(shards: &[ShardCertificate]) -> std::result::Result<usize, String> {
+/// Why shards cannot be merged: they are not of one campaign, in words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NotOneCampaign(pub String);
+
+/// The shard count of a campaign whose shards these all are; why not, if they are not.
+fn check_one_campaign(shards: &[ShardCertificate]) -> std::result::Result<usize, NotOneCampaign> {
     let first = &shards
         .first()
-        .ok_or("no shard certificates given")?
+        .ok_or_else(|| NotOneCampaign("no shard certificates given".into()))?
         .certificate;
     let count = first.shard.map_or(0, |s| s.count);
     type Field = (&'static str, fn(&Certificate) -> String);
@@ -74,10 +79,10 @@ fn check_one_campaign(shards: &[ShardCertificate]) -> std::result::Result<usize,
     for (what, get) in fields {
         let values: Vec<String> = shards.iter().map(|s| get(&s.certificate)).collect();
         if values.iter().any(|v| *v != values[0]) {
-            return Err(format!(
+            return Err(NotOneCampaign(format!(
                 "the shards are not of one campaign: their {what} differs ({})",
                 distinct(&values)
-            ));
+            )));
         }
     }
     let gpus: Vec<String> = shards
@@ -90,10 +95,10 @@ fn check_one_campaign(shards: &[ShardCertificate]) -> std::result::Result<usize,
         })
         .collect();
     if gpus.iter().any(|g| *g != gpus[0]) {
-        return Err(format!(
+        return Err(NotOneCampaign(format!(
             "the shards ran on different GPUs ({})",
             distinct(&gpus)
-        ));
+        )));
     }
     let mut seen = vec![0usize; count + 1];
     for shard in shards.iter().filter_map(|s| s.certificate.shard) {
@@ -108,10 +113,16 @@ fn check_one_campaign(shards: &[ShardCertificate]) -> std::result::Result<usize,
         .map(|i| format!("{i}/{count}"))
         .collect();
     if !twice.is_empty() {
-        return Err(format!("shard {} given more than once", twice.join(", ")));
+        return Err(NotOneCampaign(format!(
+            "shard {} given more than once",
+            twice.join(", ")
+        )));
     }
     if !missing.is_empty() {
-        return Err(format!("shard {} missing", missing.join(", ")));
+        return Err(NotOneCampaign(format!(
+            "shard {} missing",
+            missing.join(", ")
+        )));
     }
     Ok(count)
 }
@@ -229,7 +240,7 @@ fn move_repro(failure: &mut FailureReport, kernel: &str, from: &Path, out: &Path
 /// The certificate of the whole campaign from its shards' certificates; repro files are copied
 /// into `out`.
 pub fn merge(mut shards: Vec<ShardCertificate>, out: &Path) -> Result<Certificate> {
-    let count = check_one_campaign(&shards).map_err(Error::Usage)?;
+    let count = check_one_campaign(&shards)?;
     shards.sort_by_key(|s| s.certificate.shard.map_or(0, |s: Shard| s.index));
     let certificates: Vec<&Certificate> = shards.iter().map(|s| &s.certificate).collect();
     let first = certificates[0];

@@ -89,25 +89,31 @@ pub fn read_verified(path: &std::path::Path, what: &str) -> Result<serde_json::V
     Ok(value)
 }
 
-/// Why a certificate's JSON is not to be trusted, or `Ok` when its signature is this oracle's.
-pub fn verify(certificate: &serde_json::Value) -> std::result::Result<(), String> {
+/// Why a certificate's JSON is not to be trusted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignatureError {
+    #[error("it is not signed")]
+    NotSigned,
+    #[error("the signing key {path} cannot be read: {reason}")]
+    KeyUnreadable { path: String, reason: String },
+    #[error("its signature does not match its content (it was edited, or signed by another key)")]
+    Mismatch,
+}
+
+/// `Ok` when a certificate's signature is this oracle's, else why it is not to be trusted.
+pub fn verify(certificate: &serde_json::Value) -> std::result::Result<(), SignatureError> {
     let Some(given) = certificate.get(SIGNATURE_FIELD).and_then(|s| s.as_str()) else {
-        return Err("it is not signed".into());
+        return Err(SignatureError::NotSigned);
     };
-    let key = std::fs::read(key_path()).map_err(|err| {
-        format!(
-            "the signing key {} cannot be read: {err}",
-            key_path().display()
-        )
+    let key = std::fs::read(key_path()).map_err(|err| SignatureError::KeyUnreadable {
+        path: key_path().display().to_string(),
+        reason: err.to_string(),
     })?;
     let expected = mac_of(&key, certificate);
     if constant_time_eq(expected.as_bytes(), given.as_bytes()) {
         Ok(())
     } else {
-        Err(
-            "its signature does not match its content (it was edited, or signed by another key)"
-                .into(),
-        )
+        Err(SignatureError::Mismatch)
     }
 }
 
@@ -131,7 +137,10 @@ mod tests {
         assert_eq!(verify(&certificate), Ok(()));
         let mut forged = certificate.clone();
         forged["status"] = serde_json::json!("certified");
-        assert!(verify(&forged).unwrap_err().contains("does not match"));
+        assert_eq!(verify(&forged), Err(SignatureError::Mismatch));
+        assert!(SignatureError::Mismatch
+            .to_string()
+            .contains("does not match"));
         // Through text, as bench reads it, with floats that only an exact parser round-trips.
         let text = serde_json::to_string_pretty(&certificate).unwrap();
         assert_eq!(verify(&serde_json::from_str(&text).unwrap()), Ok(()));

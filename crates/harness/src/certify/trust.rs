@@ -41,8 +41,8 @@ pub fn timing_trust(dir: &Path, name: &str, hash: &str) -> Trust {
             checks_not_run: checks_not_run(&value),
             path,
         },
-        Err(why) if why.is_empty() => Trust::Absent,
-        Err(why) => Trust::Refused { path, why },
+        Err(Refusal::NotThisKernel) => Trust::Absent,
+        Err(Refusal::Refused(why)) => Trust::Refused { path, why },
     }
 }
 
@@ -87,45 +87,55 @@ fn check_that_did_not_run(value: &serde_json::Value) -> Option<String> {
     })
 }
 
-/// Whether a certificate whose signature holds lets bench time the kernel; the reason when not
-/// (empty for a certificate of another kernel, model or outcome, which the caller reports).
+/// Why a certificate whose signature holds does not let bench time the kernel.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum Refusal {
+    /// A certificate of another kernel, source, model version or outcome: nothing to report.
+    #[error("not a passing certificate of this kernel and model")]
+    NotThisKernel,
+    /// A certificate of this kernel that cannot be trusted for timing, and why in words.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Whether a certificate whose signature holds lets bench time the kernel; why not, if not.
 pub(crate) fn allows_timing(
     value: &serde_json::Value,
     hash: &str,
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), Refusal> {
     if value["status"] != serde_json::json!("certified")
         || value["source_hash"] != serde_json::json!(hash)
         || value["model_version"] != serde_json::json!(nvfp4_model::model::MODEL_VERSION)
     {
-        return Err(String::new());
+        return Err(Refusal::NotThisKernel);
     }
     if let Some(shard) = value["shard"].as_object() {
-        return Err(format!(
+        return Err(Refusal::Refused(format!(
             "it covers shard {}/{} of the campaign only; `nvfp4-oracle merge` the shards first",
             shard.get("index").unwrap_or(&serde_json::Value::Null),
             shard.get("count").unwrap_or(&serde_json::Value::Null)
-        ));
+        )));
     }
     // A worker that ran without the sandbox could reach the key that signs certificates.
     if let Some(isolation) = value["environment"]["isolation"].as_str() {
         if !isolation.starts_with("sandboxed") {
-            return Err(format!(
+            return Err(Refusal::Refused(format!(
                 "its worker ran without the sandbox ({isolation}), within reach of the key that \
                  signs certificates; certify it where the sandbox holds, or time it with \
                  --force-untrusted"
-            ));
+            )));
         }
     }
     // A check that was started and could not run fails the certificate; a certificate written
     // before that rule (where it was a note beside "certified") is not trusted either.
     if let Some(why) = check_that_did_not_run(value) {
-        return Err(format!(
+        return Err(Refusal::Refused(format!(
             "{why}; a check that could not run does not pass: certify it again"
-        ));
+        )));
     }
     // bench times production shapes: the certificate must have covered them.
     match super::report::production_coverage_gap(&value["coverage"]) {
-        Some(why) => Err(why),
+        Some(why) => Err(Refusal::Refused(why)),
         None => Ok(()),
     }
 }
@@ -150,23 +160,28 @@ mod tests {
         assert_eq!(allows_timing(&good, &hash), Ok(()));
         let mut other = good.clone();
         other["source_hash"] = serde_json::json!("cd".repeat(32));
-        assert_eq!(allows_timing(&other, &hash), Err(String::new()));
+        assert_eq!(allows_timing(&other, &hash), Err(Refusal::NotThisKernel));
         let mut open = good.clone();
         open["environment"]["isolation"] = serde_json::json!("NOT sandboxed: no user namespaces");
         assert!(allows_timing(&open, &hash)
             .unwrap_err()
+            .to_string()
             .contains("without the sandbox"));
         // A check that could not run failed the certificate: not timed.
         let mut unchecked = good.clone();
         unchecked["status"] = serde_json::json!("failed");
         unchecked["determinism"] = serde_json::json!({"findings": [
             {"verdict": super::super::checks::COULD_NOT_RUN}]});
-        assert_eq!(allows_timing(&unchecked, &hash), Err(String::new()));
+        assert_eq!(
+            allows_timing(&unchecked, &hash),
+            Err(Refusal::NotThisKernel)
+        );
         // Written before checks failed closed: "certified", its failed run a note.
         let mut noted = good.clone();
         noted["determinism"] = serde_json::json!({"note": "RuntimeError", "findings": []});
         assert!(allows_timing(&noted, &hash)
             .unwrap_err()
+            .to_string()
             .contains("determinism check did not run to its end"));
         let mut cut = good.clone();
         cut["sanitizer"] = serde_json::json!({"cases": 2, "tools": [
@@ -174,6 +189,7 @@ mod tests {
             {"tool": "initcheck", "cases_run": 1, "note": "case 1: raised"}]});
         assert!(allows_timing(&cut, &hash)
             .unwrap_err()
+            .to_string()
             .contains("compute-sanitizer initcheck did not run"));
         cut["sanitizer"]["tools"][1] =
             serde_json::json!({"tool": "initcheck", "cases_run": 2, "note": null});
@@ -196,11 +212,13 @@ mod tests {
         short["coverage"]["by_shape_class"]["production"] = serde_json::json!(5);
         assert!(allows_timing(&short, &hash)
             .unwrap_err()
+            .to_string()
             .contains("5 of its 13"));
         let mut shard = good.clone();
         shard["shard"] = serde_json::json!({"index": 2, "count": 4});
         assert!(allows_timing(&shard, &hash)
             .unwrap_err()
+            .to_string()
             .contains("shard 2/4 of the campaign only"));
         let mut merged = good.clone();
         merged["shard"] = serde_json::Value::Null;
@@ -210,6 +228,7 @@ mod tests {
         old["coverage"] = serde_json::json!({"by_shape_class": {}});
         assert!(allows_timing(&old, &hash)
             .unwrap_err()
+            .to_string()
             .contains("certify it again"));
     }
 }

@@ -146,33 +146,38 @@ pub fn read_manifest(dir: &Path) -> Result<Manifest> {
     parse_manifest(&text).map_err(|reason| Error::file(&path, reason))
 }
 
+/// Why a golden manifest's text was refused, in words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ManifestError(pub String);
+
 /// Parses and checks a manifest's text; never panics on bad input.
-pub fn parse_manifest(text: &str) -> std::result::Result<Manifest, String> {
-    let manifest: Manifest =
-        serde_json::from_str(text).map_err(|err| format!("not a valid golden manifest: {err}"))?;
+pub fn parse_manifest(text: &str) -> std::result::Result<Manifest, ManifestError> {
+    let manifest: Manifest = serde_json::from_str(text)
+        .map_err(|err| ManifestError(format!("not a valid golden manifest: {err}")))?;
     if manifest.format_version != FORMAT_VERSION {
-        return Err(format!(
+        return Err(ManifestError(format!(
             "manifest format version {} is not supported (this tool reads {FORMAT_VERSION})",
             manifest.format_version
-        ));
+        )));
     }
     for case in &manifest.cases {
         if case.shapes.is_empty() {
-            return Err(format!("case '{}' has no shape", case.name));
+            return Err(ManifestError(format!("case '{}' has no shape", case.name)));
         }
         for shape in &case.shapes {
             Shape::new(shape.m, shape.n, shape.k, shape.l)
-                .map_err(|err| format!("case '{}': {err}", case.name))?;
+                .map_err(|err| ManifestError(format!("case '{}': {err}", case.name)))?;
         }
         if case
             .file
             .as_deref()
             .is_some_and(|file| file.contains("..") || file.starts_with('/'))
         {
-            return Err(format!(
+            return Err(ManifestError(format!(
                 "case '{}': file path must stay inside the golden directory",
                 case.name
-            ));
+            )));
         }
     }
     Ok(manifest)
