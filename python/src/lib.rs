@@ -217,7 +217,7 @@ fn write_case_dir(
 /// The submission worker's source (the door's code that builds GPU MODE's data tuple).
 #[pyfunction]
 fn worker_source() -> &'static str {
-    nvfp4_harness::worker::external::SUBMISSION_WORKER
+    nvfp4_harness::worker::SUBMISSION_WORKER
 }
 
 /// A Python callable as a kernel under test: the package's `certify` hands the Rust campaign

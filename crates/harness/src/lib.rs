@@ -37,7 +37,9 @@ pub mod error;
 pub mod fuzzing;
 pub mod gpu;
 pub mod kernels;
+#[cfg(feature = "gpu")]
 pub mod preflight;
+#[cfg(feature = "gpu")]
 pub mod sandbox;
 pub mod worker;
 

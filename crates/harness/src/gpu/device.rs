@@ -3,9 +3,13 @@
 
 use super::variants::Arch;
 use super::GpuError;
+#[cfg(feature = "gpu")]
 use cudarc::driver::sys::CUdevice_attribute;
+#[cfg(feature = "gpu")]
 use cudarc::driver::CudaContext;
-use std::sync::{Arc, OnceLock};
+#[cfg(feature = "gpu")]
+use std::sync::Arc;
+use std::sync::OnceLock;
 
 #[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct DeviceInfo {
@@ -26,6 +30,7 @@ pub struct DeviceInfo {
 }
 
 /// The NVIDIA kernel module's release, where Linux shows it.
+#[cfg(feature = "gpu")]
 fn driver_release() -> Option<String> {
     let text = std::fs::read_to_string("/proc/driver/nvidia/version").ok()?;
     // "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build ...":
@@ -37,6 +42,7 @@ fn driver_release() -> Option<String> {
         .map(str::to_string)
 }
 
+#[cfg(feature = "gpu")]
 fn cuda_driver_version() -> Option<String> {
     let mut version = 0i32;
     // SAFETY: writes one int; the library was loaded by the caller's successful context creation.
@@ -66,6 +72,7 @@ impl DeviceInfo {
 }
 
 /// Opens device 0. Errors are sentences for the user.
+#[cfg(feature = "gpu")]
 pub fn open_device() -> Result<(Arc<CudaContext>, DeviceInfo), GpuError> {
     // SAFETY: only probes whether the shared library can be loaded.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
@@ -104,10 +111,19 @@ pub fn open_device() -> Result<(Arc<CudaContext>, DeviceInfo), GpuError> {
 /// The device, probed once per process (the parent uses it to say which variants can run).
 pub fn device_info() -> &'static Result<DeviceInfo, GpuError> {
     static INFO: OnceLock<Result<DeviceInfo, GpuError>> = OnceLock::new();
-    INFO.get_or_init(|| open_device().map(|(_, info)| info))
+    #[cfg(feature = "gpu")]
+    let probe = || open_device().map(|(_, info)| info);
+    #[cfg(not(feature = "gpu"))]
+    let probe = || {
+        Err(GpuError::from(
+            "this build has no GPU backend (nvfp4-harness without its `gpu` feature)",
+        ))
+    };
+    INFO.get_or_init(probe)
 }
 
 /// How many GPUs the driver sees (`CUDA_VISIBLE_DEVICES` applied), or why none can be counted.
+#[cfg(feature = "gpu")]
 pub fn device_count() -> Result<usize, GpuError> {
     // SAFETY: only probes whether the shared library can be loaded.
     if !unsafe { cudarc::driver::sys::is_culib_present() } {

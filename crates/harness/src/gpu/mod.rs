@@ -23,6 +23,7 @@ impl From<&str> for GpuError {
     }
 }
 
+#[cfg(feature = "gpu")]
 impl From<cudarc::driver::DriverError> for GpuError {
     fn from(err: cudarc::driver::DriverError) -> Self {
         GpuError(err.to_string())
@@ -35,13 +36,20 @@ impl From<GpuError> for crate::error::Error {
     }
 }
 
+#[cfg(feature = "gpu")]
 pub mod bench;
+#[cfg(feature = "gpu")]
 pub mod compile;
+#[cfg(feature = "gpu")]
 pub mod conditions;
 pub mod device;
+#[cfg(feature = "gpu")]
 pub mod fenced;
+#[cfg(feature = "gpu")]
 pub mod l2;
+#[cfg(feature = "gpu")]
 pub mod launch;
+#[cfg(feature = "gpu")]
 pub mod library;
 pub mod roofline;
 pub mod variants;

@@ -6,8 +6,9 @@
 //! forge, being in the same process as the compiler: [`compile`].
 
 use super::bounded::{self, Deadline};
+use crate::certify::signing::secrets_dir;
 use crate::error::{Error, Result};
-use crate::sandbox::{secrets_dir, SandboxPaths};
+use crate::sandbox::SandboxPaths;
 use crate::worker::command::{wrap, WorkerCommand};
 use crate::worker::external::python_program;
 use crate::worker::fresh_start::cache_env;

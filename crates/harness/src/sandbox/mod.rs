@@ -36,7 +36,7 @@
 //! well-kept sandbox tools (bubblewrap, nsjail, firejail) are not installed on the machines
 //! this runs on, and the steps are few and each a documented system call.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::OnceLock;
 
 pub mod dev;
@@ -177,18 +177,4 @@ pub fn protect_parent() {
     unsafe {
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
     }
-}
-
-/// The directory of the oracle's secrets (the key that signs certificates): covered by an
-/// empty tmpfs in every sandbox, readable by the oracle alone (0700). `NVFP4_ORACLE_SECRETS`
-/// names another; by default `$XDG_CONFIG_HOME/nvfp4-oracle` or `~/.config/nvfp4-oracle`.
-pub fn secrets_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("NVFP4_ORACLE_SECRETS") {
-        return PathBuf::from(dir);
-    }
-    let config = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))
-        .unwrap_or_else(|| std::env::temp_dir().join("nvfp4-oracle-config"));
-    config.join("nvfp4-oracle")
 }

@@ -7,10 +7,11 @@ use super::command::worker_program;
 use super::command::WorkerCommand;
 use super::isolated::{IsolatedKernel, KernelInfo};
 use super::nvrtc::CASE_TIMEOUT;
+use crate::certify::signing::secrets_dir;
 use crate::error::{Error, Result};
 use crate::gpu::device::device_info;
 use crate::kernels::manifest::{KernelCode, Manifest};
-use crate::sandbox::{secrets_dir, SandboxPaths};
+use crate::sandbox::SandboxPaths;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -19,7 +20,6 @@ pub const PYTHON_ENV: &str = "NVFP4_ORACLE_PYTHON";
 
 /// The worker script, embedded so the binary alone can certify a submission.
 /// The worker script (also handed to the Python package, whose `to_gpumode` runs its `build_data`).
-pub const SUBMISSION_WORKER: &str = include_str!("submission_worker.py");
 
 /// The submission the timing baseline's worker runs: no code of the user's.
 const TIMING_BASELINE_SUBMISSION: &str = include_str!("timing_baseline.py");
@@ -42,7 +42,7 @@ fn worker_script() -> Result<PathBuf> {
         .map_err(|err| Error::file(&dir, format!("cannot create: {err}")))?;
     let path = dir.join("submission_worker.py");
     if !path.exists() {
-        std::fs::write(&path, SUBMISSION_WORKER)
+        std::fs::write(&path, super::SUBMISSION_WORKER)
             .map_err(|err| Error::file(&path, format!("cannot write the worker script: {err}")))?;
     }
     Ok(path)

@@ -10,7 +10,7 @@
 //!   `crate::kernels::manifest`) build those kernels; [`registry`] lists every kernel;
 //! - the serving sides: [`serve`], the `nvfp4-oracle gpu-worker` loop in Rust (variants and C-ABI
 //!   libraries, on `crate::gpu`), and `submission_worker.py`, the Python one (submissions,
-//!   embedded in the binary as [`external::SUBMISSION_WORKER`]);
+//!   embedded in the binary as [`SUBMISSION_WORKER`]);
 //! - timing an external kernel on facts the parent holds: [`timing`] is the parent's side (its
 //!   clock set against a baseline worker that never loaded the kernel: `timing_baseline.py`, or
 //!   `gpu-worker --timing-baseline`), [`library_timing`] the Rust worker's side (the Python
@@ -22,21 +22,39 @@
 //! This module may use `crate::kernels` (the contract) and `crate::gpu` (the backend); neither
 //! uses it.
 
+//! Without the `gpu` feature only the protocol is here (the Python package writes a case's
+//! files and hands out the Python worker's source; it starts no worker).
+
+#[cfg(feature = "gpu")]
 pub mod command;
+#[cfg(feature = "gpu")]
 pub mod external;
+#[cfg(feature = "gpu")]
 pub mod fresh_start;
+#[cfg(feature = "gpu")]
 pub mod isolated;
+#[cfg(feature = "gpu")]
 pub mod library_timing;
+#[cfg(feature = "gpu")]
 pub mod nvrtc;
+#[cfg(feature = "gpu")]
 pub mod parent;
 pub mod protocol;
+#[cfg(feature = "gpu")]
 pub mod serve;
+#[cfg(feature = "gpu")]
 pub mod shared_inputs;
+#[cfg(feature = "gpu")]
 pub mod timing;
 
+#[cfg(feature = "gpu")]
 use crate::kernels::{cpu, cpu_fma, cpu_hopper_sim, KernelUnderTest};
 
+/// The Python worker that serves submissions (`submission_worker.py`), embedded in the binary.
+pub const SUBMISSION_WORKER: &str = include_str!("submission_worker.py");
+
 /// Every kernel built into this binary, in listing order: the CPU kernels, then the GPU variants.
+#[cfg(feature = "gpu")]
 pub fn registry() -> Vec<Box<dyn KernelUnderTest>> {
     let mut kernels: Vec<Box<dyn KernelUnderTest>> = cpu::cpu_kernels()
         .into_iter()
