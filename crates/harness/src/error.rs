@@ -12,8 +12,23 @@ pub enum Error {
     #[error("{path}: {reason}")]
     File { path: PathBuf, reason: String },
 
+    /// What the command line asked cannot be done as asked (named by the tool, never by the
+    /// library's own code).
     #[error("{0}")]
     Usage(String),
+
+    /// A shard of a campaign named wrongly (`--shard I/N`, a job array's variables).
+    #[error("{0}")]
+    Shard(String),
+
+    /// Preflight could not do its work: a program it runs could not be started or answered
+    /// outside what it reads, a compilation's result was refused.
+    #[error("{0}")]
+    Preflight(String),
+
+    /// A worker received a request it cannot read.
+    #[error("bad worker request: {0}")]
+    Protocol(String),
 
     #[error("GPU: {0}")]
     Gpu(String),

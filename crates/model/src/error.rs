@@ -52,8 +52,11 @@ pub enum Error {
         available: String,
     },
 
+    /// Input that is well formed but not valid for what was asked (an element code not of its
+    /// format, a non-finite alpha or bias, a K its format cannot take, files of another model
+    /// version).
     #[error("{0}")]
-    Usage(String),
+    InvalidInput(String),
 }
 
 impl Error {

@@ -25,7 +25,7 @@ pub const SHARD_COUNT_ENV: &str = "NVFP4_ORACLE_SHARD_COUNT";
 impl Shard {
     pub fn new(index: usize, count: usize) -> Result<Shard> {
         if count == 0 || index == 0 || index > count {
-            return Err(Error::Usage(format!(
+            return Err(Error::Shard(format!(
                 "shard {index}/{count}: the index must be between 1 and the count"
             )));
         }
@@ -35,7 +35,7 @@ impl Shard {
     /// `I/N`, e.g. `2/4`.
     pub fn parse(text: &str) -> Result<Shard> {
         let bad = || {
-            Error::Usage(format!(
+            Error::Shard(format!(
                 "shard '{text}': expected I/N with 1 <= I <= N, e.g. 2/4"
             ))
         };
@@ -54,7 +54,7 @@ impl Shard {
             match var(name) {
                 None => Ok(None),
                 Some(text) => text.trim().parse().map(Some).map_err(|_| {
-                    Error::Usage(format!("{name}={text}: not a non-negative whole number"))
+                    Error::Shard(format!("{name}={text}: not a non-negative whole number"))
                 }),
             }
         };
@@ -64,10 +64,10 @@ impl Shard {
         if let Some(id) = number("SLURM_ARRAY_TASK_ID")? {
             let min = number("SLURM_ARRAY_TASK_MIN")?.unwrap_or(0);
             let count = number("SLURM_ARRAY_TASK_COUNT")?.ok_or_else(|| {
-                Error::Usage("SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not".into())
+                Error::Shard("SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not".into())
             })?;
             if number("SLURM_ARRAY_TASK_STEP")?.unwrap_or(1) != 1 || id < min {
-                return Err(Error::Usage(
+                return Err(Error::Shard(
                     "a Slurm job array of shards must be contiguous (e.g. --array=0-3)".into(),
                 ));
             }
@@ -75,7 +75,7 @@ impl Shard {
         }
         if let Some(index) = number("JOB_COMPLETION_INDEX")? {
             let count = number(SHARD_COUNT_ENV)?.ok_or_else(|| {
-                Error::Usage(format!(
+                Error::Shard(format!(
                     "JOB_COMPLETION_INDEX is set: say how many shards there are with \
                      {SHARD_COUNT_ENV} (the Job's completions) or --shard I/N"
                 ))

@@ -141,7 +141,7 @@ pub fn run(
             }
             Err(err) => {
                 kill_group(&mut child);
-                return Err(Error::Usage(format!("waiting for {step}: {err}")));
+                return Err(Error::Preflight(format!("waiting for {step}: {err}")));
             }
         }
     }
@@ -164,7 +164,7 @@ mod tests {
         let deadline = Deadline::new(Duration::from_millis(500));
         let started = Instant::now();
         let err = run(&mut command, "the test step", &deadline, |e| {
-            Error::Usage(e.to_string())
+            Error::Preflight(e.to_string())
         })
         .unwrap_err();
         assert!(started.elapsed() < Duration::from_secs(10));
@@ -192,7 +192,7 @@ mod tests {
             Command::new("sh").args(["-c", "exit 3"]),
             "the test step",
             &deadline,
-            |e| Error::Usage(e.to_string()),
+            |e| Error::Preflight(e.to_string()),
         )
         .unwrap();
         assert_eq!(status.code(), Some(3));

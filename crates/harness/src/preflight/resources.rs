@@ -72,7 +72,7 @@ pub fn usage(
         // by the File made from it and by nothing else.
         let fd = unsafe { libc::memfd_create(name.as_ptr(), libc::MFD_CLOEXEC) };
         if fd < 0 {
-            return Err(crate::Error::Usage(format!(
+            return Err(crate::Error::Preflight(format!(
                 "cannot make a memory file for ptxas: {}",
                 std::io::Error::last_os_error()
             )));
@@ -80,7 +80,8 @@ pub fn usage(
         // SAFETY: `fd` was just created and is owned by nothing else.
         Ok(unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) })
     };
-    let io = |err: std::io::Error| crate::Error::Usage(format!("handing ptxas its input: {err}"));
+    let io =
+        |err: std::io::Error| crate::Error::Preflight(format!("handing ptxas its input: {err}"));
     let mut input = memory_file(c"preflight.ptx")?;
     input.write_all(ptx.as_bytes()).map_err(io)?;
     let mut output = memory_file(c"ptxas-output")?;
@@ -107,13 +108,13 @@ pub fn usage(
         &mut command,
         &format!("ptxas (registers and occupancy for {arch})"),
         deadline,
-        |err| crate::Error::Usage(format!("cannot run {}: {err}", ptxas.display())),
+        |err| crate::Error::Preflight(format!("cannot run {}: {err}", ptxas.display())),
     )?;
     let mut text = String::new();
     output.rewind().map_err(io)?;
     output
         .read_to_string(&mut text)
-        .map_err(|err| crate::Error::Usage(format!("reading what ptxas said: {err}")))?;
+        .map_err(|err| crate::Error::Preflight(format!("reading what ptxas said: {err}")))?;
     if !status.success() {
         // Its messages name the memory file's path, which means nothing to the reader.
         let said = text

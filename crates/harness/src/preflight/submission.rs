@@ -80,7 +80,7 @@ fn random_hex() -> Result<String> {
     // SAFETY: getrandom writes at most `bytes.len()` bytes into the buffer.
     let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
     if got != bytes.len() as isize {
-        return Err(Error::Usage(format!(
+        return Err(Error::Preflight(format!(
             "no random bytes from the system: {}",
             std::io::Error::last_os_error()
         )));
@@ -202,7 +202,7 @@ fn run_worker(
         "the submission's compilation",
         deadline,
         |err| {
-            Error::Usage(format!(
+            Error::Preflight(format!(
                 "cannot start {} for the compilation: {err} (NVFP4_ORACLE_PYTHON names the \
              interpreter with nvidia-cutlass-dsl installed)",
                 command.program.display()
@@ -218,14 +218,14 @@ fn token_input(token: &str) -> Result<Stdio> {
     // SAFETY: a NUL-terminated name and valid flags; the new descriptor is owned by the File.
     let fd = unsafe { libc::memfd_create(c"token".as_ptr(), libc::MFD_CLOEXEC) };
     if fd < 0 {
-        return Err(Error::Usage(format!(
+        return Err(Error::Preflight(format!(
             "cannot make a memory file for the compile worker: {}",
             std::io::Error::last_os_error()
         )));
     }
     // SAFETY: `fd` was just created and is owned by nothing else.
     let mut file = unsafe { <std::fs::File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
-    let io = |err: std::io::Error| Error::Usage(format!("handing the worker its token: {err}"));
+    let io = |err: std::io::Error| Error::Preflight(format!("handing the worker its token: {err}"));
     file.write_all(format!("{token}\n").as_bytes())
         .map_err(io)?;
     file.rewind().map_err(io)?;
@@ -240,7 +240,7 @@ fn read(path: &Path, log: &Path) -> Result<Compilation> {
         Ok(metadata) => metadata,
         Err(_) => {
             let tail = crate::worker::parent::log_tail(log, 12);
-            return Err(Error::Usage(format!(
+            return Err(Error::Preflight(format!(
                 "the compilation ended without a result (the interpreter failed, or the \
                  submission ended its process); its last lines:\n{}",
                 if tail.is_empty() {
@@ -252,14 +252,14 @@ fn read(path: &Path, log: &Path) -> Result<Compilation> {
         }
     };
     if !metadata.file_type().is_file() {
-        return Err(Error::Usage(
+        return Err(Error::Preflight(
             "the compilation left its result as something other than a regular file (a link?): \
              refused"
                 .into(),
         ));
     }
     if metadata.len() > MAX_RESULT_BYTES {
-        return Err(Error::Usage(format!(
+        return Err(Error::Preflight(format!(
             "the compilation's result is {} bytes, more than the {MAX_RESULT_BYTES} any \
              compilation needs: refused",
             metadata.len()
@@ -271,7 +271,7 @@ fn read(path: &Path, log: &Path) -> Result<Compilation> {
     if let Some(phase) = result.phase {
         let message = result.error.unwrap_or_default();
         if phase == "no-cute-dsl" {
-            return Err(Error::Usage(message));
+            return Err(Error::Preflight(message));
         }
         return Ok(Compilation::Refused {
             meaning: meaning(&message),
@@ -281,7 +281,7 @@ fn read(path: &Path, log: &Path) -> Result<Compilation> {
         });
     }
     let Some(driven_by) = result.driven_by.filter(|_| !result.compiles.is_empty()) else {
-        return Err(Error::Usage(
+        return Err(Error::Preflight(
             "the submission was imported but nothing was compiled (no `cute.compile` returned \
              a kernel): preflight drives CuTe DSL through a `compile_kernel()` without \
              parameters (GPU MODE's template) and reads only what `cute.compile` returns, never \
@@ -316,7 +316,7 @@ fn check_made_together(compiled: &Compiled) -> Result<()> {
         .filter(|name| !name.is_empty())
         .collect();
     if entries.is_empty() {
-        return Err(Error::Usage(
+        return Err(Error::Preflight(
             "a compilation's PTX holds no kernel (.entry): not what CuTe DSL makes, refused".into(),
         ));
     }
@@ -324,7 +324,7 @@ fn check_made_together(compiled: &Compiled) -> Result<()> {
         .iter()
         .find(|name| !compiled.host.contains(&format!("@{name}")))
     {
-        Some(name) => Err(Error::Usage(format!(
+        Some(name) => Err(Error::Preflight(format!(
             "the PTX of a compilation holds the kernel {name}, which the host code of the same \
              compilation does not launch: not the output of one `cute.compile`, refused"
         ))),

@@ -120,8 +120,8 @@ pub fn serve(target: WorkerTarget, arch: Option<ArchRequirement>) -> Result<()> 
     let mut conditions_kernels: Option<Conditions> = None;
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
-        let request: Request = serde_json::from_str(&line)
-            .map_err(|err| Error::Usage(format!("bad worker request: {err}")))?;
+        let request: Request =
+            serde_json::from_str(&line).map_err(|err| Error::Protocol(err.to_string()))?;
         let (fatal, message) = match request {
             Request::Run {
                 case,

@@ -77,7 +77,7 @@ pub fn compute(definition: &CaseDefinition, order: KOrder) -> Result<Reference> 
             order,
         ),
         ProblemKind::Gemm | ProblemKind::Gemv => {
-            return Err(Error::Usage(format!(
+            return Err(Error::InvalidInput(format!(
                 "the golden set has no {} cases",
                 definition.problem.name()
             )))
@@ -191,7 +191,7 @@ pub type Progress<'a> = &'a mut dyn FnMut(&str, usize, usize);
 pub fn generate(dir: &Path, order: KOrder, force: bool, progress: Progress) -> Result<Manifest> {
     if let Ok(existing) = read_manifest(dir) {
         if existing.model_version != MODEL_VERSION && !force {
-            return Err(Error::Usage(format!(
+            return Err(Error::InvalidInput(format!(
                 "{} holds golden files of model version {}, this is version {MODEL_VERSION}: pass --force to replace them",
                 dir.display(),
                 existing.model_version

@@ -101,11 +101,11 @@ fn inputs(case: &ScaledGoldenCase) -> Result<ScaledGemmInputs> {
         .split('x')
         .map(|d| {
             d.parse()
-                .map_err(|_| Error::Usage(format!("bad shape {}", case.shape)))
+                .map_err(|_| Error::InvalidInput(format!("bad shape {}", case.shape)))
         })
         .collect::<Result<_>>()?;
     let [m, n, k] = dims[..] else {
-        return Err(Error::Usage(format!("bad shape {}", case.shape)));
+        return Err(Error::InvalidInput(format!("bad shape {}", case.shape)));
     };
     draw_scaled_gemm(&ScaledDraw {
         a_format: case.a_format.parse::<OperandFormat>()?,

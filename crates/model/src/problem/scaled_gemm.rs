@@ -252,7 +252,7 @@ impl ScaledOperand {
         size("scales", scale_count, scales.len())?;
         let limit = format.element().code_count();
         if let Some(bad) = codes.iter().find(|&&c| u32::from(c) >= limit) {
-            return Err(Error::Usage(format!(
+            return Err(Error::InvalidInput(format!(
                 "element code {bad:#x} is not a {} code",
                 format.name()
             )));
@@ -321,7 +321,7 @@ impl ScaledGemmInputs {
             let representable =
                 epilogue == Epilogue::F32 || out.round(f64::from(value)) == f64::from(value);
             if !value.is_finite() || !representable {
-                return Err(Error::Usage(format!(
+                return Err(Error::InvalidInput(format!(
                     "bias[{i}] = {value} is not a finite {} value",
                     if epilogue == Epilogue::F32 {
                         "f32"
@@ -332,7 +332,7 @@ impl ScaledGemmInputs {
             }
         }
         if !alpha.is_finite() {
-            return Err(Error::Usage(format!("alpha {alpha} is not finite")));
+            return Err(Error::InvalidInput(format!("alpha {alpha} is not finite")));
         }
         Ok(ScaledGemmInputs {
             a,

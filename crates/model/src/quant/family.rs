@@ -134,7 +134,7 @@ pub fn draw_scaled_gemm(draw: &ScaledDraw) -> Result<ScaledGemmInputs> {
     let (m, n, k) = draw.shape;
     for format in [draw.a_format, draw.b_format] {
         if k == 0 || k % format.k_multiple() != 0 {
-            return Err(Error::Usage(format!(
+            return Err(Error::InvalidInput(format!(
                 "K = {k} is not a positive multiple of {} ({})",
                 format.k_multiple(),
                 format.name()
