@@ -298,20 +298,12 @@ impl KernelUnderTest for PyCallableKernel {
         format!("the Python callable {}", self.name)
     }
 
-    fn is_deliberately_broken(&self) -> bool {
-        false
-    }
-
     fn problem(&self) -> ProblemKind {
         self.problem
     }
 
     fn support(&self) -> ShapeSupport {
         self.support
-    }
-
-    fn availability(&self) -> Result<(), String> {
-        Ok(())
     }
 
     fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure> {

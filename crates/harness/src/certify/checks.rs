@@ -315,9 +315,9 @@ pub fn markdown(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kernels::{KernelCase, KernelFailure, ShapeSupport};
+    use crate::kernels::{KernelCase, KernelFailure};
     use half::f16;
-    use nvfp4_model::problem::ProblemKind;
+
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     /// A fake GPU kernel: writes 1.0 everywhere, except where `flaw` says otherwise.
@@ -333,20 +333,8 @@ mod tests {
         fn name(&self) -> &str {
             "fake"
         }
-        fn description(&self) -> String {
-            String::new()
-        }
         fn is_deliberately_broken(&self) -> bool {
             true
-        }
-        fn problem(&self) -> ProblemKind {
-            ProblemKind::DualGemm
-        }
-        fn support(&self) -> ShapeSupport {
-            ShapeSupport::ANY
-        }
-        fn availability(&self) -> Result<(), String> {
-            Ok(())
         }
         fn declares_nondeterminism(&self) -> bool {
             self.declared

@@ -71,9 +71,9 @@ pub(super) fn run_in_pipeline<T>(
 mod tests {
     use super::*;
     use crate::kernels::cpu::{Bug, CpuKernel};
-    use crate::kernels::{KernelCase, KernelFailure, ShapeSupport};
+    use crate::kernels::{KernelCase, KernelFailure};
     use half::f16;
-    use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
+    use nvfp4_model::problem::{Distribution, Shape};
 
     fn spec(m: usize, l: usize, seed: u64) -> CaseSpec {
         CaseSpec {
@@ -132,15 +132,6 @@ mod tests {
         }
         fn is_deliberately_broken(&self) -> bool {
             true
-        }
-        fn problem(&self) -> ProblemKind {
-            ProblemKind::DualGemm
-        }
-        fn support(&self) -> ShapeSupport {
-            ShapeSupport::ANY
-        }
-        fn availability(&self) -> Result<(), String> {
-            Ok(())
         }
         fn run(&self, case: &KernelCase, _: &mut [f16]) -> Result<(), KernelFailure> {
             self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

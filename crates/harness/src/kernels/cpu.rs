@@ -2,11 +2,11 @@
 //! accumulates in f32 in a tensor-core-like blocked order, and planted-bug mutants of it, each a
 //! real bug of a kind NVFP4 kernel authors make. Like a GPU kernel they read the *blocked* scales.
 
-use super::interface::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
+use super::interface::{KernelCase, KernelFailure, KernelUnderTest};
 use half::f16;
 use nvfp4_model::formats::{e2m1_at, E4m3};
 use nvfp4_model::layout::BlockedScaleLayout;
-use nvfp4_model::problem::{ProblemKind, SCALE_BLOCK};
+use nvfp4_model::problem::SCALE_BLOCK;
 use rayon::prelude::*;
 
 /// Output tile edge of the CPU kernels, like a GPU CTA's.
@@ -305,18 +305,6 @@ impl KernelUnderTest for CpuKernel {
 
     fn is_deliberately_broken(&self) -> bool {
         self.bug.is_some()
-    }
-
-    fn problem(&self) -> ProblemKind {
-        ProblemKind::DualGemm
-    }
-
-    fn support(&self) -> ShapeSupport {
-        ShapeSupport::ANY
-    }
-
-    fn availability(&self) -> Result<(), String> {
-        Ok(())
     }
 
     fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure> {

@@ -8,12 +8,12 @@
 //! it declares [`KOrder::PerProduct`], whose intervals account for one rounding per product
 //! (docs/numerics.md section 3).
 
-use super::interface::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
+use super::interface::{KernelCase, KernelFailure, KernelUnderTest};
 use half::f16;
 use nvfp4_model::formats::{e2m1_at, E4m3};
 use nvfp4_model::layout::BlockedScaleLayout;
 use nvfp4_model::model::bounds::KOrder;
-use nvfp4_model::problem::{BlockScaledMatrix, ProblemKind, SCALE_BLOCK};
+use nvfp4_model::problem::{BlockScaledMatrix, SCALE_BLOCK};
 use rayon::prelude::*;
 
 pub struct CpuFmaPerProduct;
@@ -55,22 +55,6 @@ impl KernelUnderTest for CpuFmaPerProduct {
 
     fn source_hash(&self) -> Option<String> {
         Some(super::interface::source_hash_of(include_str!("cpu_fma.rs")))
-    }
-
-    fn is_deliberately_broken(&self) -> bool {
-        false
-    }
-
-    fn problem(&self) -> ProblemKind {
-        ProblemKind::DualGemm
-    }
-
-    fn support(&self) -> ShapeSupport {
-        ShapeSupport::ANY
-    }
-
-    fn availability(&self) -> Result<(), String> {
-        Ok(())
     }
 
     fn declared_order(&self) -> Option<KOrder> {

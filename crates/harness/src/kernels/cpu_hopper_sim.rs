@@ -9,13 +9,13 @@
 //!   blocks last to first. Its outputs are correct (inside every interval: the intervals accept
 //!   any contiguous K order), so only the replay notices that it does not do what it declares.
 
-use super::interface::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
+use super::interface::{KernelCase, KernelFailure, KernelUnderTest};
 use half::f16;
 use nvfp4_model::formats::{e2m1_at, fp16_from_f64_rne, E4m3};
 use nvfp4_model::layout::BlockedScaleLayout;
 use nvfp4_model::model::mma::fast::hopper_hmma_step_fast;
 use nvfp4_model::model::mma::schedule::{Schedule, HOPPER_F16_INCREASING_K};
-use nvfp4_model::problem::{BlockScaledMatrix, ProblemKind, SCALE_BLOCK};
+use nvfp4_model::problem::{BlockScaledMatrix, SCALE_BLOCK};
 use rayon::prelude::*;
 
 /// `cpu-hopper-sim`, or with `reversed_k` the mutant `cpu-mutant-reordered-k`.
@@ -103,18 +103,6 @@ impl KernelUnderTest for CpuHopperSim {
 
     fn is_deliberately_broken(&self) -> bool {
         self.reversed_k
-    }
-
-    fn problem(&self) -> ProblemKind {
-        ProblemKind::DualGemm
-    }
-
-    fn support(&self) -> ShapeSupport {
-        ShapeSupport::ANY
-    }
-
-    fn availability(&self) -> Result<(), String> {
-        Ok(())
     }
 
     fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure> {

@@ -249,18 +249,31 @@ pub fn source_hash_of(source: &str) -> String {
 /// with the poison NaN ([`nvfp4_model::problem::POISON`]).
 pub trait KernelUnderTest: Sync {
     fn name(&self) -> &str;
-    /// One line for `variants`: what the kernel is (for a mutant, its bug).
-    fn description(&self) -> String;
+    /// One line for `variants`: what the kernel is (for a mutant, its bug). By default none.
+    fn description(&self) -> String {
+        String::new()
+    }
     /// Deliberately broken kernels (mutants, harness tests) are never selected by default.
-    fn is_deliberately_broken(&self) -> bool;
+    fn is_deliberately_broken(&self) -> bool {
+        false
+    }
     /// Hash of the kernel's source, for kernels built from source at run time.
     fn source_hash(&self) -> Option<String> {
         None
     }
-    fn problem(&self) -> ProblemKind;
-    fn support(&self) -> ShapeSupport;
-    /// `Err(reason)` when it cannot run on this machine (no GPU, wrong architecture).
-    fn availability(&self) -> Result<(), String>;
+    /// The problem it computes; by default the dual GEMM.
+    fn problem(&self) -> ProblemKind {
+        ProblemKind::DualGemm
+    }
+    /// The shapes it takes; by default every shape.
+    fn support(&self) -> ShapeSupport {
+        ShapeSupport::ANY
+    }
+    /// `Err(reason)` when it cannot run on this machine (no GPU, wrong architecture). By
+    /// default it runs wherever this process does (a kernel in this process, on the CPU).
+    fn availability(&self) -> Result<(), String> {
+        Ok(())
+    }
     /// Gets the kernel ready for its first case (a worker started, a module imported, a kernel
     /// compiled) and says why it cannot be. By default: [`Self::availability`].
     fn prepare(&self) -> Result<(), PrepareError> {
