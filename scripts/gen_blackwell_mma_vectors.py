@@ -3,7 +3,7 @@
 
 Each vector is one output of one instruction (K = 64): 64 FP4 (e2m1) codes of A's row, 64 of B's
 column, the row's and the column's block-scale bytes, C (f32 bits) and MMA-Sim's D (f32 bits).
-tests/blackwell_mmasim_vectors.rs checks both Rust paths (`model::mma::blackwell_block_scaled_step`
+crates/model/tests/model/blackwell_mmasim_vectors.rs checks both Rust paths (`model::mma::blackwell_block_scaled_step`
 and its fast path) against every vector, bit for bit.
 
     python3 scripts/gen_blackwell_mma_vectors.py --mmasim DIR --out FILE --count N --seed S [--jobs J]
@@ -49,7 +49,7 @@ are not stored; the summary printed at the end counts them per family.
 
 `--backend model` writes the same file from this script's own reading of MMA-Sim's semantics
 (`model_d`, pure Python) instead of MMA-Sim, to test the pipeline without torch; its source line
-says so and tests/blackwell_mmasim_vectors.rs refuses to count such a file as MMA-Sim's.
+says so and crates/model/tests/model/blackwell_mmasim_vectors.rs refuses to count such a file as MMA-Sim's.
 `--check-model` (with MMA-Sim) also scores `model_d` against MMA-Sim per family.
 """
 import argparse

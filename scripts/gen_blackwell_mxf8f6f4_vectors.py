@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Vectors for the Blackwell `tcgen05.mma kind::mxf8f6f4` adder model (FP8 operands, one UE8M0
-scale per 32, K = 32), produced by microsoft/MMA-Sim. tests/blackwell_mmasim_vectors.rs checks
+scale per 32, K = 32), produced by microsoft/MMA-Sim. crates/model/tests/model/blackwell_mmasim_vectors.rs checks
 `model::mma::mxf8f6f4` against every vector, bit for bit.
 
     python3 scripts/gen_blackwell_mxf8f6f4_vectors.py --mmasim DIR --out FILE --count N \

@@ -50,7 +50,7 @@ __all__ = [
 
 MODEL_VERSION = _core.MODEL_VERSION
 PROBLEMS = ("dual-gemm", "gemm", "gemv", "group-gemm")
-# The lists the Rust side accepts (tests/cli_help.rs checks them against its enums).
+# The lists the Rust side accepts (tests/oracle/cli_help.rs checks them against its enums).
 # A campaign draws from DISTRIBUTIONS; generate() also makes the fixed stagnation family.
 DISTRIBUTIONS = ("gpumode", "full", "adversarial", "adversarial-nan")
 GENERATED_DISTRIBUTIONS = DISTRIBUTIONS + ("stagnation",)

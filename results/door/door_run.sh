@@ -74,9 +74,9 @@ bench)
   $B certify --kernel hopper-baseline --cases 200 --seed $SEED --report-dir "$R/certs" > "$R/pre-hopper-baseline.log" 2>&1
   args=""; for m in $GOOD; do args="$args --manifest $m"; done
   run bench $B bench --kernel hopper-baseline $args --reps ${REPS:-50} --report-dir "$R/certs"
-  # tests/door_gpu.rs, from its test binary carried as .carry/door_gpu_test
-  # (`cargo test --release --test door_gpu --no-run` prints its path).
-  if [ -x .carry/door_gpu_test ]; then run door-gpu-tests env NVFP4_ORACLE_BIN=$B .carry/door_gpu_test --include-ignored --nocapture; fi
+  # tests/oracle/door_gpu.rs, from its test binary carried as .carry/oracle_test
+  # (`cargo test --release --test oracle --no-run` prints its path).
+  if [ -x .carry/oracle_test ]; then run door-gpu-tests env NVFP4_ORACLE_BIN=$B .carry/oracle_test door_gpu:: --include-ignored --nocapture; fi
   ;;
 esac
 rm -f "$R"/*/*.safetensors

@@ -22,10 +22,10 @@ done
 echo "certify exit $?" >> $T/certify-test-kernels.log
 $B bench --reps 50 --report-dir $R > $R/bench.log 2>&1
 echo "bench exit $?" >> $R/bench.log
-# The GPU tests (tests/gpu.rs), from a test binary built with the release binary and carried as
-# .carry/gpu_test (`cargo test --release --test gpu --no-run` prints its path).
-if [ -x .carry/gpu_test ]; then
-  NVFP4_ORACLE_WORKER=.carry/nvfp4-oracle .carry/gpu_test --include-ignored > $R/gpu-tests.log 2>&1
+# The GPU tests (tests/oracle/gpu.rs), from a test binary built with the release binary and carried as
+# .carry/oracle_test (`cargo test --release --test oracle --no-run` prints its path).
+if [ -x .carry/oracle_test ]; then
+  NVFP4_ORACLE_WORKER=.carry/nvfp4-oracle .carry/oracle_test gpu:: --include-ignored > $R/gpu-tests.log 2>&1
   echo "gpu tests exit $?" >> $R/gpu-tests.log
 fi
 rm -f $R/*.safetensors $E/*.safetensors $T/*.safetensors

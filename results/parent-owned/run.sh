@@ -14,8 +14,8 @@
 #   bash results/parent-owned/run.sh certify    # the four examples and the five Hopper
 #                                                    # variants certified with every check
 # From the repository root on the GPU machine, with the release binary at .carry/nvfp4-oracle and
-# the exploit test binary (`cargo test --release --test exploits --no-run` prints its path) at
-# .carry/exploits_test. Everything goes to $OUT (or /tmp/parent-owned-out): <stage>.log (every
+# the exploit test binary (`cargo test --release --test oracle --no-run` prints its path) at
+# .carry/oracle_test. Everything goes to $OUT (or /tmp/parent-owned-out): <stage>.log (every
 # command, its output, time and exit code) and the stage's tables.
 set -u
 stage=${1:-timing}
@@ -62,7 +62,7 @@ threshold)
   ;;
 exploits)
   list=${EXPLOITS:-lazy_judged_outputs,calibrated_baseline,after_end_baseline,delivery_by_word,forged_sample}
-  run exploits env EXPLOIT="$list" NVFP4_ORACLE_BIN=$B timeout ${EXPLOIT_TIMEOUT:-560} .carry/exploits_test --include-ignored --nocapture
+  run exploits env EXPLOIT="$list" NVFP4_ORACLE_BIN=$B timeout ${EXPLOIT_TIMEOUT:-560} .carry/oracle_test exploits:: --include-ignored --nocapture
   ;;
 certify)
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"

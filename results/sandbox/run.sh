@@ -26,8 +26,8 @@
 #                                               # machine (OLD=dir holding that binary as
 #                                               # nvfp4-oracle and its examples/ tree)
 # From the repository root on the GPU machine, with the release binary at .carry/nvfp4-oracle and
-# test binaries (`cargo test --release --test door --test exploits --no-run` prints their paths)
-# at .carry/door_test and .carry/exploits_test. Everything goes to $OUT (or /tmp/sandbox-out):
+# the tool's test binary (`cargo test --release --test oracle --no-run` prints its path)
+# at .carry/oracle_test. Everything goes to $OUT (or /tmp/sandbox-out):
 # <stage>.log (every command, its output, time and exit code), and for the sandbox stage
 # certificates.md and bench.md.
 set -u
@@ -40,7 +40,7 @@ sandbox)
   { id; uname -r; } >> "$LOG"
   run probe $B sandbox --probe -- true
   # Absolute: the test may start the launcher from another directory.
-  run hostile-fake-worker env NVFP4_ORACLE_BIN=$PWD/.carry/nvfp4-oracle .carry/door_test a_sandboxed --nocapture
+  run hostile-fake-worker env NVFP4_ORACLE_BIN=$PWD/.carry/nvfp4-oracle .carry/oracle_test door::a_sandboxed --nocapture
   run build-library bash $S/library/build.sh
   for m in $GOOD; do run "certify-$(basename "$(dirname "$m")")" $B certify --manifest "$m" --cases 200 --seed 2026 --report-dir "$R/certs"; done
   run certify-hopper-baseline $B certify --kernel hopper-baseline --cases 200 --seed 2026 --report-dir "$R/certs"
@@ -94,7 +94,7 @@ filter)
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
   { id; uname -r; } >> "$LOG"
   run probe $B sandbox --probe -- true
-  run hostile-fake-worker env NVFP4_ORACLE_BIN=$PWD/.carry/nvfp4-oracle .carry/door_test a_sandboxed --nocapture
+  run hostile-fake-worker env NVFP4_ORACLE_BIN=$PWD/.carry/nvfp4-oracle .carry/oracle_test door::a_sandboxed --nocapture
   run build-library bash $S/library/build.sh
   for m in $GOOD; do run "certify-$(basename "$(dirname "$m")")" $B certify --manifest "$m" --quick --cases 50 --seed 2026 --report-dir "$R/certs"; done
   run certify-hopper-baseline $B certify --kernel hopper-baseline --quick --cases 50 --seed 2026 --report-dir "$R/certs"
@@ -130,7 +130,7 @@ delivery)
   run bench-library $B bench --manifest $S/library/kernel.toml --shapes 256x3072x4096 --reps 10 --no-torch --force-untrusted --report-dir "$R/certs"
   cp "$R/certs/bench.md" "$O/bench-library.md"
   list=${EXPLOITS:-read_ahead,batch_and_skip,precompute_thread,patch_elapsed_native,patch_event}
-  run exploits env EXPLOIT="$list" NVFP4_ORACLE_BIN=$B timeout 420 .carry/exploits_test --include-ignored --nocapture
+  run exploits env EXPLOIT="$list" NVFP4_ORACLE_BIN=$B timeout 420 .carry/oracle_test exploits:: --include-ignored --nocapture
   ;;
 grouped)
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
@@ -142,6 +142,6 @@ grouped)
   ;;
 exploits)
   list=${EXPLOITS:-parent_memory,certificate_forgery,read_ahead,batch_and_skip,ptrace_parent}
-  run exploits env EXPLOIT="$list" NVFP4_ORACLE_BIN=$B .carry/exploits_test --include-ignored --nocapture
+  run exploits env EXPLOIT="$list" NVFP4_ORACLE_BIN=$B .carry/oracle_test exploits:: --include-ignored --nocapture
   ;;
 esac

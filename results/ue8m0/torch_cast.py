@@ -4,7 +4,7 @@ GPU: which inputs they disagree on. From the repository root on the GPU machine:
     python3 results/ue8m0/torch_cast.py golden/conformance > results/ue8m0/torch-cast.log
 
 and writes torch's codes for the committed inputs, index for index, into the folder named
-(ue8m0_torch_cpu.bin and ue8m0_torch_cuda.bin, one byte each), for tests/conformance_formats.rs.
+(ue8m0_torch_cpu.bin and ue8m0_torch_cuda.bin, one byte each), for crates/model/tests/model/conformance_formats.rs.
 """
 import sys
 import json

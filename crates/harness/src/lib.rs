@@ -29,7 +29,7 @@
 //!   read-only file system, its own `/dev`, no capabilities, a seccomp filter), and where the
 //!   oracle's secrets live.
 //! - [`fuzzing`]: the bodies of the fuzz targets under `fuzz/`, shared with
-//!   `tests/fuzz_inputs.rs`.
+//!   `crates/harness/tests/harness/fuzz_inputs.rs`.
 //! - [`error`]: the harness's error type (the model's, a GPU that failed, bad usage).
 
 pub mod certify;

@@ -348,7 +348,7 @@ pub fn edge_cases(support: ShapeSupport) -> Vec<CaseSpec> {
 /// where a per-product kernel's lost half-ulps add up past the block-sum intervals. Every correct
 /// kernel passes them under its own contract; one that declares per-product accumulation is
 /// judged by the per-product intervals, which hold them. Fixed seeds, like the edge cases': they
-/// are a construction (any seed stagnates) whose outcome tests/per_product.rs pins, at shapes
+/// are a construction (any seed stagnates) whose outcome crates/harness/tests/harness/per_product.rs pins, at shapes
 /// of at most 4 rows, where being right on known inputs alone gains a kernel nothing.
 pub fn stagnation_cases(support: ShapeSupport) -> Vec<CaseSpec> {
     let shapes = [

@@ -1,6 +1,6 @@
 //! What catches a planted bug in the block-scaled family: each library's own tolerance check
 //! (`compare::field_checks`) or the oracle, on the same outputs. Regenerate the README's table
-//! with `cargo run --release --example field_mutants`; `tests/field_mutants.rs` checks it.
+//! with `cargo run --release --example field_mutants`; `crates/harness/tests/harness/field_mutants.rs` checks it.
 //!
 //! Two configurations, the ones the libraries ship: NVFP4 x NVFP4 with the two-level recipe's
 //! global scale (alpha = the product of the per-tensor scales, about 3e-6 for normal data) and

@@ -32,10 +32,17 @@ pub fn nvrtc_present() -> bool {
 /// Compiles a variant to PTX for its architecture; compile errors carry NVRTC's log, whose lines
 /// name the kernel file and line.
 pub fn compile_variant(variant: &GpuVariant) -> Result<Ptx> {
+    compile_variant_in(variant, &cache_dir())
+}
+
+/// `compile_variant` with its cache in `cache` rather than `cache_dir()`: for a caller that needs
+/// a cache of its own without changing the process's environment (a test that must really
+/// compile, beside others that share the process).
+pub fn compile_variant_in(variant: &GpuVariant, cache: &std::path::Path) -> Result<Ptx> {
     if !nvrtc_present() {
         return Err(Error::Gpu(NVRTC_MISSING.into()));
     }
-    let cached = cache_dir().join(format!(
+    let cached = cache.join(format!(
         "{}-{}-lineinfo.ptx",
         variant.source_hash(),
         variant.arch.target

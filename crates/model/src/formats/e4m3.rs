@@ -9,7 +9,7 @@
 //! Why not the `float8` crate (0.7): against our ml_dtypes vectors it decodes every code and matches
 //! the saturating convention, but it has no NaN-on-overflow conversion: on 1,889 of 23,593 encode
 //! vectors (|x| > 464 and infinities) it gives +-448 where ml_dtypes and torch give NaN. Our own
-//! code shares one rounding core with e2m1 and fp16; `tests/conformance_formats.rs` pins the
+//! code shares one rounding core with e2m1 and fp16; `crates/model/tests/model/conformance_formats.rs` pins the
 //! finding (`float8_crate_lacks_the_nan_on_overflow_convention`).
 
 use super::minifloat::{decode_magnitude, round_magnitude_rne, MiniFloatSpec, RoundedMagnitude};

@@ -1,5 +1,5 @@
 //! Fast paths of the tensor-core step functions, with the same results bit for bit: no
-//! allocation, no i128, one i64 sum. `tests/mma_fast.rs` proves each equal to the function it
+//! allocation, no i128, one i64 sum. `crates/model/tests/model/mma_fast.rs` proves each equal to the function it
 //! replaces ([`super::hopper_hmma_step`], [`super::blackwell_mxf4nvf4_step`],
 //! [`super::blackwell_block_scaled_step`]) on 10^5 random steps each, specials included, and
 //! against the committed H100 and MMA-Sim vectors.

@@ -4,9 +4,9 @@
 //!
 //! The functions here are the models' definitions, written for clarity (operand lists, i128);
 //! [`fast`] has allocation-free versions with the same results, proven equal by
-//! `tests/mma_fast.rs`, which the replay (`model::replay`, `certify --exact`) runs at
+//! `crates/model/tests/model/mma_fast.rs`, which the replay (`model::replay`, `certify --exact`) runs at
 //! full-matrix scale. [`schedule`] declares which model, K order and epilogue a kernel uses.
-//! The Blackwell instance follows microsoft/MMA-Sim (tests/blackwell_mmasim_vectors.rs checks it
+//! The Blackwell instance follows microsoft/MMA-Sim (crates/model/tests/model/blackwell_mmasim_vectors.rs checks it
 //! against vectors MMA-Sim produced), the Hopper mma.sync instance the H100 experiment.
 //!
 //! - `blackwell-mxf4nvf4-block16-ue4m3`: `tcgen05.mma kind::mxf4nvf4` with block16 UE4M3 scales,
@@ -25,7 +25,7 @@
 //!   by the sum of its elements' and scales' exponents, 25 fractional bits;
 //! - `hopper-hmma-f16-f32`: `mma.sync m16n8k16` f16 -> f32 as measured on the H100
 //!   (docs/tensor-core-models-hopper-findings.md: this function matches 100% of 3,915,776 H100
-//!   dot products, tests/conformance_mma.rs checks 17,408 of them on every run): C and
+//!   dot products, crates/model/tests/model/conformance_mma.rs checks 17,408 of them on every run): C and
 //!   the 16 exact products in one fused step, each product aligned by the SUM of its factors'
 //!   exponents (subnormals at -14), zero terms ignored for the maximum, 25 fractional bits cut
 //!   toward zero, the sum truncated to f32; NaN results are 0x7FFFFFFF;

@@ -1,7 +1,7 @@
 //! `blackwell-mxf8f6f4-block32-ue8m0`: Blackwell's `tcgen05.mma kind::mxf8f6f4` with FP8
 //! operands (e4m3 or e5m2, each side its own), one UE8M0 scale per 32 elements, f32 C and D,
 //! K = 32 per instruction, as MMA-Sim (microsoft/MMA-Sim, `nv_fused_dot_add` called with the two
-//! scales) models it. tests/blackwell_mmasim_vectors.rs checks this file against vectors MMA-Sim
+//! scales) models it. crates/model/tests/model/blackwell_mmasim_vectors.rs checks this file against vectors MMA-Sim
 //! produced (golden/conformance/blackwell_mmasim_mxf8f6f4.safetensors).
 //!
 //! The instruction's shape and types are here; the adder is [`super::adder`] with 25 fractional

@@ -1,0 +1,28 @@
+//! The tool's integration tests, one binary (one link of the workspace) with a module per
+//! subject: the CLI end to end, certify and its door, shards, the gate, golden files, replay, the
+//! GPU and preflight checks, the exploit catalogue. Every test that runs nvfp4-oracle is here,
+//! since cargo builds the binary (CARGO_BIN_EXE_nvfp4-oracle) for the root package's tests only;
+//! they all start it through `common::oracle_command`. The tests share one process: what they
+//! need of the process's environment is set once, in `common`.
+
+mod common;
+
+mod certify;
+mod ci_templates;
+mod cli;
+mod cli_errors;
+mod cli_help;
+mod door;
+mod door_gpu;
+mod exploits;
+mod gate;
+mod golden;
+mod gpu;
+mod preflight;
+mod preflight_cute;
+mod readme_commands;
+mod replay;
+mod scaled_gemm_cli;
+mod shard;
+mod skip_log;
+mod worker_isolation;

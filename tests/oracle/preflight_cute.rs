@@ -1,0 +1,313 @@
+//! Preflight of CuTe DSL submissions compiled for sm_100a on a machine without a GPU: the test
+//! kernel of results/preflight/ (its tile from the environment) as a GPU MODE submission,
+//! and GPU MODE's own NVFP4 dual-GEMM submission where a copy is named. They need the CuTe DSL
+//! package (~100 MB), named by the interpreter that has it (`.ci/run` installs it), and skip
+//! with a printed reason without it:
+//!
+//!     NVFP4_ORACLE_CUTE_PYTHON=/tmp/cute/bin/python cargo test --release --test oracle preflight_cute::
+//!
+//! (`python3 -m venv /tmp/cute && /tmp/cute/bin/pip install nvidia-cutlass-dsl==4.8.1 numpy`;
+//! torch is not needed), ptxas for registers and occupancy (NVFP4_ORACLE_PTXAS, PATH or the CUDA
+//! toolkit), and for GPU MODE's submission NVFP4_ORACLE_GPUMODE_DUAL_GEMM naming a copy of
+//! gpu-mode/reference-kernels' problems/nvidia/nvfp4_dual_gemm/submission.py (never committed).
+
+use crate::common;
+
+/// The interpreter with CuTe DSL, or None (the test is skipped, saying why).
+fn cute_python() -> Option<String> {
+    let python = std::env::var("NVFP4_ORACLE_CUTE_PYTHON").ok();
+    if python.is_none() {
+        common::skip("NVFP4_ORACLE_CUTE_PYTHON does not name a python with nvidia-cutlass-dsl");
+    }
+    python
+}
+
+/// `preflight --submission` of the test kernel with `vars`: (exit code, report, stderr).
+fn preflight(vars: &[(&str, &str)], extra: &[&str]) -> (i32, String, String) {
+    let out = common::oracle_command()
+        .env(
+            "NVFP4_ORACLE_PYTHON",
+            std::env::var("NVFP4_ORACLE_CUTE_PYTHON").unwrap(),
+        )
+        .args(["preflight", "--submission"])
+        .arg(common::repo_path(
+            "results/preflight/submission_nvfp4_mma.py",
+        ))
+        .args(extra)
+        .envs(vars.iter().copied())
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+#[test]
+fn the_cute_dsl_test_kernels_get_their_expected_preflight() {
+    if cute_python().is_none() {
+        return;
+    }
+    let ptxas = nvfp4_harness::preflight::resources::find_ptxas().is_some();
+    // A valid NVFP4 block-scaled MMA kernel, one CTA and a CTA pair; the launch's 64 KiB of
+    // dynamic shared memory read from the host code.
+    for (cg, m, group) in [("1", "128", "cta_group::1"), ("2", "256", "cta_group::2")] {
+        let (code, report, err) = preflight(&[("CG", cg), ("MMA_M", m)], &[]);
+        assert_eq!(code, 0, "{report}{err}");
+        assert!(report.starts_with("# Preflight of "), "{report}");
+        assert!(report.contains("Nothing was run"), "{report}");
+        assert!(
+            report.contains(&format!("tcgen05.mma kind::mxf4nvf4 block16 {group}")),
+            "{report}"
+        );
+        if ptxas {
+            assert!(report.contains("+ 65536 dynamic"), "{report}");
+        }
+        if cg == "2" {
+            assert!(report.contains("2SM (cta_group::2)"), "{report}");
+        } else {
+            // A claim the code does not bear out is a finding.
+            let (code, report, _) = preflight(&[("CG", cg)], &["--claim", "two-sm"]);
+            assert_eq!(code, 1, "{report}");
+            assert!(report.contains("claimed 2SM"), "{report}");
+        }
+    }
+    // An invalid tile: refused while tracing, the MMA's words and what they mean.
+    let (code, report, err) = preflight(&[("MMA_M", "64")], &[]);
+    assert_eq!(code, 1, "{report}{err}");
+    assert!(report.contains("Did not compile"), "{report}");
+    assert!(
+        report.contains("expects the M-mode to be 128, but got 64"),
+        "{report}"
+    );
+    assert!(report.contains("an M tile of 128 per CTA"), "{report}");
+    // MXFP4's scales where NVFP4 is meant: a kernel for another format.
+    let (code, report, _) = preflight(&[("SCALES", "mx")], &[]);
+    assert_eq!(code, 1, "{report}");
+    assert!(report.contains("a kernel for another format"), "{report}");
+    // Warp roles (setmaxnreg.dec in one warpgroup, .inc in the other): warp-specialized, as
+    // claimed.
+    let (code, report, err) = preflight(&[("WS", "1")], &["--claim", "warp-specialized"]);
+    assert_eq!(code, 0, "{report}{err}");
+    assert!(report.contains("| variant | warp-specialized"), "{report}");
+    assert!(report.contains("up to 232 / down to 40"), "{report}");
+    // Past the shared-memory limit: compiles, and would fail only at launch.
+    if ptxas {
+        let (code, report, _) = preflight(&[("SMEM_BYTES", "240000")], &[]);
+        assert_eq!(code, 1, "{report}");
+        assert!(report.contains("+ 240000 dynamic"), "{report}");
+        assert!(
+            report.contains("it compiles and fails at launch"),
+            "{report}"
+        );
+    } else {
+        common::skip("no ptxas: the shared-memory case was not checked");
+    }
+}
+
+#[test]
+fn gpu_modes_dual_gemm_submission_compiles_for_sm_100a() {
+    let Some(python) = cute_python() else {
+        return;
+    };
+    let Some(path) = std::env::var_os("NVFP4_ORACLE_GPUMODE_DUAL_GEMM") else {
+        common::skip("NVFP4_ORACLE_GPUMODE_DUAL_GEMM does not name GPU MODE's submission");
+        return;
+    };
+    let out = common::oracle_command()
+        .env("NVFP4_ORACLE_PYTHON", python)
+        .args(["preflight", "--submission"])
+        .arg(path)
+        .output()
+        .unwrap();
+    let (code, report) = common::code_and_text(out);
+    assert_eq!(code, 0, "{report}");
+    assert!(
+        report.contains("tcgen05.mma kind::mxf4nvf4 block16 cta_group::1"),
+        "{report}"
+    );
+    assert!(report.contains("| variant | baseline"), "{report}");
+}
+
+/// A hand-made PTX of a 2SM kernel, as a submission might leave it where the compiler dumps.
+const HAND_MADE_PTX: &str = ".version 8.8\n.target sm_100a\n.address_size 64\n\
+    .visible .entry hand_made_2sm()\n.reqnctapercluster 2, 1, 1\n{\n\
+    tcgen05.mma.cta_group::2.kind::mxf4nvf4.block_scale.block16 [%r1], %rd1, %rd2, %r2, [%r3], [%r4], %p1;\n\
+    ret;\n}\n";
+
+/// `preflight --submission FILE` with the CuTe DSL interpreter, from `cwd`, with `vars`.
+fn preflight_file(
+    python: &str,
+    submission: &std::path::Path,
+    cwd: &std::path::Path,
+    vars: &[(&str, &str)],
+    extra: &[&str],
+) -> (i32, String) {
+    let out = Command::new(common::oracle_binary())
+        .current_dir(cwd)
+        .env("NVFP4_ORACLE_PYTHON", python)
+        .args(["preflight", "--submission"])
+        .arg(submission)
+        .args(extra)
+        .envs(vars.iter().copied())
+        .output()
+        .unwrap();
+    common::code_and_text(out)
+}
+
+/// Files the submission writes where CuTe DSL dumps (and in its working directory) are not the
+/// compiler's output: a compile_kernel() that never compiles is "nothing was compiled", and one
+/// that compiles a kernel and leaves a hand-made PTX beside it is reported with its compiled
+/// kernel only.
+#[test]
+fn files_the_submission_leaves_are_not_read_as_compiled() {
+    let Some(python) = cute_python() else {
+        return;
+    };
+    let dir = common::scratch_dir("preflight-cute-forged");
+    let plant = format!(
+        "import os\nPTX = {HAND_MADE_PTX:?}\n\ndef plant():\n    \
+         for folder in {{os.environ.get('CUTE_DSL_DUMP_DIR', '.'), '.'}}:\n        \
+         with open(os.path.join(folder, 'hand_made.sm_100a.ptx'), 'w') as out:\n            \
+         out.write(PTX)\n"
+    );
+    let never_compiles = dir.join("never_compiles.py");
+    std::fs::write(
+        &never_compiles,
+        format!("{plant}\n\ndef compile_kernel():\n    plant()\n"),
+    )
+    .unwrap();
+    let (code, text) = preflight_file(&python, &never_compiles, &dir, &[], &["--claim", "two-sm"]);
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("nothing was compiled"), "{text}");
+    assert!(!text.contains("compiled by"), "{text}");
+    assert!(!text.contains("hand_made_2sm"), "{text}");
+    // A real kernel compiled, the hand-made one beside it: only the compiled one is read.
+    let test_kernel = common::repo_path("results/preflight/submission_nvfp4_mma.py");
+    let beside = dir.join("beside.py");
+    std::fs::write(
+        &beside,
+        format!(
+            "{plant}\nimport sys\nsys.path.insert(0, {:?})\nimport submission_nvfp4_mma as real\n\n\
+             def compile_kernel():\n    compiled = real.compile_kernel()\n    plant()\n    \
+             return compiled\n",
+            test_kernel.parent().unwrap().display().to_string()
+        ),
+    )
+    .unwrap();
+    let (code, text) = preflight_file(&python, &beside, &dir, &[], &["--claim", "two-sm"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains("tcgen05.mma kind::mxf4nvf4 block16 cta_group::1"),
+        "{text}"
+    );
+    assert!(text.contains("claimed 2SM"), "{text}");
+    assert!(!text.contains("hand_made_2sm"), "{text}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// With the sandbox off the compilation works as with it, and writes nothing where preflight
+/// was started.
+#[test]
+fn a_submission_compiles_with_the_sandbox_off() {
+    let Some(python) = cute_python() else {
+        return;
+    };
+    let cwd = common::scratch_dir("preflight-cute-unsandboxed");
+    let submission = common::repo_path("results/preflight/submission_nvfp4_mma.py");
+    let (code, text) = preflight_file(
+        &python,
+        &submission,
+        &cwd,
+        &[("NVFP4_ORACLE_SANDBOX", "0")],
+        &[],
+    );
+    assert_eq!(code, 0, "{text}");
+    assert!(text.contains("NOT sandboxed"), "{text}");
+    assert!(
+        text.contains("tcgen05.mma kind::mxf4nvf4 block16"),
+        "{text}"
+    );
+    let left: Vec<_> = std::fs::read_dir(&cwd).unwrap().collect();
+    assert!(left.is_empty(), "{left:?}");
+    let _ = std::fs::remove_dir_all(cwd);
+}
+
+/// Two runs of submissions under the same file name do not share CuTe DSL's JIT cache: each
+/// gets an empty one (here without the sandbox, whose private /tmp would hide a shared one),
+/// removed when it ends.
+#[test]
+fn each_compilation_gets_its_own_cute_dsl_cache() {
+    let Some(python) = cute_python() else {
+        return;
+    };
+    let dir = common::scratch_dir("preflight-cute-cache");
+    let mut seen = Vec::new();
+    for run in ["first", "second"] {
+        let folder = dir.join(run);
+        std::fs::create_dir_all(&folder).unwrap();
+        let submission = folder.join("submission.py");
+        // It leaves a marker in the DSL's cache and says (by failing at import) whether a
+        // marker was there already and where the cache is.
+        std::fs::write(
+            &submission,
+            "import os\nfrom cutlass.base_dsl.cache_helpers import default_generated_ir_path as cache\n\
+             marker = os.path.join(cache, 'marker')\nseen = os.path.exists(marker)\n\
+             os.makedirs(cache, exist_ok=True)\nopen(marker, 'w').close()\n\
+             raise RuntimeError(f'cache={cache} seen={seen}')\n",
+        )
+        .unwrap();
+        let (code, text) = preflight_file(
+            &python,
+            &submission,
+            &dir,
+            &[("NVFP4_ORACLE_SANDBOX", "0")],
+            &[],
+        );
+        assert_eq!(code, 1, "{text}");
+        assert!(text.contains("seen=False"), "{run}: {text}");
+        let cache = text
+            .split("cache=")
+            .nth(1)
+            .and_then(|rest| rest.split(" seen=").next())
+            .unwrap_or_else(|| panic!("{text}"))
+            .to_string();
+        assert!(!std::path::Path::new(&cache).exists(), "{cache} kept");
+        seen.push(cache);
+    }
+    assert_ne!(seen[0], seen[1]);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// An MLIR verification error (the MMA's operands of another layout: an N tile of 64 with a CTA
+/// pair) names no line of the submission in CuTe DSL's words: the report gives the line of the
+/// submission's own code where it arose, the path to it, and what it means.
+#[test]
+fn a_layout_error_is_explained_at_the_submissions_line() {
+    if cute_python().is_none() {
+        return;
+    }
+    let kernel =
+        std::fs::read_to_string(common::repo_path("results/preflight/cute_nvfp4_mma.py")).unwrap();
+    let gemm_line = kernel
+        .lines()
+        .position(|l| l.trim_start().starts_with("cute.gemm("))
+        .expect("the test kernel issues cute.gemm")
+        + 1;
+    let (code, report, err) = preflight(&[("MMA_N", "64"), ("CG", "2")], &[]);
+    assert_eq!(code, 1, "{report}{err}");
+    assert!(report.contains("Did not compile"), "{report}");
+    assert!(
+        report.contains(&format!(
+            "In the submission: cute_nvfp4_mma.py:{gemm_line} in mma_kernel: cute.gemm("
+        )),
+        "{report}"
+    );
+    assert!(
+        report.contains("- submission_nvfp4_mma.py:") && report.contains("in compile_kernel"),
+        "{report}"
+    );
+    assert!(report.contains("What it means: "), "{report}");
+    assert!(report.contains("cluster of two"), "{report}");
+}
