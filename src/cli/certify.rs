@@ -414,8 +414,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
 mod tests {
     use super::{matches, select};
     use half::f16;
-    use nvfp4_harness::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
-    use nvfp4_model::problem::ProblemKind;
+    use nvfp4_harness::kernels::{KernelCase, KernelFailure, KernelUnderTest};
 
     /// A registry entry as a GPU machine would list it: a name, whether it is deliberately
     /// broken, whether it can run here.
@@ -425,17 +424,8 @@ mod tests {
         fn name(&self) -> &str {
             self.0
         }
-        fn description(&self) -> String {
-            String::new()
-        }
         fn is_deliberately_broken(&self) -> bool {
             self.1
-        }
-        fn problem(&self) -> ProblemKind {
-            ProblemKind::DualGemm
-        }
-        fn support(&self) -> ShapeSupport {
-            ShapeSupport::ANY
         }
         fn availability(&self) -> Result<(), String> {
             if self.2 {

@@ -455,9 +455,9 @@ fn sampled_rows_catch_wrong_values_and_unwritten_elements_anywhere() {
     use half::f16;
     use nvfp4_harness::certify::campaign::{run_case_within, CaseSpec};
     use nvfp4_harness::certify::sampling::shape_products;
-    use nvfp4_harness::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
+    use nvfp4_harness::kernels::{KernelCase, KernelFailure, KernelUnderTest};
     use nvfp4_model::problem::POISON;
-    use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
+    use nvfp4_model::problem::{Distribution, Shape};
 
     /// cpu-tiled, then one element of row `row` put back to the poison fill.
     struct LeavesOneUnwritten(CpuKernel, usize);
@@ -465,20 +465,8 @@ fn sampled_rows_catch_wrong_values_and_unwritten_elements_anywhere() {
         fn name(&self) -> &str {
             "leaves-one-unwritten"
         }
-        fn description(&self) -> String {
-            String::new()
-        }
         fn is_deliberately_broken(&self) -> bool {
             true
-        }
-        fn problem(&self) -> ProblemKind {
-            ProblemKind::DualGemm
-        }
-        fn support(&self) -> ShapeSupport {
-            ShapeSupport::ANY
-        }
-        fn availability(&self) -> Result<(), String> {
-            Ok(())
         }
         fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure> {
             self.0.run(case, output)?;

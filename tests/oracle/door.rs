@@ -499,12 +499,6 @@ impl KernelUnderTest for ModelKernel {
     fn problem(&self) -> ProblemKind {
         self.problem
     }
-    fn support(&self) -> ShapeSupport {
-        ShapeSupport::ANY
-    }
-    fn availability(&self) -> Result<(), String> {
-        Ok(())
-    }
     fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure> {
         use nvfp4_model::model::{bounds::KOrder, problem_reference};
         let reference = problem_reference(&case.inputs, KOrder::Contiguous);

@@ -20,6 +20,7 @@ mod golden;
 mod gpu;
 mod preflight;
 mod preflight_cute;
+mod preflight_steps;
 mod readme_commands;
 mod replay;
 mod scaled_gemm_cli;

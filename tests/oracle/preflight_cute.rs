@@ -144,7 +144,7 @@ fn preflight_file(
     vars: &[(&str, &str)],
     extra: &[&str],
 ) -> (i32, String) {
-    let out = Command::new(common::oracle_binary())
+    let out = common::oracle_command()
         .current_dir(cwd)
         .env("NVFP4_ORACLE_PYTHON", python)
         .args(["preflight", "--submission"])

@@ -3,7 +3,7 @@
 //! is killed, a ptxas refusal a finding, a timeout its own exit code. Stand-in programs (sh
 //! scripts) play ptxas and the interpreter, so no CUDA or CuTe DSL is needed.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -58,7 +58,7 @@ fn entries(dir: &Path) -> Vec<String> {
 fn preflight_ptx(dir: &Path, ptxas: &Path, tmp: &Path, extra: &[&str]) -> Command {
     let ptx = dir.join("small.ptx");
     std::fs::write(&ptx, SMALL_KERNEL).unwrap();
-    let mut command = Command::new(common::oracle_binary());
+    let mut command = common::oracle_command();
     command
         .env("NVFP4_ORACLE_PTXAS", ptxas)
         .env("TMPDIR", tmp)
@@ -163,7 +163,7 @@ fn a_ptxas_refusal_is_a_finding() {
         let bad = SMALL_KERNEL.replace("ret;", "no_such_instruction.b32 %r1;\n    ret;");
         let ptx = dir.join("bad.ptx");
         std::fs::write(&ptx, bad).unwrap();
-        let out = Command::new(common::oracle_binary())
+        let out = common::oracle_command()
             .env("NVFP4_ORACLE_PTXAS", &real)
             .args(["preflight", "--ptx"])
             .arg(&ptx)
@@ -207,7 +207,7 @@ fn preflight_submission(
     tmp: &Path,
     sandbox_off: bool,
 ) -> Command {
-    let mut command = Command::new(common::oracle_binary());
+    let mut command = common::oracle_command();
     command
         .current_dir(cwd)
         .env("NVFP4_ORACLE_PYTHON", python)
@@ -364,7 +364,7 @@ fn certify_of_a_submission_that_cannot_run_here_names_its_preflight() {
          description = \"a submission for the B200\"\narch = \"sm_100a\"\n",
     )
     .unwrap();
-    let out = Command::new(common::oracle_binary())
+    let out = common::oracle_command()
         .env("NVFP4_ORACLE_PYTHON", python)
         .env("NVFP4_ORACLE_SECRETS", dir.join("secrets"))
         .args(["certify", "--cases", "4", "--manifest"])
