@@ -427,7 +427,7 @@ mod tests {
         fn is_deliberately_broken(&self) -> bool {
             self.1
         }
-        fn availability(&self) -> Result<(), String> {
+        fn availability(&self) -> Result<(), nvfp4_harness::kernels::Unavailable> {
             if self.2 {
                 Ok(())
             } else {

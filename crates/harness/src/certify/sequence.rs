@@ -51,7 +51,7 @@ pub fn certify_kernel(
 ) -> Result<KernelOutcome> {
     let limits = &request.limits;
     let prepared = match kernel.availability() {
-        Err(reason) if !request.start_when_unavailable => Err(PrepareError::Unavailable(reason)),
+        Err(reason) if !request.start_when_unavailable => Err(PrepareError::Unavailable(reason.0)),
         _ => kernel.prepare(),
     };
     let certificate = match prepared {

@@ -170,6 +170,29 @@ pub enum PrepareError {
     Unusable(String),
 }
 
+/// Why a kernel cannot run on this machine (no GPU, another architecture), in words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unavailable(pub String);
+
+impl From<String> for Unavailable {
+    fn from(reason: String) -> Self {
+        Unavailable(reason)
+    }
+}
+
+impl From<&str> for Unavailable {
+    fn from(reason: &str) -> Self {
+        Unavailable(reason.to_string())
+    }
+}
+
+impl From<crate::gpu::GpuError> for Unavailable {
+    fn from(err: crate::gpu::GpuError) -> Self {
+        Unavailable(err.0)
+    }
+}
+
 /// What a kernel ran on, for its certificate: filled in by kernels that run in a worker.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct KernelEnvironment {
@@ -271,13 +294,14 @@ pub trait KernelUnderTest: Sync {
     }
     /// `Err(reason)` when it cannot run on this machine (no GPU, wrong architecture). By
     /// default it runs wherever this process does (a kernel in this process, on the CPU).
-    fn availability(&self) -> Result<(), String> {
+    fn availability(&self) -> Result<(), Unavailable> {
         Ok(())
     }
     /// Gets the kernel ready for its first case (a worker started, a module imported, a kernel
     /// compiled) and says why it cannot be. By default: [`Self::availability`].
     fn prepare(&self) -> Result<(), PrepareError> {
-        self.availability().map_err(PrepareError::Unavailable)
+        self.availability()
+            .map_err(|why| PrepareError::Unavailable(why.0))
     }
     /// Whether it runs on the GPU (its certificate then records the GPU).
     fn runs_on_gpu(&self) -> bool {

@@ -21,5 +21,5 @@ pub mod scaled_mutants;
 
 pub use interface::{
     DualGemmCase, KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError,
-    RunConditions, ShapeSupport, ToolWrapper,
+    RunConditions, ShapeSupport, ToolWrapper, Unavailable,
 };

@@ -18,9 +18,6 @@ use std::time::Duration;
 /// Environment variable naming the Python interpreter for submissions (default `python3`).
 pub const PYTHON_ENV: &str = "NVFP4_ORACLE_PYTHON";
 
-/// The worker script, embedded so the binary alone can certify a submission.
-/// The worker script (also handed to the Python package, whose `to_gpumode` runs its `build_data`).
-
 /// The submission the timing baseline's worker runs: no code of the user's.
 const TIMING_BASELINE_SUBMISSION: &str = include_str!("timing_baseline.py");
 
@@ -191,10 +188,10 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
         info,
         command,
         std::sync::Arc::new(move || match device_info() {
-            Err(reason) => Err(reason.to_string()),
+            Err(reason) => Err(reason.clone().into()),
             Ok(info) => arch
                 .and_then(|arch| arch.unmet_by(info.compute_capability))
-                .map_or(Ok(()), Err),
+                .map_or(Ok(()), |why| Err(crate::kernels::Unavailable(why))),
         }),
         case_timeout,
     )

@@ -9,7 +9,7 @@ use super::protocol::CaseFiles;
 use super::timing::TimedRun;
 use crate::kernels::{
     KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError, RunConditions,
-    ShapeSupport, ToolWrapper,
+    ShapeSupport, ToolWrapper, Unavailable,
 };
 use half::f16;
 use nvfp4_model::model::mma::schedule::Schedule;
@@ -48,7 +48,7 @@ pub struct KernelInfo {
 }
 
 /// Says why the kernel cannot run on this machine, without starting anything.
-pub type AvailabilityCheck = std::sync::Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+pub type AvailabilityCheck = std::sync::Arc<dyn Fn() -> Result<(), Unavailable> + Send + Sync>;
 
 pub struct IsolatedKernel {
     pub info: KernelInfo,
@@ -207,14 +207,14 @@ impl IsolatedKernel {
             .iter()
             .enumerate()
             .map(|(i, set)| {
-                let case = set.read().map_err(|err| err.to_string())?;
+                let why = |err: &dyn std::fmt::Display| {
+                    KernelFailure::Crashed(format!("writing the baseline's warm-up sets: {err}"))
+                };
+                let case = set.read().map_err(|err| why(&err))?;
                 CaseFiles::write(&case, &baseline.input_dir().join(format!("warm-up-{i}")))
-                    .map_err(|err| err.to_string())
+                    .map_err(|err| why(&err))
             })
-            .collect::<Result<Vec<_>, String>>()
-            .map_err(|why| {
-                KernelFailure::Crashed(format!("writing the baseline's warm-up sets: {why}"))
-            })?;
+            .collect::<Result<Vec<_>, KernelFailure>>()?;
         let plan = super::timing::TimingPlan {
             warmup_sets,
             baseline_sets: &baseline_sets,
@@ -289,7 +289,7 @@ impl KernelUnderTest for IsolatedKernel {
         self.production_shapes.clone()
     }
 
-    fn availability(&self) -> Result<(), String> {
+    fn availability(&self) -> Result<(), Unavailable> {
         (self.availability)()
     }
 

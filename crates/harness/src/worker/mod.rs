@@ -50,7 +50,9 @@ pub mod timing;
 #[cfg(feature = "gpu")]
 use crate::kernels::{cpu, cpu_fma, cpu_hopper_sim, KernelUnderTest};
 
-/// The Python worker that serves submissions (`submission_worker.py`), embedded in the binary.
+/// The Python worker that serves submissions (`submission_worker.py`), embedded so that the
+/// binary alone can certify a submission; also handed to the Python package, whose
+/// `to_gpumode` runs its `build_data`.
 pub const SUBMISSION_WORKER: &str = include_str!("submission_worker.py");
 
 /// Every kernel built into this binary, in listing order: the CPU kernels, then the GPU variants.

@@ -5,17 +5,17 @@ use super::command::{worker_program, WorkerCommand};
 use super::isolated::{IsolatedKernel, KernelInfo};
 use crate::gpu::device::device_info;
 use crate::gpu::variants::{gpu_variants, Arch, GpuVariant};
-use crate::kernels::KernelUnderTest;
+use crate::kernels::{KernelUnderTest, Unavailable};
 use nvfp4_model::problem::ProblemKind;
 use std::time::Duration;
 
 /// Why a kernel for `arch` (any GPU when `None`) cannot run here.
-pub fn gpu_availability(arch: Option<Arch>) -> Result<(), String> {
+pub fn gpu_availability(arch: Option<Arch>) -> Result<(), Unavailable> {
     match device_info() {
-        Err(reason) => Err(reason.to_string()),
+        Err(reason) => Err(reason.clone().into()),
         Ok(info) => arch
             .and_then(|arch| info.cannot_run(arch))
-            .map_or(Ok(()), Err),
+            .map_or(Ok(()), |why| Err(Unavailable(why))),
     }
 }
 
