@@ -33,9 +33,9 @@ pub enum Error {
     #[error("GPU: {0}")]
     Gpu(String),
 
-    /// Shards given to merge that are not of one campaign.
-    #[error(transparent)]
-    NotOneCampaign(#[from] crate::certify::merge::NotOneCampaign),
+    /// Shards given to merge that are not of one campaign, and how they differ.
+    #[error("{0}")]
+    NotOneCampaign(String),
 
     /// A step that ran out of the time its command gives (exit code 6).
     #[error("{step} did not end within the {seconds} s that --timeout allows: it was killed, with every process it started (give it more with --timeout SECONDS)")]

@@ -44,16 +44,11 @@ pub fn read_shard(path: &Path) -> Result<ShardCertificate> {
     })
 }
 
-/// Why shards cannot be merged: they are not of one campaign, in words.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{0}")]
-pub struct NotOneCampaign(pub String);
-
 /// The shard count of a campaign whose shards these all are; why not, if they are not.
-fn check_one_campaign(shards: &[ShardCertificate]) -> std::result::Result<usize, NotOneCampaign> {
+fn check_one_campaign(shards: &[ShardCertificate]) -> Result<usize> {
     let first = &shards
         .first()
-        .ok_or_else(|| NotOneCampaign("no shard certificates given".into()))?
+        .ok_or_else(|| Error::NotOneCampaign("no shard certificates given".into()))?
         .certificate;
     let count = first.shard.map_or(0, |s| s.count);
     type Field = (&'static str, fn(&Certificate) -> String);
@@ -79,7 +74,7 @@ fn check_one_campaign(shards: &[ShardCertificate]) -> std::result::Result<usize,
     for (what, get) in fields {
         let values: Vec<String> = shards.iter().map(|s| get(&s.certificate)).collect();
         if values.iter().any(|v| *v != values[0]) {
-            return Err(NotOneCampaign(format!(
+            return Err(Error::NotOneCampaign(format!(
                 "the shards are not of one campaign: their {what} differs ({})",
                 distinct(&values)
             )));
@@ -95,7 +90,7 @@ fn check_one_campaign(shards: &[ShardCertificate]) -> std::result::Result<usize,
         })
         .collect();
     if gpus.iter().any(|g| *g != gpus[0]) {
-        return Err(NotOneCampaign(format!(
+        return Err(Error::NotOneCampaign(format!(
             "the shards ran on different GPUs ({})",
             distinct(&gpus)
         )));
@@ -113,13 +108,13 @@ fn check_one_campaign(shards: &[ShardCertificate]) -> std::result::Result<usize,
         .map(|i| format!("{i}/{count}"))
         .collect();
     if !twice.is_empty() {
-        return Err(NotOneCampaign(format!(
+        return Err(Error::NotOneCampaign(format!(
             "shard {} given more than once",
             twice.join(", ")
         )));
     }
     if !missing.is_empty() {
-        return Err(NotOneCampaign(format!(
+        return Err(Error::NotOneCampaign(format!(
             "shard {} missing",
             missing.join(", ")
         )));

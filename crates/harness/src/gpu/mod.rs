@@ -30,6 +30,13 @@ impl From<cudarc::driver::DriverError> for GpuError {
     }
 }
 
+/// A GPU that cannot be used is why a kernel on it cannot run here.
+impl From<GpuError> for crate::kernels::Unavailable {
+    fn from(err: GpuError) -> Self {
+        crate::kernels::Unavailable(err.0)
+    }
+}
+
 impl From<GpuError> for crate::error::Error {
     fn from(err: GpuError) -> Self {
         crate::error::Error::Gpu(err.0)

@@ -187,12 +187,6 @@ impl From<&str> for Unavailable {
     }
 }
 
-impl From<crate::gpu::GpuError> for Unavailable {
-    fn from(err: crate::gpu::GpuError) -> Self {
-        Unavailable(err.0)
-    }
-}
-
 /// What a kernel ran on, for its certificate: filled in by kernels that run in a worker.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct KernelEnvironment {
