@@ -68,3 +68,49 @@ pub fn registry() -> Vec<Box<dyn KernelUnderTest>> {
     kernels.extend(nvrtc::nvrtc_kernels());
     kernels
 }
+
+#[cfg(all(test, feature = "gpu"))]
+mod tests {
+    /// The value the Python worker gives `name` (a line `NAME = VALUE` at the top level).
+    fn python_constant(name: &str) -> String {
+        let prefix = format!("{name} = ");
+        super::SUBMISSION_WORKER
+            .lines()
+            .find_map(|line| line.strip_prefix(&prefix))
+            .unwrap_or_else(|| panic!("submission_worker.py has no {name}"))
+            .trim()
+            .to_string()
+    }
+
+    fn python_number(name: &str) -> usize {
+        let text = python_constant(name).replace('_', "");
+        match text.strip_prefix("0x") {
+            Some(hex) => usize::from_str_radix(hex, 16).unwrap(),
+            None => text.parse().unwrap(),
+        }
+    }
+
+    /// The protocol's constants are written twice, in Rust and in the Python worker: a change to
+    /// one side alone would break the protocol (a reply never recognised) or the fences (a
+    /// tensor placed where the parent does not look for its canaries).
+    #[test]
+    fn the_python_worker_and_the_parent_agree_on_the_protocols_constants() {
+        use crate::gpu::fenced::{ALIGNMENT, CANARY_BYTE, CANARY_BYTES};
+        assert_eq!(
+            python_constant("MARKER"),
+            format!("{:?}", super::protocol::REPLY_MARKER)
+        );
+        assert_eq!(python_number("CANARY"), CANARY_BYTES);
+        assert_eq!(python_number("CANARY_BYTE"), usize::from(CANARY_BYTE));
+        assert_eq!(python_number("ALIGNMENT"), ALIGNMENT);
+        assert_eq!(
+            python_number("SCALE_BLOCK"),
+            nvfp4_model::problem::SCALE_BLOCK
+        );
+        let socket_env = format!("os.environ.get({:?})", super::protocol::INPUT_SOCKET_ENV);
+        assert!(
+            super::SUBMISSION_WORKER.contains(&socket_env),
+            "the Python worker does not read {socket_env}"
+        );
+    }
+}
