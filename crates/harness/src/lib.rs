@@ -4,6 +4,11 @@
 //! ([`certify::sequence`]); the `nvfp4-oracle` tool (the root crate) parses, prints and exits,
 //! and the Python package certifies through the same calls.
 //!
+//! The `gpu` feature (on by default) brings [`gpu`]'s backend, [`worker`]'s processes,
+//! `sandbox` and `preflight`; without it the crate is the kernel contract, the campaign and
+//! its certificates, for kernels that run in the caller's process (what the Python package
+//! builds on, with neither CUDA's bindings nor seccomp).
+//!
 //! Map of the crate, every public module (the README maps the whole repository):
 //! - [`kernels`]: the interface every kernel under test meets, the CPU kernels and planted-bug
 //!   mutants that run in process, and the manifest that describes an external kernel; the
