@@ -1,4 +1,4 @@
-//! The README and docs/door.md as a new user reads them: every `nvfp4-oracle SUBCOMMAND --flag`
+//! The README, docs/door.md and docs/b200-runbook.md as a new user reads them: every `nvfp4-oracle SUBCOMMAND --flag`
 //! they show must be a subcommand the tool has and a flag its `--help` lists, and the cheap
 //! commands they give to copy run as shown from a fresh checkout.
 
@@ -8,7 +8,7 @@ use crate::common::{code_and_text, repo_path, scratch_dir};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The documents whose commands are checked.
-const DOCUMENTS: [&str; 2] = ["README.md", "docs/door.md"];
+const DOCUMENTS: [&str; 3] = ["README.md", "docs/door.md", "docs/b200-runbook.md"];
 /// Subcommands that have subcommands of their own.
 const NESTED: [&str; 2] = ["scaled-gemm", "golden"];
 
