@@ -13,7 +13,7 @@
 //! - compute-sanitizer and the determinism check: shard 1's, which ran them;
 //! - time: the slowest shard's.
 
-use super::campaign::Coverage;
+use super::coverage::Coverage;
 use super::report::{Certificate, ExactOutcome, FailureReport, Status};
 use super::shard::Shard;
 use crate::error::{Error, Result};

@@ -7,6 +7,7 @@ pub mod campaign;
 pub mod cases;
 pub mod checks;
 pub mod ci_report;
+pub mod coverage;
 pub mod field_comparison;
 pub mod merge;
 mod pipeline;

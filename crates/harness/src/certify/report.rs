@@ -1,7 +1,8 @@
 //! Certificates: one JSON and one Markdown file per kernel and run, plus the minimal repro of a
 //! failure as two safetensors files that `nvfp4-oracle check` replays.
 
-use super::campaign::{CampaignLimits, CampaignResult, CaseSpec, Coverage, ExactCoverage};
+use super::campaign::{CampaignLimits, CampaignResult, CaseSpec};
+use super::coverage::{Coverage, ExactCoverage};
 use super::shrink_data::ShrunkData;
 use crate::error::{Error, Result};
 use crate::kernels::{KernelEnvironment, KernelFailure, KernelUnderTest};
