@@ -1,5 +1,5 @@
-//! The harness's error type: the model's errors as they are, and what only the harness meets (a
-//! file it could not read or write, a GPU that failed, bad usage). Every message is written for
+//! The harness's error type: the model's errors as they are (a file it could not read or write
+//! among them), and what only the harness meets (a GPU that failed, a timeout, bad usage). Every message is written for
 //! the person who ran the command: it says what was wrong and, where it can, what to do instead.
 
 use std::path::PathBuf;
@@ -8,9 +8,6 @@ use std::path::PathBuf;
 pub enum Error {
     #[error(transparent)]
     Model(#[from] nvfp4_model::Error),
-
-    #[error("{path}: {reason}")]
-    File { path: PathBuf, reason: String },
 
     /// What the command line asked cannot be done as asked (named by the tool, never by the
     /// library's own code).
@@ -48,11 +45,10 @@ pub enum Error {
 }
 
 impl Error {
+    /// A file that could not be read, written or understood: the model's one file error, so
+    /// that both crates say it the same way.
     pub fn file(path: impl Into<PathBuf>, reason: impl ToString) -> Self {
-        Error::File {
-            path: path.into(),
-            reason: reason.to_string(),
-        }
+        Error::Model(nvfp4_model::Error::file(path, reason))
     }
 }
 
