@@ -25,11 +25,23 @@ fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     path
 }
 
-/// A process that is gone, or a zombie no one reaped yet: killed either way.
+/// A process that is gone, or a zombie no one reaped yet: killed either way. SIGKILL is
+/// delivered when the process next runs, so on a busy machine one killed a moment ago may still
+/// show as running: it gets 5 s to finish dying; one never signalled lives on past them.
 fn dead(pid: &str) -> bool {
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
-    let state = stat.rsplit(')').next().unwrap_or("").trim_start();
-    state.is_empty() || state.starts_with('Z')
+    let started = std::time::Instant::now();
+    loop {
+        let stat =
+            std::fs::read_to_string(format!("/proc/{}/stat", pid.trim())).unwrap_or_default();
+        let state = stat.rsplit(')').next().unwrap_or("").trim_start();
+        if state.is_empty() || state.starts_with('Z') {
+            return true;
+        }
+        if started.elapsed() > std::time::Duration::from_secs(5) {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
 }
 
 /// Waits up to 10 s for `file` to be written (a stand-in says it started).

@@ -178,9 +178,26 @@ mod tests {
             .trim()
             .parse()
             .unwrap();
-        // Killed: gone, or a zombie waiting for init to reap it.
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let state = state.rsplit(')').next().unwrap_or("").trim_start();
+        // Killed: gone, or a zombie waiting for init to reap it. SIGKILL is delivered when the
+        // process next runs: on a busy machine it gets 5 s to finish dying (a process never
+        // signalled would still run after them).
+        let waited = Instant::now();
+        let state = loop {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let state = stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .to_string();
+            if state.is_empty()
+                || state.starts_with('Z')
+                || waited.elapsed() > Duration::from_secs(5)
+            {
+                break state;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        };
         assert!(state.is_empty() || state.starts_with('Z'), "{pid}: {state}");
         let _ = std::fs::remove_dir_all(dir);
     }
