@@ -183,8 +183,13 @@ fn files_the_submission_leaves_are_not_read_as_compiled() {
     assert!(text.contains("nothing was compiled"), "{text}");
     assert!(!text.contains("compiled by"), "{text}");
     assert!(!text.contains("hand_made_2sm"), "{text}");
-    // A real kernel compiled, the hand-made one beside it: only the compiled one is read.
+    // A real kernel compiled, the hand-made one beside it: only the compiled one is read. The
+    // real one is copied beside the submission: only the submission's folder is bound into the
+    // sandbox, and a checkout under /tmp (which the sandbox replaces) would not be seen.
     let test_kernel = common::repo_path("results/preflight/submission_nvfp4_mma.py");
+    for file in ["submission_nvfp4_mma.py", "cute_nvfp4_mma.py"] {
+        std::fs::copy(test_kernel.with_file_name(file), dir.join(file)).unwrap();
+    }
     let beside = dir.join("beside.py");
     std::fs::write(
         &beside,
@@ -192,7 +197,7 @@ fn files_the_submission_leaves_are_not_read_as_compiled() {
             "{plant}\nimport sys\nsys.path.insert(0, {:?})\nimport submission_nvfp4_mma as real\n\n\
              def compile_kernel():\n    compiled = real.compile_kernel()\n    plant()\n    \
              return compiled\n",
-            test_kernel.parent().unwrap().display().to_string()
+            dir.display().to_string()
         ),
     )
     .unwrap();
