@@ -138,6 +138,9 @@ pub enum Command {
         hide: Vec<std::path::PathBuf>,
         #[arg(long)]
         workdir: Option<std::path::PathBuf>,
+        /// The worker's compiler cache, bound in read-write at the one path every worker sees.
+        #[arg(long)]
+        cache: Option<std::path::PathBuf>,
         #[arg(long)]
         probe: bool,
         /// The worker's program and arguments.
@@ -231,6 +234,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             readable,
             hide,
             workdir,
+            cache,
             probe,
             command,
         } => {
@@ -240,6 +244,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                     readable,
                     hidden: hide,
                     workdir,
+                    cache,
                 },
                 probe,
                 program: command[0].clone().into(),

@@ -8,7 +8,7 @@ use crate::common;
 
 use nvfp4_harness::kernels::{KernelUnderTest, ToolWrapper};
 use nvfp4_harness::sandbox::dev::{kept_in_dev, DEV_LINKS};
-use nvfp4_harness::sandbox::SandboxPaths;
+use nvfp4_harness::sandbox::{SandboxPaths, CACHE_INSIDE};
 use serde_json::Value;
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -39,13 +39,13 @@ fn sandbox_variants() -> Vec<Option<SandboxPaths>> {
 }
 
 /// A worker's record of what it saw once it started (`prepare`), and its scratch folder, the
-/// parent of its cache: where the parent put its inputs, outputs and cache.
+/// parent of its working directory: where the parent put its inputs, outputs and cache.
 fn record(kernel: &dyn KernelUnderTest) -> (Value, PathBuf) {
     kernel.prepare().expect("the fake worker starts");
     let text = kernel.environment().python.expect("the record");
     let value: Value = serde_json::from_str(&text).unwrap();
-    let cache = PathBuf::from(value["env"]["XDG_CACHE_HOME"].as_str().expect("a cache"));
-    (value, cache.parent().unwrap().to_path_buf())
+    let cwd = PathBuf::from(value["cwd"].as_str().expect("a working directory"));
+    (value, cwd.parent().unwrap().to_path_buf())
 }
 
 /// `value` with `scratch` written as `<worker>` and the inode numbers of its pipes and sockets
@@ -213,13 +213,23 @@ fn campaign_and_check_workers_see_the_same_world_and_nothing_an_earlier_one_left
                 "{name}: the {what}'s worker found the campaign's marker: {found:?}"
             );
             let expected: Vec<String> = if sandboxed {
-                vec![scratch
-                    .join("cache/marker-from-an-earlier-worker")
+                vec![Path::new(CACHE_INSIDE)
+                    .join("marker-from-an-earlier-worker")
                     .display()
                     .to_string()]
             } else {
                 Vec::new()
             };
+            // Sandboxed, every worker sees its cache at one path: a compiler that records the
+            // path (torch's load_inline) finds the snapshot's build its own. Plain, the
+            // cache is the worker's scratch folder's.
+            let cache = seen["env"]["XDG_CACHE_HOME"].as_str().unwrap().to_string();
+            let expected_cache = if sandboxed {
+                CACHE_INSIDE.to_string()
+            } else {
+                scratch.join("cache").display().to_string()
+            };
+            assert_eq!(cache, expected_cache, "{name}: the {what}'s cache");
             let keys: Vec<String> = found.keys().cloned().collect();
             assert_eq!(keys, expected, "{name}: what the {what}'s worker found");
         }

@@ -11,7 +11,6 @@ use crate::error::{Error, Result};
 use crate::sandbox::SandboxPaths;
 use crate::worker::command::{wrap, WorkerCommand};
 use crate::worker::external::python_program;
-use crate::worker::fresh_start::cache_env;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -167,7 +166,7 @@ fn run_worker(
             "--arch".into(),
             arch.into(),
         ],
-        env: cache_env(cache),
+        env: Vec::new(),
         start_timeout: deadline.limit(),
         sandbox: None,
     };

@@ -15,7 +15,20 @@ pub struct SandboxPaths {
     pub hidden: Vec<PathBuf>,
     /// The worker's working directory (one of `writable`).
     pub workdir: Option<PathBuf>,
+    /// The worker's compiler cache, bound in read-write at [`CACHE_INSIDE`] rather than at its
+    /// own path: every worker of a kernel then builds at the same path, which its build tools
+    /// record (see [`CACHE_INSIDE`]).
+    pub cache: Option<PathBuf>,
 }
+
+/// Where a sandboxed worker sees its compiler cache, whatever its folder outside. A compiler
+/// writes its cache's absolute path into what it keeps there (torch's `load_inline` into its
+/// `build.ninja`): at a path that changed from the build worker's to the campaign's, the
+/// snapshot's build no longer matched and every worker compiled the extension again (a
+/// `load_inline` certify went from 76 s to 152 s on the H100). The same path for every
+/// worker also takes away one more thing that told workers apart. Under /tmp, which inside is a
+/// fresh tmpfs of the worker's own.
+pub const CACHE_INSIDE: &str = "/tmp/nvfp4-oracle-cache";
 
 /// The launcher's arguments, parsed by the CLI.
 #[derive(Debug, Clone, Default)]
@@ -92,13 +105,17 @@ pub(super) mod linux {
                 .collect()
         };
         let readable = open_all(&args.paths.readable)?;
+        // Each with the path it is bound at inside: its own, but the cache's (CACHE_INSIDE).
+        let cache_inside = Path::new(super::CACHE_INSIDE);
         let writable: Vec<(std::fs::File, &Path)> = args
             .paths
             .writable
             .iter()
-            .map(|dir| {
+            .map(|dir| (dir, dir.as_path()))
+            .chain(args.paths.cache.iter().map(|dir| (dir, cache_inside)))
+            .map(|(dir, inside)| {
                 std::fs::File::open(dir)
-                    .map(|file| (file, dir.as_path()))
+                    .map(|file| (file, inside))
                     .map_err(|e| SandboxError(format!("{}: {e}", dir.display())))
             })
             .collect::<Result<_, _>>()?;
@@ -321,7 +338,8 @@ fn self_check(args: &LauncherArgs, user_namespace: bool) -> Result<String, Sandb
     if std::fs::write("/tmp/probe", b"x").is_err() {
         return Err("/tmp is not writable".into());
     }
-    for dir in &args.paths.writable {
+    let cache = args.paths.cache.as_ref().map(|_| PathBuf::from(CACHE_INSIDE));
+    for dir in args.paths.writable.iter().chain(cache.as_ref()) {
         let file = dir.join(".nvfp4-oracle-sandbox-probe");
         std::fs::write(&file, b"x")
             .map_err(|e| SandboxError(format!("{} is not writable: {e}", dir.display())))?;

@@ -14,7 +14,8 @@
 //!   sources cannot be written; `/tmp`, `/dev/shm` and `/run` (the host's daemons' sockets)
 //!   are fresh, private tmpfs; `/dev` is a fresh read-only tmpfs holding the NVIDIA nodes and
 //!   the five plain ones only ([`dev`]); the worker's own
-//!   scratch directories (`--writable`) are bound in read-write at the same paths; directories
+//!   scratch directories (`--writable`) are bound in read-write at the same paths, its compiler
+//!   cache (`--cache`) at one path for every worker ([`CACHE_INSIDE`]); directories
 //!   named with `--hide` (the key that signs certificates) are covered by an empty tmpfs;
 //! - **only the protocol's descriptors**: everything above the input socket is closed before
 //!   the worker runs ([`dev`]);
@@ -46,7 +47,7 @@ mod launcher;
 #[cfg(target_os = "linux")]
 mod syscalls;
 
-pub use launcher::{launch, LauncherArgs, SandboxPaths};
+pub use launcher::{launch, LauncherArgs, SandboxPaths, CACHE_INSIDE};
 
 /// Why the boundary could not be built, or does not hold (a system call refused, a layer the
 /// probe found open), in words; the launcher prints it and exits 125.
@@ -105,6 +106,9 @@ pub fn launcher_args(paths: &SandboxPaths, program: &Path, args: &[String]) -> V
     }
     if let Some(dir) = &paths.workdir {
         out.extend(["--workdir".into(), dir.display().to_string()]);
+    }
+    if let Some(dir) = &paths.cache {
+        out.extend(["--cache".into(), dir.display().to_string()]);
     }
     out.push("--".into());
     out.push(program.display().to_string());

@@ -2,7 +2,8 @@
 //! `gpu-worker` and launches the sandbox ([`worker_program`]), and the same command wrapped in
 //! the sandbox ([`wrap`]).
 
-use crate::sandbox::{isolation, launcher_args, Isolation, SandboxPaths};
+use super::fresh_start::cache_env;
+use crate::sandbox::{isolation, launcher_args, Isolation, SandboxPaths, CACHE_INSIDE};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -33,9 +34,11 @@ pub fn worker_program() -> PathBuf {
 }
 
 /// The command that runs `command` in the sandbox with `scratch` (the worker's own directory,
-/// also its working directory) and `cache` (its compilers' caches, [`super::fresh_start::cache_env`], which the
-/// caller puts in `command`'s environment) writable, and the isolation that holds; `command`
-/// itself, and why it is not sandboxed, where the sandbox cannot be built here.
+/// also its working directory) and `cache` (its compilers' caches) writable, and the isolation
+/// that holds; `command` itself, and why it is not sandboxed, where the sandbox cannot be built
+/// here. Either way the environment that points the compilers at the cache
+/// ([`super::fresh_start::cache_env`]) is added: inside the sandbox the cache lies at
+/// [`CACHE_INSIDE`], the same path for every worker.
 pub fn wrap(
     command: &WorkerCommand,
     paths: &SandboxPaths,
@@ -45,7 +48,9 @@ pub fn wrap(
     let launcher = worker_program();
     let isolation = isolation(&launcher).clone();
     if !isolation.sandboxed {
-        return (command.clone(), isolation);
+        let mut plain = command.clone();
+        plain.env.extend(cache_env(cache));
+        return (plain, isolation);
     }
     let mut paths = paths.clone();
     // The program and every file named on its command line must stay readable, wherever they
@@ -71,14 +76,15 @@ pub fn wrap(
             }
         }
     }
-    paths
-        .writable
-        .extend([scratch.to_path_buf(), cache.to_path_buf()]);
+    paths.writable.push(scratch.to_path_buf());
+    paths.cache = Some(cache.to_path_buf());
     paths.workdir = Some(scratch.to_path_buf());
+    let mut env = command.env.clone();
+    env.extend(cache_env(Path::new(CACHE_INSIDE)));
     let wrapped = WorkerCommand {
         program: launcher.clone(),
         args: launcher_args(&paths, &command.program, &command.args),
-        env: command.env.clone(),
+        env,
         start_timeout: command.start_timeout,
         sandbox: None,
     };

@@ -55,16 +55,18 @@ pub fn start_worker(
     if let Some(snapshot) = snapshot {
         copy_tree(snapshot, &cache).map_err(|err| unusable("fill", &cache, err))?;
     }
-    let mut command = command.clone();
-    command.env.extend(cache_env(&cache));
     let (command, isolation) = match &command.sandbox {
         Some(paths) => {
             let mut paths = paths.clone();
             paths.readable.push(scratch.join(INPUTS));
-            let (command, isolation) = super::command::wrap(&command, &paths, &outputs, &cache);
+            let (command, isolation) = super::command::wrap(command, &paths, &outputs, &cache);
             (command, Some(isolation.description_for_certificate()))
         }
-        None => (command, None),
+        None => {
+            let mut command = command.clone();
+            command.env.extend(cache_env(&cache));
+            (command, None)
+        }
     };
     // Its working directory is its outputs folder, sandboxed or not (the launcher changes to
     // it again inside).
@@ -149,7 +151,7 @@ impl Drop for StartingCache {
 
 /// The environment that points a worker's compilers (load_inline, Triton, inductor, the CUDA
 /// JIT, CuTe DSL) at `cache`, the empty folder its parent made for it alone and removes when it ends
-/// ([`super::isolated`]). Given to every worker, sandboxed or not: a cache shared between
+/// ([`super::isolated`]), as the worker sees it (in the sandbox: [`crate::sandbox::CACHE_INSIDE`]). Given to every worker, sandboxed or not: a cache shared between
 /// workers, or kept between runs, is a channel, through which one worker can tell another (a
 /// campaign's from a check's) what it has seen; and outside `cache` the sandbox's file system is
 /// read-only.
