@@ -11,6 +11,12 @@
 #                                                    # every benchmark shape: the smallest
 #                                                    # forgery the parent's clock finds
 #   bash results/parent-owned/run.sh exploits   # the catalogue (EXPLOITS=a,b,... for a part)
+#   bash results/parent-owned/run.sh rest       # load_inline's certify time, and the four
+#                                                    # exploits no earlier call reached
+#   bash results/parent-owned/run.sh inline     # how many times load_inline compiles in one
+#                                                    # certify of the cuda_inline example
+#   bash results/parent-owned/run.sh variants   # the five Hopper variants with every check,
+#                                                    # beside fixed_public_inputs
 #   bash results/parent-owned/run.sh certify    # the four examples and the five Hopper
 #                                                    # variants certified with every check
 # From the repository root on the GPU machine, with the release binary at .carry/nvfp4-oracle and
@@ -63,6 +69,39 @@ threshold)
 exploits)
   list=${EXPLOITS:-lazy_judged_outputs,calibrated_baseline,after_end_baseline,delivery_by_word,forged_sample}
   run exploits env EXPLOIT="$list" NVFP4_ORACLE_BIN=$B timeout ${EXPLOIT_TIMEOUT:-560} .carry/oracle_test exploits:: --include-ignored --nocapture
+  ;;
+rest)
+  # The exploits no earlier call reached, and load_inline's certify time after the cache fix:
+  # cuda_inline certified alone first (its time is the figure), then the exploits in three
+  # processes side by side (their outcomes are verdicts, not times, but for the two bench-honest
+  # ones, whose bench compares them with the control in the same run).
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
+  run certify-cuda_inline timeout 300 $B certify --manifest $S/cuda_inline/kernel.toml --cases 200 --sanitize 0 --report-dir "$R/certs"
+  for group in fixed_public_inputs sanitizer_log_rewrite inherited_descriptors,shared_cache_channel; do
+    ( LOG=$O/rest-${group%%,*}.log; run "exploits-$group" env EXPLOIT="$group" NVFP4_ORACLE_BIN=$B timeout ${EXPLOIT_TIMEOUT:-420} .carry/oracle_test exploits:: --include-ignored --nocapture ) &
+    sleep 20
+  done
+  wait
+  ;;
+inline)
+  # How many times load_inline's compiler runs in one certify: seconds in which nvcc or cicc was
+  # running (sampled every half second from outside the sandbox), grouped into episodes.
+  ( while sleep 0.5; do pgrep -x "nvcc|cicc|ptxas" >/dev/null && date +%s; done ) > "$R/nvcc-seconds" &
+  sampler=$!
+  run certify-cuda_inline timeout 300 $B certify --manifest $S/cuda_inline/kernel.toml --cases 200 --sanitize 0 --report-dir "$R/certs"
+  kill $sampler
+  sort -un "$R/nvcc-seconds" | awk 'NR == 1 || $1 > last + 2 { episodes++; start[episodes] = $1 } { last = $1; end[episodes] = $1 }
+    END { printf "compiler episodes: %d\n", episodes; for (i = 1; i <= episodes; i++) printf "  %d s long\n", end[i] - start[i] + 1 }' | tee -a "$LOG"
+  ;;
+variants)
+  # The five Hopper variants certified with every check (one process), and beside it the one
+  # exploit that ran out of time in `rest` (fixed_public_inputs: a verdict, not a time).
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
+  HOPPER="hopper-baseline hopper-persistent hopper-warp-specialized hopper-cluster-pair hopper-splitk-pair"
+  kargs=""; for k in $HOPPER; do kargs="$kargs --kernel $k"; done
+  ( run certify-hopper timeout 540 $B certify $kargs --report-dir "$R/certs"; cat "$R"/certs/*.md > "$O/hopper-certificates.md" ) &
+  ( LOG=$O/variants-fixed_public_inputs.log; run exploits-fixed_public_inputs env EXPLOIT=fixed_public_inputs NVFP4_ORACLE_BIN=$B timeout 520 .carry/oracle_test exploits:: --include-ignored --nocapture ) &
+  wait
   ;;
 certify)
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"

@@ -248,7 +248,50 @@ fn manifests_are_validated_with_messages_that_name_the_problem() {
         ]
     );
 
+    // Packages the GPU machine lacks (CuTe DSL), installed beside the submission: first on the
+    // worker's PYTHONPATH and readable in its sandbox, wherever they lie.
+    std::fs::create_dir_all(dir.join("pkgs/dsl")).unwrap();
+    let elsewhere = dir.with_extension("elsewhere");
+    std::fs::create_dir_all(&elsewhere).unwrap();
+    let packaged = write(
+        &dir,
+        "packaged.toml",
+        &format!(
+            "name = \"p\"\nsubmission = \"submission.py\"\npython_path = [\"pkgs\", \"pkgs/dsl\", \"{}\"]\n",
+            elsewhere.display()
+        ),
+    );
+    let packaged = Manifest::read(&packaged).unwrap();
+    let folders = [dir.join("pkgs"), dir.join("pkgs/dsl"), elsewhere.clone()];
+    assert_eq!(packaged.python_path, folders);
+    let kernel = nvfp4_harness::worker::external::external_kernel(&packaged).unwrap();
+    let command = kernel.worker_command();
+    let python_path = command
+        .env
+        .iter()
+        .find(|(key, _)| key == "PYTHONPATH")
+        .map(|(_, value)| value.clone())
+        .expect("the worker's PYTHONPATH is set");
+    let expected: Vec<String> = folders.iter().map(|f| f.display().to_string()).collect();
+    assert!(
+        python_path.starts_with(&expected.join(":")),
+        "{python_path}"
+    );
+    let readable = &command.sandbox.as_ref().expect("sandboxed").readable;
+    assert!(readable.contains(&elsewhere), "{readable:?}");
+    let _ = std::fs::remove_dir_all(&elsewhere);
+    // Without python_path the worker's environment adds none.
+    let plain =
+        nvfp4_harness::worker::external::external_kernel(&Manifest::read(&gemv).unwrap()).unwrap();
+    assert!(plain
+        .worker_command()
+        .env
+        .iter()
+        .all(|(key, _)| key != "PYTHONPATH"));
+
     let cases = [
+        ("name = \"x\"\nsubmission = \"submission.py\"\npython_path = [\"missing\"]\n", "python_path 'missing'"),
+        ("name = \"x\"\nlibrary = \"submission.py\"\nsymbol = \"f\"\npython_path = [\"pkgs\"]\n", "`python_path` goes with `submission`"),
         ("name = \"x\"\nsubmission = \"submission.py\"\ncolour = \"red\"\n", "colour"),
         ("name = \"x\"\nsubmission = \"submission.py\"\narch = \"hopper\"\n", "arch 'hopper'"),
         ("name = \"x\"\nsubmission = \"submission.py\"\n[shapes]\nk_multiple = 24\n", "multiple of 16"),

@@ -25,16 +25,20 @@ fn certify(manifest: &Path, cases: usize) -> (i32, String) {
     (out.status.code().unwrap_or(-1), text)
 }
 
+fn examples() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/submissions");
+    if root.exists() {
+        root
+    } else {
+        PathBuf::from("examples/submissions")
+    }
+}
+
 #[test]
 #[ignore = "needs torch and a CUDA GPU: run with -- --include-ignored on a GPU machine"]
 fn python_examples_certified_and_their_broken_copies_rejected() {
     common::require_torch_gpu();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/submissions");
-    let root = if root.exists() {
-        root
-    } else {
-        PathBuf::from("examples/submissions")
-    };
+    let root = examples();
     for example in ["torch", "triton", "cuda_inline"] {
         let (code, text) = certify(&root.join(example).join("kernel.toml"), 30);
         assert_eq!(code, 0, "{example} should be certified:\n{text}");
@@ -42,4 +46,22 @@ fn python_examples_certified_and_their_broken_copies_rejected() {
         assert_eq!(code, 1, "{example}'s broken copy should fail:\n{text}");
         eprintln!("{example}: certified; broken copy rejected");
     }
+}
+
+/// The CuTe DSL example (its GEMMs in CuTe DSL, warp MMAs on sm_90a), with CuTe DSL installed in
+/// its folder as its README says (`pip install --target examples/submissions/cute_dsl/pkgs
+/// nvidia-cutlass-dsl==4.8.1`); its manifest's `python_path` gives the worker the packages.
+#[test]
+#[ignore = "needs torch, a Hopper GPU and CuTe DSL installed in examples/submissions/cute_dsl/pkgs"]
+fn the_cute_dsl_example_is_certified_on_hopper() {
+    common::require_torch_gpu();
+    let manifest = examples().join("cute_dsl/kernel.toml");
+    let pkgs = examples().join("cute_dsl/pkgs");
+    assert!(
+        pkgs.is_dir(),
+        "CuTe DSL is not installed for the example: pip install --target {} nvidia-cutlass-dsl==4.8.1",
+        pkgs.display()
+    );
+    let (code, text) = certify(&manifest, 30);
+    assert_eq!(code, 0, "the CuTe DSL example should be certified:\n{text}");
 }

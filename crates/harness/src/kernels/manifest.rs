@@ -15,6 +15,11 @@
 //! accumulation = "per-product"          # optional: one f32 FMA per product (an fp32 CUDA-core
 //!                                       # GEMM, torch's fp32 matmul); default: blocks of 16
 //!                                       # summed before each rounding (tensor cores)
+//! python_path = ["pkgs"]                # optional, submissions only: folders (relative to this
+//!                                       # file) put first on the worker's PYTHONPATH and shown
+//!                                       # to it read-only in the sandbox: packages the GPU
+//!                                       # machine lacks, e.g. CuTe DSL installed with
+//!                                       # `pip install --target pkgs`
 //!
 //! [shapes]                              # optional: the declared support
 //! k_multiple = 64                       # m_multiple, n_multiple, k_multiple, max_l
@@ -49,6 +54,7 @@ struct ManifestFile {
     nondeterministic: Option<bool>,
     arch: Option<String>,
     accumulation: Option<String>,
+    python_path: Option<Vec<PathBuf>>,
     shapes: Option<ShapesTable>,
     schedule: Option<ScheduleTable>,
 }
@@ -147,6 +153,10 @@ pub struct Manifest {
     pub accumulation: Option<KOrder>,
     /// `[shapes] production`: shapes the kernel will run at, run by every campaign.
     pub production_shapes: Vec<Shape>,
+    /// `python_path`: folders first on a submission worker's PYTHONPATH, readable in its
+    /// sandbox (absolute; each an existing folder). Their contents are not in `hash`: they are
+    /// the submission's packages, like torch, not its code.
+    pub python_path: Vec<PathBuf>,
     /// SHA-256 of the kernel's file(s) and the manifest: certificates and `bench` are keyed by it.
     pub hash: String,
 }
@@ -353,6 +363,38 @@ impl Manifest {
                 ))
             }
         };
+        let mut python_path = Vec::new();
+        for folder in file.python_path.iter().flatten() {
+            if !matches!(code, KernelCode::Submission(_)) {
+                return Err(bad(
+                    path,
+                    "`python_path` goes with `submission`: a library's worker runs no Python",
+                ));
+            }
+            let resolved = std::path::absolute(dir.join(folder)).unwrap_or(dir.join(folder));
+            if resolved.to_string_lossy().contains(':') {
+                return Err(bad(
+                    path,
+                    format!(
+                        "python_path '{}': a ':' cannot be on PYTHONPATH",
+                        folder.display()
+                    ),
+                ));
+            }
+            if !resolved.is_dir() {
+                return Err(bad(
+                    path,
+                    format!(
+                        "python_path '{}': {} is not a folder (install the packages there, e.g. \
+                         `pip install --target {} PACKAGE`)",
+                        folder.display(),
+                        resolved.display(),
+                        resolved.display()
+                    ),
+                ));
+            }
+            python_path.push(resolved);
+        }
         let code_file = match &code {
             KernelCode::Submission(p) => {
                 require_file(p, "submission").map_err(|err| bad(path, err))?;
@@ -382,6 +424,7 @@ impl Manifest {
             schedule,
             accumulation,
             production_shapes,
+            python_path,
             hash,
         })
     }
@@ -444,6 +487,7 @@ impl Manifest {
             schedule: None,
             accumulation: Some(KOrder::PerProduct),
             production_shapes: Vec::new(),
+            python_path: Vec::new(),
         })
     }
 }

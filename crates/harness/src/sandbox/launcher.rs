@@ -338,7 +338,11 @@ fn self_check(args: &LauncherArgs, user_namespace: bool) -> Result<String, Sandb
     if std::fs::write("/tmp/probe", b"x").is_err() {
         return Err("/tmp is not writable".into());
     }
-    let cache = args.paths.cache.as_ref().map(|_| PathBuf::from(CACHE_INSIDE));
+    let cache = args
+        .paths
+        .cache
+        .as_ref()
+        .map(|_| PathBuf::from(CACHE_INSIDE));
     for dir in args.paths.writable.iter().chain(cache.as_ref()) {
         let file = dir.join(".nvfp4-oracle-sandbox-probe");
         std::fs::write(&file, b"x")

@@ -60,6 +60,20 @@ fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
+/// The worker's PYTHONPATH for a manifest's `python_path`: its folders first, then whatever
+/// PYTHONPATH this process has. Nothing where the manifest names none.
+fn python_path_env(folders: &[PathBuf]) -> Vec<(String, String)> {
+    if folders.is_empty() {
+        return Vec::new();
+    }
+    let inherited = std::env::var_os("PYTHONPATH").map(PathBuf::from);
+    let all = folders.iter().cloned().chain(inherited);
+    let joined = std::env::join_paths(all)
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    vec![("PYTHONPATH".to_string(), joined)]
+}
+
 /// The kernel a manifest describes.
 pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
     let arch_args: Vec<String> = manifest
@@ -83,6 +97,7 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
                     [parent_dir(path), parent_dir(&worker_script()?)]
                         .into_iter()
                         .flatten()
+                        .chain(manifest.python_path.iter().cloned())
                         .collect(),
                 ),
                 program: python_program(),
@@ -97,7 +112,7 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
                 .into_iter()
                 .chain(arch_args)
                 .collect(),
-                env: Vec::new(),
+                env: python_path_env(&manifest.python_path),
                 start_timeout: SUBMISSION_START_TIMEOUT,
             },
             SUBMISSION_CASE_TIMEOUT,

@@ -119,6 +119,11 @@ impl IsolatedKernel {
         self
     }
 
+    /// What its workers are started with (before the sandbox wraps it).
+    pub fn worker_command(&self) -> &WorkerCommand {
+        &self.command
+    }
+
     pub fn preflight(&self) -> Option<&str> {
         self.preflight.as_deref()
     }
