@@ -1,7 +1,7 @@
 //! `nvfp4-oracle bench`: time GPU variants that passed certification, against torch in one run.
 
 use super::bench_external::bench_external;
-use super::bench_report::{trusted, BenchArgs, BenchReport};
+use super::bench_report::{regime_covered, trusted, BenchArgs, BenchReport};
 use nvfp4_harness::error::{Error, Result};
 use nvfp4_harness::gpu::bench::bench_variant;
 use nvfp4_harness::gpu::variants::gpu_variants;
@@ -88,7 +88,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             unavailable.push(variant.name.to_string());
             continue;
         }
-        let is_trusted = trusted(&args.report_dir, variant.name, &variant.source_hash());
+        let certified = trusted(&args.report_dir, variant.name, &variant.source_hash());
+        let is_trusted = certified.is_some();
         if !is_trusted && !args.force_untrusted {
             eprintln!(
                 "skipping {}: no certificate of this source in {} (run `nvfp4-oracle certify --kernel {}` first, or --force-untrusted)",
@@ -114,6 +115,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             .iter()
             .copied()
             .filter(|s| variant.support.supports(*s))
+            .filter(|s| regime_covered(certified.as_ref(), variant.name, *s))
             .collect();
         let (info, timings) = bench_variant(variant, &supported, args.reps)?;
         report.device = info.describe();

@@ -3,7 +3,7 @@
 //! calls drawn after the loop and judged against the model, the parent's wall clock against the
 //! reported samples, and a crash or hang while timed.
 
-use super::bench_report::{trusted, BenchArgs, BenchReport, Clocks, SpotCheck};
+use super::bench_report::{regime_covered, trusted, BenchArgs, BenchReport, Clocks, SpotCheck};
 use nvfp4_harness::error::{Error, Result};
 use nvfp4_harness::gpu::bench::Timing;
 use nvfp4_harness::gpu::device::device_info;
@@ -129,7 +129,8 @@ pub fn bench_external(
     report: &mut BenchReport,
 ) -> Result<()> {
     let name = kernel.name().to_string();
-    let is_trusted = trusted(&args.report_dir, &name, &kernel.info.source_hash);
+    let certified = trusted(&args.report_dir, &name, &kernel.info.source_hash);
+    let is_trusted = certified.is_some();
     if !is_trusted && !args.force_untrusted {
         eprintln!(
             "skipping {name}: no certificate of this kernel's files in {} (certify it first, or --force-untrusted)",
@@ -162,6 +163,9 @@ pub fn bench_external(
         let shape = bench_shape.label(problem);
         if !kernel.support().supports(shape) {
             eprintln!("skipping {name} on {shape}: outside its declared support");
+            continue;
+        }
+        if !regime_covered(certified.as_ref(), &name, shape) {
             continue;
         }
         // One set of inputs per call, none seen twice: the warm-up sets now, each timed call's

@@ -107,24 +107,46 @@ pub struct Clocks {
     pub floor_us: Option<f64>,
 }
 
-/// Whether `dir` holds a certificate that lets bench time `name` of source hash `hash`; a
-/// certificate that is refused is named on stderr with why (an edited or forged certificate is
-/// worth saying so), and one that is trusted without some checks says which.
-pub(super) fn trusted(dir: &Path, name: &str, hash: &str) -> bool {
+/// The certificate in `dir` that lets bench time `name` of source hash `hash`: what it covered
+/// (its coverage JSON), or `None`. A certificate that is refused is named on stderr with why (an
+/// edited or forged certificate is worth saying so), and one that is trusted without some checks
+/// says which.
+pub(super) fn trusted(dir: &Path, name: &str, hash: &str) -> Option<serde_json::Value> {
     match timing_trust(dir, name, hash) {
-        Trust::Absent => false,
+        Trust::Absent => None,
         Trust::Refused { path, why } => {
             eprintln!("not trusting {}: {why}", path.display());
-            false
+            None
         }
         Trust::Trusted {
             path,
             checks_not_run,
+            coverage,
         } => {
             if let Some(why) = checks_not_run {
                 eprintln!("note: {}: certified without {why}", path.display());
             }
-            true
+            Some(coverage)
         }
+    }
+}
+
+/// Whether bench may time `name` on `shape` under the certificate coverage `certified`
+/// (`None`: untrusted, timed only with --force-untrusted, which says so elsewhere): not where the
+/// shape lies in a deployment regime the campaign never reached; says why on stderr.
+pub(super) fn regime_covered(
+    certified: Option<&serde_json::Value>,
+    name: &str,
+    shape: Shape,
+) -> bool {
+    let Some(coverage) = certified else {
+        return true;
+    };
+    match nvfp4_harness::certify::regimes::uncovered_regime(coverage, shape) {
+        Some(why) => {
+            eprintln!("skipping {name} on {shape}: {why}");
+            false
+        }
+        None => true,
     }
 }

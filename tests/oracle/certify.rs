@@ -552,3 +552,54 @@ fn a_bug_outside_the_catalogue_is_localized_in_the_diagnosis_line() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Every certificate counts the cases of each deployment regime (decode steps, wide N, many
+/// tiles...): a CPU kernel draws none of its own and is told why, but its thin production cases
+/// are decode steps and are counted as such; bench's per-shape rule reads the count.
+#[test]
+fn a_certificate_counts_the_deployment_regimes_its_cases_reached() {
+    let dir = std::env::temp_dir().join(format!("nvfp4-oracle-regimes-{}", std::process::id()));
+    let run = crate::common::oracle_command()
+        .args(["certify", "--kernel", "cpu-tiled", "--cases", "5"])
+        .args(["--seed", "11", "--report-dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let json = std::fs::read_to_string(dir.join("cpu-tiled.json")).unwrap();
+    let certificate: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let coverage = &certificate["coverage"];
+    assert_eq!(coverage["planned_regime_cases"], serde_json::json!(0));
+    assert!(coverage["regime_note"]
+        .as_str()
+        .unwrap()
+        .contains("CPU kernel"));
+    // Its production shapes at 2 rows of M: N >= 2048 and K >= 4096 make them decode steps.
+    assert!(coverage["by_regime"]["decode"]["cases"].as_u64().unwrap() > 0);
+    let decode = nvfp4_model::problem::Shape::new(8, 4096, 7168, 1).unwrap();
+    assert_eq!(
+        nvfp4_harness::certify::regimes::uncovered_regime(coverage, decode),
+        None
+    );
+    // No case past 16,384 tiles (nor tall M, nor N past 8192 at full rows): bench would not
+    // time such a shape on this certificate.
+    assert_eq!(coverage["by_regime"]["many-tiles"], serde_json::Value::Null);
+    let many_tiles = nvfp4_model::problem::Shape::new(16384, 16512, 256, 1).unwrap();
+    assert!(
+        nvfp4_harness::certify::regimes::uncovered_regime(coverage, many_tiles)
+            .unwrap()
+            .contains("ran no case there")
+    );
+    let markdown = std::fs::read_to_string(dir.join("cpu-tiled.md")).unwrap();
+    let row = markdown
+        .lines()
+        .find(|l| l.starts_with("| deployment regimes"))
+        .expect("a regime row");
+    assert!(row.contains("decode: ") && row.contains("no case in"), "{row}");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -18,6 +18,7 @@ use super::cases::{judged_whole, round_up};
 use super::coverage::{shape_class, Coverage};
 use super::pipeline::run_in_pipeline;
 use super::production::{large_cases, production_cases};
+use super::regimes::regime_cases;
 use super::sampling::{shape_products, FULL_REFERENCE_PRODUCTS};
 use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
 use nvfp4_model::compare::diagnosis::{diagnose, Diagnosis, Observation};
@@ -237,6 +238,17 @@ pub fn certify_variant(
         &dists,
         limits.seed,
     );
+    // One case in each deployment regime, drawn per run (crates/harness/src/certify/regimes.rs).
+    let (regimes, regime_note) = regime_cases(
+        kernel.problem(),
+        support,
+        kernel.runs_on_gpu(),
+        &dists,
+        limits.seed,
+    );
+    let regimes: Vec<CaseSpec> = regimes.into_iter().map(|(_, spec)| spec).collect();
+    coverage.planned_regime_cases = Some(regimes.len());
+    coverage.regime_note = regime_note;
     coverage.planned_edge_cases = edges.len();
     coverage.planned_golden_cases = goldens.len();
     coverage.planned_production_cases = production.len();
@@ -256,6 +268,7 @@ pub fn certify_variant(
         .chain(goldens)
         .chain(production.iter().copied().filter(|_| !limits.quick))
         .chain(large.iter().copied().filter(|_| !limits.quick))
+        .chain(regimes.iter().copied().filter(|_| !limits.quick))
         .chain(stagnation)
         .collect();
     let planned = fixed.len() + limits.cases;
@@ -280,6 +293,8 @@ pub fn certify_variant(
             "production"
         } else if large.contains(&outcome.spec) {
             "large"
+        } else if regimes.contains(&outcome.spec) {
+            "regime"
         } else {
             shape_class(outcome.spec.shape)
         };

@@ -35,6 +35,16 @@ pub struct Coverage {
     /// kernel's, why.
     pub planned_large_cases: usize,
     pub large_note: Option<String>,
+    /// Deployment-regime cases (crates/harness/src/certify/regimes.rs) planned, and why some
+    /// regime has none. `None` in certificates from before the regimes.
+    #[serde(default)]
+    pub planned_regime_cases: Option<usize>,
+    #[serde(default)]
+    pub regime_note: Option<String>,
+    /// Per deployment regime, every case of the campaign whose shape lies in it (whatever
+    /// drew it) and how many of those were judged on sampled rows.
+    #[serde(default)]
+    pub by_regime: std::collections::BTreeMap<String, super::regimes::RegimeCount>,
     /// `certify --quick`: the planned production-size cases were not run.
     pub production_size_skipped: bool,
     /// The fixed cases of per-product rounding's worst case ([`super::cases::stagnation_cases`]).
@@ -94,6 +104,11 @@ impl Coverage {
             .entry(outcome.spec.dist.name().to_string())
             .or_default() += 1;
         *self.by_shape_class.entry(class.to_string()).or_default() += 1;
+        for regime in super::regimes::regimes_of(outcome.spec.shape) {
+            let count = self.by_regime.entry(regime.name().to_string()).or_default();
+            count.cases += 1;
+            count.sampled += usize::from(outcome.sample.is_some());
+        }
         if let Some(sample) = &outcome.sample {
             self.sampled_cases += 1;
             self.sampled_rows_judged += sample.rows.len();

@@ -162,6 +162,11 @@ pub fn merge_coverage(parts: &[&Coverage], failed: bool) -> Coverage {
                 *into.entry(key.clone()).or_default() += seconds;
             }
         }
+        for (regime, count) in &part.by_regime {
+            let into = merged.by_regime.entry(regime.clone()).or_default();
+            into.cases += count.cases;
+            into.sampled += count.sampled;
+        }
         merged.sampled_cases += part.sampled_cases;
         merged.sampled_rows_judged += part.sampled_rows_judged;
         merged.sampled_rows_of += part.sampled_rows_of;

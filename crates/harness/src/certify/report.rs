@@ -593,6 +593,17 @@ pub fn production_coverage_gap(coverage: &serde_json::Value) -> Option<String> {
                 .to_string(),
         );
     }
+    // A certificate from before the regimes says nothing of them: bench's per-shape rule
+    // (regimes::uncovered_regime) refuses the shapes that lie in one.
+    let regimes_ran = coverage["by_shape_class"]["regime"].as_u64().unwrap_or(0);
+    if let Some(planned) = coverage["planned_regime_cases"].as_u64() {
+        if regimes_ran < planned {
+            return Some(format!(
+                "{regimes_ran} of its {planned} deployment-regime cases ran; certify it again \
+                 without a time budget"
+            ));
+        }
+    }
     [
         ("production", "planned_production_cases", "production-shape"),
         ("large", "planned_large_cases", "random large-shape"),
@@ -638,6 +649,14 @@ mod tests {
         assert!(production_coverage_gap(&none_ran)
             .unwrap()
             .starts_with("0 of its 52 production-shape cases ran"));
+        let regimes_cut = json!({
+            "planned_production_cases": 13, "planned_large_cases": 2, "planned_regime_cases": 9,
+            "by_shape_class": {"production": 13, "large": 2, "regime": 4},
+        });
+        assert_eq!(
+            production_coverage_gap(&regimes_cut).unwrap(),
+            "4 of its 9 deployment-regime cases ran; certify it again without a time budget"
+        );
         let older = json!({"planned_production_cases": 13, "by_shape_class": {"production": 13}});
         assert!(production_coverage_gap(&older)
             .unwrap()

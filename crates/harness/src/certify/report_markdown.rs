@@ -11,18 +11,20 @@ impl Certificate {
             + c.planned_golden_cases
             + c.planned_production_cases
             + c.planned_large_cases
+            + c.planned_regime_cases.unwrap_or(0)
             + c.planned_stagnation_cases
             + self.cases_requested;
         if self.unavailable_reason.is_some() {
             return "0 (not run)".to_string();
         }
         format!(
-            "{} of {planned} planned: {} fixed edge, {} golden, {} at production shapes, {} random large, {} stagnation (per-product rounding's worst case) and {} random (--cases){}",
+            "{} of {planned} planned: {} fixed edge, {} golden, {} at production shapes, {} random large, {} in deployment regimes, {} stagnation (per-product rounding's worst case) and {} random (--cases){}",
             c.cases,
             c.planned_edge_cases,
             c.planned_golden_cases,
             c.planned_production_cases,
             c.planned_large_cases,
+            c.planned_regime_cases.unwrap_or(0),
             c.planned_stagnation_cases,
             self.cases_requested,
             if let Some(shard) = self.shard {
@@ -84,6 +86,44 @@ impl Certificate {
         words
     }
 
+    /// The coverage table's regime row: per deployment regime, the cases of the campaign whose
+    /// shape lies in it and how many were judged on sampled rows; the regimes with none.
+    pub(super) fn regimes_in_words(&self) -> String {
+        let c = &self.coverage;
+        let mut reached = Vec::new();
+        let mut missing = Vec::new();
+        for regime in super::regimes::Regime::ALL {
+            match c.by_regime.get(regime.name()) {
+                Some(count) if count.cases > 0 => reached.push(format!(
+                    "{}: {} ({})",
+                    regime.name(),
+                    count.cases,
+                    match count.sampled {
+                        0 => "judged whole".to_string(),
+                        s if s == count.cases => "on sampled rows".to_string(),
+                        s => format!("{s} on sampled rows"),
+                    }
+                )),
+                _ => missing.push(regime.name()),
+            }
+        }
+        let mut words = if reached.is_empty() {
+            "none reached".to_string()
+        } else {
+            reached.join(", ")
+        };
+        if !missing.is_empty() {
+            words.push_str(&format!(
+                "; no case in {} (bench will not time a shape there on this certificate)",
+                missing.join(", ")
+            ));
+        }
+        if let Some(note) = &c.regime_note {
+            words.push_str(&format!("; {note}"));
+        }
+        words
+    }
+
     pub fn markdown(&self) -> String {
         let c = &self.coverage;
         let mut md = format!(
@@ -126,6 +166,10 @@ impl Certificate {
             md.push_str(&format!(
                 "| production-size cases | {} |\n",
                 self.production_size_in_words()
+            ));
+            md.push_str(&format!(
+                "| deployment regimes (cases whose shape lies in each, drawn per run) | {} |\n",
+                self.regimes_in_words()
             ));
             md.push_str(&format!(
                 "| time by phase (summed over cases; they overlap: a case judged whole has its model computed beside its kernel run, and a fixed case its inputs made and its judgement done beside the kernel runs of its neighbours) | {} |\n",

@@ -18,6 +18,9 @@ pub enum Trust {
     Trusted {
         path: PathBuf,
         checks_not_run: Option<String>,
+        /// The certificate's coverage (its JSON): bench times a shape only where it reached the
+        /// shape's deployment regimes ([`super::regimes::uncovered_regime`]).
+        coverage: serde_json::Value,
     },
 }
 
@@ -39,6 +42,7 @@ pub fn timing_trust(dir: &Path, name: &str, hash: &str) -> Trust {
     match allows_timing(&value, hash) {
         Ok(()) => Trust::Trusted {
             checks_not_run: checks_not_run(&value),
+            coverage: value["coverage"].clone(),
             path,
         },
         Err(Refusal::NotThisKernel) => Trust::Absent,
