@@ -198,14 +198,21 @@ impl Regime {
                 between(16384, 24576),
                 1,
             ),
+            // Judged on sampled rows: a deeper K means fewer rows (and interval statistics) for
+            // the same products; a shallow one cost the model a minute on 2 cores.
             Regime::HugeOutput => {
                 let n = between(16384, 32768);
-                (HUGE_OUTPUT / n + between(1, 2048), n, between(16, 256), 1)
+                (
+                    HUGE_OUTPUT / n + between(1, 2048),
+                    n,
+                    between(2048, 4096),
+                    1,
+                )
             }
             Regime::ManyTiles => {
                 let n = between(16384, 32768);
                 let tiles_m = MANY_TILES / n.div_ceil(128) + 1;
-                (tiles_m * 128 + between(0, 4096), n, between(16, 256), 1)
+                (tiles_m * 128 + between(0, 4096), n, between(2048, 4096), 1)
             }
             Regime::PublicModel => {
                 let (n, k, _) = PUBLIC_MODEL_SHAPES[between(0, PUBLIC_MODEL_SHAPES.len() - 1)];
