@@ -22,6 +22,7 @@ mod preflight;
 mod preflight_cute;
 mod preflight_steps;
 mod readme_commands;
+mod regimes;
 mod replay;
 mod scaled_gemm_cli;
 mod shard;
