@@ -406,21 +406,14 @@ fn certify_with_default_flags_rejects_the_production_depth_and_width_mutants() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// `--quick` runs no production-size case, says so, and leaves a certificate bench refuses.
-#[test]
-fn a_quick_campaign_skips_the_production_size_cases_and_is_not_timed() {
-    let dir = std::env::temp_dir().join(format!("nvfp4-oracle-quick-{}", std::process::id()));
+/// `certify --kernel cpu-tiled ARGS --report-dir DIR`, which must certify it: its certificate's
+/// JSON and Markdown.
+fn certify_cpu_tiled(args: &[&str], dir: &std::path::Path) -> (serde_json::Value, String) {
     let run = crate::common::oracle_command()
-        .args([
-            "certify",
-            "--quick",
-            "--kernel",
-            "cpu-tiled",
-            "--cases",
-            "20",
-        ])
-        .args(["--seed", "3", "--report-dir"])
-        .arg(&dir)
+        .args(["certify", "--kernel", "cpu-tiled"])
+        .args(args)
+        .arg("--report-dir")
+        .arg(dir)
         .output()
         .unwrap();
     assert_eq!(
@@ -430,14 +423,22 @@ fn a_quick_campaign_skips_the_production_size_cases_and_is_not_timed() {
         String::from_utf8_lossy(&run.stderr)
     );
     let json = std::fs::read_to_string(dir.join("cpu-tiled.json")).unwrap();
-    let certificate: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let markdown = std::fs::read_to_string(dir.join("cpu-tiled.md")).unwrap();
+    (serde_json::from_str(&json).unwrap(), markdown)
+}
+
+/// `--quick` runs no production-size case, says so, and leaves a certificate bench refuses.
+#[test]
+fn a_quick_campaign_skips_the_production_size_cases_and_is_not_timed() {
+    let dir = std::env::temp_dir().join(format!("nvfp4-oracle-quick-{}", std::process::id()));
+    let (certificate, markdown) =
+        certify_cpu_tiled(&["--quick", "--cases", "20", "--seed", "3"], &dir);
     let coverage = &certificate["coverage"];
     assert_eq!(coverage["production_size_skipped"], serde_json::json!(true));
     assert!(coverage["planned_production_cases"].as_u64().unwrap() > 0);
     for class in ["production", "large"] {
         assert!(coverage["by_shape_class"][class].is_null(), "{class} ran");
     }
-    let markdown = std::fs::read_to_string(dir.join("cpu-tiled.md")).unwrap();
     assert!(
         markdown.contains("production-size cases skipped (--quick)"),
         "{markdown}"
@@ -559,20 +560,7 @@ fn a_bug_outside_the_catalogue_is_localized_in_the_diagnosis_line() {
 #[test]
 fn a_certificate_counts_the_deployment_regimes_its_cases_reached() {
     let dir = std::env::temp_dir().join(format!("nvfp4-oracle-regimes-{}", std::process::id()));
-    let run = crate::common::oracle_command()
-        .args(["certify", "--kernel", "cpu-tiled", "--cases", "5"])
-        .args(["--seed", "11", "--report-dir"])
-        .arg(&dir)
-        .output()
-        .unwrap();
-    assert_eq!(
-        run.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
-    let json = std::fs::read_to_string(dir.join("cpu-tiled.json")).unwrap();
-    let certificate: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let (certificate, markdown) = certify_cpu_tiled(&["--cases", "5", "--seed", "11"], &dir);
     let coverage = &certificate["coverage"];
     assert_eq!(coverage["planned_regime_cases"], serde_json::json!(0));
     assert!(coverage["regime_note"]
@@ -595,11 +583,13 @@ fn a_certificate_counts_the_deployment_regimes_its_cases_reached() {
             .unwrap()
             .contains("ran no case there")
     );
-    let markdown = std::fs::read_to_string(dir.join("cpu-tiled.md")).unwrap();
     let row = markdown
         .lines()
         .find(|l| l.starts_with("| deployment regimes"))
         .expect("a regime row");
-    assert!(row.contains("decode: ") && row.contains("no case in"), "{row}");
+    assert!(
+        row.contains("decode: ") && row.contains("no case in"),
+        "{row}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
