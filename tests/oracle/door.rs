@@ -711,7 +711,7 @@ fn a_worker_runs_under_a_tool_whose_reports_become_findings() {
     let given = std::fs::read_to_string(&logged).unwrap();
     // Every worker's own compiler cache, plain or not (tests/oracle/worker_isolation.rs compares a
     // plain worker's view with a checked one's, paths included).
-    let per_worker: Vec<String> = nvfp4_harness::worker::fresh_start::cache_env(Path::new("/"))
+    let per_worker: Vec<String> = nvfp4_harness::worker::command::cache_env(Path::new("/"))
         .into_iter()
         .map(|(key, _)| key)
         .collect();

@@ -1,8 +1,8 @@
 //! How a worker is started: its command ([`WorkerCommand`]), the program that serves
-//! `gpu-worker` and launches the sandbox ([`worker_program`]), and the same command wrapped in
-//! the sandbox ([`wrap`]).
+//! `gpu-worker` and launches the sandbox ([`worker_program`]), the environment that points its
+//! compilers at its own cache ([`cache_env`]), and the same command wrapped in the sandbox
+//! ([`wrap`]).
 
-use super::fresh_start::cache_env;
 use crate::sandbox::{isolation, launcher_args, Isolation, SandboxPaths, CACHE_INSIDE};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -37,7 +37,7 @@ pub fn worker_program() -> PathBuf {
 /// also its working directory) and `cache` (its compilers' caches) writable, and the isolation
 /// that holds; `command` itself, and why it is not sandboxed, where the sandbox cannot be built
 /// here. Either way the environment that points the compilers at the cache
-/// ([`super::fresh_start::cache_env`]) is added: inside the sandbox the cache lies at
+/// ([`cache_env`]) is added: inside the sandbox the cache lies at
 /// [`CACHE_INSIDE`], the same path for every worker.
 pub fn wrap(
     command: &WorkerCommand,
@@ -89,4 +89,25 @@ pub fn wrap(
         sandbox: None,
     };
     (wrapped, isolation)
+}
+
+/// The environment that points a worker's compilers (load_inline, Triton, inductor, the CUDA
+/// JIT, CuTe DSL) at `cache`, the empty folder its parent made for it alone and removes when it ends
+/// ([`super::isolated`]), as the worker sees it (in the sandbox: [`crate::sandbox::CACHE_INSIDE`]). Given to every worker, sandboxed or not: a cache shared between
+/// workers, or kept between runs, is a channel, through which one worker can tell another (a
+/// campaign's from a check's) what it has seen; and outside `cache` the sandbox's file system is
+/// read-only.
+pub fn cache_env(cache: &Path) -> Vec<(String, String)> {
+    let dir = |name: &str| cache.join(name).display().to_string();
+    vec![
+        ("XDG_CACHE_HOME".to_string(), cache.display().to_string()),
+        ("TORCH_EXTENSIONS_DIR".into(), dir("torch_extensions")),
+        ("TRITON_HOME".into(), cache.display().to_string()),
+        ("TRITON_CACHE_DIR".into(), dir("triton")),
+        ("TORCHINDUCTOR_CACHE_DIR".into(), dir("inductor")),
+        ("CUDA_CACHE_PATH".into(), dir("nv")),
+        // CuTe DSL's JIT cache: by default one folder per user under the temporary folder,
+        // shared by every run and kept between them.
+        ("CUTE_DSL_CACHE_DIR".into(), dir("cute_dsl")),
+    ]
 }

@@ -6,7 +6,7 @@
 //! marker in its first worker and so told the campaign's worker (the first) from the checks'
 //! copies started after it, and misbehaved in the campaign alone. So each worker gets its own
 //! scratch folder's `outputs/` (its working directory) emptied and a compiler cache (`cache/`,
-//! [`cache_env`]) made for it and removed when it ends.
+//! [`cache_env`](super::command::cache_env)) made for it and removed when it ends.
 //!
 //! A kernel's compilers would then start from nothing in every worker: a `load_inline` build
 //! (a minute) again after each crash and for each of the four compute-sanitizer copies. For
@@ -20,7 +20,7 @@
 //! campaign's worker writes reaches no other worker. The cost: one more worker start per kernel
 //! and run (an import and a CUDA context, seconds), instead of a compilation per worker.
 
-use super::command::WorkerCommand;
+use super::command::{cache_env, WorkerCommand};
 use super::parent::{Worker, INPUTS, OUTPUTS};
 use crate::kernels::PrepareError;
 use std::path::{Path, PathBuf};
@@ -147,27 +147,6 @@ impl Drop for StartingCache {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.root);
     }
-}
-
-/// The environment that points a worker's compilers (load_inline, Triton, inductor, the CUDA
-/// JIT, CuTe DSL) at `cache`, the empty folder its parent made for it alone and removes when it ends
-/// ([`super::isolated`]), as the worker sees it (in the sandbox: [`crate::sandbox::CACHE_INSIDE`]). Given to every worker, sandboxed or not: a cache shared between
-/// workers, or kept between runs, is a channel, through which one worker can tell another (a
-/// campaign's from a check's) what it has seen; and outside `cache` the sandbox's file system is
-/// read-only.
-pub fn cache_env(cache: &Path) -> Vec<(String, String)> {
-    let dir = |name: &str| cache.join(name).display().to_string();
-    vec![
-        ("XDG_CACHE_HOME".to_string(), cache.display().to_string()),
-        ("TORCH_EXTENSIONS_DIR".into(), dir("torch_extensions")),
-        ("TRITON_HOME".into(), cache.display().to_string()),
-        ("TRITON_CACHE_DIR".into(), dir("triton")),
-        ("TORCHINDUCTOR_CACHE_DIR".into(), dir("inductor")),
-        ("CUDA_CACHE_PATH".into(), dir("nv")),
-        // CuTe DSL's JIT cache: by default one folder per user under the temporary folder,
-        // shared by every run and kept between them.
-        ("CUTE_DSL_CACHE_DIR".into(), dir("cute_dsl")),
-    ]
 }
 
 #[cfg(test)]
