@@ -42,6 +42,34 @@ fn a_verdict_that_got_worse_is_a_regression_and_a_better_one_is_not() {
     assert!(compare(&main, &main).is_empty());
 }
 
+#[test]
+fn a_deployment_regime_no_longer_reached_is_a_regression() {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("gate-regimes");
+    std::fs::create_dir_all(&dir).unwrap();
+    let main = certificate(&CpuKernel::correct(), &dir);
+    let mut pull_request = main.clone();
+    pull_request.coverage.by_regime.insert(
+        "decode".into(),
+        nvfp4_harness::certify::regimes::RegimeCount {
+            cases: 3,
+            sampled: 0,
+        },
+    );
+    pull_request.coverage.planned_regime_cases = Some(9);
+    // More regimes reached than the baseline: no regression.
+    assert!(compare(&main, &pull_request).iter().all(|c| !c.worse));
+    let back = compare(&pull_request, &main);
+    for expected in [
+        "deployment regimes no longer reached: decode",
+        "deployment-regime cases planned: 9 -> 0",
+    ] {
+        assert!(
+            back.iter().any(|c| c.worse && c.what == expected),
+            "{expected}: {back:?}"
+        );
+    }
+}
+
 use crate::common::oracle_with_key as oracle;
 
 #[test]

@@ -99,6 +99,11 @@ pub fn compare(old: &Certificate, new: &Certificate) -> Vec<Change> {
             a.planned_large_cases,
             b.planned_large_cases,
         ),
+        (
+            "deployment-regime cases planned",
+            a.planned_regime_cases.unwrap_or(0),
+            b.planned_regime_cases.unwrap_or(0),
+        ),
     ] {
         if after < before {
             change(format!("{words}: {before} -> {after}"), true);
@@ -114,6 +119,11 @@ pub fn compare(old: &Certificate, new: &Certificate) -> Vec<Change> {
             "shape classes",
             a.by_shape_class.keys().cloned().collect(),
             b.by_shape_class.keys().cloned().collect(),
+        ),
+        (
+            "deployment regimes",
+            a.by_regime.keys().cloned().collect(),
+            b.by_regime.keys().cloned().collect(),
         ),
         (
             "FP4 codes",
