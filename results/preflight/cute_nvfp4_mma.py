@@ -6,9 +6,12 @@ scales per 16 in tensor memory, by `tcgen05.mma ... kind::mxf4nvf4.block_scale.b
 cannot run: tensor-memory addresses are constants (no tcgen05.alloc), and nothing loads the
 operands, commits or stores the result. The tile comes from the environment: MMA_M, MMA_N, CG
 (1 or 2), SMEM_BYTES (the launch's dynamic shared memory), SCALES (nvfp4, or mx for MXFP4's
-scales) and WS=1 (two warpgroups with warp roles: the first gives registers back with
-setmaxnreg.dec, the second takes more with setmaxnreg.inc and issues the MMA), so that the tile
-checks of the MMA's constructor can be seen refusing a bad one.
+scales), SF_LAYOUT_VEC (the scale vector size of the scale layouts, 16 or 32, by default the
+MMA's), CLUSTER (the launch's cluster, "x,y,z" or "none") and WS=1 (two warpgroups with warp
+roles: the first gives registers back with setmaxnreg.dec, the second takes more with
+setmaxnreg.inc and issues the MMA), so that the tile checks of the MMA's constructor can be seen
+refusing a bad one, and the kernels CuTe DSL compiles without complaint (scales laid out for
+another block size, a CTA pair launched without a cluster) can be seen by preflight.
 Compiled as a submission by submission_nvfp4_mma.py beside it (run.sh).
 """
 import os, sys
@@ -25,6 +28,11 @@ AB = cutlass.Float4E2M1FN
 MX = os.environ.get("SCALES", "nvfp4") == "mx"
 SF = cutlass.Float8E8M0FNU if MX else cutlass.Float8E4M3FN
 SF_VEC = 32 if MX else 16
+# SF_LAYOUT_VEC: the scale vector size of the scale layouts (shared and tensor memory; a kernel
+# that copies its scales fills them by these layouts), independent of the MMA's (SF_VEC): 32
+# with NVFP4's MMA lays the scales out one per 32 K elements while the MMA reads one per 16, a
+# kernel that compiles and applies the wrong scales.
+SF_LAYOUT_VEC = int(os.environ.get("SF_LAYOUT_VEC", str(SF_VEC)))
 MMA_M = int(os.environ.get("MMA_M", "128"))
 MMA_N = int(os.environ.get("MMA_N", "128"))
 CG = int(os.environ.get("CG", "1"))
@@ -40,8 +48,8 @@ def mma_kernel(gD: cute.Tensor):
         tcgen05.CtaGroup.ONE if CG == 1 else tcgen05.CtaGroup.TWO, MMA_TILER[:2])
     a_layout = sm100_utils.make_smem_layout_a(tiled_mma, MMA_TILER, AB, 1)
     b_layout = sm100_utils.make_smem_layout_b(tiled_mma, MMA_TILER, AB, 1)
-    sfa_layout = blockscaled_utils.make_smem_layout_sfa(tiled_mma, MMA_TILER, SF_VEC, 1)
-    sfb_layout = blockscaled_utils.make_smem_layout_sfb(tiled_mma, MMA_TILER, SF_VEC, 1)
+    sfa_layout = blockscaled_utils.make_smem_layout_sfa(tiled_mma, MMA_TILER, SF_LAYOUT_VEC, 1)
+    sfb_layout = blockscaled_utils.make_smem_layout_sfb(tiled_mma, MMA_TILER, SF_LAYOUT_VEC, 1)
 
     smem = cutlass.utils.SmemAllocator()
     sA = smem.allocate_tensor(AB, a_layout.outer, byte_alignment=128, swizzle=a_layout.inner)
@@ -57,11 +65,11 @@ def mma_kernel(gD: cute.Tensor):
     tCtAcc = cute.make_tensor(acc_ptr, tCtAcc_fake.layout)
     sfa_ptr = cute.recast_ptr(acc_ptr + tcgen05.find_tmem_tensor_col_offset(tCtAcc), dtype=SF)
     tCtSFA = cute.make_tensor(sfa_ptr, blockscaled_utils.make_tmem_layout_sfa(
-        tiled_mma, MMA_TILER, SF_VEC, cute.slice_(sfa_layout, (None, None, None, 0))))
+        tiled_mma, MMA_TILER, SF_LAYOUT_VEC, cute.slice_(sfa_layout, (None, None, None, 0))))
     sfb_ptr = cute.recast_ptr(acc_ptr + tcgen05.find_tmem_tensor_col_offset(tCtAcc)
                               + tcgen05.find_tmem_tensor_col_offset(tCtSFA), dtype=SF)
     tCtSFB = cute.make_tensor(sfb_ptr, blockscaled_utils.make_tmem_layout_sfb(
-        tiled_mma, MMA_TILER, SF_VEC, cute.slice_(sfb_layout, (None, None, None, 0))))
+        tiled_mma, MMA_TILER, SF_LAYOUT_VEC, cute.slice_(sfb_layout, (None, None, None, 0))))
 
     if cutlass.const_expr(WS):
         # Warp roles: a producer warpgroup with few registers, a consumer with many.
@@ -77,9 +85,16 @@ def mma_kernel(gD: cute.Tensor):
                   tCtAcc)
         tiled_mma.set(tcgen05.Field.ACCUMULATE, True)
 
+# CLUSTER: the launch's cluster, "x,y,z", or "none" for a launch without one (by default none
+# for one CTA, (2, 1, 1) for a CTA pair); the grid is one cluster (or CG CTAs without one).
+CLUSTER = os.environ.get("CLUSTER", "none" if CG == 1 else "2,1,1")
+CLUSTER_DIMS = None if CLUSTER == "none" else tuple(int(d) for d in CLUSTER.split(","))
+GRID = CLUSTER_DIMS or (CG, 1, 1)
+
 @cute.jit
 def mma_host(mD: cute.Tensor):
-    if cutlass.const_expr(CG == 1):
-        mma_kernel(mD).launch(grid=(1, 1, 1), block=(THREADS, 1, 1), smem=SMEM_BYTES)
+    if cutlass.const_expr(CLUSTER_DIMS is None):
+        mma_kernel(mD).launch(grid=GRID, block=(THREADS, 1, 1), smem=SMEM_BYTES)
     else:
-        mma_kernel(mD).launch(grid=(2, 1, 1), block=(THREADS, 1, 1), cluster=(2, 1, 1), smem=SMEM_BYTES)
+        mma_kernel(mD).launch(grid=GRID, block=(THREADS, 1, 1), cluster=CLUSTER_DIMS,
+                              smem=SMEM_BYTES)

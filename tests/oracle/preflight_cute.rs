@@ -66,6 +66,11 @@ fn the_cute_dsl_test_kernels_get_their_expected_preflight() {
         }
         if cg == "2" {
             assert!(report.contains("2SM (cta_group::2)"), "{report}");
+            // The cluster is set at launch: read from the host code.
+            assert!(
+                report.contains("launched with 2 x 1 x 1 (host code)"),
+                "{report}"
+            );
         } else {
             // A claim the code does not bear out is a finding.
             let (code, report, _) = preflight(&[("CG", cg)], &["--claim", "two-sm"]);
@@ -285,9 +290,11 @@ fn each_compilation_gets_its_own_cute_dsl_cache() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// An MLIR verification error (the MMA's operands of another layout: an N tile of 64 with a CTA
-/// pair) names no line of the submission in CuTe DSL's words: the report gives the line of the
-/// submission's own code where it arose, the path to it, and what it means.
+/// An MLIR verification error (the MMA's operands of another layout: an M tile of 128 over a
+/// CTA pair, here with an N tile of 64) names no line of the submission in CuTe DSL's words: the
+/// report gives the line of the submission's own code where it arose, the path to it, and what
+/// it means, read from the MMA's type in the message: the M tile, not the N tile (an M tile of
+/// 256 over the pair compiles at N 64) nor the cluster.
 #[test]
 fn a_layout_error_is_explained_at_the_submissions_line() {
     if cute_python().is_none() {
@@ -314,5 +321,108 @@ fn a_layout_error_is_explained_at_the_submissions_line() {
         "{report}"
     );
     assert!(report.contains("What it means: "), "{report}");
-    assert!(report.contains("cluster of two"), "{report}");
+    assert!(
+        report.contains("its M tile is 128 over a CTA pair"),
+        "{report}"
+    );
+    assert!(
+        report.contains("not the N tile nor the cluster"),
+        "{report}"
+    );
+    let (code, report, err) = preflight(&[("MMA_N", "64"), ("CG", "2"), ("MMA_M", "256")], &[]);
+    assert_eq!(code, 0, "{report}{err}");
+    assert!(
+        report.contains("tcgen05.mma kind::mxf4nvf4 block16 cta_group::2"),
+        "{report}"
+    );
+}
+
+/// Scale layouts (and so the copies that fill them) made for one scale per 32 K elements under
+/// NVFP4's block16 MMA compile, and only took less shared memory; the MMA shows it: every second
+/// 64-K MMA is told to start reading its scales at byte 2 of a tensor-memory scale word
+/// (scale-factor ID 2), where block16's four scales per row fill the word from byte 0.
+#[test]
+fn scales_laid_out_per_32_under_nvfp4s_mma_are_a_finding() {
+    if cute_python().is_none() {
+        return;
+    }
+    for (cg, m, group) in [("1", "128", "cta_group::1"), ("2", "256", "cta_group::2")] {
+        let vars = [("CG", cg), ("MMA_M", m), ("SF_LAYOUT_VEC", "32")];
+        let (code, report, err) = preflight(&vars, &[]);
+        assert_eq!(code, 1, "{report}{err}");
+        assert!(
+            report.contains(&format!(
+                "its scales are laid out one per 32 K elements, but its MMA (kind::mxf4nvf4 \
+                 block16 {group}) reads one per 16"
+            )),
+            "{report}"
+        );
+        assert!(report.contains("scale-factor ID 2"), "{report}");
+        assert!(
+            report.contains("scale-factor IDs A {0, 2}, B {0, 2}"),
+            "{report}"
+        );
+        // The same kernel with its scales laid out per 16, as its MMA reads them: no finding.
+        let vars = [("CG", cg), ("MMA_M", m), ("SF_LAYOUT_VEC", "16")];
+        let (code, report, err) = preflight(&vars, &[]);
+        assert_eq!(code, 0, "{report}{err}");
+        assert!(report.contains("scale-factor IDs A {0}, B {0}"), "{report}");
+    }
+    // MXFP4's block32 MMA reads two scales per 64-K MMA: byte 2 is where its second MMA
+    // starts, not a finding of granularity (the format finding is another).
+    let (_, report, _) = preflight(&[("SCALES", "mx")], &["--any-format"]);
+    assert!(report.contains("No finding"), "{report}");
+}
+
+/// A CTA-pair MMA (cta_group::2) launched without a cluster of two compiles with CuTe DSL (its
+/// PTX is the same with or without the cluster, which is set at launch); the launch in the host
+/// code shows it. A cluster of two, or of four, along the first dimension is no finding.
+#[test]
+fn a_cta_pair_launched_without_a_cluster_of_two_is_a_finding() {
+    if cute_python().is_none() {
+        return;
+    }
+    let pair = [("CG", "2"), ("MMA_M", "256")];
+    let with = |cluster: &'static str| {
+        let mut vars = pair.to_vec();
+        vars.push(("CLUSTER", cluster));
+        preflight(&vars, &[])
+    };
+    let (code, report, err) = with("none");
+    assert_eq!(code, 1, "{report}{err}");
+    assert!(
+        report.contains("| cluster | none required; launched without a cluster (host code) |"),
+        "{report}"
+    );
+    assert!(
+        report.contains(
+            "its MMA runs on a CTA pair (cta_group::2), but the host code launches it without \
+             a cluster: the pair does not exist at run time"
+        ),
+        "{report}"
+    );
+    let (code, report, err) = with("1,1,1");
+    assert_eq!(code, 1, "{report}{err}");
+    assert!(
+        report.contains("a cluster of one CTA (1 x 1 x 1)"),
+        "{report}"
+    );
+    let (code, report, err) = with("1,2,1");
+    assert_eq!(code, 1, "{report}{err}");
+    assert!(
+        report.contains("a cluster of 1 x 2 x 1, whose first extent is odd"),
+        "{report}"
+    );
+    for cluster in ["2,1,1", "4,1,1"] {
+        let (code, report, err) = with(cluster);
+        assert_eq!(code, 0, "{cluster}: {report}{err}");
+        assert!(report.contains("No finding"), "{report}");
+    }
+    // A cluster of two around one-CTA MMAs is no finding either.
+    let (code, report, err) = preflight(&[("CLUSTER", "2,1,1")], &[]);
+    assert_eq!(code, 0, "{report}{err}");
+    assert!(
+        report.contains("launched with 2 x 1 x 1 (host code)"),
+        "{report}"
+    );
 }

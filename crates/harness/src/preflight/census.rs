@@ -1,13 +1,17 @@
 //! What a kernel's PTX says about it, read without running it: per entry point, the matrix
 //! instructions (Blackwell's `tcgen05.mma` with its kind, scale block and CTA group; Hopper's
 //! `wgmma`), warp-role register reallocation (`setmaxnreg`), TMA copies and mbarriers, the
-//! cluster shape it requires, its static shared memory, and whether it reads the grid's size (a
+//! cluster shape it requires (and the one it is launched with, where a launch comment says so),
+//! the scale-factor IDs its block-scaled MMAs read, its static shared memory, and whether it reads the grid's size (a
 //! tile loop over the launched grid) or cancels clusters (Blackwell's dynamic persistent
 //! scheduler). From those, which of the mission's variants it is ([`Census::variant`]).
 //!
 //! PTX is text with one instruction per statement; the census matches instruction names and
-//! their dot-separated qualifiers, and directive lines, nothing more.
+//! their dot-separated qualifiers, directive lines, and for the scale IDs the constants that
+//! define an MMA's operands, nothing more.
 
+use super::host::{launch_comments, LaunchCluster};
+use super::scale_ids::{scale_factor_ids, Definitions, ScaleIds};
 use std::collections::BTreeMap;
 
 /// One Blackwell MMA form found, e.g. `kind::mxf4nvf4`, `block16`, `cta_group::1`.
@@ -44,6 +48,12 @@ pub struct Census {
     pub mbarrier_ops: usize,
     /// `.reqnctapercluster` (or `.explicitcluster` with no shape): the cluster it needs.
     pub cluster: Option<[u32; 3]>,
+    /// The clusters it is launched with, from the launch comments preflight puts in a
+    /// submission's PTX (read from the host code; [`super::host`]); empty where not known.
+    pub launch_clusters: Vec<LaunchCluster>,
+    /// Per block-scaled MMA form, the scale-factor IDs it reads where the PTX has them as
+    /// constants ([`super::scale_ids`]): the byte of a tensor-memory scale word it starts at.
+    pub scale_factor_ids: BTreeMap<String, ScaleIds>,
     /// Bytes of `.shared` variables declared in the entry (dynamic shared memory is set at
     /// launch, outside the PTX).
     pub static_shared_bytes: u64,
@@ -147,6 +157,8 @@ pub fn census(ptx: &str) -> Vec<Census> {
     let mut functions = Census::default();
     let mut entries: Vec<Census> = Vec::new();
     let mut in_function = false;
+    // Register definitions of the entry or function being read, for the MMAs' scale IDs.
+    let mut defs = Definitions::default();
     for statement in statements(ptx) {
         // A predicate guard (`@%p1 bra ...`) comes before the instruction.
         let statement = match statement.strip_prefix('@') {
@@ -166,10 +178,12 @@ pub fn census(ptx: &str) -> Vec<Census> {
                 ..Census::default()
             });
             in_function = false;
+            defs = Definitions::default();
             continue;
         }
         if statement.starts_with(".func") || statement.contains(" .func ") {
             in_function = true;
+            defs = Definitions::default();
             continue;
         }
         let target = if in_function {
@@ -177,12 +191,18 @@ pub fn census(ptx: &str) -> Vec<Census> {
         } else {
             entries.last_mut().unwrap_or(&mut module)
         };
-        record(target, statement);
+        record(target, statement, &mut defs);
     }
+    let launches = launch_comments(ptx);
     for entry in &mut entries {
         entry.static_shared_bytes += module.static_shared_bytes;
         entry.dynamic_shared |= module.dynamic_shared;
         add_instructions(entry, &functions);
+        for (_, cluster) in launches.iter().filter(|(name, _)| *name == entry.entry) {
+            if !entry.launch_clusters.contains(cluster) {
+                entry.launch_clusters.push(*cluster);
+            }
+        }
     }
     entries
 }
@@ -195,6 +215,13 @@ fn add_instructions(entry: &mut Census, from: &Census) {
             .entry(form.clone())
             .or_insert((mma.clone(), 0))
             .1 += n;
+    }
+    for (form, ids) in &from.scale_factor_ids {
+        entry
+            .scale_factor_ids
+            .entry(form.clone())
+            .or_default()
+            .merge(ids);
     }
     for (into, add) in [
         (&mut entry.wgmma, &from.wgmma),
@@ -223,9 +250,10 @@ fn number(text: &str) -> Option<u32> {
     text.trim().trim_end_matches(',').parse().ok()
 }
 
-fn record(entry: &mut Census, statement: &str) {
+fn record(entry: &mut Census, statement: &str, defs: &mut Definitions) {
     let mut words = statement.split_whitespace();
     let opcode = words.next().unwrap_or("");
+    defs.record(opcode, statement);
     let qualifiers: Vec<&str> = opcode.split('.').collect();
     // A directive (`.shared`, `.reqnctapercluster`) is matched whole, an instruction by its name.
     let head = if opcode.starts_with('.') {
@@ -273,6 +301,13 @@ fn record(entry: &mut Census, statement: &str) {
                 mma.cta_group,
                 if mma.weight_stationary { " ws" } else { "" }
             );
+            if mma.scale_block.is_some() {
+                entry
+                    .scale_factor_ids
+                    .entry(key.clone())
+                    .or_default()
+                    .add(scale_factor_ids(statement, defs));
+            }
             entry.tcgen05_mma.entry(key).or_insert((mma, 0)).1 += 1;
         }
         "mma" if qualifiers.get(1) == Some(&"sync") => {

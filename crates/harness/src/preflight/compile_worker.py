@@ -16,7 +16,7 @@ What it does, in order:
    architecture, which is what preflight exists to do without, so it is reported as such.
 4. result-TOKEN.json says what happened: the phase that failed and the compiler's message, or
    for each `cute.compile` the PTX and the lowered host code it returned (whose launch holds
-   the dynamic shared memory). Files in the folder are never read as the compiler's output: a
+   the block size, the dynamic shared memory and the cluster). Files in the folder are never read as the compiler's output: a
    PTX the submission wrote itself is not what `cute.compile` returned.
 
 Where torch is not installed (a machine with no GPU, where a CUDA torch is gigabytes), a

@@ -1,11 +1,12 @@
 //! A GPU MODE submission's CuTe DSL kernels compiled for a named architecture without running
 //! anything: `compile_worker.py` (embedded) runs the submission's compilation in the worker
 //! sandbox and hands back what each `cute.compile` returned: the PTX for the census, and the
-//! host code, where each launch's dynamic shared memory and block size are (the kernel's own
-//! code does not hold them); or the compiler's refusal, in words. What a submission can still
+//! host code, where each launch's dynamic shared memory, block size and cluster are (the
+//! kernel's own code does not hold them; [`super::host`]); or the compiler's refusal, in words. What a submission can still
 //! forge, being in the same process as the compiler: [`compile`].
 
 use super::bounded::{self, Deadline};
+pub use super::host::{host_launches, Launch};
 use crate::certify::signing::secrets_dir;
 use crate::error::{Error, Result};
 use crate::sandbox::SandboxPaths;
@@ -22,16 +23,10 @@ pub const COMPILE_WORKER: &str = include_str!("compile_worker.py");
 /// kernel's compile.
 pub const COMPILE_TIMEOUT: Duration = Duration::from_secs(600);
 
-/// One kernel launch found in the host code.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Launch {
-    pub dynamic_shared: Option<u64>,
-    pub threads: Option<u32>,
-}
-
 /// What came of compiling a submission.
 pub enum Compilation {
-    /// Compiled: each PTX file's text, the launches of the host code.
+    /// Compiled: each PTX file's text (headed by a comment per launch of its kernels, saying the
+    /// cluster: [`super::host::annotate`]), the launches of the host code.
     Compiled {
         ptx: Vec<(String, String)>,
         launches: Vec<Launch>,
@@ -292,9 +287,12 @@ fn read(path: &Path, log: &Path) -> Result<Compilation> {
     let mut ptx = Vec::new();
     let mut launches = Vec::new();
     for (i, compiled) in result.compiles.into_iter().enumerate() {
-        check_made_together(&compiled)?;
-        launches.extend(host_launches(&compiled.host));
-        ptx.push((format!("cute.compile #{}", i + 1), compiled.ptx));
+        let entries = check_made_together(&compiled)?;
+        let launched = host_launches(&compiled.host);
+        // The cluster each kernel is launched with goes to the census with its PTX.
+        let text = super::host::annotate(&compiled.ptx, &entries, &launched);
+        launches.extend(launched);
+        ptx.push((format!("cute.compile #{}", i + 1), text));
     }
     Ok(Compilation::Compiled {
         ptx,
@@ -306,7 +304,8 @@ fn read(path: &Path, log: &Path) -> Result<Compilation> {
 
 /// Every kernel of a compilation's PTX is one its host code launches: CuTe DSL lowers both from
 /// one module, so a PTX put beside the host code of another compilation (or of none) is refused.
-fn check_made_together(compiled: &Compiled) -> Result<()> {
+/// Its entries' names where it is.
+fn check_made_together(compiled: &Compiled) -> Result<Vec<&str>> {
     let entries: Vec<&str> = compiled
         .ptx
         .split(".entry ")
@@ -327,89 +326,53 @@ fn check_made_together(compiled: &Compiled) -> Result<()> {
             "the PTX of a compilation holds the kernel {name}, which the host code of the same \
              compilation does not launch: not the output of one `cute.compile`, refused"
         ))),
-        None => Ok(()),
+        None => Ok(entries),
     }
 }
 
-/// The launches in CuTe DSL's lowered host code: each `cudaLaunchConfig_t` it fills (grid,
-/// block, dynamic shared memory, stream, attributes), read where its block size and dynamic
-/// shared memory are stored as constants.
-pub fn host_launches(ir: &str) -> Vec<Launch> {
-    const CONFIG: &str = "!llvm.struct<(array<3 x i32>, array<3 x i32>, i64, ptr, ptr, i32)>";
-    let mut constants = std::collections::HashMap::new();
-    // (config base, field) of each field pointer.
-    let mut fields = std::collections::HashMap::new();
-    // config base -> (block extents, dynamic shared memory), in order of appearance.
-    let mut configs: Vec<(String, [Option<u64>; 3], Option<u64>)> = Vec::new();
-    for line in ir.lines().map(str::trim) {
-        let Some((name, rest)) = line.split_once(" = ") else {
-            if let Some(stored) = line.strip_prefix("llvm.store ") {
-                let mut parts = stored.split([',', ' ']).filter(|s| !s.is_empty());
-                let (Some(value), Some(pointer)) = (parts.next(), parts.next()) else {
-                    continue;
-                };
-                let (Some((base, field)), Some(&value)) =
-                    (fields.get(pointer), constants.get(value))
-                else {
-                    continue;
-                };
-                if let Some(config) = configs.iter_mut().find(|c| &c.0 == base) {
-                    match field {
-                        Field::Block(i) => config.1[*i] = Some(value),
-                        Field::DynamicShared => config.2 = Some(value),
-                    }
-                }
-            }
-            continue;
-        };
-        if let Some(constant) = rest.strip_prefix("llvm.mlir.constant(") {
-            let value = constant.split([' ', ':', ')']).next().unwrap_or("");
-            if let Ok(value) = value.parse::<u64>() {
-                constants.insert(name.to_string(), value);
-            }
-        } else if let Some(gep) = rest.strip_prefix("llvm.getelementptr ") {
-            if !gep.ends_with(CONFIG) {
-                continue;
-            }
-            let Some((base, indices)) = gep.split_once('[') else {
-                continue;
-            };
-            let indices = indices.split(']').next().unwrap_or("");
-            let field = match indices.split(", ").collect::<Vec<_>>()[..] {
-                ["0", "2"] => Field::DynamicShared,
-                ["0", "1", i] => match i.parse::<usize>() {
-                    Ok(i) if i < 3 => Field::Block(i),
-                    _ => continue,
-                },
-                _ => continue,
-            };
-            if !configs.iter().any(|c| c.0 == base) {
-                configs.push((base.to_string(), [None; 3], None));
-            }
-            fields.insert(name.to_string(), (base.to_string(), field));
-        }
-    }
-    configs
-        .into_iter()
-        .map(|(_, block, dynamic_shared)| Launch {
-            dynamic_shared,
-            threads: match block {
-                [Some(x), Some(y), Some(z)] => u32::try_from(x * y * z).ok(),
-                _ => None,
-            },
-        })
-        .collect()
-}
-
-#[derive(Debug, Clone, Copy)]
-enum Field {
-    Block(usize),
-    DynamicShared,
-}
+/// What CuTe DSL 4.8.1 says when a CTA-pair MMA's kernel has a cluster that cannot hold the
+/// pair: its TMA helpers check the kernel's cluster shape while tracing.
+const PAIR_WITHOUT_CLUSTER: &str = "Cluster shape not divisible by MMA size";
 
 /// The compiler's refusal in words, for the messages CuTe DSL gives for the Blackwell MMA.
 pub fn meaning(message: &str) -> Option<&'static str> {
-    let rules: [(&str, &str); 7] = [
+    if message.contains(PAIR_WITHOUT_CLUSTER) {
+        return Some(
+            "the kernel's cluster shape (the first tuple in the message) does not hold whole CTA \
+             pairs: its MMA runs on a CTA pair (cta_group::2: the `2:1` in the message), a pair \
+             is two CTAs of one cluster along its first (M) dimension, so that extent must be a \
+             multiple of 2 (e.g. a cluster of (2, 1)); CuTe DSL's TMA helpers refuse it while \
+             tracing, before anything is launched",
+        );
+    }
+    if message.contains("op expects all operands to have the same rest modes") {
+        // The MMA's own type in the message tells an M tile of 128 over a CTA pair, which in
+        // CuTe DSL 4.8.1 makes scale-factor layouts of another shape than the operands'.
+        let pair_of_128 = message.contains("num_cta = 2")
+            && ["mma_bs<128x", "mma<128x"]
+                .iter()
+                .any(|m| message.contains(m));
+        return Some(if pair_of_128 {
+            "the tensors given to the MMA (cute.gemm) do not have the layout it expects: its M \
+             tile is 128 over a CTA pair (`128x...` with `num_cta = 2` in the message: 64 rows \
+             per CTA), and the scale-factor tensors made for that tile keep a mode of 2 (A[1] in \
+             the message) that the A operand (A[0]) does not have. Seen with CuTe DSL 4.8.1 at \
+             N tiles of 64, 128 and 256, while an M tile of 256 over the pair compiles (N 64 \
+             included): the M tile, not the N tile nor the cluster, is what this message is \
+             about; a CTA-pair MMA launched without a cluster of two is refused with \"Cluster \
+             shape not divisible by MMA size\" by CuTe DSL's TMA helpers, or compiles and is a \
+             preflight finding read from the host code"
+        } else {
+            "the tensors given to the MMA (cute.gemm) do not have the layout the MMA issued \
+             expects: fragments or scale-factor tensors made for another tile, CTA count or \
+             tiled MMA than the one issued; check them at the submission's line above. A \
+             missing cluster does not give this message in our tests: a CTA-pair MMA launched \
+             without a cluster of two is refused with \"Cluster shape not divisible by MMA \
+             size\" by CuTe DSL's TMA helpers, or compiles and is a preflight finding read from \
+             the host code"
+        });
+    }
+    let rules: [(&str, &str); 6] = [
         (
             "expects the M-mode to be 128, but got",
             "the block-scaled MMA (NVFP4, MXFP4) takes an M tile of 128 per CTA; 256 needs a \
@@ -433,14 +396,6 @@ pub fn meaning(message: &str) -> Option<&'static str> {
             "the MMA's K extent is fixed by its operand type (64 for FP4 operands)",
         ),
         (
-            "op expects all operands to have the same rest modes",
-            "the tensors given to the MMA (cute.gemm) do not have the layout the MMA issued \
-             expects. Seen with a CTA-pair MMA (cta_group::2) in a kernel without a cluster of \
-             two, with an N tile of 64 and a CTA pair, and with fragments made from another \
-             tiled MMA than the one issued: check the tile, the CTA count and the cluster \
-             together, at the submission's line above",
-        ),
-        (
             "expects arch to be one of",
             "this instruction does not exist on the architecture compiled for: name the \
              target (--arch sm_100a)",
@@ -456,53 +411,30 @@ pub fn meaning(message: &str) -> Option<&'static str> {
 mod tests {
     use super::*;
 
-    /// CuTe DSL 4.8.1's lowered host code for GPU MODE's dual-GEMM submission, cut to the
-    /// launch configuration's stores (names and values as compiled).
-    const HOST: &str = r#"
-    %21 = llvm.mlir.constant(55424 : i64) : i64
-    %23 = llvm.mlir.constant(1 : i32) : i32
-    %43 = llvm.mlir.constant(128 : i32) : i32
-    %338 = llvm.alloca %337 x !llvm.struct<(array<3 x i32>, array<3 x i32>, i64, ptr, ptr, i32)> : (i32) -> !llvm.ptr
-    %341 = llvm.getelementptr %338[0, 1, 0] : (!llvm.ptr) -> !llvm.ptr, !llvm.struct<(array<3 x i32>, array<3 x i32>, i64, ptr, ptr, i32)>
-    llvm.store %43, %341 : i32, !llvm.ptr
-    %342 = llvm.getelementptr %338[0, 1, 1] : (!llvm.ptr) -> !llvm.ptr, !llvm.struct<(array<3 x i32>, array<3 x i32>, i64, ptr, ptr, i32)>
-    llvm.store %23, %342 : i32, !llvm.ptr
-    %343 = llvm.getelementptr %338[0, 1, 2] : (!llvm.ptr) -> !llvm.ptr, !llvm.struct<(array<3 x i32>, array<3 x i32>, i64, ptr, ptr, i32)>
-    llvm.store %23, %343 : i32, !llvm.ptr
-    %344 = llvm.getelementptr %338[0, 2] : (!llvm.ptr) -> !llvm.ptr, !llvm.struct<(array<3 x i32>, array<3 x i32>, i64, ptr, ptr, i32)>
-    llvm.store %21, %344 : i64, !llvm.ptr
-    %345 = llvm.getelementptr %338[0, 0, 0] : (!llvm.ptr) -> !llvm.ptr, !llvm.struct<(array<3 x i32>, array<3 x i32>, i64, ptr, ptr, i32)>
-    llvm.store %68, %345 : i32, !llvm.ptr
-    "#;
-
-    #[test]
-    fn a_launch_reads_its_block_and_dynamic_shared_memory() {
-        assert_eq!(
-            host_launches(HOST),
-            vec![Launch {
-                dynamic_shared: Some(55424),
-                threads: Some(128)
-            }]
-        );
-        // A size computed at run time (not a constant) is unknown, not guessed.
-        let dynamic = HOST.replace("llvm.store %21, %344", "llvm.store %99, %344");
-        assert_eq!(host_launches(&dynamic)[0].dynamic_shared, None);
-        assert_eq!(host_launches("llvm.store %1, %2 : i64, !llvm.ptr"), vec![]);
-    }
-
     #[test]
     fn the_compilers_refusals_in_words() {
         let m = meaning("DSLUserCodeError: expects the M-mode to be 128, but got 64").unwrap();
         assert!(m.contains("128 per CTA"), "{m}");
         assert!(meaning("expects the N-mode to satisfy 8 <= N <= 256 and N % 8 == 0").is_some());
         assert_eq!(meaning("NameError: name 'x' is not defined"), None);
-        // CuTe DSL 4.8.1's words for an MMA given operands of another layout (N 64, a CTA pair).
-        let m = meaning(
-            "MLIRError: Verification failed:\nerror: unknown: 'cute.gemm' op expects all \
-             operands to have the same rest modes, but got: A[1]: ((((32,4),4),(16,4)),2) and \
-             A[0]: (1,1)",
-        )
-        .unwrap();
-        assert!(m.contains("cluster of two"), "{m}");
+        // CuTe DSL 4.8.1's words for an MMA given operands of another layout: with the MMA's
+        // type (an M tile of 128 over a CTA pair) the cause is named, without it the usual ones.
+        let rest_modes = "MLIRError: Verification failed:\nerror: unknown: 'cute.gemm' op \
+             expects all operands to have the same rest modes, but got: A[1]: \
+             ((((32,4),4),(16,4)),2) and A[0]: (1,1)";
+        let pair = format!(
+            "{rest_modes}\n note: see current operation: (!cute.tiled_mma<!cute_nvgpu.sm100.\
+             mma_bs<128x64x64, num_cta = 2, ab_major = (k, k)>>)"
+        );
+        let m = meaning(&pair).unwrap();
+        assert!(m.contains("its M tile is 128 over a CTA pair"), "{m}");
+        assert!(m.contains("not the N tile nor the cluster"), "{m}");
+        let m = meaning(rest_modes).unwrap();
+        assert!(m.contains("another tile, CTA count or tiled MMA"), "{m}");
+        assert!(!m.contains("its M tile is 128"), "{m}");
+        // A CTA pair in a cluster of one, refused by CuTe DSL's TMA helpers while tracing.
+        let m =
+            meaning("ValueError: Cluster shape not divisible by MMA size: (1, 1) and 2:1").unwrap();
+        assert!(m.contains("multiple of 2"), "{m}");
     }
 }
