@@ -135,6 +135,34 @@ fn gpu_modes_dual_gemm_submission_compiles_for_sm_100a() {
     assert!(report.contains("| variant | baseline"), "{report}");
 }
 
+/// The Hopper CuTe DSL example (examples/submissions/cute_dsl: its GEMMs in CuTe DSL, certified
+/// and timed on the H100, results/cute-dsl/) compiles for sm_90a with no GPU, and preflight reads
+/// its warp MMAs and its launch: what a user checks before the GPU run.
+#[test]
+fn the_hopper_cute_dsl_example_compiles_for_sm_90a() {
+    let Some(python) = cute_python() else {
+        return;
+    };
+    let example = common::repo_path("examples/submissions/cute_dsl/submission.py");
+    let dir = std::env::temp_dir().join(format!("nvfp4-cute-example-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (code, report) = preflight_file(&python, &example, &dir, &[], &["--arch", "sm_90a"]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(code, 0, "{report}");
+    assert!(
+        report.contains("mma.sync m16n8k16.row.col.f32.f16.f16.f32"),
+        "{report}"
+    );
+    // Its launch read from the host code: 128 threads a CTA, 40,960 bytes of dynamic shared
+    // memory, no cluster.
+    assert!(
+        report.contains("40960 dynamic") && report.contains("CTA(s) of 128 threads"),
+        "{report}"
+    );
+    assert!(report.contains("launched without a cluster"), "{report}");
+    assert!(report.contains("No finding"), "{report}");
+}
+
 /// A hand-made PTX of a 2SM kernel, as a submission might leave it where the compiler dumps.
 const HAND_MADE_PTX: &str = ".version 8.8\n.target sm_100a\n.address_size 64\n\
     .visible .entry hand_made_2sm()\n.reqnctapercluster 2, 1, 1\n{\n\
