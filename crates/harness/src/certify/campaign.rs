@@ -17,8 +17,7 @@ pub use super::cases::{
 use super::cases::{judged_whole, round_up};
 use super::coverage::{shape_class, Coverage};
 use super::pipeline::run_in_pipeline;
-use super::production::{large_cases, production_cases};
-use super::regimes::regime_cases;
+use super::production::ProductionSize;
 use super::sampling::{shape_products, FULL_REFERENCE_PRODUCTS};
 use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
 use nvfp4_model::compare::diagnosis::{diagnose, Diagnosis, Observation};
@@ -221,40 +220,10 @@ pub fn certify_variant(
         .copied()
         .filter(|spec| support.supports(spec.shape) && dists.contains(&spec.dist))
         .collect();
-    // Production shapes and random large ones last among the fixed cases: a bug that shows
-    // small is caught small.
-    let (production, production_note) = production_cases(
-        kernel.problem(),
-        support,
-        kernel.runs_on_gpu(),
-        &dists,
-        &kernel.declared_production_shapes(),
-        limits.seed,
-    );
-    let (large, large_note) = large_cases(
-        kernel.problem(),
-        support,
-        kernel.runs_on_gpu(),
-        &dists,
-        limits.seed,
-    );
-    // One case in each deployment regime, drawn per run (crates/harness/src/certify/regimes.rs).
-    let (regimes, regime_note) = regime_cases(
-        kernel.problem(),
-        support,
-        kernel.runs_on_gpu(),
-        &dists,
-        limits.seed,
-    );
-    let regimes: Vec<CaseSpec> = regimes.into_iter().map(|(_, spec)| spec).collect();
-    coverage.planned_regime_cases = Some(regimes.len());
-    coverage.regime_note = regime_note;
+    // Production-size cases last among the fixed cases: a bug that shows small is caught small.
+    let production_size = ProductionSize::plan(kernel, &dists, limits.seed, &mut coverage);
     coverage.planned_edge_cases = edges.len();
     coverage.planned_golden_cases = goldens.len();
-    coverage.planned_production_cases = production.len();
-    coverage.production_note = production_note;
-    coverage.planned_large_cases = large.len();
-    coverage.large_note = large_note;
     // The worst case of per-product rounding, unless only the competition's inputs are drawn.
     let stagnation = if limits.only_gpumode {
         Vec::new()
@@ -266,9 +235,7 @@ pub fn certify_variant(
     let fixed: Vec<CaseSpec> = edges
         .into_iter()
         .chain(goldens)
-        .chain(production.iter().copied().filter(|_| !limits.quick))
-        .chain(large.iter().copied().filter(|_| !limits.quick))
-        .chain(regimes.iter().copied().filter(|_| !limits.quick))
+        .chain(production_size.cases().filter(|_| !limits.quick))
         .chain(stagnation)
         .collect();
     let planned = fixed.len() + limits.cases;
@@ -289,15 +256,9 @@ pub fn certify_variant(
                           tree: Option<&mut dyn ValueTree<Value = CaseSpec>>,
                           coverage: &mut Coverage|
      -> Option<Failure> {
-        let class = if production.contains(&outcome.spec) {
-            "production"
-        } else if large.contains(&outcome.spec) {
-            "large"
-        } else if regimes.contains(&outcome.spec) {
-            "regime"
-        } else {
-            shape_class(outcome.spec.shape)
-        };
+        let class = production_size
+            .class_of(&outcome.spec)
+            .unwrap_or_else(|| shape_class(outcome.spec.shape));
         coverage.record(&outcome, class, seconds);
         progress(coverage.cases, planned_here);
         if outcome.failed() {

@@ -16,7 +16,9 @@
 //! them, thin as above and within [`CPU_LARGE_NKL`].
 
 use super::cases::{fitted, round_up, CaseSpec};
-use crate::kernels::ShapeSupport;
+use super::coverage::Coverage;
+use super::regimes::regime_cases;
+use crate::kernels::{KernelUnderTest, ShapeSupport};
 use nvfp4_model::golden::set::{DUAL_GEMM_BENCHMARKS, DUAL_GEMM_TESTS};
 use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
 use rand_chacha::ChaCha8Rng;
@@ -134,6 +136,64 @@ pub fn production_cases(
         )
     });
     (cases, why)
+}
+
+/// A campaign's production-size cases: the production shapes, the random large shapes and one
+/// case in each deployment regime (crates/harness/src/certify/regimes.rs), all drawn from the
+/// campaign's seed.
+pub struct ProductionSize {
+    production: Vec<CaseSpec>,
+    large: Vec<CaseSpec>,
+    regimes: Vec<CaseSpec>,
+}
+
+impl ProductionSize {
+    /// The cases `kernel`'s campaign of `seed` runs in `dists`; `coverage` gets their counts and,
+    /// where a class is thinner or missing, why.
+    pub fn plan(
+        kernel: &dyn KernelUnderTest,
+        dists: &[Distribution],
+        seed: u64,
+        coverage: &mut Coverage,
+    ) -> Self {
+        let (problem, support, on_gpu) = (kernel.problem(), kernel.support(), kernel.runs_on_gpu());
+        let declared = kernel.declared_production_shapes();
+        let (production, production_note) =
+            production_cases(problem, support, on_gpu, dists, &declared, seed);
+        let (large, large_note) = large_cases(problem, support, on_gpu, dists, seed);
+        let (regimes, regime_note) = regime_cases(problem, support, on_gpu, dists, seed);
+        coverage.planned_production_cases = production.len();
+        coverage.production_note = production_note;
+        coverage.planned_large_cases = large.len();
+        coverage.large_note = large_note;
+        coverage.planned_regime_cases = Some(regimes.len());
+        coverage.regime_note = regime_note;
+        ProductionSize {
+            production,
+            large,
+            regimes: regimes.into_iter().map(|(_, spec)| spec).collect(),
+        }
+    }
+
+    /// Every case, in the order they run: production shapes, large shapes, regimes.
+    pub fn cases(&self) -> impl Iterator<Item = CaseSpec> + '_ {
+        self.production
+            .iter()
+            .chain(&self.large)
+            .chain(&self.regimes)
+            .copied()
+    }
+
+    /// The shape class a certificate counts `spec` under, if it is one of these cases.
+    pub fn class_of(&self, spec: &CaseSpec) -> Option<&'static str> {
+        [
+            (&self.production, "production"),
+            (&self.large, "large"),
+            (&self.regimes, "regime"),
+        ]
+        .into_iter()
+        .find_map(|(cases, class)| cases.contains(spec).then_some(class))
+    }
 }
 
 /// The seed of the production case at `index` of a campaign of seed `campaign`: SplitMix64's
