@@ -45,7 +45,8 @@ pub struct CertifyArgs {
     /// Draw only the competition's gpumode distribution (shows what its weak inputs miss).
     #[arg(long)]
     pub gpumode_only: bool,
-    /// Skip the production-size cases (the benchmark and test shapes, the random large shapes):
+    /// Skip the production-size cases (the benchmark and test shapes, the random large shapes,
+    /// on a GPU one case in each deployment regime):
     /// a quick loop while writing a kernel, seconds instead of a minute or more on a GPU. The
     /// certificate says so, and bench will not time the kernel on it.
     #[arg(long)]
