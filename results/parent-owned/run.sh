@@ -17,6 +17,8 @@
 #                                                    # certify of the cuda_inline example
 #   bash results/parent-owned/run.sh variants   # the five Hopper variants with every check,
 #                                                    # beside fixed_public_inputs
+#   PART=1 PARTS=8 bash results/parent-owned/run.sh catalogue   # an eighth of tests/exploits/
+#   bash results/parent-owned/run.sh regimes    # the planted regime kernels (REGIME=a,b)
 #   bash results/parent-owned/run.sh certify    # the four examples and the five Hopper
 #                                                    # variants certified with every check
 # From the repository root on the GPU machine, with the release binary at .carry/nvfp4-oracle and
@@ -102,6 +104,32 @@ variants)
   ( run certify-hopper timeout 540 $B certify $kargs --report-dir "$R/certs"; cat "$R"/certs/*.md > "$O/hopper-certificates.md" ) &
   ( LOG=$O/variants-fixed_public_inputs.log; run exploits-fixed_public_inputs env EXPLOIT=fixed_public_inputs NVFP4_ORACLE_BIN=$B timeout 520 .carry/oracle_test exploits:: --include-ignored --nocapture ) &
   wait
+  ;;
+catalogue)
+  # The whole exploit catalogue over several calls: PART=k of PARTS=n (default 8: five or six
+  # files a part, about 1.5-7 minutes of certify each; files in name order).
+  # Verdict-only exploits (certify-*, certificate-forgery) run four processes side by side;
+  # the timed ones (bench-*) one at a time after them, alone on the GPU.
+  files=$(ls tests/exploits/*.py | sort | awk -v k="${PART:-1}" -v n="${PARTS:-8}" '(NR - 1) % n == k - 1')
+  verdicts=""; timed=""
+  for f in $files; do
+    name=$(basename "$f" .py)
+    case $(grep -o 'EXPECTED: [a-z-]*' "$f" | cut -d' ' -f2) in
+      bench-*) timed="$timed $name" ;;
+      *) verdicts="$verdicts $name" ;;
+    esac
+  done
+  printf '%s\n' $verdicts | xargs -P 4 -I{} bash -c 'stage=catalogue; . results/stage.sh parent-owned; LOG=$O/catalogue-{}.log; run "exploit-{}" env EXPLOIT={} NVFP4_ORACLE_BIN=$B timeout 540 .carry/oracle_test exploits:: --include-ignored --nocapture'
+  for name in $timed; do
+    LOG=$O/catalogue-$name.log run "exploit-$name" env EXPLOIT=$name NVFP4_ORACLE_BIN=$B timeout 300 .carry/oracle_test exploits:: --include-ignored --nocapture
+  done
+  grep -h '^| ' "$O"/catalogue-*.log | grep -v '^| exploit' > "$O/catalogue-part-${PART:-1}.md"
+  ;;
+regimes)
+  # The planted regime kernels (tests/regimes/), each certified by a default campaign
+  # (REGIME=a,b for a part).
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
+  run regimes env REGIME="${REGIME:-}" NVFP4_ORACLE_BIN=$B timeout 560 .carry/oracle_test regimes:: --include-ignored --nocapture
   ;;
 certify)
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
