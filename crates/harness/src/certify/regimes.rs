@@ -33,7 +33,10 @@ pub const HUGE_OUTPUT: usize = 1 << 30;
 /// `(N, K, what)`: the GEMMs of public models' feed-forward layers, from each model's published
 /// `config.json` (`hidden_size`, `intermediate_size`, `moe_intermediate_size`): the gate and up
 /// projections (N the feed-forward width, K the hidden size, the dual GEMM's B1 and B2) and the
-/// down projection (N the hidden size, K the feed-forward width).
+/// down projection (N the hidden size, K the feed-forward width). The configs, on Hugging Face:
+/// `meta-llama/Llama-3.1-8B`, `-70B`, `-405B`; `mistralai/Mistral-7B-v0.1`,
+/// `mistralai/Mixtral-8x7B-v0.1`; `deepseek-ai/DeepSeek-V3`; `Qwen/Qwen2.5-7B`, `Qwen/Qwen2.5-72B`
+/// (each `https://huggingface.co/<model>/blob/main/config.json`).
 pub const PUBLIC_MODEL_SHAPES: [(usize, usize, &str); 14] = [
     (
         14336,
