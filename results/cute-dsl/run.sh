@@ -19,7 +19,7 @@ if [ "$stage" = stash ]; then
   exit 0
 fi
 . "$(dirname "$0")/../stage.sh" cute-dsl
-PKGS=$PWD/$S/cute_dsl/pkgs
+PKGS=$S/cute_dsl/pkgs  # relative: the logs keep no path of the machine
 cat /tmp/cute-wheel/cu13part.* > .cute3/nvidia_cutlass_dsl_libs_cu13-4.8.1-cp312-cp312-manylinux_2_28_x86_64.whl
 md5sum .cute3/*.whl >> "$LOG"
 run install python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$PKGS" .cute3/*.whl
