@@ -111,6 +111,51 @@ pub struct CertifyArgs {
     /// report directory (their own certificates and logs stay under gpu-shards/).
     #[arg(long, value_name = "all|LIST", conflicts_with_all = ["shard", "shard_count"])]
     pub gpus: Option<String>,
+    /// Where the model's answer and intervals are computed. `auto`: on the GPU when a kernel
+    /// certified here is not a built-in CPU kernel and a GPU can be used, else the CPU model;
+    /// `gpu`: on the GPU, or exit 4 saying why not; `cpu`: the CPU model alone. On the GPU every
+    /// case that fits half its free memory is judged whole (the CPU model judges cases past 2^36
+    /// products on sampled rows), by a kernel of the harness's own in this process (never in a
+    /// worker), and the CPU model recomputes 3 rows of every such case: a single differing bit is
+    /// a harness error (exit 7), and the rest of the run is judged by the CPU model.
+    #[arg(long, value_enum, default_value_t = ReferenceChoice::Auto)]
+    pub reference: ReferenceChoice,
+}
+
+/// `certify --reference`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ReferenceChoice {
+    Auto,
+    Gpu,
+    Cpu,
+}
+
+/// Switches the GPU reference on as `choice` asks: `Err` (exit 4) only for `gpu` where no GPU
+/// can be used.
+fn choose_reference(choice: ReferenceChoice, kernels: &[Box<dyn KernelUnderTest>]) -> Result<(), String> {
+    use nvfp4_harness::certify::reference_engine::use_gpu_reference;
+    let wanted = match choice {
+        ReferenceChoice::Cpu => false,
+        ReferenceChoice::Gpu => true,
+        ReferenceChoice::Auto => kernels.iter().any(|k| !k.name().starts_with("cpu-")),
+    };
+    if !wanted {
+        return Ok(());
+    }
+    match use_gpu_reference() {
+        Ok(device) => {
+            eprintln!(
+                "reference: computed on {device}, whole, and checked against the CPU model on \
+                 3 rows of every case"
+            );
+            Ok(())
+        }
+        Err(why) if choice == ReferenceChoice::Gpu => Err(format!("--reference gpu: {why}")),
+        Err(why) => {
+            eprintln!("reference: the CPU model (the GPU reference cannot be used: {why})");
+            Ok(())
+        }
+    }
 }
 
 fn matches(pattern: &str, name: &str) -> bool {
@@ -225,6 +270,10 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     };
     std::fs::create_dir_all(&args.report_dir)
         .map_err(|err| Error::file(&args.report_dir, format!("cannot create: {err}")))?;
+    if let Err(why) = choose_reference(args.reference, &kernels) {
+        eprintln!("error: {why}");
+        return Ok(ExitCode::from(super::EXIT_UNAVAILABLE));
+    }
     if nvfp4_harness::worker::registry()
         .iter()
         .all(|k| k.name().starts_with("cpu-"))
@@ -396,8 +445,30 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     if any_unavailable && explicit {
         eprintln!("note: some kernel named on the command line cannot run on this machine (exit 4 unless a worse outcome)");
     }
+    let engine = nvfp4_harness::certify::reference_engine::report();
+    if engine.device.is_some() {
+        eprintln!(
+            "reference: {} case(s) computed whole on the GPU in {:.1} s ({} elements), {} \
+             element(s) recomputed by the CPU model in {:.1} s, {} difference(s){}",
+            engine.cases,
+            engine.gpu_seconds,
+            engine.elements,
+            engine.elements_cross_checked,
+            engine.cross_check_seconds,
+            engine.mismatches.len(),
+            match engine.declined {
+                0 => String::new(),
+                n => format!("; {n} case(s) too large for it, computed by the CPU model"),
+            }
+        );
+    }
+    for mismatch in &engine.mismatches {
+        eprintln!("error: harness error: {mismatch}");
+    }
     Ok(if !unusable.is_empty() {
         ExitCode::from(super::EXIT_BAD_INPUT)
+    } else if !engine.mismatches.is_empty() {
+        ExitCode::from(super::EXIT_HARNESS_ERROR)
     } else if any_failed {
         ExitCode::from(EXIT_FAIL)
     } else if any_worse {

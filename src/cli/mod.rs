@@ -5,8 +5,9 @@
 //! inside the intervals but some kernel not certified exact, 4 (`certify`) a kernel named on the
 //! command line cannot run on this machine, or (`bench`) nothing could be timed here, 5
 //! (`--baseline` of certify, merge, bench and preflight) worse than the baseline, 6
-//! (`preflight`) a step did not end within `--timeout` and was killed. clap's own usage errors
-//! also exit 2.
+//! (`preflight`) a step did not end within `--timeout` and was killed, 7 (`certify`) a harness
+//! error: the GPU reference differed from the CPU model (every case was still judged by the CPU
+//! model). clap's own usage errors also exit 2.
 
 mod bench;
 mod bench_baseline;
@@ -45,6 +46,10 @@ pub const EXIT_REGRESSION: u8 = 5;
 /// `preflight`: a step (the submission's compilation, ptxas) did not end within `--timeout`
 /// and was killed; not bad input, so not 2: the same command may pass with more time.
 pub const EXIT_TIMEOUT: u8 = 6;
+/// `certify`: the harness failed its own check: the GPU reference differed from the CPU model
+/// on some case (that case and the rest were judged by the CPU model, so the verdicts stand,
+/// but the harness needs a fix).
+pub const EXIT_HARNESS_ERROR: u8 = 7;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -56,7 +61,8 @@ the CPU, generates deterministic inputs and reference cases, and judges kernel o
 per-element acceptance intervals.\n\nExit codes: 0 success, 1 failed verdict, 2 bad usage or input, 3 (certify --exact) \
 correct within the intervals but not certified exact, 4 (certify) a kernel named on the command \
 line cannot run on this machine, 5 (--baseline of certify, merge, bench, preflight) worse than the baseline, \
-6 (preflight) a step did not end within --timeout and was killed."
+6 (preflight) a step did not end within --timeout and was killed, 7 (certify) a harness error: \
+the GPU reference differed from the CPU model."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -83,7 +89,7 @@ pub enum Command {
     /// (an unknown kernel, a broken submission, manifest or library); 3 (--exact only) none failed
     /// but some kernel is not certified exact; 4 none failed but a kernel named on the command
     /// line (--kernel, --submission, --library, --manifest) cannot run on this machine, so nothing
-    /// about it was judged.
+    /// about it was judged; 7 a harness error (the GPU reference differed from the CPU model).
     Certify(certify::CertifyArgs),
     /// Combine the certificates of `certify --shard I/N` into one per kernel.
     Merge(merge::MergeArgs),

@@ -18,6 +18,7 @@ mod exploits;
 mod gate;
 mod golden;
 mod gpu;
+mod gpu_reference;
 mod preflight;
 mod preflight_cute;
 mod preflight_steps;

@@ -2,6 +2,7 @@
 //! or on sampled rows past [`FULL_REFERENCE_PRODUCTS`] products: crates/harness/src/certify/sampling.rs), and
 //! the fixed cases every campaign runs (edge shapes, per-product rounding's worst case).
 
+use super::reference_engine;
 use super::sampling::FULL_REFERENCE_PRODUCTS;
 use super::sampling::{products, sample_for, sampled_reference, RowSample};
 use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
@@ -193,11 +194,12 @@ pub fn run_kernel(
     };
     let (m, n, l) = case.inputs.output_dims();
     let mut output = vec![POISON; m * n * l];
-    let judged_whole = products(&case.inputs) <= full_reference_products;
+    let judged_whole = products(&case.inputs) <= full_reference_products
+        || reference_engine::gpu_takes(&case.inputs);
     let ((run, kernel_seconds), whole_reference) = if judged_whole {
         let (run, (reference, model_seconds)) = rayon::join(
             || timed(|| kernel.run(&case, &mut output)),
-            || timed(|| problem_reference(&case.inputs, order)),
+            || timed(|| reference_engine::whole_reference(&case.inputs, order)),
         );
         phases.model = model_seconds;
         (run, Some(reference))
@@ -236,7 +238,13 @@ impl RanCase {
         let (m, n, l) = case.inputs.output_dims();
         // Rows drawn from a seed no kernel can know, after it returned: a kernel cannot compute
         // the judged rows alone (the case seeds of the fixed cases are public).
-        let sample = sample_for(&case.inputs, full_reference_products, unpredictable_seed());
+        // A case whose whole reference was computed (on the GPU past the CPU's budget) is
+        // judged whole: no sample.
+        let sample = if whole_reference.is_some() {
+            None
+        } else {
+            sample_for(&case.inputs, full_reference_products, unpredictable_seed())
+        };
         let (reference, seconds) = timed(|| match (whole_reference, &sample) {
             (Some(reference), _) => reference,
             (None, Some(sample)) => sampled_reference(&case.inputs, order, sample),
@@ -253,9 +261,11 @@ impl RanCase {
                     &reference.hi,
                 )
             });
-            // Replay costs more than the model: only cases judged whole are replayed.
+            // Replay costs more than the CPU model: only cases the CPU model would judge whole
+            // are replayed (not those judged whole because the GPU computed their reference).
+            let replayable = products(&case.inputs) <= full_reference_products;
             let exact = match (&result, schedule, case.dual()) {
-                (Ok(verdict), Some(schedule), Some(dual)) if verdict.pass && sample.is_none() => {
+                (Ok(verdict), Some(schedule), Some(dual)) if verdict.pass && replayable => {
                     Some(replay_dual_gemm(dual.inputs, schedule).compare(&output))
                 }
                 _ => None,
@@ -301,7 +311,7 @@ pub(super) fn judged_whole(mut outcome: CaseOutcome, order: KOrder) -> CaseOutco
     if outcome.sample.take().is_none() {
         return outcome;
     }
-    outcome.reference = problem_reference(&outcome.case.inputs, order);
+    outcome.reference = reference_engine::whole_reference(&outcome.case.inputs, order);
     let (m, n, l) = outcome.case.inputs.output_dims();
     if let Ok(verdict) = &mut outcome.result {
         *verdict = judge(

@@ -12,6 +12,7 @@ pub mod field_comparison;
 pub mod merge;
 mod pipeline;
 pub mod production;
+pub mod reference_engine;
 pub mod regimes;
 pub mod report;
 mod report_markdown;

@@ -6,7 +6,8 @@
 //! one ("observed = expected with A[0, 5] read as 4.0 instead of 6.0").
 //!
 //! Each step is a kernel run judged against the model on the changed inputs; the number of runs
-//! is bounded ([`RUN_BUDGET`]) so a slow kernel costs seconds, not minutes.
+//! is bounded ([`RUN_BUDGET`] runs, [`SECONDS_BUDGET`] seconds) so a slow kernel costs seconds,
+//! not many minutes.
 
 use crate::kernels::{KernelCase, KernelUnderTest};
 use half::f16;
@@ -18,8 +19,10 @@ use nvfp4_model::problem::POISON;
 use nvfp4_model::problem::{BlockScaledMatrix, DualGemmInputs, ProblemInputs, Shape, SCALE_BLOCK};
 use serde::{Deserialize, Serialize};
 
-/// Kernel runs data shrinking may spend.
+/// Kernel runs data shrinking may spend, and seconds: a failure that needs a deployment shape
+/// (K of 16384, N past 8192) costs up to a second per run.
 pub const RUN_BUDGET: usize = 600;
+pub const SECONDS_BUDGET: f64 = 90.0;
 /// The e4m3 code of 1.0, and the FP4 codes of +1.0 and -1.0.
 const FP4_PLUS_ONE: u8 = 0x2;
 const FP4_MINUS_ONE: u8 = 0xA;
@@ -64,6 +67,7 @@ struct Shrinker<'a> {
     order: KOrder,
     fill: u8,
     runs: usize,
+    started: std::time::Instant,
 }
 
 impl Shrinker<'_> {
@@ -72,7 +76,7 @@ impl Shrinker<'_> {
     fn run_judged(&mut self, inputs: &DualGemmInputs) -> (bool, Vec<f16>) {
         self.runs += 1;
         let problem = ProblemInputs::DualGemm(inputs.clone());
-        let reference = problem_reference(&problem, self.order);
+        let reference = super::reference_engine::whole_reference(&problem, self.order);
         let (m, n, l) = problem.output_dims();
         let case = KernelCase::new(problem, self.fill);
         let mut output = vec![POISON; m * n * l];
@@ -94,7 +98,7 @@ impl Shrinker<'_> {
     /// The output when the kernel still fails on `inputs`; None when it passes or when the
     /// shrinking budget is spent.
     fn fails(&mut self, inputs: &DualGemmInputs) -> Option<Vec<f16>> {
-        if self.runs >= RUN_BUDGET {
+        if self.runs >= RUN_BUDGET || self.started.elapsed().as_secs_f64() > SECONDS_BUDGET {
             return None;
         }
         let (failed, output) = self.run_judged(inputs);
@@ -165,6 +169,7 @@ pub fn shrink_data(
         order,
         fill,
         runs: 0,
+        started: std::time::Instant::now(),
     };
     shrinker.fails(start)?;
     let mut inputs = start.clone();

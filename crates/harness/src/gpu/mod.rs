@@ -51,6 +51,8 @@ pub mod compile;
 pub mod conditions;
 pub mod device;
 #[cfg(feature = "gpu")]
+pub mod exact_reference;
+#[cfg(feature = "gpu")]
 pub mod fenced;
 #[cfg(feature = "gpu")]
 pub mod l2;

@@ -1,0 +1,266 @@
+//! Where a campaign's references come from: the CPU model, or, once a command has switched it on
+//! ([`use_gpu_reference`]), the GPU reference (crates/harness/src/gpu/exact_reference.rs)
+//! checked against the CPU model on rows of every case.
+//!
+//! Why a process-wide switch and not a campaign's parameter: the engine belongs to the machine
+//! (one GPU context in the parent, compiled once), as rayon's thread pool does, and every path
+//! that judges a case whole (the pipeline, the random cases, the shrinker's repeats) must use
+//! the same one.
+//!
+//! The CPU model is the definition. Every case the GPU computes is compared, bit for bit
+//! (expected, lo and hi), with the CPU model on [`CROSS_CHECK_ROWS`] rows drawn per case from an
+//! unpredictable seed, plus the last row. A difference is a harness error, never a verdict on
+//! the kernel: the GPU reference is switched off for the rest of the process, the case is
+//! judged with the CPU model, the difference is printed and kept ([`mismatches`]), and `certify`
+//! exits with its harness-error code.
+
+use super::sampling::{sampled_reference, RowSample};
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::model::{problem_reference, Reference};
+use nvfp4_model::problem::unpredictable::unpredictable_seed;
+use nvfp4_model::problem::{ProblemInputs, Shape};
+use std::sync::Mutex;
+
+/// Rows of every GPU-computed case that the CPU model computes too (besides the last row).
+pub const CROSS_CHECK_ROWS: usize = 2;
+
+/// What the GPU reference has done in this process: for the certificate and the time table.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EngineReport {
+    /// The GPU, in words; `None` when the CPU model computed every reference.
+    pub device: Option<String>,
+    /// Cases whose whole reference the GPU computed.
+    pub cases: usize,
+    /// Output elements the GPU computed, and how many of them the CPU model computed too and
+    /// found bit-identical.
+    pub elements: u64,
+    pub elements_cross_checked: u64,
+    /// Seconds on the GPU reference (uploads, kernel, downloads) and on the CPU cross-check.
+    pub gpu_seconds: f64,
+    pub cross_check_seconds: f64,
+    /// Cases the GPU reference declined (K too deep for 64-bit sums, or too large for its
+    /// share of GPU memory), computed by the CPU model instead.
+    pub declined: usize,
+    /// Differences from the CPU model: harness errors.
+    pub mismatches: Vec<String>,
+}
+
+/// The GPU side, when there is one.
+#[cfg(feature = "gpu")]
+mod gpu_side {
+    use crate::gpu::exact_reference::GpuReference;
+    use std::sync::{Mutex, OnceLock};
+
+    pub struct Engine {
+        pub reference: Mutex<Option<GpuReference>>,
+    }
+
+    pub static ENGINE: OnceLock<Engine> = OnceLock::new();
+}
+
+static REPORT: Mutex<Option<EngineReport>> = Mutex::new(None);
+
+fn with_report<T>(change: impl FnOnce(&mut EngineReport) -> T) -> T {
+    let mut guard = REPORT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    change(guard.get_or_insert_with(EngineReport::default))
+}
+
+/// Switches the GPU reference on for this process: returns the GPU's description, or why it
+/// cannot be used (then the CPU model goes on computing every reference).
+pub fn use_gpu_reference() -> Result<String, String> {
+    #[cfg(feature = "gpu")]
+    {
+        use crate::gpu::exact_reference::GpuReference;
+        if let Some(engine) = gpu_side::ENGINE.get() {
+            let guard = engine.reference.lock().unwrap_or_else(|p| p.into_inner());
+            return guard
+                .as_ref()
+                .map(|r| r.device().to_string())
+                .ok_or_else(|| "the GPU reference was switched off".to_string());
+        }
+        let reference = GpuReference::new().map_err(|err| err.0)?;
+        let device = reference.device().to_string();
+        with_report(|report| report.device = Some(device.clone()));
+        let _ = gpu_side::ENGINE.set(gpu_side::Engine {
+            reference: Mutex::new(Some(reference)),
+        });
+        Ok(device)
+    }
+    #[cfg(not(feature = "gpu"))]
+    Err("this build has no GPU backend".into())
+}
+
+/// What the engine did so far in this process.
+pub fn report() -> EngineReport {
+    with_report(|report| report.clone())
+}
+
+/// The differences from the CPU model found so far (harness errors).
+pub fn mismatches() -> Vec<String> {
+    with_report(|report| report.mismatches.clone())
+}
+
+/// Whether the GPU reference would compute `inputs` whole.
+pub fn gpu_takes(inputs: &ProblemInputs) -> bool {
+    #[cfg(feature = "gpu")]
+    if let Some(engine) = gpu_side::ENGINE.get() {
+        let guard = engine.reference.lock().unwrap_or_else(|p| p.into_inner());
+        return guard
+            .as_ref()
+            .is_some_and(|r| !matches!(inputs, ProblemInputs::GroupGemm(_)) && r.declines(inputs).is_none());
+    }
+    let _ = inputs;
+    false
+}
+
+/// The whole reference of `inputs`: on the GPU where it is switched on and takes the case
+/// (checked against the CPU model on sampled rows), else the CPU model's.
+pub fn whole_reference(inputs: &ProblemInputs, order: KOrder) -> Reference {
+    #[cfg(feature = "gpu")]
+    if let Some(reference) = gpu_reference(inputs, order) {
+        return reference;
+    }
+    problem_reference(inputs, order)
+}
+
+#[cfg(feature = "gpu")]
+fn gpu_reference(inputs: &ProblemInputs, order: KOrder) -> Option<Reference> {
+    let engine = gpu_side::ENGINE.get()?;
+    if matches!(inputs, ProblemInputs::GroupGemm(_)) {
+        return None;
+    }
+    let started = std::time::Instant::now();
+    let computed = {
+        let guard = engine.reference.lock().unwrap_or_else(|p| p.into_inner());
+        let gpu = guard.as_ref()?;
+        if gpu.declines(inputs).is_some() {
+            with_report(|report| report.declined += 1);
+            return None;
+        }
+        gpu.reference(inputs, order)
+    };
+    let gpu_seconds = started.elapsed().as_secs_f64();
+    let reference = match computed {
+        Ok(reference) => reference,
+        Err(err) => {
+            switch_off(engine, format!("the GPU reference failed: {}", err.0));
+            return None;
+        }
+    };
+    let started = std::time::Instant::now();
+    let checked = cross_check(inputs, order, &reference, unpredictable_seed());
+    let cross_check_seconds = started.elapsed().as_secs_f64();
+    match checked {
+        Ok(compared) => {
+            with_report(|report| {
+                report.cases += 1;
+                report.elements += reference.len() as u64;
+                report.elements_cross_checked += compared;
+                report.gpu_seconds += gpu_seconds;
+                report.cross_check_seconds += cross_check_seconds;
+            });
+            Some(reference)
+        }
+        Err(difference) => {
+            switch_off(engine, difference);
+            None
+        }
+    }
+}
+
+#[cfg(feature = "gpu")]
+fn switch_off(engine: &gpu_side::Engine, why: String) {
+    eprintln!(
+        "HARNESS ERROR: {why}. The GPU reference is switched off for the rest of this run; \
+         every case is judged by the CPU model. Please report this with the command line."
+    );
+    *engine.reference.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    with_report(|report| report.mismatches.push(why));
+}
+
+/// The rows of a case the CPU model recomputes: [`CROSS_CHECK_ROWS`] distinct rows drawn from
+/// `seed`, and the last one (the edge of a partial tile).
+pub fn cross_check_rows(shape: Shape, seed: u64) -> RowSample {
+    use rand_core::{RngCore, SeedableRng};
+    let m = shape.m;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut rows = vec![m - 1];
+    for _ in 0..CROSS_CHECK_ROWS.min(m - 1) {
+        loop {
+            let row = (rng.next_u64() % (m - 1) as u64) as usize;
+            if !rows.contains(&row) {
+                rows.push(row);
+                break;
+            }
+        }
+    }
+    rows.sort_unstable();
+    RowSample { rows, of: m }
+}
+
+/// Compares `reference` with the CPU model on rows drawn from `seed`: the number of elements
+/// compared, or the first difference in words.
+pub fn cross_check(
+    inputs: &ProblemInputs,
+    order: KOrder,
+    reference: &Reference,
+    seed: u64,
+) -> Result<u64, String> {
+    let (shape, name) = match inputs {
+        ProblemInputs::DualGemm(d) => (d.shape, "dual GEMM"),
+        ProblemInputs::Gemm(g) => (g.shape, "GEMM"),
+        ProblemInputs::Gemv(g) => (g.shape, "GEMV"),
+        ProblemInputs::GroupGemm(_) => {
+            let cpu = problem_reference(inputs, order);
+            return compare_all(&cpu, reference, "grouped GEMM");
+        }
+    };
+    if reference.len() != shape.m * shape.n * shape.l {
+        return Err(format!(
+            "the GPU reference of a {name} of {shape} has {} elements",
+            reference.len()
+        ));
+    }
+    let sample = cross_check_rows(shape, seed);
+    let cpu = sampled_reference(inputs, order, &sample);
+    let row_len = shape.n * shape.l;
+    let mut compared = 0u64;
+    for &row in &sample.rows {
+        let span = row * row_len..(row + 1) * row_len;
+        for i in span {
+            let pairs = [
+                ("expected", cpu.expected[i], reference.expected[i]),
+                ("lo", cpu.lo[i], reference.lo[i]),
+                ("hi", cpu.hi[i], reference.hi[i]),
+            ];
+            for (what, model, gpu) in pairs {
+                if model.to_bits() != gpu.to_bits() {
+                    let (col, batch) = ((i % row_len) / shape.l, i % shape.l);
+                    return Err(format!(
+                        "the GPU reference differs from the CPU model on a {name} of {shape} \
+                         ({order:?} order) at row {row}, column {col}, batch {batch}: {what} is \
+                         {gpu} (0x{:04X}) on the GPU and {model} (0x{:04X}) in the model",
+                        gpu.to_bits(),
+                        model.to_bits()
+                    ));
+                }
+            }
+            compared += 1;
+        }
+    }
+    Ok(compared)
+}
+
+fn compare_all(cpu: &Reference, gpu: &Reference, name: &str) -> Result<u64, String> {
+    if cpu != gpu {
+        let differing = cpu
+            .expected
+            .iter()
+            .zip(&gpu.expected)
+            .position(|(a, b)| a.to_bits() != b.to_bits());
+        return Err(format!(
+            "the GPU reference of a {name} differs from the CPU model (first expected at {differing:?})"
+        ));
+    }
+    Ok(cpu.len() as u64)
+}

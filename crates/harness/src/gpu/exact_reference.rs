@@ -1,0 +1,251 @@
+//! The model's reference (answer and interval of every output element) computed on the GPU, in
+//! the parent's own CUDA context, by a kernel of the harness's own
+//! (`kernels/harness/exact_reference.cu`), compiled at run time for the GPU it finds.
+//!
+//! Why: a campaign's largest cost was the CPU model (about 1 s for 512 x 4096 x 7168 on 2
+//! cores), which is why cases past 2^36 products were judged on sampled rows. The exact answer
+//! is integer arithmetic that a GPU does at tens of tera-operations per second.
+//!
+//! Why it is trusted: it is not the definition. The CPU model stays the definition, and
+//! [`crate::certify::reference_engine`] compares this reference with the CPU model on rows of
+//! every case it computes; a difference is a harness error. It never runs in a worker: no code
+//! of the kernel's shares its process or its context.
+
+use super::GpuError;
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
+use half::f16;
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::model::exact_grid::MAX_I64_BLOCKS;
+use nvfp4_model::model::Reference;
+use nvfp4_model::problem::{BlockScaledMatrix, ProblemInputs, SCALE_BLOCK};
+use std::sync::Arc;
+
+const SOURCE: &str = include_str!("../../../../kernels/harness/exact_reference.cu");
+const KERNEL: &str = "nvfp4_oracle_exact_reference";
+/// The kernel's output tile and threads (TILE_M, TILE_N, THREADS_X, THREADS_Y in the source).
+const TILE: u32 = 32;
+const THREADS: (u32, u32) = (16, 16);
+/// What `problem` tells the kernel (PROBLEM_GEMM, PROBLEM_DUAL_GEMM).
+const PROBLEM_GEMM: i32 = 0;
+const PROBLEM_DUAL_GEMM: i32 = 1;
+/// Of the GPU's free memory, the share one case may take: the rest is the kernel's, whose
+/// worker shares the GPU.
+const MEMORY_SHARE: f64 = 0.5;
+
+/// The compile options: no fused multiply-add, so that every f64 operation of the interval
+/// arithmetic is rounded as the CPU model's (Rust never fuses).
+fn compile_options() -> CompileOptions {
+    CompileOptions {
+        name: Some("exact_reference.cu".into()),
+        // dp4a needs sm_61; compute_80 PTX runs, JIT-compiled by the driver, on every GPU an
+        // NVFP4 kernel targets.
+        arch: Some("compute_80"),
+        fmad: Some(false),
+        ..Default::default()
+    }
+}
+
+/// Compiles the kernel to PTX (no GPU needed): what the tests without a GPU check.
+pub fn compile() -> Result<String, GpuError> {
+    if !super::compile::nvrtc_present() {
+        return Err(super::compile::NVRTC_MISSING.into());
+    }
+    compile_ptx_with_opts(SOURCE, compile_options())
+        .map(|ptx| ptx.to_src())
+        .map_err(|err| GpuError(format!("compiling kernels/harness/exact_reference.cu: {err:?}")))
+}
+
+/// The reference kernel loaded in the parent's context.
+pub struct GpuReference {
+    stream: Arc<CudaStream>,
+    function: CudaFunction,
+    device: String,
+}
+
+/// Why the GPU reference does not take a case (the CPU model does).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Declined {
+    /// K past the 64-bit proof (more than [`MAX_I64_BLOCKS`] scale blocks).
+    KTooDeep,
+    /// The case's tensors and outputs would take more than its share of free GPU memory.
+    Memory { needed: usize, free: usize },
+}
+
+impl GpuReference {
+    /// Opens device 0 in this process and compiles the kernel for it.
+    pub fn new() -> Result<Self, GpuError> {
+        let (ctx, info) = super::device::open_device()?;
+        let ptx = compile_ptx_with_opts(SOURCE, compile_options())
+            .map_err(|err| format!("compiling kernels/harness/exact_reference.cu: {err:?}"))?;
+        let module = ctx.load_module(ptx).map_err(|err| err.to_string())?;
+        let function = module
+            .load_function(KERNEL)
+            .map_err(|err| err.to_string())?;
+        Ok(GpuReference {
+            stream: ctx.new_stream().map_err(|err| err.to_string())?,
+            function,
+            device: info.describe(),
+        })
+    }
+
+    /// The GPU it runs on, in words.
+    pub fn device(&self) -> &str {
+        &self.device
+    }
+
+    /// Whether a case is one this reference takes, and if not why.
+    pub fn declines(&self, inputs: &ProblemInputs) -> Option<Declined> {
+        let (shape, operands) = match inputs {
+            ProblemInputs::DualGemm(d) => (d.shape, 2),
+            ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => (g.shape, 1),
+            ProblemInputs::GroupGemm(g) => {
+                let deepest = g.groups.iter().map(|g| g.shape.k).max().unwrap_or(0);
+                let largest = g.groups.iter().map(|g| bytes_needed(g.shape, 1)).max();
+                return self.declines_size(deepest, largest.unwrap_or(0));
+            }
+        };
+        self.declines_size(shape.k, bytes_needed(shape, operands))
+    }
+
+    fn declines_size(&self, k: usize, needed: usize) -> Option<Declined> {
+        if k / SCALE_BLOCK > MAX_I64_BLOCKS {
+            return Some(Declined::KTooDeep);
+        }
+        let free = self
+            .stream
+            .context()
+            .bind_to_thread()
+            .ok()
+            .and_then(|()| cudarc::driver::result::mem_get_info().ok())
+            .map_or(0, |(free, _)| free);
+        (needed as f64 > MEMORY_SHARE * free as f64).then_some(Declined::Memory { needed, free })
+    }
+
+    /// The reference of `inputs` under `order`: the same bits as the CPU model's
+    /// [`nvfp4_model::model::problem_reference`].
+    pub fn reference(&self, inputs: &ProblemInputs, order: KOrder) -> Result<Reference, GpuError> {
+        match inputs {
+            ProblemInputs::DualGemm(d) => {
+                self.run(&d.a, [&d.b1, &d.b2], PROBLEM_DUAL_GEMM, d.shape.l, order)
+            }
+            ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => {
+                self.run(&g.a, [&g.b, &g.b], PROBLEM_GEMM, g.shape.l, order)
+            }
+            ProblemInputs::GroupGemm(g) => {
+                let mut out = Reference {
+                    expected: vec![],
+                    lo: vec![],
+                    hi: vec![],
+                };
+                for group in &g.groups {
+                    let part =
+                        self.run(&group.a, [&group.b, &group.b], PROBLEM_GEMM, group.shape.l, order)?;
+                    out.expected.extend(part.expected);
+                    out.lo.extend(part.lo);
+                    out.hi.extend(part.hi);
+                }
+                Ok(out)
+            }
+        }
+    }
+
+    fn run(
+        &self,
+        a: &BlockScaledMatrix,
+        bs: [&BlockScaledMatrix; 2],
+        problem: i32,
+        batches: usize,
+        order: KOrder,
+    ) -> Result<Reference, GpuError> {
+        let (m, n, blocks) = (a.rows(), bs[0].rows(), a.k() / SCALE_BLOCK);
+        let elements = m * n * batches;
+        if elements == 0 {
+            return Ok(Reference {
+                expected: vec![],
+                lo: vec![],
+                hi: vec![],
+            });
+        }
+        let stream = &self.stream;
+        stream.context().bind_to_thread().map_err(gpu("binding the reference's context"))?;
+        let upload = |bytes: &[u8]| stream.clone_htod(bytes).map_err(gpu("uploading an operand"));
+        let a_data = upload(a.data())?;
+        let a_scales = upload(a.scales())?;
+        let b1_data = upload(bs[0].data())?;
+        let b1_scales = upload(bs[0].scales())?;
+        let (b2_data, b2_scales) = if problem == PROBLEM_DUAL_GEMM {
+            (upload(bs[1].data())?, upload(bs[1].scales())?)
+        } else {
+            (b1_data.clone(), b1_scales.clone())
+        };
+        let alloc = || -> Result<CudaSlice<u16>, GpuError> {
+            stream.alloc_zeros::<u16>(elements).map_err(gpu("allocating the reference's outputs"))
+        };
+        let (mut expected, mut lo, mut hi) = (alloc()?, alloc()?, alloc()?);
+        let mut unbounded = stream.alloc_zeros::<i32>(1).map_err(gpu("allocating a flag"))?;
+        let config = LaunchConfig {
+            grid_dim: (n.div_ceil(TILE as usize) as u32, m.div_ceil(TILE as usize) as u32, 1),
+            block_dim: (THREADS.0, THREADS.1, 1),
+            shared_mem_bytes: 0,
+        };
+        let (m32, n32, blocks32, batches32) = (m as i32, n as i32, blocks as i32, batches as i32);
+        let order_code: i32 = match order {
+            KOrder::Contiguous => 0,
+            KOrder::Any => 1,
+            KOrder::PerProduct => 2,
+        };
+        for batch in 0..batches as i32 {
+            let mut launch = stream.launch_builder(&self.function);
+            launch
+                .arg(&a_data)
+                .arg(&a_scales)
+                .arg(&b1_data)
+                .arg(&b1_scales)
+                .arg(&b2_data)
+                .arg(&b2_scales)
+                .arg(&m32)
+                .arg(&n32)
+                .arg(&blocks32)
+                .arg(&batches32)
+                .arg(&batch)
+                .arg(&problem)
+                .arg(&order_code)
+                .arg(&mut expected)
+                .arg(&mut lo)
+                .arg(&mut hi)
+                .arg(&mut unbounded);
+            // SAFETY: the arguments are the kernel's, in its order and types; the grid covers
+            // m x n and every access is bounded by (m, n, blocks, batches) as uploaded.
+            unsafe { launch.launch(config) }.map_err(gpu("launching the reference kernel"))?;
+        }
+        let download = |slice: &CudaSlice<u16>| -> Result<Vec<f16>, GpuError> {
+            let bits = stream.clone_dtoh(slice).map_err(gpu("reading the reference back"))?;
+            Ok(bits.into_iter().map(f16::from_bits).collect())
+        };
+        let reference = Reference {
+            expected: download(&expected)?,
+            lo: download(&lo)?,
+            hi: download(&hi)?,
+        };
+        let flag = stream.clone_dtoh(&unbounded).map_err(gpu("reading a flag back"))?;
+        if flag[0] != 0 {
+            return Err(GpuError(format!(
+                "K = {} is above the depth at which the error bound holds",
+                blocks * SCALE_BLOCK
+            )));
+        }
+        Ok(reference)
+    }
+}
+
+/// A driver error with what was being done.
+fn gpu(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
+    move |err| GpuError(format!("{what}: {err}"))
+}
+
+/// Device bytes one case takes: its operands and three fp16 outputs.
+fn bytes_needed(shape: nvfp4_model::problem::Shape, operands: usize) -> usize {
+    let operand = |rows: usize| rows * shape.l * (shape.k / 2 + shape.k / SCALE_BLOCK);
+    operand(shape.m) + operands * operand(shape.n) + 3 * 2 * shape.m * shape.n * shape.l
+}

@@ -1,0 +1,197 @@
+//! The GPU reference (kernels/harness/exact_reference.cu) against the CPU model, which stays the
+//! definition. Compiling it needs only NVRTC (CI installs it); comparing and timing it need a
+//! GPU, so those tests are `#[ignore]`d and run on the GPU machine:
+//!
+//!     cargo test --release --test oracle gpu_reference:: -- --include-ignored --nocapture
+//!
+//! (results/gpu-reference/run.sh runs them there and keeps the logs).
+
+use crate::common;
+use nvfp4_harness::certify::reference_engine::{cross_check, cross_check_rows};
+use nvfp4_harness::gpu::compile::nvrtc_present;
+use nvfp4_harness::gpu::exact_reference::{compile, GpuReference};
+use nvfp4_model::golden::set::DUAL_GEMM_BENCHMARKS;
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::model::{problem_reference, Reference};
+use nvfp4_model::problem::generate::generate_problem;
+use nvfp4_model::problem::{Distribution, ProblemInputs, ProblemKind, Shape};
+use std::time::Instant;
+
+#[test]
+fn the_gpu_reference_compiles_without_fused_multiply_adds() {
+    if !nvrtc_present() {
+        common::skip("NVRTC (libnvrtc.so) cannot be loaded here; .ci/run installs it from PyPI");
+        return;
+    }
+    let ptx = compile().unwrap_or_else(|err| panic!("{err}"));
+    assert!(ptx.contains("nvfp4_oracle_exact_reference"), "entry missing");
+    assert!(ptx.contains("dp4a"), "the block sums are dp4a");
+    // A fused f64 multiply-add would round once where the CPU model rounds twice.
+    assert!(!ptx.contains("fma.rn.f64"), "the interval arithmetic must not be fused");
+    assert!(ptx.contains("cvt.rn.f16.f64"), "one correctly rounded f64 -> fp16 conversion");
+}
+
+/// The cross-check finds a changed bit (what makes a GPU difference a harness error): no GPU
+/// needed, the "GPU" reference here is the CPU model's with one bit changed.
+#[test]
+fn the_cross_check_finds_one_changed_bit_on_its_rows() {
+    let inputs = generate_problem(
+        ProblemKind::DualGemm,
+        Shape::new(40, 48, 128, 2).unwrap(),
+        Distribution::Full,
+        3,
+    );
+    let model = problem_reference(&inputs, KOrder::Contiguous);
+    assert_eq!(
+        cross_check(&inputs, KOrder::Contiguous, &model, 9),
+        Ok(3 * 48 * 2),
+        "two drawn rows and the last, whole"
+    );
+    let rows = cross_check_rows(Shape::new(40, 48, 128, 2).unwrap(), 9).rows;
+    assert_eq!(rows.len(), 3);
+    assert_eq!(rows.last(), Some(&39));
+    let mut changed = model.clone();
+    let at = rows[0] * 48 * 2 + 17;
+    changed.hi[at] = half::f16::from_bits(changed.hi[at].to_bits() ^ 1);
+    let message = cross_check(&inputs, KOrder::Contiguous, &changed, 9).unwrap_err();
+    assert!(
+        message.contains(&format!("row {}", rows[0])) && message.contains("hi is"),
+        "{message}"
+    );
+}
+
+fn gpu_or_panic() -> GpuReference {
+    GpuReference::new().unwrap_or_else(|err| panic!("this test needs a GPU: {err}"))
+}
+
+fn bits(reference: &Reference) -> [Vec<u16>; 3] {
+    [&reference.expected, &reference.lo, &reference.hi]
+        .map(|values| values.iter().map(|x| x.to_bits()).collect())
+}
+
+/// Every element of every edge shape, in every distribution, problem and K order: the GPU's
+/// expected, lo and hi are the CPU model's, bit for bit.
+#[test]
+#[ignore = "needs a GPU: cargo test --release --test oracle gpu_reference:: -- --include-ignored"]
+fn the_gpu_reference_is_the_cpu_model_bit_for_bit() {
+    let gpu = gpu_or_panic();
+    let shapes = [
+        (1, 1, 16, 1),
+        (1, 2048, 4096, 1),
+        (7, 33, 48, 3),
+        (32, 32, 128, 1),
+        (33, 31, 144, 2),
+        (64, 96, 256, 1),
+        (129, 70, 1040, 1),
+        (256, 200, 4096, 1),
+        (40, 64, 16384, 1),
+    ];
+    let mut elements = 0u64;
+    for kind in ProblemKind::ALL {
+        for dist in Distribution::NAMED {
+            for (i, &(m, n, k, l)) in shapes.iter().enumerate() {
+                let inputs = generate_problem(
+                    kind,
+                    Shape::new(m, n, k, l).unwrap(),
+                    dist,
+                    1000 + i as u64,
+                );
+                for order in KOrder::ALL {
+                    let model = problem_reference(&inputs, order);
+                    let on_gpu = gpu.reference(&inputs, order).unwrap_or_else(|err| {
+                        panic!("{} {} {m}x{n}x{k}x{l}: {err}", kind.name(), dist.name())
+                    });
+                    let (model_bits, gpu_bits) = (bits(&model), bits(&on_gpu));
+                    for (what, (a, b)) in ["expected", "lo", "hi"]
+                        .iter()
+                        .zip(model_bits.iter().zip(&gpu_bits))
+                    {
+                        let first = a.iter().zip(b).position(|(x, y)| x != y);
+                        assert!(
+                            a.len() == b.len() && first.is_none(),
+                            "{} {} {m}x{n}x{k}x{l} {order:?}: {what} differs at {first:?}: \
+                             model {:04X?} gpu {:04X?}",
+                            kind.name(),
+                            dist.name(),
+                            first.map(|f| a[f]),
+                            first.map(|f| b[f]),
+                        );
+                    }
+                    elements += model.len() as u64;
+                }
+            }
+        }
+    }
+    println!(
+        "GPU reference on {}: {elements} elements compared with the CPU model \
+         (expected, lo, hi each), 0 differences",
+        gpu.device()
+    );
+}
+
+fn median(mut seconds: Vec<f64>) -> f64 {
+    seconds.sort_by(f64::total_cmp);
+    seconds[seconds.len() / 2]
+}
+
+/// The speed table: the CPU model and the GPU reference at the four benchmark shapes, the
+/// issue's 512 x 4096 x 7168, and large shapes judged whole on the GPU (sampled rows on the CPU
+/// before); every GPU result cross-checked on rows, the benchmark shapes compared whole.
+#[test]
+#[ignore = "needs a GPU: cargo test --release --test oracle gpu_reference:: -- --include-ignored"]
+fn gpu_reference_speed_table() {
+    let gpu = gpu_or_panic();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    println!("GPU reference on {}; CPU model on {cores} cores", gpu.device());
+    println!("| shape (M x N x K x L) | CPU model (s) | GPU reference (ms) | ratio | compared |");
+    println!("|---|---|---|---|---|");
+    let mut shapes: Vec<(usize, usize, usize, usize)> = DUAL_GEMM_BENCHMARKS
+        .iter()
+        .map(|&(m, n, k)| (m, n, k, 1))
+        .collect();
+    shapes.push((512, 4096, 7168, 1));
+    let large = [
+        (4096, 14336, 4096, 1),
+        (8192, 8192, 16384, 1),
+        (16384, 28672, 8192, 1),
+    ];
+    for &(m, n, k, l) in shapes.iter().chain(&large) {
+        let shape = Shape::new(m, n, k, l).unwrap();
+        let inputs: ProblemInputs =
+            generate_problem(ProblemKind::DualGemm, shape, Distribution::Full, 7);
+        // Warm (module load, first allocation) once, then the median of three.
+        let first = gpu.reference(&inputs, KOrder::Contiguous).unwrap();
+        let gpu_seconds = median(
+            (0..3)
+                .map(|_| {
+                    let started = Instant::now();
+                    gpu.reference(&inputs, KOrder::Contiguous).unwrap();
+                    started.elapsed().as_secs_f64()
+                })
+                .collect(),
+        );
+        let is_large = large.contains(&(m, n, k, l));
+        let (cpu_cell, compared) = if is_large {
+            // The whole CPU model would take minutes: rows only.
+            let compared = cross_check(&inputs, KOrder::Contiguous, &first, 5)
+                .unwrap_or_else(|difference| panic!("{difference}"));
+            ("(rows only)".to_string(), format!("{compared} elements on 3 rows"))
+        } else {
+            let started = Instant::now();
+            let model = problem_reference(&inputs, KOrder::Contiguous);
+            let cpu_seconds = started.elapsed().as_secs_f64();
+            assert_eq!(bits(&model), bits(&first), "{shape}: the GPU reference differs");
+            (
+                format!("{cpu_seconds:.3}"),
+                format!("all {} elements", model.len()),
+            )
+        };
+        let ratio = cpu_cell
+            .parse::<f64>()
+            .map_or("-".to_string(), |cpu| format!("{:.0}x", cpu / gpu_seconds));
+        println!(
+            "| {m} x {n} x {k} x {l} | {cpu_cell} | {:.2} | {ratio} | {compared} |",
+            gpu_seconds * 1e3
+        );
+    }
+}
