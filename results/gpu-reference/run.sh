@@ -7,6 +7,9 @@
 #   bash results/gpu-reference/run.sh campaign   # certify of hopper-baseline with the reference
 #                                                # on the GPU and on the CPU, same seed: the
 #                                                # campaign's time and where it goes
+#                                                # (KERNELS="a b" for others, WHERE=gpu for the
+#                                                # GPU reference alone, MANIFESTS="x/kernel.toml"
+#                                                # for examples)
 # From the repository root, with the release binary at .carry/nvfp4-oracle and the test binary
 # (`cargo test --release --test oracle --no-run` prints its path) at .carry/oracle_test.
 # Everything goes to $OUT (or /tmp/gpu-reference-out): <stage>.log.
@@ -23,10 +26,15 @@ compare)
 campaign)
   SEED=${SEED:-20261126}
   for kernel in ${KERNELS:-hopper-baseline}; do
-    for where in gpu cpu; do
+    for where in ${WHERE:-gpu cpu}; do
       run "certify-$kernel-$where" timeout 280 $B certify --kernel "$kernel" --seed "$SEED" --cases ${CASES:-200} --sanitize 0 --determinism 0 --reference $where --report-dir "$R/$where"
       cp "$R/$where/$kernel.md" "$O/$kernel-$where.md" 2>/dev/null
     done
+  done
+  for manifest in ${MANIFESTS:-}; do
+    name=$(basename "$(dirname "$manifest")")
+    run "certify-$name-gpu" timeout 280 $B certify --manifest "$manifest" --seed "$SEED" --cases ${CASES:-200} --sanitize 0 --determinism 0 --reference gpu --report-dir "$R/$name"
+    cp "$R/$name"/*.md "$O/" 2>/dev/null
   done
   ;;
 esac

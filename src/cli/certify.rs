@@ -132,7 +132,10 @@ pub enum ReferenceChoice {
 
 /// Switches the GPU reference on as `choice` asks: `Err` (exit 4) only for `gpu` where no GPU
 /// can be used.
-fn choose_reference(choice: ReferenceChoice, kernels: &[Box<dyn KernelUnderTest>]) -> Result<(), String> {
+fn choose_reference(
+    choice: ReferenceChoice,
+    kernels: &[Box<dyn KernelUnderTest>],
+) -> Result<(), String> {
     use nvfp4_harness::certify::reference_engine::use_gpu_reference;
     let wanted = match choice {
         ReferenceChoice::Cpu => false,

@@ -24,11 +24,20 @@ fn the_gpu_reference_compiles_without_fused_multiply_adds() {
         return;
     }
     let ptx = compile().unwrap_or_else(|err| panic!("{err}"));
-    assert!(ptx.contains("nvfp4_oracle_exact_reference"), "entry missing");
+    assert!(
+        ptx.contains("nvfp4_oracle_exact_reference"),
+        "entry missing"
+    );
     assert!(ptx.contains("dp4a"), "the block sums are dp4a");
     // A fused f64 multiply-add would round once where the CPU model rounds twice.
-    assert!(!ptx.contains("fma.rn.f64"), "the interval arithmetic must not be fused");
-    assert!(ptx.contains("cvt.rn.f16.f64"), "one correctly rounded f64 -> fp16 conversion");
+    assert!(
+        !ptx.contains("fma.rn.f64"),
+        "the interval arithmetic must not be fused"
+    );
+    assert!(
+        ptx.contains("cvt.rn.f16.f64"),
+        "one correctly rounded f64 -> fp16 conversion"
+    );
 }
 
 /// The cross-check finds a changed bit (what makes a GPU difference a harness error): no GPU
@@ -90,12 +99,8 @@ fn the_gpu_reference_is_the_cpu_model_bit_for_bit() {
     for kind in ProblemKind::ALL {
         for dist in Distribution::NAMED {
             for (i, &(m, n, k, l)) in shapes.iter().enumerate() {
-                let inputs = generate_problem(
-                    kind,
-                    Shape::new(m, n, k, l).unwrap(),
-                    dist,
-                    1000 + i as u64,
-                );
+                let inputs =
+                    generate_problem(kind, Shape::new(m, n, k, l).unwrap(), dist, 1000 + i as u64);
                 for order in KOrder::ALL {
                     let model = problem_reference(&inputs, order);
                     let on_gpu = gpu.reference(&inputs, order).unwrap_or_else(|err| {
@@ -142,7 +147,10 @@ fn median(mut seconds: Vec<f64>) -> f64 {
 fn gpu_reference_speed_table() {
     let gpu = gpu_or_panic();
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    println!("GPU reference on {}; CPU model on {cores} cores", gpu.device());
+    println!(
+        "GPU reference on {}; CPU model on {cores} cores",
+        gpu.device()
+    );
     println!("| shape (M x N x K x L) | CPU model (s) | GPU reference (ms) | ratio | compared |");
     println!("|---|---|---|---|---|");
     let mut shapes: Vec<(usize, usize, usize, usize)> = DUAL_GEMM_BENCHMARKS
@@ -175,12 +183,19 @@ fn gpu_reference_speed_table() {
             // The whole CPU model would take minutes: rows only.
             let compared = cross_check(&inputs, KOrder::Contiguous, &first, 5)
                 .unwrap_or_else(|difference| panic!("{difference}"));
-            ("(rows only)".to_string(), format!("{compared} elements on 3 rows"))
+            (
+                "(rows only)".to_string(),
+                format!("{compared} elements on 3 rows"),
+            )
         } else {
             let started = Instant::now();
             let model = problem_reference(&inputs, KOrder::Contiguous);
             let cpu_seconds = started.elapsed().as_secs_f64();
-            assert_eq!(bits(&model), bits(&first), "{shape}: the GPU reference differs");
+            assert_eq!(
+                bits(&model),
+                bits(&first),
+                "{shape}: the GPU reference differs"
+            );
             (
                 format!("{cpu_seconds:.3}"),
                 format!("all {} elements", model.len()),

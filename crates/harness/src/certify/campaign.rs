@@ -19,6 +19,7 @@ use super::coverage::{shape_class, Coverage};
 use super::pipeline::run_in_pipeline;
 use super::production::ProductionSize;
 use super::sampling::{shape_products, FULL_REFERENCE_PRODUCTS};
+use super::shrink_shape::shrink_case;
 use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
 use nvfp4_model::compare::diagnosis::{diagnose, Diagnosis, Observation};
 use nvfp4_model::model::bounds::KOrder;
@@ -260,6 +261,14 @@ pub fn certify_variant(
             .class_of(&outcome.spec)
             .unwrap_or_else(|| shape_class(outcome.spec.shape));
         coverage.record(&outcome, class, seconds);
+        super::trace(format_args!(
+            "case {index} {} {} {class}: {:.2} s ({:?}), {}",
+            outcome.spec.shape,
+            outcome.spec.dist.name(),
+            seconds,
+            outcome.phases,
+            if outcome.failed() { "FAILED" } else { "passed" }
+        ));
         progress(coverage.cases, planned_here);
         if outcome.failed() {
             let failure = shrink(kernel, outcome, tree, order, schedule);
@@ -398,7 +407,13 @@ fn shrink(
     schedule: Option<Schedule>,
 ) -> Failure {
     let first = failing.spec;
+    let started = Instant::now();
     let (minimal, steps) = shrink_case(kernel, failing, tree, order, schedule, CaseOutcome::failed);
+    super::trace(format_args!(
+        "shrunk to {} in {steps} runs, {:.1} s",
+        minimal.spec.shape,
+        started.elapsed().as_secs_f64()
+    ));
     diagnosed(kernel, minimal, first, steps, order)
 }
 
@@ -409,14 +424,23 @@ fn diagnosed(
     shrink_steps: usize,
     order: KOrder,
 ) -> Failure {
+    let started = Instant::now();
     let minimal = judged_whole(minimal, order);
+    // The catalogue computes a dozen wrong problems in full on the CPU: not for a minimal case
+    // past the size the CPU model judges whole (a bug that needs 2^30 outputs stays that large).
+    let catalogue_affordable = shape_products(minimal.spec.shape, 2) <= FULL_REFERENCE_PRODUCTS;
     let diagnosis = match &minimal.result {
         // The catalogue of known bugs is the dual GEMM's.
-        Ok(_) if minimal.case.dual().is_some() => {
+        Ok(_) if minimal.case.dual().is_some() && catalogue_affordable => {
             Some(diagnose_with_more_runs(kernel, &minimal, first, order))
         }
         _ => None,
     };
+    super::trace(format_args!(
+        "diagnosed in {:.1} s",
+        started.elapsed().as_secs_f64()
+    ));
+    let started = Instant::now();
     // Data shrinking only for wrong outputs: a crash or a hang would cost a watchdog per run.
     let data = match &minimal.result {
         Ok(_) => super::shrink_data::shrink_data(
@@ -427,6 +451,10 @@ fn diagnosed(
         ),
         Err(_) => None,
     };
+    super::trace(format_args!(
+        "data shrunk in {:.1} s",
+        started.elapsed().as_secs_f64()
+    ));
     Failure {
         case_index: 0,
         first,
@@ -435,159 +463,6 @@ fn diagnosed(
         shrink_steps,
         data,
     }
-}
-
-/// Most kernel runs one shrink may take, and the most seconds: a failure at a deployment
-/// shape (N past 8192, K of 16384) costs up to a second per run, and the minimal repro found
-/// within the budget is still a failing case (the certificate counts the runs).
-const MAX_SHRINK_STEPS: usize = 400;
-const SHRINK_SECONDS: f64 = 120.0;
-
-/// Shrinks a case for which `fails` holds with its proptest value tree: simplify while the case
-/// still fails, step back when it passes. The fixed edge cases have no tree; they only get the
-/// greedy steps. Then each dimension is bisected down to the smallest value that still fails
-/// (a bug that needs N past 8192 ends at N = 8193 in about 14 runs, not thousands of
-/// decrements). Returns the minimal outcome and the number of runs.
-fn shrink_case(
-    kernel: &dyn KernelUnderTest,
-    failing: CaseOutcome,
-    tree: Option<&mut dyn ValueTree<Value = CaseSpec>>,
-    order: KOrder,
-    schedule: Option<Schedule>,
-    fails: impl Fn(&CaseOutcome) -> bool,
-) -> (CaseOutcome, usize) {
-    let started = Instant::now();
-    let mut minimal = failing;
-    let mut steps = 0;
-    let spent = |steps: usize| {
-        steps >= MAX_SHRINK_STEPS || started.elapsed().as_secs_f64() > SHRINK_SECONDS
-    };
-    if let Some(tree) = tree {
-        'simplify: while !spent(steps) && tree.simplify() {
-            loop {
-                steps += 1;
-                let outcome = run_case(kernel, tree.current(), order, schedule);
-                if fails(&outcome) {
-                    minimal = outcome;
-                    continue 'simplify;
-                }
-                if spent(steps) || !tree.complicate() {
-                    break 'simplify;
-                }
-            }
-        }
-    }
-    // Then greedy steps: halve each dimension, drop batches, switch to gpumode, while the case
-    // still fails.
-    'greedy: while !spent(steps) {
-        for candidate in smaller_specs(minimal.spec, kernel.support()) {
-            steps += 1;
-            let outcome = run_case(kernel, candidate, order, schedule);
-            if fails(&outcome) {
-                minimal = outcome;
-                continue 'greedy;
-            }
-            if spent(steps) {
-                break 'greedy;
-            }
-        }
-        break;
-    }
-    // Then each dimension bisected between its smallest supported value (or the largest value
-    // seen to pass) and the smallest seen to fail.
-    let support = kernel.support();
-    for dimension in [Dimension::M, Dimension::N, Dimension::K] {
-        let unit = dimension.unit(support);
-        let mut passing_below = 0;
-        while !spent(steps) {
-            let failing_at = dimension.of(minimal.spec.shape);
-            // The candidate: halfway, on the dimension's grid, strictly inside the gap.
-            let gap = failing_at.saturating_sub(passing_below) / unit;
-            if gap <= 1 {
-                break;
-            }
-            let candidate_value = passing_below + gap / 2 * unit;
-            let Some(candidate) = dimension.with(minimal.spec, candidate_value, support) else {
-                passing_below = candidate_value;
-                continue;
-            };
-            steps += 1;
-            let outcome = run_case(kernel, candidate, order, schedule);
-            if fails(&outcome) {
-                minimal = outcome;
-            } else {
-                passing_below = candidate_value;
-            }
-        }
-    }
-    (minimal, steps)
-}
-
-/// A dimension the shrinker bisects.
-#[derive(Clone, Copy)]
-enum Dimension {
-    M,
-    N,
-    K,
-}
-
-impl Dimension {
-    fn of(self, shape: Shape) -> usize {
-        match self {
-            Dimension::M => shape.m,
-            Dimension::N => shape.n,
-            Dimension::K => shape.k,
-        }
-    }
-
-    /// The grid the kernel's support puts the dimension on.
-    fn unit(self, support: ShapeSupport) -> usize {
-        match self {
-            Dimension::M => support.m_multiple.max(1),
-            Dimension::N => support.n_multiple.max(1),
-            Dimension::K => support.k_multiple.max(16),
-        }
-    }
-
-    /// `spec` with this dimension set to `value`, if the kernel supports that shape.
-    fn with(self, spec: CaseSpec, value: usize, support: ShapeSupport) -> Option<CaseSpec> {
-        let s = spec.shape;
-        let (m, n, k) = match self {
-            Dimension::M => (value, s.n, s.k),
-            Dimension::N => (s.m, value, s.k),
-            Dimension::K => (s.m, s.n, value),
-        };
-        let shape = Shape::new(m, n, k, s.l).ok()?;
-        support
-            .supports(shape)
-            .then_some(CaseSpec { shape, ..spec })
-    }
-}
-
-/// Simpler neighbours of a case, simplest first, all inside `support`: one batch, each
-/// dimension halved, the gpumode distribution (the bisection in [`shrink_case`] does the
-/// finer steps).
-fn smaller_specs(spec: CaseSpec, support: ShapeSupport) -> Vec<CaseSpec> {
-    let s = spec.shape;
-    let shapes = [
-        (s.m, s.n, s.k, 1),
-        (s.m / 2, s.n, s.k, s.l),
-        (s.m, s.n / 2, s.k, s.l),
-        (s.m, s.n, s.k / 2, s.l),
-    ];
-    let mut out: Vec<CaseSpec> = shapes
-        .iter()
-        .filter_map(|&(m, n, k, l)| Shape::new(m, n, k, l).ok())
-        .filter(|shape| support.supports(*shape) && *shape != s)
-        .map(|shape| CaseSpec { shape, ..spec })
-        .collect();
-    if spec.dist != Distribution::Gpumode {
-        out.push(CaseSpec {
-            dist: Distribution::Gpumode,
-            ..spec
-        });
-    }
-    out
 }
 
 /// Diagnoses from the minimal case plus larger runs (the first failing case, and a 192x160x784

@@ -21,9 +21,20 @@ pub mod sanitize;
 pub mod sequence;
 pub mod shard;
 pub mod shrink_data;
+mod shrink_shape;
 pub mod signing;
 pub mod tool_log;
 pub mod trust;
+
+/// With NVFP4_ORACLE_TRACE set, a campaign says on stderr what it is doing (each case with its
+/// shape and seconds, each shrink run, the diagnosis and data shrinking): where a long run's
+/// time goes.
+pub(crate) fn trace(what: std::fmt::Arguments) {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *ON.get_or_init(|| std::env::var_os("NVFP4_ORACLE_TRACE").is_some()) {
+        eprintln!("trace: {what}");
+    }
+}
 
 pub use campaign::{certify_variant, CampaignLimits, CampaignResult};
 pub use sequence::{certify_kernel, CertifyRequest, KernelOutcome};

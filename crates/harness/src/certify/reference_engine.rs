@@ -61,7 +61,9 @@ mod gpu_side {
 static REPORT: Mutex<Option<EngineReport>> = Mutex::new(None);
 
 fn with_report<T>(change: impl FnOnce(&mut EngineReport) -> T) -> T {
-    let mut guard = REPORT.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut guard = REPORT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     change(guard.get_or_insert_with(EngineReport::default))
 }
 
@@ -105,9 +107,9 @@ pub fn gpu_takes(inputs: &ProblemInputs) -> bool {
     #[cfg(feature = "gpu")]
     if let Some(engine) = gpu_side::ENGINE.get() {
         let guard = engine.reference.lock().unwrap_or_else(|p| p.into_inner());
-        return guard
-            .as_ref()
-            .is_some_and(|r| !matches!(inputs, ProblemInputs::GroupGemm(_)) && r.declines(inputs).is_none());
+        return guard.as_ref().is_some_and(|r| {
+            !matches!(inputs, ProblemInputs::GroupGemm(_)) && r.declines(inputs).is_none()
+        });
     }
     let _ = inputs;
     false

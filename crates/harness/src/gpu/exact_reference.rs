@@ -53,7 +53,11 @@ pub fn compile() -> Result<String, GpuError> {
     }
     compile_ptx_with_opts(SOURCE, compile_options())
         .map(|ptx| ptx.to_src())
-        .map_err(|err| GpuError(format!("compiling kernels/harness/exact_reference.cu: {err:?}")))
+        .map_err(|err| {
+            GpuError(format!(
+                "compiling kernels/harness/exact_reference.cu: {err:?}"
+            ))
+        })
 }
 
 /// The reference kernel loaded in the parent's context.
@@ -139,8 +143,13 @@ impl GpuReference {
                     hi: vec![],
                 };
                 for group in &g.groups {
-                    let part =
-                        self.run(&group.a, [&group.b, &group.b], PROBLEM_GEMM, group.shape.l, order)?;
+                    let part = self.run(
+                        &group.a,
+                        [&group.b, &group.b],
+                        PROBLEM_GEMM,
+                        group.shape.l,
+                        order,
+                    )?;
                     out.expected.extend(part.expected);
                     out.lo.extend(part.lo);
                     out.hi.extend(part.hi);
@@ -168,8 +177,15 @@ impl GpuReference {
             });
         }
         let stream = &self.stream;
-        stream.context().bind_to_thread().map_err(gpu("binding the reference's context"))?;
-        let upload = |bytes: &[u8]| stream.clone_htod(bytes).map_err(gpu("uploading an operand"));
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(gpu("binding the reference's context"))?;
+        let upload = |bytes: &[u8]| {
+            stream
+                .clone_htod(bytes)
+                .map_err(gpu("uploading an operand"))
+        };
         let a_data = upload(a.data())?;
         let a_scales = upload(a.scales())?;
         let b1_data = upload(bs[0].data())?;
@@ -180,12 +196,20 @@ impl GpuReference {
             (b1_data.clone(), b1_scales.clone())
         };
         let alloc = || -> Result<CudaSlice<u16>, GpuError> {
-            stream.alloc_zeros::<u16>(elements).map_err(gpu("allocating the reference's outputs"))
+            stream
+                .alloc_zeros::<u16>(elements)
+                .map_err(gpu("allocating the reference's outputs"))
         };
         let (mut expected, mut lo, mut hi) = (alloc()?, alloc()?, alloc()?);
-        let mut unbounded = stream.alloc_zeros::<i32>(1).map_err(gpu("allocating a flag"))?;
+        let mut unbounded = stream
+            .alloc_zeros::<i32>(1)
+            .map_err(gpu("allocating a flag"))?;
         let config = LaunchConfig {
-            grid_dim: (n.div_ceil(TILE as usize) as u32, m.div_ceil(TILE as usize) as u32, 1),
+            grid_dim: (
+                n.div_ceil(TILE as usize) as u32,
+                m.div_ceil(TILE as usize) as u32,
+                1,
+            ),
             block_dim: (THREADS.0, THREADS.1, 1),
             shared_mem_bytes: 0,
         };
@@ -220,7 +244,9 @@ impl GpuReference {
             unsafe { launch.launch(config) }.map_err(gpu("launching the reference kernel"))?;
         }
         let download = |slice: &CudaSlice<u16>| -> Result<Vec<f16>, GpuError> {
-            let bits = stream.clone_dtoh(slice).map_err(gpu("reading the reference back"))?;
+            let bits = stream
+                .clone_dtoh(slice)
+                .map_err(gpu("reading the reference back"))?;
             Ok(bits.into_iter().map(f16::from_bits).collect())
         };
         let reference = Reference {
@@ -228,7 +254,9 @@ impl GpuReference {
             lo: download(&lo)?,
             hi: download(&hi)?,
         };
-        let flag = stream.clone_dtoh(&unbounded).map_err(gpu("reading a flag back"))?;
+        let flag = stream
+            .clone_dtoh(&unbounded)
+            .map_err(gpu("reading a flag back"))?;
         if flag[0] != 0 {
             return Err(GpuError(format!(
                 "K = {} is above the depth at which the error bound holds",
