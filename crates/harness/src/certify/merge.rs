@@ -253,6 +253,13 @@ pub fn merge(mut shards: Vec<ShardCertificate>, out: &Path) -> Result<Certificat
             merged.devices.push(device.clone());
         }
     }
+    merged.reference = None;
+    for reference in certificates.iter().filter_map(|c| c.reference.as_ref()) {
+        merged
+            .reference
+            .get_or_insert_with(Default::default)
+            .add(reference);
+    }
     merged.created = super::report::utc_now();
     merged.elapsed_seconds = certificates
         .iter()

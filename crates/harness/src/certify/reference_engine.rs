@@ -45,6 +45,61 @@ pub struct EngineReport {
     pub mismatches: Vec<String>,
 }
 
+impl EngineReport {
+    /// What happened after `before` was taken (the same process): one campaign's share.
+    pub fn since(&self, before: &EngineReport) -> EngineReport {
+        EngineReport {
+            device: self.device.clone(),
+            cases: self.cases - before.cases,
+            elements: self.elements - before.elements,
+            elements_cross_checked: self.elements_cross_checked - before.elements_cross_checked,
+            gpu_seconds: self.gpu_seconds - before.gpu_seconds,
+            cross_check_seconds: self.cross_check_seconds - before.cross_check_seconds,
+            declined: self.declined - before.declined,
+            mismatches: self.mismatches[before.mismatches.len().min(self.mismatches.len())..]
+                .to_vec(),
+        }
+    }
+
+    /// Two shards' reports as one campaign's.
+    pub fn add(&mut self, other: &EngineReport) {
+        self.device = self.device.take().or_else(|| other.device.clone());
+        self.cases += other.cases;
+        self.elements += other.elements;
+        self.elements_cross_checked += other.elements_cross_checked;
+        self.gpu_seconds += other.gpu_seconds;
+        self.cross_check_seconds += other.cross_check_seconds;
+        self.declined += other.declined;
+        self.mismatches.extend(other.mismatches.iter().cloned());
+    }
+
+    /// The certificate's row, in words.
+    pub fn in_words(&self) -> String {
+        let device = self.device.as_deref().unwrap_or("no GPU");
+        let mut words = format!(
+            "{} case(s) computed whole on the GPU ({device}), {} elements; the CPU model \
+             recomputed {} of them: {}",
+            self.cases,
+            self.elements,
+            self.elements_cross_checked,
+            match self.mismatches.len() {
+                0 => "identical".to_string(),
+                n => format!(
+                    "HARNESS ERROR, {n} difference(s): {}",
+                    self.mismatches.join("; ")
+                ),
+            }
+        );
+        if self.declined > 0 {
+            words.push_str(&format!(
+                "; {} case(s) too large for it, computed by the CPU model",
+                self.declined
+            ));
+        }
+        words
+    }
+}
+
 /// The GPU side, when there is one.
 #[cfg(feature = "gpu")]
 mod gpu_side {
@@ -265,4 +320,46 @@ fn compare_all(cpu: &Reference, gpu: &Reference, name: &str) -> Result<u64, Stri
         ));
     }
     Ok(cpu.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(cases: usize, mismatches: &[&str]) -> EngineReport {
+        EngineReport {
+            device: Some("a GPU".into()),
+            cases,
+            elements: 10 * cases as u64,
+            elements_cross_checked: cases as u64,
+            gpu_seconds: cases as f64,
+            cross_check_seconds: 0.5 * cases as f64,
+            declined: 0,
+            mismatches: mismatches.iter().map(|m| m.to_string()).collect(),
+        }
+    }
+
+    /// A campaign's share is what happened after it started; shards add up; a difference is
+    /// written as a harness error in the certificate's row.
+    #[test]
+    fn a_campaigns_share_of_the_engine_and_its_words() {
+        let before = report(3, &[]);
+        let after = report(8, &["row 2 differs"]);
+        let share = after.since(&before);
+        assert_eq!((share.cases, share.elements), (5, 50));
+        assert_eq!(share.mismatches, vec!["row 2 differs".to_string()]);
+        assert!(share
+            .in_words()
+            .contains("HARNESS ERROR, 1 difference(s): row 2 differs"));
+        let mut merged = EngineReport::default();
+        merged.add(&report(2, &[]));
+        merged.add(&report(4, &[]));
+        assert_eq!((merged.cases, merged.elements_cross_checked), (6, 6));
+        assert_eq!(merged.device.as_deref(), Some("a GPU"));
+        assert!(
+            merged.in_words().ends_with("identical"),
+            "{}",
+            merged.in_words()
+        );
+    }
 }

@@ -297,6 +297,10 @@ pub struct Certificate {
     /// ran under; empty for a CPU kernel.
     #[serde(default)]
     pub devices: Vec<String>,
+    /// Where this campaign's references were computed: `Some` when the GPU reference computed
+    /// any (with the CPU model's cross-check of them), `None` when the CPU model did all.
+    #[serde(default)]
+    pub reference: Option<super::reference_engine::EngineReport>,
 }
 
 impl Certificate {
@@ -346,6 +350,7 @@ impl Certificate {
             } else {
                 Vec::new()
             },
+            reference: None,
         }
     }
 

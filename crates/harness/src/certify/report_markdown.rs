@@ -172,6 +172,13 @@ impl Certificate {
                 self.regimes_in_words()
             ));
             md.push_str(&format!(
+                "| reference | {} |\n",
+                self.reference.as_ref().map_or(
+                    "the CPU model (the definition), every case".to_string(),
+                    |r| r.in_words()
+                )
+            ));
+            md.push_str(&format!(
                 "| time by phase (summed over cases; they overlap: a case judged whole has its model computed beside its kernel run, and a fixed case its inputs made and its judgement done beside the kernel runs of its neighbours) | {} |\n",
                 ["inputs", "kernel", "model", "judgement"]
                     .iter()

@@ -62,9 +62,14 @@ pub fn certify_kernel(
             with_preflight_hint(reason, request.preflight),
         ),
         Ok(()) => {
+            let before = super::reference_engine::report();
             let result = certify_variant(kernel, *limits, request.golden, progress);
             let mut certificate =
                 Certificate::from_campaign(kernel, limits, result, request.report_dir)?;
+            let reference = super::reference_engine::report().since(&before);
+            certificate.reference = (reference.cases + reference.declined > 0
+                || !reference.mismatches.is_empty())
+            .then_some(reference);
             // The checks run on cases drawn from the seed alone: once, in shard 1.
             let (sanitizer, determinism, skipped) = match limits.shard {
                 Some(shard) if shard.index != 1 => (
