@@ -1,8 +1,7 @@
-// The model's reference computed on the GPU, by the parent, in its own CUDA context
-// (crates/harness/src/gpu/exact_reference.rs). It is not a kernel under test: it is the CPU
-// model (crates/model/src/model/exact_grid.rs, bounds.rs, reference.rs, portable_math.rs) written
-// again operation for operation, and every campaign checks it against the CPU model on rows of
-// every case.
+// The model's reference computed on the GPU, by the parent, in its own CUDA context. It is not
+// a kernel under test: it is the CPU model (its exact grid of dot products, its bounds, its
+// reference and its portable exp) written again operation for operation, and every campaign
+// checks it against the CPU model on rows of every case (docs/numerics.md, section 8).
 //
 // Why it is exact. Values are e2m1 in half units (integers, |v| <= 12); a 16-element block's sum
 // of products is at most 16 * 144 = 2304 in magnitude: four dp4a instructions. A UE4M3 scale is
@@ -29,11 +28,11 @@ typedef long long i64;
 #define STAGE_BLOCKS 8
 #define MAX_OPERANDS 2
 
-// What `element` computes from the dot products (reference.rs).
+// What the model's reference computes from the dot products.
 #define PROBLEM_GEMM 0
 #define PROBLEM_DUAL_GEMM 1
 
-// The K orders of bounds.rs.
+// The model's K orders (KOrder).
 #define ORDER_CONTIGUOUS 0
 #define ORDER_ANY 1
 #define ORDER_PER_PRODUCT 2
@@ -89,7 +88,7 @@ __device__ __forceinline__ int scale_integer(u32 bits) {
   return exponent_field == 0 ? (int)mantissa : (int)((mantissa | 8) << (exponent_field - 1));
 }
 
-// exact.rs's scale_alignment: floor(log2) of S's value, -6 for a subnormal, -126 for zero.
+// The model's scale_alignment: floor(log2) of S's value, -6 for a subnormal, -126 for zero.
 __device__ __forceinline__ int scale_alignment(int s) {
   if (s == 0) return -126;
   const int top = 31 - __clz(s);
@@ -98,7 +97,7 @@ __device__ __forceinline__ int scale_alignment(int s) {
 
 __device__ __forceinline__ u32 abs4(u32 word) { return __vabs4(word); }
 
-// ---- portable_math.rs ---------------------------------------------------------------------------
+// ---- the model's portable exp and silu ---------------------------------------------------------
 
 __device__ __forceinline__ double pow2(int e) {
   return __longlong_as_double((i64)(e + 1023) << 52);
@@ -133,7 +132,7 @@ __device__ double portable_exp(double x) {
 
 __device__ double silu(double x) { return x / (1.0 + portable_exp(-x)); }
 
-// ---- bounds.rs ----------------------------------------------------------------------------------
+// ---- the model's bounds -------------------------------------------------------------------------
 
 #define F32_ULP (1.0 / 8388608.0)
 #define STEP_ERROR_ULPS (17.0 / 4.0 + 1.0)
@@ -402,7 +401,7 @@ extern "C" __global__ void __launch_bounds__(THREADS_X * THREADS_Y)
             d.abs_terms += block_abs;
             d.max_block_abs = max(d.max_block_abs, block_abs);
             if (term == 0) {
-              // The alignments of the scales as stored (0 for NaN), as exact_grid.rs.
+              // The alignments of the scales as stored (0 for NaN), as the model's grid.
               const int z = scale_alignment(sa[r] == NAN_SCALE ? 0 : sa[r]) +
                             scale_alignment(sb == NAN_SCALE ? 0 : sb);
               d.raised_alignment = d.raised_blocks == 0 ? z : max(d.raised_alignment, z);
