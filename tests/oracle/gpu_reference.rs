@@ -23,7 +23,7 @@ fn the_gpu_reference_compiles_without_fused_multiply_adds() {
         common::skip("NVRTC (libnvrtc.so) cannot be loaded here; .ci/run installs it from PyPI");
         return;
     }
-    let ptx = compile().unwrap_or_else(|err| panic!("{err}"));
+    let ptx = compile().unwrap_or_else(|err| panic!("{err}")).to_src();
     assert!(
         ptx.contains("nvfp4_oracle_exact_reference"),
         "entry missing"

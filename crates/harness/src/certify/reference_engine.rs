@@ -162,9 +162,18 @@ pub fn gpu_takes(inputs: &ProblemInputs) -> bool {
     #[cfg(feature = "gpu")]
     if let Some(engine) = gpu_side::ENGINE.get() {
         let guard = engine.reference.lock().unwrap_or_else(|p| p.into_inner());
-        return guard.as_ref().is_some_and(|r| {
-            !matches!(inputs, ProblemInputs::GroupGemm(_)) && r.declines(inputs).is_none()
-        });
+        let Some(gpu) = guard.as_ref() else {
+            return false;
+        };
+        if matches!(inputs, ProblemInputs::GroupGemm(_)) {
+            return false;
+        }
+        // Counted here, where the case is sent to the CPU model instead.
+        let declined = gpu.declines(inputs).is_some();
+        if declined {
+            with_report(|report| report.declined += 1);
+        }
+        return !declined;
     }
     let _ = inputs;
     false

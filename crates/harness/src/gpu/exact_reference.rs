@@ -13,7 +13,7 @@
 
 use super::GpuError;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 use half::f16;
 use nvfp4_model::model::bounds::KOrder;
 use nvfp4_model::model::exact_grid::MAX_I64_BLOCKS;
@@ -46,18 +46,17 @@ fn compile_options() -> CompileOptions {
     }
 }
 
-/// Compiles the kernel to PTX (no GPU needed): what the tests without a GPU check.
-pub fn compile() -> Result<String, GpuError> {
+/// Compiles the kernel to PTX (no GPU needed): what the tests without a GPU check, and what
+/// [`GpuReference::new`] loads.
+pub fn compile() -> Result<Ptx, GpuError> {
     if !super::compile::nvrtc_present() {
         return Err(super::compile::NVRTC_MISSING.into());
     }
-    compile_ptx_with_opts(SOURCE, compile_options())
-        .map(|ptx| ptx.to_src())
-        .map_err(|err| {
-            GpuError(format!(
-                "compiling kernels/harness/exact_reference.cu: {err:?}"
-            ))
-        })
+    compile_ptx_with_opts(SOURCE, compile_options()).map_err(|err| {
+        GpuError(format!(
+            "compiling kernels/harness/exact_reference.cu: {err:?}"
+        ))
+    })
 }
 
 /// The reference kernel loaded in the parent's context.
@@ -80,8 +79,7 @@ impl GpuReference {
     /// Opens device 0 in this process and compiles the kernel for it.
     pub fn new() -> Result<Self, GpuError> {
         let (ctx, info) = super::device::open_device()?;
-        let ptx = compile_ptx_with_opts(SOURCE, compile_options())
-            .map_err(|err| format!("compiling kernels/harness/exact_reference.cu: {err:?}"))?;
+        let ptx = compile()?;
         let module = ctx.load_module(ptx).map_err(|err| err.to_string())?;
         let function = module
             .load_function(KERNEL)
@@ -190,11 +188,13 @@ impl GpuReference {
         let a_scales = upload(a.scales())?;
         let b1_data = upload(bs[0].data())?;
         let b1_scales = upload(bs[0].scales())?;
-        let (b2_data, b2_scales) = if problem == PROBLEM_DUAL_GEMM {
-            (upload(bs[1].data())?, upload(bs[1].scales())?)
+        // A GEMM has one B: the kernel is given it twice, uploaded once.
+        let b2 = if problem == PROBLEM_DUAL_GEMM {
+            Some((upload(bs[1].data())?, upload(bs[1].scales())?))
         } else {
-            (b1_data.clone(), b1_scales.clone())
+            None
         };
+        let (b2_data, b2_scales) = b2.as_ref().map_or((&b1_data, &b1_scales), |(d, s)| (d, s));
         let alloc = || -> Result<CudaSlice<u16>, GpuError> {
             stream
                 .alloc_zeros::<u16>(elements)
@@ -226,8 +226,8 @@ impl GpuReference {
                 .arg(&a_scales)
                 .arg(&b1_data)
                 .arg(&b1_scales)
-                .arg(&b2_data)
-                .arg(&b2_scales)
+                .arg(b2_data)
+                .arg(b2_scales)
                 .arg(&m32)
                 .arg(&n32)
                 .arg(&blocks32)
