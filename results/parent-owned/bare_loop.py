@@ -1,30 +1,40 @@
 """A bare CUDA-event loop of one kernel, to set beside bench's median for the same kernel and shape.
 
-    python3 bare_loop.py --submission FILE.py --shape 256x4096x7168 [--reps 50]
+    python3 bare_loop.py --submission FILE.py --shape 256x4096x7168 [--shape ...] [--reps 50]
     python3 bare_loop.py --library LIB.so --symbol NAME --shape 256x4096x7168 [--reps 50]
+        [--oracle .carry/nvfp4-oracle] [--mode random --mode oracle --mode oracle-gap] [--gap-us 200]
 
-No harness: the kernel is imported (or dlopened) in this process, its inputs are random bytes
-(FP4 codes, scale bytes in a finite range: the time does not depend on the values) laid out as
-the oracle's worker lays them out (the worker's own `build_data`, imported from
-src/worker/submission_worker.py), and each timed call is timed as bench times it: an untimed
-warm call on another input set, L2 flushed (a buffer of 4x the L2's size written, persisting
-lines demoted), the call between two CUDA events on the current stream. Eight input sets rotate,
-so a call's inputs come from DRAM as fresh ones would. Prints one JSON line: the median and the
-other order statistics of the samples, in microseconds.
+No harness: the kernel is imported (or dlopened) in this process, its inputs laid out as the
+oracle's worker lays them out (the worker's own `build_data`, imported from
+crates/harness/src/worker/submission_worker.py), and each timed call is timed as bench times it:
+an untimed warm call on another input set, L2 flushed (a buffer of 4x the L2's size written,
+persisting lines demoted), the call between two CUDA events on the current stream. Eight input
+sets rotate, so a call's inputs come from DRAM as fresh ones would.
+
+Each --mode (default: random) is one loop per shape. `random`: random bytes (FP4 codes, scale
+bytes 0.5 to 0.94). `oracle`: the oracle's own gpumode inputs, the distribution bench times
+(`nvfp4-oracle generate` from --oracle, seeds 1 to 8): a tensor core's power, and with it its
+clock, depends on the bits it multiplies. `oracle-gap`: the same, the GPU idle --gap-us between
+the flush and the timed call, as during bench's request round trip.
+Prints one JSON line per shape and mode: the median and the other order statistics, in
+microseconds.
 """
 import argparse
 import ctypes
 import importlib.util
 import json
+import struct
+import subprocess
 import os
 import sys
 import tempfile
+import time
 import types
 
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-WORKER = os.path.join(HERE, "..", "..", "src", "worker", "submission_worker.py")
+WORKER = os.path.join(HERE, "..", "..", "crates", "harness", "src", "worker", "submission_worker.py")
 SETS = 8
 
 
@@ -56,6 +66,30 @@ def write_case(directory, m, n, k, l, generator):
             f.write(scale_bytes(blocked))
     return {"problem": "dual-gemm", "m": m, "n": n, "k": k, "l": l, "groups": [],
             "dir": directory, "poison": 0x7E00, "padding_fill": 0}
+
+
+def write_oracle_case(directory, oracle, m, n, k, seed):
+    """One dual-GEMM case's files from the oracle's own generator (gpumode inputs), through a
+    safetensors case file: each tensor's bytes as one .bin file, as CaseFiles writes them."""
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "case.safetensors")
+    subprocess.run([oracle, "generate", "--shape", f"{m}x{n}x{k}", "--seed", str(seed),
+                    "--out", path], check=True, stdout=subprocess.DEVNULL)
+    with open(path, "rb") as f:
+        (length,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(length))
+        body = f.read()
+    fill = 0
+    for name, entry in header.items():
+        if name == "__metadata__":
+            fill = int(entry.get("padding_fill", 0) or 0)
+            continue
+        start, end = entry["data_offsets"]
+        with open(os.path.join(directory, f"{name}.bin"), "wb") as out:
+            out.write(body[start:end])
+    os.remove(path)
+    return {"problem": "dual-gemm", "m": m, "n": n, "k": k, "l": 1, "groups": [],
+            "dir": directory, "poison": 0x7E00, "padding_fill": fill}
 
 
 class Flush:
@@ -98,15 +132,59 @@ def library_kernel(path, symbol):
     return kernel
 
 
+def time_shape(kernel, worker, device, flush, shape, mode, args):
+    m, n, k = (int(x) for x in shape.split("x")[:3])
+    generator = torch.Generator().manual_seed(2026)
+    oracle = mode.startswith("oracle")
+    gap_us = args.gap_us if mode == "oracle-gap" else 0.0
+    with tempfile.TemporaryDirectory() as scratch:
+        cases = [write_oracle_case(os.path.join(scratch, str(i)), args.oracle, m, n, k, i + 1)
+                 if oracle else
+                 write_case(os.path.join(scratch, str(i)), m, n, k, 1, generator)
+                 for i in range(SETS)]
+        sets = [worker.build_data(torch, case, device)[0] for case in cases]
+    for data in sets:
+        kernel(data)
+    torch.cuda.synchronize()
+    samples = []
+    for i in range(args.reps):
+        kernel(sets[(2 * i + 1) % SETS])  # the warm call, on another set
+        torch.cuda.synchronize()
+        flush()
+        torch.cuda.synchronize()
+        if gap_us:
+            time.sleep(gap_us / 1e6)
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        kernel(sets[(2 * i) % SETS])
+        end.record()
+        end.synchronize()
+        samples.append(start.elapsed_time(end) * 1000.0)
+    samples.sort()
+    print(json.dumps({"kernel": args.submission or args.library, "shape": shape,
+                      "mode": mode, "gap_us": gap_us,
+                      "reps": args.reps, "median_us": samples[len(samples) // 2],
+                      "min_us": samples[0], "p90_us": samples[int(0.9 * len(samples))]}),
+          flush=True)
+    del sets
+    torch.cuda.empty_cache()
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--submission")
     parser.add_argument("--library")
     parser.add_argument("--symbol")
-    parser.add_argument("--shape", required=True)
+    parser.add_argument("--shape", action="append", required=True)
     parser.add_argument("--reps", type=int, default=50)
+    parser.add_argument("--oracle", help="the oracle's binary: its gpumode inputs, not random bytes")
+    parser.add_argument("--mode", action="append", choices=("random", "oracle", "oracle-gap"))
+    parser.add_argument("--gap-us", type=float, default=200.0)
     args = parser.parse_args()
-    m, n, k = (int(x) for x in args.shape.split("x")[:3])
+    modes = args.mode or ["random"]
+    if any(mode.startswith("oracle") for mode in modes) and not args.oracle:
+        parser.error("--mode oracle and oracle-gap need --oracle (the oracle's binary)")
     worker = load_worker()
     device = torch.device("cuda")
     if args.library:
@@ -122,32 +200,10 @@ def main():
         if callable(getattr(module, "compile_kernel", None)):
             module.compile_kernel()
         kernel = module.custom_kernel
-    generator = torch.Generator().manual_seed(2026)
-    with tempfile.TemporaryDirectory() as scratch:
-        sets = [worker.build_data(torch, write_case(os.path.join(scratch, str(i)), m, n, k, 1,
-                                                    generator), device)[0]
-                for i in range(SETS)]
     flush = Flush(device)
-    for data in sets:
-        kernel(data)
-    torch.cuda.synchronize()
-    samples = []
-    for i in range(args.reps):
-        kernel(sets[(2 * i + 1) % SETS])  # the warm call, on another set
-        torch.cuda.synchronize()
-        flush()
-        torch.cuda.synchronize()
-        start = torch.cuda.Event(enable_timing=True)
-        end = torch.cuda.Event(enable_timing=True)
-        start.record()
-        kernel(sets[(2 * i) % SETS])
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) * 1000.0)
-    samples.sort()
-    print(json.dumps({"kernel": args.submission or args.library, "shape": args.shape,
-                      "reps": args.reps, "median_us": samples[len(samples) // 2],
-                      "min_us": samples[0], "p90_us": samples[int(0.9 * len(samples))]}))
+    for shape in args.shape:
+        for mode in modes:
+            time_shape(kernel, worker, device, flush, shape, mode, args)
 
 
 if __name__ == "__main__":

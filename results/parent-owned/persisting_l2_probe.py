@@ -11,7 +11,8 @@ table was still in L2. P's steps:
 - nothing: the table stays in L2 (the fast reference);
 - flush: P writes a buffer 4x the L2's size (what an ordinary flush does);
 - reset+flush: P calls cuCtxResetPersistingL2Cache, then writes the buffer: what the oracle's
-  parent does before every timed call (src/gpu/l2.rs makes the same two driver calls);
+  parent does before every timed call (crates/harness/src/gpu/l2.rs makes the same reset call;
+  its flush is cuMemsetD8Async where this probe's is torch's fill_ kernel);
 - W's own flush, in its own context, without a reset (what a harness flushing in the worker
   does);
 - and, as the slow reference, W resets and flushes in its own context (cold).

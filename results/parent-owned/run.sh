@@ -7,6 +7,10 @@
 #                                                    # then the bare stage in the same call)
 #   bash results/parent-owned/run.sh bare       # the same four timed by a bare CUDA-event
 #                                                    # loop (bare_loop.py), every benchmark shape
+#   bash results/parent-owned/run.sh flush      # does the parent's flush evict the inputs it
+#                                                    # just copied in (flush_probe.py)
+#   bash results/parent-owned/run.sh gaps       # the bare loop with the GPU idle GAPS us
+#                                                    # before each timed call
 #   bash results/parent-owned/run.sh threshold  # forged_sample.py at FORGE = 0.97 ... 0.5,
 #                                                    # every benchmark shape: the smallest
 #                                                    # forgery the parent's clock finds
@@ -18,7 +22,9 @@
 #   bash results/parent-owned/run.sh variants   # the five Hopper variants with every check,
 #                                                    # beside fixed_public_inputs
 #   PART=1 PARTS=8 bash results/parent-owned/run.sh catalogue   # an eighth of tests/exploits/
-#   bash results/parent-owned/run.sh regimes    # the planted regime kernels (REGIME=a,b)
+#   bash results/parent-owned/run.sh verdicts   # every verdict-only exploit, SIDE=6 at a time
+#   bash results/parent-owned/run.sh regimes    # the planted regime kernels (REGIME=a,b;
+#                                                    # SIDE_BY_SIDE=1: one process each)
 #   bash results/parent-owned/run.sh certify    # the four examples and the five Hopper
 #                                                    # variants certified with every check
 # From the repository root on the GPU machine, with the release binary at .carry/nvfp4-oracle and
@@ -46,11 +52,30 @@ timing)
   ;&
 bare)
   [ -e $S/library/libnvfp4_baseline.so ] || run build-library bash $S/library/build.sh
-  for shape in $SHAPES; do
-    for f in $PY; do run "bare-$(basename "$(dirname "$f")")-$shape" timeout 60 python3 $D/bare_loop.py --submission "$f" --shape "$shape" --reps 50; done
-    run "bare-library-$shape" timeout 60 python3 $D/bare_loop.py --library $S/library/libnvfp4_baseline.so --symbol nvfp4_baseline_dual_gemm --shape "$shape" --reps 50
-  done
+  # One process per kernel, every shape, each in the modes of MODES (bare_loop.py says what
+  # they are; default: random bytes, the oracle's inputs, and those with a 200 us idle gap).
+  shapes=""; for shape in $SHAPES; do shapes="$shapes --shape $shape"; done
+  modes=""; for mode in ${MODES:-random oracle oracle-gap}; do modes="$modes --mode $mode"; done
+  for f in $PY; do run "bare-$(basename "$(dirname "$f")")" timeout 240 python3 $D/bare_loop.py --submission "$f" $shapes $modes --oracle $B --reps 50; done
+  run "bare-library" timeout 120 python3 $D/bare_loop.py --library $S/library/libnvfp4_baseline.so --symbol nvfp4_baseline_dual_gemm $shapes $modes --oracle $B --reps 50
   grep -h '^{"kernel"' "$LOG" > "$O/bare.jsonl"
+  ;;
+flush)
+  # Whether the parent's flush evicts the inputs it has just copied in (flush_probe.py).
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
+  run flush-probe timeout 120 python3 $D/flush_probe.py --trials ${TRIALS:-30}
+  ;;
+gaps)
+  # Whether the GPU's idle time between calls moves the bare loop's median (bench's loop
+  # idles the GPU between calls for its requests): the library and triton examples, the
+  # oracle's inputs, with and without an idle gap of GAPS microseconds before each timed call.
+  bash $S/library/build.sh > /dev/null 2>&1
+  shapes=""; for shape in $SHAPES; do shapes="$shapes --shape $shape"; done
+  for gap in ${GAPS:-2000 20000}; do
+    run "bare-library-gap-$gap" timeout 120 python3 $D/bare_loop.py --library $S/library/libnvfp4_baseline.so --symbol nvfp4_baseline_dual_gemm $shapes --mode oracle --mode oracle-gap --gap-us $gap --oracle $B --reps 50
+    run "bare-triton-gap-$gap" timeout 120 python3 $D/bare_loop.py --submission $S/triton/submission.py $shapes --mode oracle --mode oracle-gap --gap-us $gap --oracle $B --reps 50
+  done
+  grep -h '^{"kernel"' "$LOG" > "$O/gaps.jsonl"
   ;;
 diag)
   # Where an honest call's request time goes: bench on the Python examples without certificates
@@ -125,11 +150,31 @@ catalogue)
   done
   grep -h '^| ' "$O"/catalogue-*.log | grep -v '^| exploit' > "$O/catalogue-part-${PART:-1}.md"
   ;;
+verdicts)
+  # Every exploit whose outcome is a verdict (certify-*, certificate-forgery), SIDE processes
+  # side by side (default 6), those named in SKIP left out; whatever finishes within the call
+  # is logged, one log per exploit.
+  names=""
+  for f in $(ls tests/exploits/*.py | sort); do
+    name=$(basename "$f" .py)
+    case ",${SKIP:-}," in *",$name,"*) continue ;; esac
+    case $(grep -o 'EXPECTED: [a-z-]*' "$f" | cut -d' ' -f2) in bench-*) ;; *) names="$names $name" ;; esac
+  done
+  printf '%s\n' $names | xargs -P ${SIDE:-6} -I{} bash -c 'stage=verdicts; . results/stage.sh parent-owned; LOG=$O/verdict-{}.log; run "exploit-{}" env EXPLOIT={} NVFP4_ORACLE_BIN=$B timeout ${EXPLOIT_TIMEOUT:-540} .carry/oracle_test exploits:: --include-ignored --nocapture'
+  ;;
 regimes)
   # The planted regime kernels (tests/regimes/), each certified by a default campaign
   # (REGIME=a,b for a part).
+  # SIDE_BY_SIDE=1: one process per listed regime, each with its own log (verdicts, not times).
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
-  run regimes env REGIME="${REGIME:-}" NVFP4_ORACLE_BIN=$B timeout 560 .carry/oracle_test regimes:: --include-ignored --nocapture
+  if [ -n "${SIDE_BY_SIDE:-}" ]; then
+    for regime in $(echo "${REGIME:?SIDE_BY_SIDE needs REGIME=a,b}" | tr , ' '); do
+      ( LOG=$O/regimes-$regime.log; run "regimes-$regime" env REGIME="$regime" NVFP4_ORACLE_BIN=$B timeout ${REGIME_TIMEOUT:-540} .carry/oracle_test regimes:: --include-ignored --nocapture ) &
+    done
+    wait
+  else
+    run regimes env REGIME="${REGIME:-}" NVFP4_ORACLE_BIN=$B timeout 560 .carry/oracle_test regimes:: --include-ignored --nocapture
+  fi
   ;;
 certify)
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"

@@ -179,6 +179,21 @@ pub fn gpu_takes(inputs: &ProblemInputs) -> bool {
     false
 }
 
+/// Whether the reference of `inputs` may be computed while the kernel runs: always for the CPU
+/// model (it takes no GPU memory), for the GPU reference only where its memory is a small share
+/// of the GPU's, so that the harness never takes memory the kernel's run needs.
+pub fn fits_beside_a_kernel(inputs: &ProblemInputs) -> bool {
+    #[cfg(feature = "gpu")]
+    if let Some(engine) = gpu_side::ENGINE.get() {
+        let guard = engine.reference.lock().unwrap_or_else(|p| p.into_inner());
+        return guard
+            .as_ref()
+            .is_none_or(|gpu| gpu.fits_beside_a_kernel(inputs));
+    }
+    let _ = inputs;
+    true
+}
+
 /// The whole reference of `inputs`: on the GPU where it is switched on and takes the case
 /// (checked against the CPU model on sampled rows), else the CPU model's.
 pub fn whole_reference(inputs: &ProblemInputs, order: KOrder) -> Reference {

@@ -32,6 +32,14 @@ const PROBLEM_DUAL_GEMM: i32 = 1;
 /// Of the GPU's free memory, the share one case may take: the rest is the kernel's, whose
 /// worker shares the GPU.
 const MEMORY_SHARE: f64 = 0.5;
+/// Of the GPU's free memory, the most one case's reference may take while the kernel runs in
+/// its worker at the same time. A larger one waits until the kernel's run has ended: a kernel
+/// that runs out of memory because the harness held some would get a false verdict (seen on the
+/// H100 with certify runs side by side: a worker's allocation failed while other runs' large
+/// cases held gigabytes). The kernel's own tensors (inputs and an fp16 output) are fewer bytes
+/// than the reference's (three fp16 outputs), so a quarter leaves the kernel at least three
+/// times what its case holds.
+const BESIDE_A_KERNEL_SHARE: f64 = 0.25;
 
 /// The compile options: no fused multiply-add, so that every f64 operation of the interval
 /// arithmetic is rounded as the CPU model's (Rust never fuses).
@@ -114,14 +122,34 @@ impl GpuReference {
         if k / SCALE_BLOCK > MAX_I64_BLOCKS {
             return Some(Declined::KTooDeep);
         }
-        let free = self
-            .stream
+        let (free, _) = self.memory();
+        (needed as f64 > MEMORY_SHARE * free as f64).then_some(Declined::Memory { needed, free })
+    }
+
+    /// Whether the reference of `inputs` is small enough to compute while the kernel runs (at
+    /// most [`BESIDE_A_KERNEL_SHARE`] of the GPU's free memory); if not, it waits for the kernel.
+    pub fn fits_beside_a_kernel(&self, inputs: &ProblemInputs) -> bool {
+        let needed = match inputs {
+            ProblemInputs::DualGemm(d) => bytes_needed(d.shape, 2),
+            ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => bytes_needed(g.shape, 1),
+            ProblemInputs::GroupGemm(g) => {
+                let largest = g.groups.iter().map(|g| bytes_needed(g.shape, 1)).max();
+                largest.unwrap_or(0)
+            }
+        };
+        let (free, _) = self.memory();
+        needed as f64 <= BESIDE_A_KERNEL_SHARE * free as f64
+    }
+
+    /// (free, total) bytes of the GPU's memory; (0, 0) where the driver does not say (then
+    /// every case is declined and none runs beside a kernel).
+    fn memory(&self) -> (usize, usize) {
+        self.stream
             .context()
             .bind_to_thread()
             .ok()
             .and_then(|()| cudarc::driver::result::mem_get_info().ok())
-            .map_or(0, |(free, _)| free);
-        (needed as f64 > MEMORY_SHARE * free as f64).then_some(Declined::Memory { needed, free })
+            .unwrap_or((0, 0))
     }
 
     /// The reference of `inputs` under `order`: the same bits as the CPU model's

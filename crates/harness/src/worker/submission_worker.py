@@ -178,7 +178,11 @@ class CudaVirtualMemory:
 
     def check(self, what, status):
         if status != 0:
-            raise RuntimeError(f"{what} failed with CUDA driver error {status}")
+            # The driver's name for it (CUDA_ERROR_OUT_OF_MEMORY, ...): the reader's first question.
+            name = ctypes.c_char_p()
+            self.cuda.cuGetErrorName(status, ctypes.byref(name))
+            named = f" ({name.value.decode()})" if name.value else ""
+            raise RuntimeError(f"{what} failed with CUDA driver error {status}{named}")
 
     def fenced(self, body_len):
         """(base address, mapped length, release function) of a mapping of at least `CANARY` +
