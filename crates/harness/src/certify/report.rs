@@ -23,9 +23,18 @@ fn failure_class(failure: &KernelFailure) -> Option<BugClass> {
             Some(BugClass::OutOfBounds)
         }
         KernelFailure::Hung(_) | KernelFailure::Unordered(_) => Some(BugClass::Race),
+        // Out of device memory is no bad address: the driver's words say what happened.
+        KernelFailure::Crashed(why) if out_of_memory(why) => None,
         KernelFailure::Crashed(_) | KernelFailure::Refused(_) => Some(BugClass::OutOfBounds),
         KernelFailure::Raised(_) | KernelFailure::BadOutput(_) => None,
     }
+}
+
+/// Whether a crash's words say the device's memory ran out (the driver's, CUDA runtime's or
+/// torch's spelling).
+fn out_of_memory(why: &str) -> bool {
+    let lower = why.to_ascii_lowercase();
+    lower.contains("cuda_error_out_of_memory") || lower.contains("out of memory")
 }
 
 /// The diagnosis in one line; when no known class explains the failure, what the shrunk case
@@ -630,8 +639,24 @@ pub fn production_coverage_gap(coverage: &serde_json::Value) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::production_coverage_gap;
+    use super::{failure_class, production_coverage_gap};
+    use crate::kernels::KernelFailure;
+    use nvfp4_model::compare::diagnosis::BugClass;
     use serde_json::json;
+
+    #[test]
+    fn a_crash_out_of_device_memory_is_not_called_an_out_of_bounds_access() {
+        let oom = KernelFailure::Crashed(
+            "the worker process died; its last words: RuntimeError: cuMemCreate failed with \
+             CUDA driver error 2 (CUDA_ERROR_OUT_OF_MEMORY)"
+                .into(),
+        );
+        assert_eq!(failure_class(&oom), None);
+        let torch = KernelFailure::Crashed("torch.OutOfMemoryError: CUDA out of memory.".into());
+        assert_eq!(failure_class(&torch), None);
+        let fault = KernelFailure::Crashed("an illegal memory access was encountered".into());
+        assert_eq!(failure_class(&fault), Some(BugClass::OutOfBounds));
+    }
 
     #[test]
     fn timings_need_every_planned_production_size_case_run() {
