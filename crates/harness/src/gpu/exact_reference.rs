@@ -106,50 +106,31 @@ impl GpuReference {
 
     /// Whether a case is one this reference takes, and if not why.
     pub fn declines(&self, inputs: &ProblemInputs) -> Option<Declined> {
-        let (shape, operands) = match inputs {
-            ProblemInputs::DualGemm(d) => (d.shape, 2),
-            ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => (g.shape, 1),
-            ProblemInputs::GroupGemm(g) => {
-                let deepest = g.groups.iter().map(|g| g.shape.k).max().unwrap_or(0);
-                let largest = g.groups.iter().map(|g| bytes_needed(g.shape, 1)).max();
-                return self.declines_size(deepest, largest.unwrap_or(0));
-            }
-        };
-        self.declines_size(shape.k, bytes_needed(shape, operands))
-    }
-
-    fn declines_size(&self, k: usize, needed: usize) -> Option<Declined> {
+        let (k, needed) = demand(inputs);
         if k / SCALE_BLOCK > MAX_I64_BLOCKS {
             return Some(Declined::KTooDeep);
         }
-        let (free, _) = self.memory();
+        let free = self.free_memory();
         (needed as f64 > MEMORY_SHARE * free as f64).then_some(Declined::Memory { needed, free })
     }
 
     /// Whether the reference of `inputs` is small enough to compute while the kernel runs (at
     /// most [`BESIDE_A_KERNEL_SHARE`] of the GPU's free memory); if not, it waits for the kernel.
     pub fn fits_beside_a_kernel(&self, inputs: &ProblemInputs) -> bool {
-        let needed = match inputs {
-            ProblemInputs::DualGemm(d) => bytes_needed(d.shape, 2),
-            ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => bytes_needed(g.shape, 1),
-            ProblemInputs::GroupGemm(g) => {
-                let largest = g.groups.iter().map(|g| bytes_needed(g.shape, 1)).max();
-                largest.unwrap_or(0)
-            }
-        };
-        let (free, _) = self.memory();
+        let (_, needed) = demand(inputs);
+        let free = self.free_memory();
         needed as f64 <= BESIDE_A_KERNEL_SHARE * free as f64
     }
 
-    /// (free, total) bytes of the GPU's memory; (0, 0) where the driver does not say (then
-    /// every case is declined and none runs beside a kernel).
-    fn memory(&self) -> (usize, usize) {
+    /// The GPU's free memory in bytes; 0 where the driver does not say (then every case is
+    /// declined and none runs beside a kernel).
+    fn free_memory(&self) -> usize {
         self.stream
             .context()
             .bind_to_thread()
             .ok()
             .and_then(|()| cudarc::driver::result::mem_get_info().ok())
-            .unwrap_or((0, 0))
+            .map_or(0, |(free, _)| free)
     }
 
     /// The reference of `inputs` under `order`: the same bits as the CPU model's
@@ -301,6 +282,20 @@ fn gpu(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
 }
 
 /// Device bytes one case takes: its operands and three fp16 outputs.
+/// The deepest K of a case and the device bytes its reference takes (a grouped GEMM's largest
+/// group: groups are computed one at a time).
+fn demand(inputs: &ProblemInputs) -> (usize, usize) {
+    match inputs {
+        ProblemInputs::DualGemm(d) => (d.shape.k, bytes_needed(d.shape, 2)),
+        ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => (g.shape.k, bytes_needed(g.shape, 1)),
+        ProblemInputs::GroupGemm(g) => {
+            let deepest = g.groups.iter().map(|g| g.shape.k).max();
+            let largest = g.groups.iter().map(|g| bytes_needed(g.shape, 1)).max();
+            (deepest.unwrap_or(0), largest.unwrap_or(0))
+        }
+    }
+}
+
 fn bytes_needed(shape: nvfp4_model::problem::Shape, operands: usize) -> usize {
     let operand = |rows: usize| rows * shape.l * (shape.k / 2 + shape.k / SCALE_BLOCK);
     operand(shape.m) + operands * operand(shape.n) + 3 * 2 * shape.m * shape.n * shape.l
