@@ -14,6 +14,9 @@ P's step, then W times one read of the table (CUDA events). P's steps:
 - copy + memset flush: then `cuMemsetD8Async` over a buffer 4x the L2 (what `L2Reset` did);
 - copy + kernel flush: then a fill kernel's ordinary stores over the same buffer (torch fill_);
 - copy + memset flush + kernel flush: both;
+- copy + zero flush: torch's `zero_()` over the buffer (what the worker does after loading a
+  library's inputs from files; it may be a memset of zeros, and an all-zero line may be
+  written without the traffic of another value);
 - and, as the cold reference, W flushes with a kernel in its own context after P's copy.
 
 Prints one line per step: the median read time over the trials, in microseconds.
@@ -45,6 +48,9 @@ def parent(pipe):
                                           ctypes.c_size_t(buffer.numel()), ctypes.c_void_p(0))
             assert status == 0, status
             torch.cuda.synchronize()
+        if "zero flush" in step:
+            buffer.zero_()
+            torch.cuda.synchronize()
         if "kernel flush" in step:
             buffer.fill_(0x5A)
             torch.cuda.synchronize()
@@ -61,7 +67,8 @@ def measure(pipe, trials):
     words = table.view(torch.int32)
     results = {}
     steps = ("copy", "copy + memset flush", "copy + kernel flush",
-             "copy + memset flush + kernel flush", "copy, then W's own kernel flush (cold)")
+             "copy + memset flush + kernel flush", "copy + zero flush",
+             "copy, then W's own kernel flush (cold)")
     for step in steps:
         times = []
         for _ in range(trials):
