@@ -3,6 +3,7 @@
     python3 bare_loop.py --submission FILE.py --shape 256x4096x7168 [--shape ...] [--reps 50]
     python3 bare_loop.py --library LIB.so --symbol NAME --shape 256x4096x7168 [--reps 50]
         [--oracle .carry/nvfp4-oracle] [--mode random --mode oracle --mode oracle-gap] [--gap-us 200]
+        [--flush kernel|memset] [--touch-inputs]
 
 No harness: the kernel is imported (or dlopened) in this process, its inputs laid out as the
 oracle's worker lays them out (the worker's own `build_data`, imported from
@@ -15,7 +16,9 @@ Each --mode (default: random) is one loop per shape. `random`: random bytes (FP4
 bytes 0.5 to 0.94). `oracle`: the oracle's own gpumode inputs, the distribution bench times
 (`nvfp4-oracle generate` from --oracle, seeds 1 to 8): a tensor core's power, and with it its
 clock, depends on the bits it multiplies. `oracle-gap`: the same, the GPU idle --gap-us between
-the flush and the timed call, as during bench's request round trip.
+the flush and the timed call, as during bench's request round trip. --flush memset flushes with
+the driver's memset, as the oracle's parent does, instead of a fill kernel; --touch-inputs
+writes the timed call's inputs again just before the flush, as bench's parent copies them in.
 Prints one JSON line per shape and mode: the median and the other order statistics, in
 microseconds.
 """
@@ -93,16 +96,27 @@ def write_oracle_case(directory, oracle, m, n, k, seed):
 
 
 class Flush:
-    """L2 put into a known state before each call, as the parent does."""
+    """L2 put into a known state before each call: persisting lines demoted, then a buffer 4x
+    the L2 written, by a fill kernel's stores (`kernel`, the default) or by the driver's
+    cuMemsetD8Async (`memset`, what the oracle's parent does)."""
 
-    def __init__(self, device):
+    def __init__(self, device, how):
         l2 = torch.cuda.get_device_properties(device).L2_cache_size
         self.buffer = torch.empty(4 * l2, dtype=torch.uint8, device=device)
         self.cuda = ctypes.CDLL("libcuda.so.1")
+        self.how = how
 
     def __call__(self):
         self.cuda.cuCtxResetPersistingL2Cache()
-        self.buffer.fill_(0x5A)
+        if self.how == "memset":
+            stream = ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+            status = self.cuda.cuMemsetD8Async(ctypes.c_uint64(self.buffer.data_ptr()),
+                                               ctypes.c_ubyte(0x5A),
+                                               ctypes.c_size_t(self.buffer.numel()), stream)
+            if status != 0:
+                raise RuntimeError(f"cuMemsetD8Async failed with CUDA driver error {status}")
+        else:
+            self.buffer.fill_(0x5A)
 
 
 def library_kernel(path, symbol):
@@ -143,6 +157,10 @@ def time_shape(kernel, worker, device, flush, shape, mode, args):
                  write_case(os.path.join(scratch, str(i)), m, n, k, 1, generator)
                  for i in range(SETS)]
         sets = [worker.build_data(torch, case, device)[0] for case in cases]
+    # With --touch-inputs each timed call's inputs are written again just before the flush,
+    # from a pristine copy, as bench's parent copies them into the shared buffers.
+    inputs = [[t for t in data[:-1] if isinstance(t, torch.Tensor) and t.is_cuda] for data in sets]
+    pristine = [[t.view(torch.uint8).clone() for t in ts] for ts in inputs] if args.touch_inputs else []
     for data in sets:
         kernel(data)
     torch.cuda.synchronize()
@@ -150,6 +168,10 @@ def time_shape(kernel, worker, device, flush, shape, mode, args):
     for i in range(args.reps):
         kernel(sets[(2 * i + 1) % SETS])  # the warm call, on another set
         torch.cuda.synchronize()
+        if args.touch_inputs:
+            for tensor, copy in zip(inputs[(2 * i) % SETS], pristine[(2 * i) % SETS]):
+                tensor.view(torch.uint8).copy_(copy)
+            torch.cuda.synchronize()
         flush()
         torch.cuda.synchronize()
         if gap_us:
@@ -163,7 +185,8 @@ def time_shape(kernel, worker, device, flush, shape, mode, args):
         samples.append(start.elapsed_time(end) * 1000.0)
     samples.sort()
     print(json.dumps({"kernel": args.submission or args.library, "shape": shape,
-                      "mode": mode, "gap_us": gap_us,
+                      "mode": mode, "gap_us": gap_us, "flush": args.flush,
+                      "touch_inputs": args.touch_inputs,
                       "reps": args.reps, "median_us": samples[len(samples) // 2],
                       "min_us": samples[0], "p90_us": samples[int(0.9 * len(samples))]}),
           flush=True)
@@ -181,6 +204,8 @@ def main():
     parser.add_argument("--oracle", help="the oracle's binary: its gpumode inputs, not random bytes")
     parser.add_argument("--mode", action="append", choices=("random", "oracle", "oracle-gap"))
     parser.add_argument("--gap-us", type=float, default=200.0)
+    parser.add_argument("--flush", choices=("kernel", "memset"), default="kernel")
+    parser.add_argument("--touch-inputs", action="store_true")
     args = parser.parse_args()
     modes = args.mode or ["random"]
     if any(mode.startswith("oracle") for mode in modes) and not args.oracle:
@@ -200,7 +225,7 @@ def main():
         if callable(getattr(module, "compile_kernel", None)):
             module.compile_kernel()
         kernel = module.custom_kernel
-    flush = Flush(device)
+    flush = Flush(device, args.flush)
     for shape in args.shape:
         for mode in modes:
             time_shape(kernel, worker, device, flush, shape, mode, args)

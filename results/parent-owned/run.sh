@@ -8,7 +8,8 @@
 #   bash results/parent-owned/run.sh bare       # the same four timed by a bare CUDA-event
 #                                                    # loop (bare_loop.py), every benchmark shape
 #   bash results/parent-owned/run.sh flush      # does the parent's flush evict the inputs it
-#                                                    # just copied in (flush_probe.py)
+#                                                    # just copied in (flush_probe.py); the
+#                                                    # bare loop flushed by memset and by a kernel
 #   bash results/parent-owned/run.sh gaps       # the bare loop with the GPU idle GAPS us
 #                                                    # before each timed call
 #   bash results/parent-owned/run.sh threshold  # forged_sample.py at FORGE = 0.97 ... 0.5,
@@ -64,6 +65,16 @@ flush)
   # Whether the parent's flush evicts the inputs it has just copied in (flush_probe.py).
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
   run flush-probe timeout 120 python3 $D/flush_probe.py --trials ${TRIALS:-30}
+  # And the bare loop of the library example flushed each way (bench's library median beside
+  # it needs the timing stage in the same lease).
+  bash $S/library/build.sh > /dev/null 2>&1
+  shapes=""; for shape in $SHAPES; do shapes="$shapes --shape $shape"; done
+  for how in kernel memset; do
+    for touch in "" --touch-inputs; do
+      run "bare-library-flush-$how$touch" timeout 120 python3 $D/bare_loop.py --library $S/library/libnvfp4_baseline.so --symbol nvfp4_baseline_dual_gemm $shapes --mode oracle --oracle $B --flush $how $touch --reps 50
+    done
+  done
+  grep -h '^{"kernel"' "$LOG" > "$O/flush-bare.jsonl"
   ;;
 gaps)
   # Whether the GPU's idle time between calls moves the bare loop's median (bench's loop
