@@ -443,7 +443,7 @@ fn a_quick_campaign_skips_the_production_size_cases_and_is_not_timed() {
         markdown.contains("production-size cases skipped (--quick)"),
         "{markdown}"
     );
-    let refusal = nvfp4_harness::certify::report::production_coverage_gap(coverage).unwrap();
+    let refusal = nvfp4_harness::certify::trust::production_coverage_gap(coverage).unwrap();
     assert!(refusal.contains("--quick"), "{refusal}");
     let _ = std::fs::remove_dir_all(dir);
 }

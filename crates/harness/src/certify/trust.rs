@@ -138,10 +138,50 @@ pub(crate) fn allows_timing(
         )));
     }
     // bench times production shapes: the certificate must have covered them.
-    match super::report::production_coverage_gap(&value["coverage"]) {
+    match production_coverage_gap(&value["coverage"]) {
         Some(why) => Err(Refusal::Refused(why)),
         None => Ok(()),
     }
+}
+
+/// Why a certificate's coverage (its JSON) does not back timings at production sizes, if it does
+/// not: every production-size case it planned (the benchmark and test shapes, the random large
+/// shapes) must have run, and a certificate from before a class was planned says nothing of it.
+pub fn production_coverage_gap(coverage: &serde_json::Value) -> Option<String> {
+    if coverage["production_size_skipped"] == serde_json::json!(true) {
+        return Some(
+            "certified with --quick (no production-size case ran); certify it again without it"
+                .to_string(),
+        );
+    }
+    // A certificate from before the regimes says nothing of them: bench's per-shape rule
+    // (regimes::uncovered_regime) refuses the shapes that lie in one.
+    let regimes_ran = coverage["by_shape_class"]["regime"].as_u64().unwrap_or(0);
+    if let Some(planned) = coverage["planned_regime_cases"].as_u64() {
+        if regimes_ran < planned {
+            return Some(format!(
+                "{regimes_ran} of its {planned} deployment-regime cases ran; certify it again \
+                 without a time budget"
+            ));
+        }
+    }
+    [
+        ("production", "planned_production_cases", "production-shape"),
+        ("large", "planned_large_cases", "random large-shape"),
+    ]
+    .into_iter()
+    .find_map(|(class, planned_key, words)| {
+        let ran = coverage["by_shape_class"][class].as_u64().unwrap_or(0);
+        match coverage[planned_key].as_u64() {
+            None => Some(format!(
+                "certified before {words} cases were part of every campaign; certify it again"
+            )),
+            Some(planned) if ran < planned => Some(format!(
+                "{ran} of its {planned} {words} cases ran; certify it again without a time budget"
+            )),
+            Some(_) => None,
+        }
+    })
 }
 
 #[cfg(test)]
@@ -234,5 +274,40 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("certify it again"));
+    }
+
+    #[test]
+    fn timings_need_every_planned_production_size_case_run() {
+        let full = serde_json::json!({
+            "planned_production_cases": 13, "planned_large_cases": 2,
+            "by_shape_class": {"production": 13, "large": 2, "tiny": 40},
+        });
+        assert_eq!(production_coverage_gap(&full), None);
+        let stopped = serde_json::json!({
+            "planned_production_cases": 13, "planned_large_cases": 8,
+            "by_shape_class": {"production": 13, "large": 3},
+        });
+        assert_eq!(
+            production_coverage_gap(&stopped).unwrap(),
+            "3 of its 8 random large-shape cases ran; certify it again without a time budget"
+        );
+        let none_ran = serde_json::json!({
+            "planned_production_cases": 52, "planned_large_cases": 8, "by_shape_class": {},
+        });
+        assert!(production_coverage_gap(&none_ran)
+            .unwrap()
+            .starts_with("0 of its 52 production-shape cases ran"));
+        let regimes_cut = serde_json::json!({
+            "planned_production_cases": 13, "planned_large_cases": 2, "planned_regime_cases": 9,
+            "by_shape_class": {"production": 13, "large": 2, "regime": 4},
+        });
+        assert_eq!(
+            production_coverage_gap(&regimes_cut).unwrap(),
+            "4 of its 9 deployment-regime cases ran; certify it again without a time budget"
+        );
+        let older = serde_json::json!({"planned_production_cases": 13, "by_shape_class": {"production": 13}});
+        assert!(production_coverage_gap(&older)
+            .unwrap()
+            .contains("certified before random large-shape cases were part of every campaign"));
     }
 }
