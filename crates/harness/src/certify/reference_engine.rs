@@ -17,6 +17,7 @@
 use super::sampling::{sampled_reference, RowSample};
 use nvfp4_model::model::bounds::KOrder;
 use nvfp4_model::model::{problem_reference, Reference};
+#[cfg(feature = "gpu")]
 use nvfp4_model::problem::unpredictable::unpredictable_seed;
 use nvfp4_model::problem::{ProblemInputs, Shape};
 use std::sync::Mutex;
