@@ -281,7 +281,6 @@ fn gpu(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
     move |err| GpuError(format!("{what}: {err}"))
 }
 
-/// Device bytes one case takes: its operands and three fp16 outputs.
 /// The deepest K of a case and the device bytes its reference takes (a grouped GEMM's largest
 /// group: groups are computed one at a time).
 fn demand(inputs: &ProblemInputs) -> (usize, usize) {
@@ -296,6 +295,7 @@ fn demand(inputs: &ProblemInputs) -> (usize, usize) {
     }
 }
 
+/// Device bytes one case takes: its operands and three fp16 outputs.
 fn bytes_needed(shape: nvfp4_model::problem::Shape, operands: usize) -> usize {
     let operand = |rows: usize| rows * shape.l * (shape.k / 2 + shape.k / SCALE_BLOCK);
     operand(shape.m) + operands * operand(shape.n) + 3 * 2 * shape.m * shape.n * shape.l
