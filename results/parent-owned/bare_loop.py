@@ -3,7 +3,7 @@
     python3 bare_loop.py --submission FILE.py --shape 256x4096x7168 [--shape ...] [--reps 50]
     python3 bare_loop.py --library LIB.so --symbol NAME --shape 256x4096x7168 [--reps 50]
         [--oracle .carry/nvfp4-oracle] [--mode random --mode oracle --mode oracle-gap] [--gap-us 200]
-        [--flush kernel|memset] [--touch-inputs]
+        [--flush kernel|memset|other-process] [--touch-inputs]
 
 No harness: the kernel is imported (or dlopened) in this process, its inputs laid out as the
 oracle's worker lays them out (the worker's own `build_data`, imported from
@@ -17,8 +17,10 @@ bytes 0.5 to 0.94). `oracle`: the oracle's own gpumode inputs, the distribution 
 (`nvfp4-oracle generate` from --oracle, seeds 1 to 8): a tensor core's power, and with it its
 clock, depends on the bits it multiplies. `oracle-gap`: the same, the GPU idle --gap-us between
 the flush and the timed call, as during bench's request round trip. --flush memset flushes with
-the driver's memset, as the oracle's parent does, instead of a fill kernel; --touch-inputs
-writes the timed call's inputs again just before the flush, as bench's parent copies them in.
+the driver's memset, as the oracle's parent does, instead of a fill kernel; --flush
+other-process flushes with a fill kernel in a second process (its own CUDA context), as bench's
+parent flushes outside the worker; --touch-inputs writes the timed call's inputs again just
+before the flush, as bench's parent copies them in.
 Prints one JSON line per shape and mode: the median and the other order statistics, in
 microseconds.
 """
@@ -119,6 +121,37 @@ class Flush:
             self.buffer.fill_(0x5A)
 
 
+def flush_server(pipe):
+    """The second process of --flush other-process: flushes with a fill kernel in its own
+    context each time it is asked, and answers when its flush has ended."""
+    import torch as torch_here
+    l2 = torch_here.cuda.get_device_properties(0).L2_cache_size
+    buffer = torch_here.empty(4 * l2, dtype=torch_here.uint8, device="cuda")
+    cuda = ctypes.CDLL("libcuda.so.1")
+    pipe.send("ready")
+    while pipe.recv() == "flush":
+        cuda.cuCtxResetPersistingL2Cache()
+        buffer.fill_(0x5A)
+        torch_here.cuda.synchronize()
+        pipe.send("done")
+
+
+class OtherProcessFlush:
+    """The flush done by another process, as bench's parent does it."""
+
+    def __init__(self):
+        import multiprocessing as mp
+        context = mp.get_context("spawn")
+        self.pipe, theirs = context.Pipe()
+        self.process = context.Process(target=flush_server, args=(theirs,), daemon=True)
+        self.process.start()
+        self.pipe.recv()
+
+    def __call__(self):
+        self.pipe.send("flush")
+        self.pipe.recv()
+
+
 def library_kernel(path, symbol):
     """custom_kernel(data) over a C-ABI library (include/nvfp4_oracle.h)."""
     class Args(ctypes.Structure):
@@ -204,7 +237,8 @@ def main():
     parser.add_argument("--oracle", help="the oracle's binary: its gpumode inputs, not random bytes")
     parser.add_argument("--mode", action="append", choices=("random", "oracle", "oracle-gap"))
     parser.add_argument("--gap-us", type=float, default=200.0)
-    parser.add_argument("--flush", choices=("kernel", "memset"), default="kernel")
+    parser.add_argument("--flush", choices=("kernel", "memset", "other-process"),
+                        default="kernel")
     parser.add_argument("--touch-inputs", action="store_true")
     args = parser.parse_args()
     modes = args.mode or ["random"]
@@ -225,7 +259,7 @@ def main():
         if callable(getattr(module, "compile_kernel", None)):
             module.compile_kernel()
         kernel = module.custom_kernel
-    flush = Flush(device, args.flush)
+    flush = OtherProcessFlush() if args.flush == "other-process" else Flush(device, args.flush)
     for shape in args.shape:
         for mode in modes:
             time_shape(kernel, worker, device, flush, shape, mode, args)

@@ -17,7 +17,11 @@ P's step, then W times one read of the table (CUDA events). P's steps:
 - copy + zero flush: torch's `zero_()` over the buffer (what the worker does after loading a
   library's inputs from files; it may be a memset of zeros, and an all-zero line may be
   written without the traffic of another value);
-- and, as the cold reference, W flushes with a kernel in its own context after P's copy.
+- and, as the cold reference, W flushes with a kernel in its own context after P's copy;
+- copy (+ kernel flush), then W touches one byte in every 2 MiB of its own flush buffer: W's
+  address translations of its table evicted (if the GPU's TLB is that small), its L2 lines
+  not (a hundred lines written). If these read as slowly as the cold reference, what P's flush
+  leaves behind is W's translations, not W's lines.
 
 Prints one line per step: the median read time over the trials, in microseconds.
 """
@@ -68,7 +72,8 @@ def measure(pipe, trials):
     results = {}
     steps = ("copy", "copy + memset flush", "copy + kernel flush",
              "copy + memset flush + kernel flush", "copy + zero flush",
-             "copy, then W's own kernel flush (cold)")
+             "copy, then W's own kernel flush (cold)",
+             "copy, then W touches pages", "copy + kernel flush, then W touches pages")
     for step in steps:
         times = []
         for _ in range(trials):
@@ -76,6 +81,9 @@ def measure(pipe, trials):
             pipe.recv()
             if "own" in step:
                 own.fill_(0x5A)
+                torch.cuda.synchronize()
+            if "touches" in step:
+                own[::2 << 20].fill_(1)
                 torch.cuda.synchronize()
             start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             start.record()

@@ -7,9 +7,11 @@
 #                                                    # then the bare stage in the same call)
 #   bash results/parent-owned/run.sh bare       # the same four timed by a bare CUDA-event
 #                                                    # loop (bare_loop.py), every benchmark shape
+#   bash results/parent-owned/run.sh agree      # bench of the four examples (uncertified),
+#                                                    # then the bare stage, in one call
 #   bash results/parent-owned/run.sh flush      # does the parent's flush evict the inputs it
-#                                                    # just copied in (flush_probe.py); the
-#                                                    # bare loop flushed by memset and by a kernel
+#                                                    # just copied in (flush_probe.py); bench
+#                                                    # beside bare loops flushed each way
 #   bash results/parent-owned/run.sh gaps       # the bare loop with the GPU idle GAPS us
 #                                                    # before each timed call
 #   bash results/parent-owned/run.sh threshold  # forged_sample.py at FORGE = 0.97 ... 0.5,
@@ -51,28 +53,42 @@ timing)
   cp "$R/certs/bench.md" "$O/bench.md"; cp "$R/certs/bench.json" "$O/bench.json"
   [ -n "${WITH_BARE:-}" ] || exit 0
   ;&
+agree)
+  # bench's medians of the four examples (no certificates needed for a time: --force-untrusted)
+  # and then, in the same call, the bare loops.
+  [ "$stage" != agree ] || {
+    nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
+    bash $S/library/build.sh > /dev/null 2>&1
+    margs=""; for m in $GOOD; do margs="$margs --manifest $m"; done
+    run bench timeout 400 $B bench $margs --reps 50 --no-torch --force-untrusted --report-dir "$R/bench"
+    cp "$R/bench/bench.md" "$O/bench.md"; cp "$R/bench/bench.json" "$O/bench.json"
+  }
+  ;&
 bare)
   [ -e $S/library/libnvfp4_baseline.so ] || run build-library bash $S/library/build.sh
   # One process per kernel, every shape, each in the modes of MODES (bare_loop.py says what
-  # they are; default: random bytes, the oracle's inputs, and those with a 200 us idle gap).
+  # they are; default: random bytes, the oracle's inputs, and those with a 200 us idle gap),
+  # flushed as FLUSH says (default: by another process, as bench's parent flushes).
   shapes=""; for shape in $SHAPES; do shapes="$shapes --shape $shape"; done
   modes=""; for mode in ${MODES:-random oracle oracle-gap}; do modes="$modes --mode $mode"; done
-  for f in $PY; do run "bare-$(basename "$(dirname "$f")")" timeout 240 python3 $D/bare_loop.py --submission "$f" $shapes $modes --oracle $B --reps 50; done
-  run "bare-library" timeout 120 python3 $D/bare_loop.py --library $S/library/libnvfp4_baseline.so --symbol nvfp4_baseline_dual_gemm $shapes $modes --oracle $B --reps 50
+  flush="--flush ${FLUSH:-other-process}"
+  for f in $PY; do run "bare-$(basename "$(dirname "$f")")" timeout 240 python3 $D/bare_loop.py --submission "$f" $shapes $modes $flush --oracle $B --reps 50; done
+  run "bare-library" timeout 120 python3 $D/bare_loop.py --library $S/library/libnvfp4_baseline.so --symbol nvfp4_baseline_dual_gemm $shapes $modes $flush --oracle $B --reps 50
   grep -h '^{"kernel"' "$LOG" > "$O/bare.jsonl"
   ;;
 flush)
-  # Whether the parent's flush evicts the inputs it has just copied in (flush_probe.py).
+  # Whether the parent's flush evicts the inputs it has just copied in (flush_probe.py), and
+  # the bare loops of the library and triton examples flushed each way of FLUSHES (bare_loop.py
+  # says what they are), beside bench's median of the same kernels in the same call.
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
   run flush-probe timeout 120 python3 $D/flush_probe.py --trials ${TRIALS:-30}
-  # And the bare loop of the library example flushed each way (bench's library median beside
-  # it needs the timing stage in the same lease).
   bash $S/library/build.sh > /dev/null 2>&1
   shapes=""; for shape in $SHAPES; do shapes="$shapes --shape $shape"; done
-  for how in kernel memset; do
-    for touch in "" --touch-inputs; do
-      run "bare-library-flush-$how$touch" timeout 120 python3 $D/bare_loop.py --library $S/library/libnvfp4_baseline.so --symbol nvfp4_baseline_dual_gemm $shapes --mode oracle --oracle $B --flush $how $touch --reps 50
-    done
+  run bench timeout 300 $B bench --manifest $S/library/kernel.toml --manifest $S/triton/kernel.toml --reps 50 --no-torch --force-untrusted --report-dir "$R/bench"
+  cp "$R/bench/bench.md" "$O/flush-bench.md"
+  for how in ${FLUSHES:-kernel other-process}; do
+    run "bare-library-flush-$how" timeout 120 python3 $D/bare_loop.py --library $S/library/libnvfp4_baseline.so --symbol nvfp4_baseline_dual_gemm $shapes --mode oracle --oracle $B --flush $how --reps 50
+    run "bare-triton-flush-$how" timeout 200 python3 $D/bare_loop.py --submission $S/triton/submission.py $shapes --mode oracle --oracle $B --flush $how --reps 50
   done
   grep -h '^{"kernel"' "$LOG" > "$O/flush-bare.jsonl"
   ;;
