@@ -12,6 +12,8 @@
 #   bash results/parent-owned/run.sh flush      # does the parent's flush evict the inputs it
 #                                                    # just copied in (flush_probe.py); bench
 #                                                    # beside bare loops flushed each way
+#   bash results/parent-owned/run.sh library    # the C-ABI library certified, timed on shared
+#                                                    # memory by bench, and by the bare loop
 #   bash results/parent-owned/run.sh gaps       # the bare loop with the GPU idle GAPS us
 #                                                    # before each timed call
 #   bash results/parent-owned/run.sh threshold  # forged_sample.py at FORGE = 0.97 ... 0.5,
@@ -91,6 +93,18 @@ flush)
     run "bare-triton-flush-$how" timeout 200 python3 $D/bare_loop.py --submission $S/triton/submission.py $shapes --mode oracle --oracle $B --flush $how --reps 50
   done
   grep -h '^{"kernel"' "$LOG" > "$O/flush-bare.jsonl"
+  ;;
+library)
+  # The C-ABI library timed on shared device memory: certified, then bench (its parent clock a
+  # finding now, not a note), then the bare loop flushed by another process, in one call.
+  nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
+  run build-library bash $S/library/build.sh
+  run certify-library timeout 240 $B certify --manifest $S/library/kernel.toml --cases 200 --sanitize 0 --report-dir "$R/certs"
+  run bench timeout 200 $B bench --manifest $S/library/kernel.toml --reps 50 --no-torch --report-dir "$R/certs"
+  cp "$R/certs/bench.md" "$O/bench-library.md"; cp "$R/certs/bench.json" "$O/bench-library.json"
+  shapes=""; for shape in $SHAPES; do shapes="$shapes --shape $shape"; done
+  run bare-library timeout 120 python3 $D/bare_loop.py --library $S/library/libnvfp4_baseline.so --symbol nvfp4_baseline_dual_gemm $shapes --mode oracle --flush other-process --oracle $B --reps 50
+  grep -h '^{"kernel"' "$LOG" > "$O/bare-library.jsonl"
   ;;
 gaps)
   # Whether the GPU's idle time between calls moves the bare loop's median (bench's loop

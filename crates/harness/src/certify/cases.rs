@@ -194,10 +194,21 @@ pub fn run_kernel(
     };
     let (m, n, l) = case.inputs.output_dims();
     let mut output = vec![POISON; m * n * l];
-    let judged_whole = products(&case.inputs) <= full_reference_products
-        || reference_engine::gpu_takes(&case.inputs);
+    let within_cpu_budget = products(&case.inputs) <= full_reference_products;
+    let judged_whole = within_cpu_budget || reference_engine::gpu_takes(&case.inputs);
     let ((run, kernel_seconds), whole_reference) = if judged_whole {
-        let reference = || timed(|| reference_engine::whole_reference(&case.inputs, order));
+        // Past the CPU model's budget only the GPU computes a whole reference. It is asked
+        // again when the case runs, and with less free memory by then it may decline, or it
+        // may fail: the case is then judged on sampled rows, never by the CPU model whole.
+        let reference = || {
+            timed(|| {
+                if within_cpu_budget {
+                    Some(reference_engine::whole_reference(&case.inputs, order))
+                } else {
+                    reference_engine::gpu_whole_reference(&case.inputs, order)
+                }
+            })
+        };
         let (run, (reference, model_seconds)) =
             if reference_engine::fits_beside_a_kernel(&case.inputs) {
                 rayon::join(|| timed(|| kernel.run(&case, &mut output)), reference)
@@ -206,7 +217,7 @@ pub fn run_kernel(
                 (run, reference())
             };
         phases.model = model_seconds;
-        (run, Some(reference))
+        (run, reference)
     } else {
         (timed(|| kernel.run(&case, &mut output)), None)
     };

@@ -198,11 +198,20 @@ pub fn fits_beside_a_kernel(inputs: &ProblemInputs) -> bool {
 /// The whole reference of `inputs`: on the GPU where it is switched on and takes the case
 /// (checked against the CPU model on sampled rows), else the CPU model's.
 pub fn whole_reference(inputs: &ProblemInputs, order: KOrder) -> Reference {
+    gpu_whole_reference(inputs, order).unwrap_or_else(|| problem_reference(inputs, order))
+}
+
+/// The whole reference of `inputs` on the GPU, or None where there is no GPU reference or it
+/// declines the case now or fails: for cases past the CPU model's budget, which are then
+/// judged on sampled rows rather than by the CPU model for hours.
+pub fn gpu_whole_reference(inputs: &ProblemInputs, order: KOrder) -> Option<Reference> {
     #[cfg(feature = "gpu")]
-    if let Some(reference) = gpu_reference(inputs, order) {
-        return reference;
+    return gpu_reference(inputs, order);
+    #[cfg(not(feature = "gpu"))]
+    {
+        let _ = (inputs, order);
+        None
     }
-    problem_reference(inputs, order)
 }
 
 #[cfg(feature = "gpu")]

@@ -74,36 +74,90 @@ impl FencedBuffer {
             .context()
             .bind_to_thread()
             .map_err(|e| e.to_string())?;
-        let device = stream.context().cu_device();
-        // SAFETY: zeroed is a valid bit pattern for these plain C structs.
-        let mut prop: sys::CUmemAllocationProp = unsafe { std::mem::zeroed() };
-        prop.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
-        prop.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
-        prop.location.id = device;
-        if exportable {
-            prop.requestedHandleTypes =
-                sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
-        }
-        let mut granularity = 0usize;
-        // SAFETY: both pointers are valid for the call.
-        check("cuMemGetAllocationGranularity", unsafe {
-            sys::cuMemGetAllocationGranularity(
-                &mut granularity,
-                &prop,
-                sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM,
-            )
-        })?;
+        let prop = allocation_prop(stream, exportable);
+        let granularity = granularity(&prop)?;
         let padded = len.div_ceil(ALIGNMENT) * ALIGNMENT;
         let mapped_len = (CANARY_BYTES + padded).div_ceil(granularity) * granularity;
+        let mut handle = 0;
+        // SAFETY: the out-pointer is valid; the size is a multiple of the granularity.
+        check("cuMemCreate", unsafe {
+            sys::cuMemCreate(&mut handle, mapped_len, &prop, 0)
+        })?;
+        let buffer = Self::map(
+            &prop,
+            granularity,
+            handle,
+            mapped_len,
+            mapped_len - padded,
+            len,
+        )?;
+        // SAFETY: the mapping is live device memory of `mapped_len` bytes in this context.
+        check("cuMemsetD8Async", unsafe {
+            sys::cuMemsetD8Async(buffer.mapped, CANARY_BYTE, mapped_len, stream.cu_stream())
+        })?;
+        Ok(buffer)
+    }
+
+    /// The buffer another process made and exported as `fd` ([`FencedBuffer::export_fd`]),
+    /// mapped here between unmapped granules as it is there: `mapped_len` bytes, the body of
+    /// `len` bytes at `body_offset`. Nothing is written.
+    pub fn import(
+        stream: &Arc<CudaStream>,
+        fd: std::os::fd::OwnedFd,
+        mapped_len: usize,
+        body_offset: usize,
+        len: usize,
+    ) -> Result<Self, GpuError> {
+        use std::os::fd::AsRawFd;
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| e.to_string())?;
+        let prop = allocation_prop(stream, false);
+        let granularity = granularity(&prop)?;
+        if mapped_len == 0
+            || mapped_len % granularity != 0
+            || body_offset
+                .checked_add(len)
+                .is_none_or(|end| end > mapped_len)
+        {
+            return Err(GpuError(format!(
+                "a shared buffer of {mapped_len} bytes cannot hold a body of {len} bytes at {body_offset}"
+            )));
+        }
+        let mut handle = 0;
+        // SAFETY: the out-pointer is valid; the driver reads the descriptor (a POSIX file
+        // descriptor handle is passed as its value), which `fd` keeps open until after the call.
+        check("cuMemImportFromShareableHandle", unsafe {
+            sys::cuMemImportFromShareableHandle(
+                &mut handle,
+                fd.as_raw_fd() as usize as *mut std::ffi::c_void,
+                sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
+            )
+        })?;
+        Self::map(&prop, granularity, handle, mapped_len, body_offset, len)
+    }
+
+    /// Maps allocation `handle` (released with the buffer) into a reserved range with one
+    /// unmapped granule before it and one after it, readable and writable by this device.
+    fn map(
+        prop: &sys::CUmemAllocationProp,
+        granularity: usize,
+        handle: sys::CUmemGenericAllocationHandle,
+        mapped_len: usize,
+        start: usize,
+        len: usize,
+    ) -> Result<Self, GpuError> {
         let reserved_len = mapped_len + 2 * granularity;
+        // From here on, drop undoes whatever succeeded.
         let mut buffer = FencedBuffer {
             reserved: 0,
             reserved_len,
             mapped: 0,
             mapped_len,
-            handle: None,
+            handle: Some(handle),
             is_mapped: false,
-            start: mapped_len - padded,
+            start,
             len,
         };
         // SAFETY: out-pointers valid for the calls; sizes are multiples of the granularity.
@@ -112,12 +166,6 @@ impl FencedBuffer {
                 "cuMemAddressReserve",
                 sys::cuMemAddressReserve(&mut buffer.reserved, reserved_len, 0, 0, 0),
             )?;
-            let mut handle = 0;
-            check(
-                "cuMemCreate",
-                sys::cuMemCreate(&mut handle, mapped_len, &prop, 0),
-            )?;
-            buffer.handle = Some(handle);
             buffer.mapped = buffer.reserved + granularity as u64;
             check(
                 "cuMemMap",
@@ -130,11 +178,6 @@ impl FencedBuffer {
             check(
                 "cuMemSetAccess",
                 sys::cuMemSetAccess(buffer.mapped, mapped_len, &access, 1),
-            )?;
-            let raw = stream.cu_stream();
-            check(
-                "cuMemsetD8Async",
-                sys::cuMemsetD8Async(buffer.mapped, CANARY_BYTE, mapped_len, raw),
             )?;
         }
         Ok(buffer)
@@ -223,6 +266,34 @@ impl FencedBuffer {
         bytes[self.lead()..self.lead() + body.len()].copy_from_slice(body);
         bytes
     }
+}
+
+/// Pinned device memory on `stream`'s device, exportable as a file descriptor or not.
+fn allocation_prop(stream: &Arc<CudaStream>, exportable: bool) -> sys::CUmemAllocationProp {
+    // SAFETY: zeroed is a valid bit pattern for this plain C struct.
+    let mut prop: sys::CUmemAllocationProp = unsafe { std::mem::zeroed() };
+    prop.type_ = sys::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type_ = sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = stream.context().cu_device();
+    if exportable {
+        prop.requestedHandleTypes =
+            sys::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    }
+    prop
+}
+
+/// The mapping granule of such memory (2 MiB on Hopper).
+fn granularity(prop: &sys::CUmemAllocationProp) -> Result<usize, GpuError> {
+    let mut granularity = 0usize;
+    // SAFETY: both pointers are valid for the call.
+    check("cuMemGetAllocationGranularity", unsafe {
+        sys::cuMemGetAllocationGranularity(
+            &mut granularity,
+            prop,
+            sys::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM,
+        )
+    })?;
+    Ok(granularity)
 }
 
 impl Drop for FencedBuffer {

@@ -12,6 +12,7 @@ use crate::error::{Error, Result};
 use crate::gpu::device::device_info;
 use crate::kernels::manifest::{KernelCode, Manifest};
 use crate::sandbox::SandboxPaths;
+use nvfp4_model::problem::ProblemKind;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -162,11 +163,13 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
             ..command.clone()
         },
     };
-    // Python submissions of the problems whose data tuple lives on the device get their timed
-    // calls in shared memory; the grouped GEMM's plain scales are host tensors, and the C-ABI
-    // worker maps no shared memory: those get files.
-    let shared = matches!(manifest.code, KernelCode::Submission(_))
-        && manifest.problem != nvfp4_model::problem::ProblemKind::GroupGemm;
+    // Every kernel whose data tuple lives on the device gets its timed calls in shared memory:
+    // Python submissions of those problems, and C-ABI libraries (a dual GEMM). The grouped
+    // GEMM's plain scales are host tensors: it gets files.
+    let shared = match manifest.code {
+        KernelCode::Submission(_) => manifest.problem != ProblemKind::GroupGemm,
+        KernelCode::Library { .. } => manifest.problem == ProblemKind::DualGemm,
+    };
     let info = KernelInfo {
         name: manifest.name.clone(),
         description: manifest.description.clone(),

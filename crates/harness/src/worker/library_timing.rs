@@ -1,20 +1,40 @@
 //! The worker's side of timing a C-ABI library ([`super::timing`] drives it): the warm-up sets
 //! uploaded and run, an untimed warm call before each timed one in a request of its own, then
-//! each call's inputs uploaded with its own request, CUDA events around the call after an L2
-//! flush, the output written where the request says (the parent reads it right after the
-//! reply). With no library ([`super::serve::WorkerTarget::Baseline`]) it serves the requests
-//! without the kernel that set the parent's clock.
+//! the timed call between CUDA events. Its inputs either arrive in device memory the parent
+//! shares ([`super::shared_inputs`]: mapped once, filled and L2-flushed by the parent just before
+//! each call, the output read by the parent from the shared buffer), or, where the parent sends
+//! files, are uploaded with the call's request, L2 flushed here, and the output written where
+//! the request says. With no library ([`super::serve::WorkerTarget::Baseline`]) it serves the
+//! requests without the kernel that set the parent's clock.
 
-use super::protocol::{CaseFiles, Reply, Request, TimedCalls};
+use super::protocol::{CaseFiles, Reply, Request, SharedTensor, TimedCalls};
+use crate::gpu::fenced::FencedBuffer;
 use crate::gpu::launch::LaunchBuffers;
 use crate::gpu::library::{lmn_to_mnl, LoadedLibrary};
 use crate::kernels::{DualGemmCase, KernelFailure};
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError};
 use nvfp4_model::problem::Shape;
+use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 
-const NOT_SHARED: &str = "shared device inputs were sent to a worker that does not map them";
+const NOT_SHARED: &str = "a call on shared inputs before any were shared";
+
+/// The tensors of a dual-GEMM call in the parent's shared memory, by their data-tuple keys
+/// ([`super::shared_inputs::device_tensors`]), in the C ABI's order: a, b1, b2, the blocked
+/// scales, the plain scales, the output.
+const SHARED_KEYS: [&str; 10] = [
+    "a",
+    "b1",
+    "b2",
+    "sfa_permuted",
+    "sfb1_permuted",
+    "sfb2_permuted",
+    "sfa",
+    "sfb1",
+    "sfb2",
+    "c",
+];
 
 fn crashed(err: DriverError) -> KernelFailure {
     KernelFailure::Crashed(err.to_string())
@@ -72,6 +92,10 @@ impl Uploaded {
 /// What a timing has prepared so far.
 #[derive(Default)]
 pub struct LibraryTiming {
+    /// The parent's input socket, where the shared memory's descriptors arrive.
+    input_socket: Option<UnixStream>,
+    /// The shared buffers, mapped, in [`SHARED_KEYS`] order.
+    shared: Vec<FencedBuffer>,
     /// The warm-up sets.
     sets: Vec<Uploaded>,
     /// The L2 flush buffer, made once.
@@ -81,6 +105,19 @@ pub struct LibraryTiming {
 }
 
 impl LibraryTiming {
+    /// A timing that receives shared memory on `input_socket` (None: files only).
+    pub fn new(input_socket: Option<UnixStream>) -> Self {
+        LibraryTiming {
+            input_socket,
+            ..Default::default()
+        }
+    }
+
+    /// Whether this worker can map the memory the parent shares.
+    pub fn offers_shared_inputs(&self) -> bool {
+        self.input_socket.is_some()
+    }
+
     /// Answers one timing request.
     pub fn serve(
         &mut self,
@@ -89,16 +126,23 @@ impl LibraryTiming {
         request: Request,
     ) -> Reply {
         match request {
-            // This worker does not offer shared inputs (its Ready says so): the parent sends
-            // every call's inputs as files.
-            Request::Prepare { shared, .. } if !shared.is_empty() => {
-                Reply::Done(Err(KernelFailure::Crashed(NOT_SHARED.into())))
-            }
-            Request::Call { shared: true, .. } => {
-                Reply::Timed(Err(KernelFailure::Crashed(NOT_SHARED.into())))
-            }
-            Request::Prepare { sets, warmup, .. } => {
-                Reply::Done(self.prepare(stream, &sets, warmup))
+            Request::Prepare {
+                sets,
+                warmup,
+                shared,
+                ..
+            } => Reply::Done(
+                self.map_shared(stream, &shared)
+                    .and_then(|()| self.prepare(stream, &sets, warmup)),
+            ),
+            Request::Call {
+                set,
+                null,
+                shared: true,
+                ..
+            } => {
+                let library = if null { None } else { library };
+                Reply::Timed(self.shared_call(stream, library, &set))
             }
             Request::Warmup => Reply::Done(self.warmup(stream, library)),
             Request::Warm => Reply::Done(self.warm(stream, library)),
@@ -112,6 +156,39 @@ impl LibraryTiming {
                 "a case request reached the timing".into(),
             ))),
         }
+    }
+
+    /// Maps the buffers the parent shares (`layout`, one descriptor each on the input socket,
+    /// in order); nothing when it shares none.
+    fn map_shared(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        layout: &[SharedTensor],
+    ) -> Result<(), KernelFailure> {
+        self.shared.clear();
+        if layout.is_empty() {
+            return Ok(());
+        }
+        let socket = self.input_socket.as_ref().ok_or_else(|| {
+            KernelFailure::Crashed("shared inputs, but this worker has no input socket".into())
+        })?;
+        let fds = super::shared_inputs::receive_fds(socket, layout.len())
+            .map_err(|err| KernelFailure::Crashed(format!("receiving the shared memory: {err}")))?;
+        let mut mapped: Vec<(String, FencedBuffer)> = Vec::new();
+        for (tensor, fd) in layout.iter().zip(fds) {
+            let buffer = FencedBuffer::import(stream, fd, tensor.mapped, tensor.start, tensor.len)
+                .map_err(|err| {
+                    KernelFailure::Crashed(format!("mapping shared tensor {}: {err}", tensor.key))
+                })?;
+            mapped.push((tensor.key.clone(), buffer));
+        }
+        for key in SHARED_KEYS {
+            let i = mapped.iter().position(|(k, _)| k == key).ok_or_else(|| {
+                KernelFailure::Crashed(format!("the shared memory holds no tensor {key}"))
+            })?;
+            self.shared.push(mapped.swap_remove(i).1);
+        }
+        Ok(())
     }
 
     fn prepare(
@@ -159,6 +236,67 @@ impl LibraryTiming {
         stream.context().synchronize().map_err(crashed)
     }
 
+    /// One call on the shared buffers between CUDA events (`library` None: the same without a
+    /// kernel). The parent has filled them and flushed L2; the output stays in the shared `c`.
+    fn shared_call(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        library: Option<&LoadedLibrary>,
+        set: &CaseFiles,
+    ) -> Result<TimedCalls, KernelFailure> {
+        let arrived = std::time::Instant::now();
+        if self.shared.len() != SHARED_KEYS.len() {
+            return Err(KernelFailure::Crashed(NOT_SHARED.into()));
+        }
+        let shape = Shape {
+            m: set.m,
+            n: set.n,
+            k: set.k,
+            l: set.l,
+        };
+        let body = |i: usize| self.shared[i].body_ptr();
+        let buffers = LaunchBuffers {
+            inputs: std::array::from_fn(body),
+            plain_scales: std::array::from_fn(|i| body(6 + i)),
+            output: body(9),
+        };
+        let ctx = stream.context();
+        let start = ctx
+            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(crashed)?;
+        let end = ctx
+            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(crashed)?;
+        start.record(stream).map_err(crashed)?;
+        if let Some(library) = library {
+            library.call(&buffers, shape, stream)?;
+        }
+        end.record(stream).map_err(crashed)?;
+        self.finish(stream, &start, &end, arrived)
+    }
+
+    /// The sample between `start` and `end` once `end` has passed, and how long the device
+    /// stayed busy after it.
+    fn finish(
+        &self,
+        stream: &Arc<CudaStream>,
+        start: &cudarc::driver::CudaEvent,
+        end: &cudarc::driver::CudaEvent,
+        wall: std::time::Instant,
+    ) -> Result<TimedCalls, KernelFailure> {
+        end.synchronize().map_err(crashed)?;
+        let sample = f64::from(start.elapsed_ms(end).map_err(crashed)?) * 1000.0;
+        let after_end = std::time::Instant::now();
+        stream.context().synchronize().map_err(crashed)?;
+        let after_end_us = after_end.elapsed().as_secs_f64() * 1e6;
+        Ok(TimedCalls {
+            samples_us: vec![sample],
+            wall_us: wall.elapsed().as_secs_f64() * 1e6,
+            after_end_us: vec![after_end_us],
+            other_threads: Vec::new(),
+        })
+    }
+
     /// One call between CUDA events (`library` None: the same without a kernel), its output
     /// written to `output`.
     fn call(
@@ -193,11 +331,7 @@ impl LibraryTiming {
             library.call(&buffers, set.shape, stream)?;
         }
         end.record(stream).map_err(crashed)?;
-        end.synchronize().map_err(crashed)?;
-        let sample = f64::from(start.elapsed_ms(&end).map_err(crashed)?) * 1000.0;
-        let after_end = std::time::Instant::now();
-        ctx.synchronize().map_err(crashed)?;
-        let after_end_us = after_end.elapsed().as_secs_f64() * 1e6;
+        let timed = self.finish(stream, &start, &end, wall)?;
         if let (Some(path), Some(_)) = (output, library) {
             let lmn = stream.clone_dtoh(&set.output).map_err(crashed)?;
             let bytes: Vec<u8> = lmn_to_mnl(&lmn, set.shape)
@@ -206,11 +340,6 @@ impl LibraryTiming {
                 .collect();
             std::fs::write(path, bytes).map_err(|err| KernelFailure::Crashed(err.to_string()))?;
         }
-        Ok(TimedCalls {
-            samples_us: vec![sample],
-            wall_us: wall.elapsed().as_secs_f64() * 1e6,
-            after_end_us: vec![after_end_us],
-            other_threads: Vec::new(),
-        })
+        Ok(timed)
     }
 }

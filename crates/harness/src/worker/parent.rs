@@ -30,16 +30,61 @@ use std::time::Duration;
 pub const INPUTS: &str = "inputs";
 pub const OUTPUTS: &str = "outputs";
 
-/// Reads a file a worker wrote, never through a symbolic link it may have planted there.
+/// Reads a file a worker wrote, never through a link or a FIFO it may have planted there.
 pub fn read_output(path: &Path) -> std::io::Result<Vec<u8>> {
     use std::io::Read;
+    let mut bytes = Vec::new();
+    open_output(path)?.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
+/// Opens an output file the worker wrote, refusing what a worker could put there instead of a
+/// file: a link (to read something else) or a FIFO (to hang the parent's read).
+fn open_output(path: &Path) -> std::io::Result<std::fs::File> {
     let mut options = std::fs::OpenOptions::new();
     options.read(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NOFOLLOW);
-    let mut bytes = Vec::new();
-    options.open(path)?.read_to_end(&mut bytes)?;
-    Ok(bytes)
+    std::os::unix::fs::OpenOptionsExt::custom_flags(
+        &mut options,
+        libc::O_NOFOLLOW | libc::O_NONBLOCK,
+    );
+    let file = options.open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::other("not a regular file"));
+    }
+    Ok(file)
+}
+
+/// Reads the output file a worker wrote (little-endian fp16 bits) straight into `output`; a
+/// file of any other length is a bad output.
+fn read_output_into(path: &Path, output: &mut [f16]) -> Result<(), KernelFailure> {
+    use std::io::Read;
+    let crashed = |err: std::io::Error| KernelFailure::Crashed(format!("the output: {err}"));
+    let mut file = open_output(path).map_err(crashed)?;
+    let len = file.metadata().map_err(crashed)?.len();
+    if len != 2 * output.len() as u64 {
+        return Err(KernelFailure::BadOutput(format!(
+            "{len} bytes of output for {} fp16 elements",
+            output.len()
+        )));
+    }
+    #[cfg(target_endian = "little")]
+    {
+        // SAFETY: f16 is a u16 (repr(transparent)), every bit pattern is a valid f16, and u8
+        // has no alignment: the slice's memory viewed as its bytes, for this call only.
+        let bytes = unsafe {
+            std::slice::from_raw_parts_mut(output.as_mut_ptr().cast::<u8>(), 2 * output.len())
+        };
+        file.read_exact(bytes).map_err(crashed)
+    }
+    #[cfg(not(target_endian = "little"))]
+    {
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes).map_err(crashed)?;
+        for (value, chunk) in output.iter_mut().zip(bytes.chunks_exact(2)) {
+            *value = f16::from_bits(u16::from_le_bytes([chunk[0], chunk[1]]));
+        }
+        Ok(())
+    }
 }
 
 /// A running worker process. Dropping it kills the process.
@@ -370,17 +415,46 @@ impl Worker {
                 ))
             }
         }
-        let bytes = read_output(&output_path).map_err(crashed)?;
-        if bytes.len() != 2 * output.len() {
-            return Err(KernelFailure::BadOutput(format!(
-                "{} bytes of output for {} fp16 elements",
-                bytes.len(),
-                output.len()
-            )));
-        }
-        for (value, chunk) in output.iter_mut().zip(bytes.chunks_exact(2)) {
-            *value = f16::from_bits(u16::from_le_bytes([chunk[0], chunk[1]]));
-        }
-        Ok(())
+        read_output_into(&output_path, output)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_output_is_read_whole_and_anything_else_is_refused() {
+        let dir = std::env::temp_dir().join(format!("nvfp4-read-output-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let values = [f16::from_f32(1.5), f16::from_f32(-2.0), f16::NAN];
+        let bytes: Vec<u8> = values
+            .iter()
+            .flat_map(|v| v.to_bits().to_le_bytes())
+            .collect();
+        let file = dir.join("output.bin");
+        std::fs::write(&file, &bytes).unwrap();
+        let mut output = [f16::ZERO; 3];
+        read_output_into(&file, &mut output).unwrap();
+        assert_eq!(output.map(f16::to_bits), values.map(f16::to_bits));
+
+        let mut longer = [f16::ZERO; 4];
+        let err = read_output_into(&file, &mut longer).unwrap_err();
+        assert!(
+            matches!(&err, KernelFailure::BadOutput(why) if why.contains("6 bytes")),
+            "{err:?}"
+        );
+
+        // A FIFO in the output's place would block a plain open until a writer came.
+        let fifo = dir.join("fifo.bin");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        assert!(read_output_into(&fifo, &mut output).is_err());
+        assert!(read_output(&fifo).is_err());
+        let link = dir.join("link.bin");
+        std::os::unix::fs::symlink(&file, &link).unwrap();
+        assert!(read_output(&link).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -77,6 +77,28 @@ fn load_variant(
     })
 }
 
+/// The parent's input socket ([`super::protocol::INPUT_SOCKET_ENV`] names its descriptor), if
+/// the worker was started with one: where the descriptors of shared device memory arrive.
+fn take_input_socket() -> Option<std::os::unix::net::UnixStream> {
+    let fd: std::os::fd::RawFd = std::env::var(super::protocol::INPUT_SOCKET_ENV)
+        .ok()?
+        .parse()
+        .ok()?;
+    // SAFETY: fcntl on any number is harmless; a descriptor that is open and a socket is
+    // the one the parent placed there (nothing else in this process took it yet).
+    unsafe {
+        if libc::fcntl(fd, libc::F_GETFD) < 0 {
+            return None;
+        }
+        let mut stat: libc::stat = std::mem::zeroed();
+        if libc::fstat(fd, &mut stat) != 0 || stat.st_mode & libc::S_IFMT != libc::S_IFSOCK {
+            return None;
+        }
+        libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC);
+        Some(std::os::fd::FromRawFd::from_raw_fd(fd))
+    }
+}
+
 /// Compiles or loads once, then serves cases until stdin closes. A library is loaded before the
 /// GPU is opened, so a missing file or symbol is reported as such on any machine. `arch`: the
 /// architecture a library's manifest requires.
@@ -101,10 +123,14 @@ pub fn serve(target: WorkerTarget, arch: Option<ArchRequirement>) -> Result<()> 
         };
         Ok((stream, loaded, info))
     })();
+    let mut timing_state = LibraryTiming::new(take_input_socket());
     let (stream, loaded, info) = match started {
         Ok(ready) => {
             reply(&Reply::Ready {
-                environment: KernelEnvironment::default(),
+                environment: KernelEnvironment {
+                    shared_inputs: timing_state.offers_shared_inputs(),
+                    ..Default::default()
+                },
             });
             ready
         }
@@ -116,7 +142,6 @@ pub fn serve(target: WorkerTarget, arch: Option<ArchRequirement>) -> Result<()> 
             return Ok(());
         }
     };
-    let mut timing_state = LibraryTiming::default();
     let mut conditions_kernels: Option<Conditions> = None;
     for line in std::io::stdin().lock().lines() {
         let Ok(line) = line else { break };
@@ -208,12 +233,24 @@ fn run_request(
                 .map_err(|err| KernelFailure::Crashed(err.to_string()))
         })?,
         Loaded::Library(library) => {
-            // The C ABI's c is [L][M][N] (GPU MODE's storage); the harness's is [M][N][L].
+            // The C ABI's c is [L][M][N] (GPU MODE's storage); the harness's is [M][N][L]: the
+            // same bytes when L is 1.
             let lmn = hardened_launch(stream, case, |buffers: &LaunchBuffers| {
                 before(stream)?;
                 library.call(buffers, shape, stream)
             })?;
-            lmn_to_mnl(&lmn, shape)
+            if shape.l == 1 {
+                lmn
+            } else {
+                let bits: Vec<u16> = lmn
+                    .chunks_exact(2)
+                    .map(|b| u16::from_le_bytes([b[0], b[1]]))
+                    .collect();
+                lmn_to_mnl(&bits, shape)
+                    .iter()
+                    .flat_map(|bits| bits.to_le_bytes())
+                    .collect()
+            }
         }
         Loaded::Baseline => {
             return Err(KernelFailure::Crashed(
@@ -226,7 +263,6 @@ fn run_request(
             KernelFailure::Crashed(format!("the harness's condition kernels: {err}"))
         })?;
     }
-    let bytes: Vec<u8> = output.iter().flat_map(|bits| bits.to_le_bytes()).collect();
-    std::fs::write(output_path, bytes)
+    std::fs::write(output_path, output)
         .map_err(|err| KernelFailure::Crashed(format!("worker could not write the output: {err}")))
 }

@@ -357,40 +357,77 @@ pub fn send_fds(socket: &UnixStream, fds: &[RawFd]) -> std::io::Result<()> {
     Ok(())
 }
 
+/// Receives `count` descriptors sent by [`send_fds`] (the worker's side; the Python worker
+/// uses socket.recv_fds). Fails if the socket closes first or a message's descriptors did not
+/// all fit the control buffer.
+pub fn receive_fds(socket: &UnixStream, count: usize) -> std::io::Result<Vec<OwnedFd>> {
+    let mut fds = Vec::with_capacity(count);
+    while fds.len() < count {
+        let mut payload = [0u8; 1];
+        let mut iov = libc::iovec {
+            iov_base: payload.as_mut_ptr().cast(),
+            iov_len: payload.len(),
+        };
+        // Room for the 200 descriptors send_fds puts in one message, and more.
+        let mut control = vec![0u64; 256];
+        // SAFETY: zeroed is a valid msghdr; every pointer set below outlives the recvmsg.
+        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = (control.len() * 8) as _;
+        // SAFETY: msg describes live buffers of the lengths it states.
+        let received =
+            unsafe { libc::recvmsg(socket.as_raw_fd(), &mut msg, libc::MSG_CMSG_CLOEXEC) };
+        if received < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        if received == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!(
+                    "the socket closed after {} of {count} descriptors",
+                    fds.len()
+                ),
+            ));
+        }
+        // SAFETY: the CMSG macros walk the control buffer recvmsg filled; each SCM_RIGHTS
+        // header's data holds the descriptors it counts, new and ours.
+        unsafe {
+            let mut header = libc::CMSG_FIRSTHDR(&msg);
+            while !header.is_null() {
+                if (*header).cmsg_level == libc::SOL_SOCKET
+                    && (*header).cmsg_type == libc::SCM_RIGHTS
+                {
+                    let bytes = (*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize;
+                    let data = libc::CMSG_DATA(header).cast::<RawFd>();
+                    for i in 0..bytes / std::mem::size_of::<RawFd>() {
+                        fds.push(std::os::fd::FromRawFd::from_raw_fd(
+                            data.add(i).read_unaligned(),
+                        ));
+                    }
+                }
+                header = libc::CMSG_NXTHDR(&msg, header);
+            }
+        }
+        if msg.msg_flags & libc::MSG_CTRUNC != 0 {
+            return Err(std::io::Error::other("descriptors were cut off in transit"));
+        }
+    }
+    if fds.len() > count {
+        return Err(std::io::Error::other(format!(
+            "{} descriptors arrived where {count} were sent",
+            fds.len()
+        )));
+    }
+    Ok(fds)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use nvfp4_model::problem::{GemmInputs, ProblemInputs, Shape};
     use std::io::{Read, Write};
-
-    /// Receives one message's descriptors (the worker's side, as Python's socket.recv_fds).
-    fn receive_fds(socket: &UnixStream) -> Vec<OwnedFd> {
-        let mut payload = [0u8; 1];
-        let mut iov = libc::iovec {
-            iov_base: payload.as_mut_ptr().cast(),
-            iov_len: 1,
-        };
-        let mut control = vec![0u64; 256];
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = control.len() * 8;
-        let mut fds = Vec::new();
-        unsafe {
-            assert_eq!(libc::recvmsg(socket.as_raw_fd(), &mut msg, 0), 1);
-            let mut header = libc::CMSG_FIRSTHDR(&msg);
-            while !header.is_null() {
-                let count = ((*header).cmsg_len as usize - libc::CMSG_LEN(0) as usize) / 4;
-                let data = libc::CMSG_DATA(header).cast::<RawFd>();
-                for i in 0..count {
-                    fds.push(std::os::fd::FromRawFd::from_raw_fd(*data.add(i)));
-                }
-                header = libc::CMSG_NXTHDR(&msg, header);
-            }
-        }
-        fds
-    }
 
     #[test]
     fn descriptors_cross_the_socket_and_still_name_what_they_named() {
@@ -406,7 +443,7 @@ mod tests {
             .collect();
         let writers: Vec<RawFd> = pipes.iter().map(|(_, w)| w.as_raw_fd()).collect();
         send_fds(&ours, &writers).unwrap();
-        let received = receive_fds(&theirs);
+        let received = receive_fds(&theirs, 3).unwrap();
         assert_eq!(received.len(), 3);
         for (i, (fd, (reader, _))) in received.into_iter().zip(&pipes).enumerate() {
             assert!(!writers.contains(&fd.as_raw_fd()), "a new descriptor");
@@ -415,6 +452,24 @@ mod tests {
             (&*reader).read_exact(&mut byte).unwrap();
             assert_eq!(byte[0], i as u8 + 7);
         }
+    }
+
+    #[test]
+    fn descriptors_sent_in_several_messages_all_arrive_and_a_short_send_is_an_error() {
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let file = std::fs::File::open("/dev/null").unwrap();
+        // More than one message's 200.
+        let many = vec![file.as_raw_fd(); 230];
+        send_fds(&ours, &many).unwrap();
+        let received = receive_fds(&theirs, 230).unwrap();
+        assert_eq!(received.len(), 230);
+        assert!(received.iter().all(|fd| fd.as_raw_fd() != file.as_raw_fd()));
+        drop(received);
+        send_fds(&ours, &many[..2]).unwrap();
+        drop(ours);
+        let err = receive_fds(&theirs, 3).unwrap_err();
+        assert_eq!(err.kind(), std::io::ErrorKind::UnexpectedEof);
+        assert!(err.to_string().contains("after 2 of 3"), "{err}");
     }
 
     fn case(problem: ProblemKind, shape: Shape) -> KernelCase {

@@ -7,7 +7,7 @@
 //!   kernel can read them ahead (in its memory, on the GPU or on disk) and compute answers in
 //!   advance: the parent copies them into device memory it shares with the worker
 //!   ([`super::shared_inputs`]: until then they are in the parent's own device memory, which
-//!   no other process can address), or, for a worker that maps no shared memory, writes them
+//!   no other process can address), or, for the grouped GEMM (host tensors), writes them
 //!   as files just before the request and removes them after;
 //! - every timed call gets inputs no call has seen, from seeds drawn per run, so an answer
 //!   computed once cannot be replayed;

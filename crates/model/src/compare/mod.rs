@@ -115,12 +115,19 @@ pub fn judge(shape: OutputShape, got: &[f16], expected: &[f16], lo: &[f16], hi: 
     };
     // Most outputs pass: that is checked on every core first (a large case has hundreds of
     // millions of elements); only a failing output takes the ordered loop that records where.
-    let passes = |index: usize| classify(got[index], lo[index], hi[index]).is_none();
-    if (0..shape.len())
-        .into_par_iter()
-        .with_min_len(1 << 16)
-        .all(passes)
-    {
+    // In chunks, each folded without a branch so that it vectorizes: a 2^30-element output
+    // is judged in a fraction of a second.
+    const CHUNK: usize = 1 << 16;
+    let all_pass = got
+        .par_chunks(CHUNK)
+        .zip(lo.par_chunks(CHUNK))
+        .zip(hi.par_chunks(CHUNK))
+        .all(|((got, lo), hi)| {
+            got.iter().zip(lo).zip(hi).fold(true, |ok, ((g, l), h)| {
+                ok & accepted_bits(g.to_bits(), l.to_bits(), h.to_bits())
+            })
+        });
+    if all_pass {
         return verdict;
     }
     let mut worst_rank = 0u64;
@@ -160,6 +167,26 @@ pub fn judge(shape: OutputShape, got: &[f16], expected: &[f16], lo: &[f16], hi: 
     }
     verdict.pass = verdict.failed == 0;
     verdict
+}
+
+/// Whether `got` is acceptable, on raw fp16 bits: what `classify(..).is_none()` says, without a
+/// branch (a test holds the two equal; `classify` is the definition).
+#[inline(always)]
+fn accepted_bits(got: u16, lo: u16, hi: u16) -> bool {
+    let is_nan = |bits: u16| (bits & 0x7FFF) > 0x7C00;
+    // fp16_ordinal's order: -0 and +0 are one value.
+    let ordinal = |bits: u16| {
+        let magnitude = i32::from(bits & 0x7FFF);
+        if bits & 0x8000 != 0 {
+            -magnitude
+        } else {
+            magnitude
+        }
+    };
+    let nan_required = is_nan(lo) | is_nan(hi);
+    let g = ordinal(got);
+    let inside = !is_nan(got) & (ordinal(lo) <= g) & (g <= ordinal(hi));
+    (nan_required & is_nan(got)) | (!nan_required & inside)
 }
 
 /// `None` if `got` is acceptable, else why not and how many ulps outside.
@@ -329,6 +356,45 @@ mod tests {
             .unwrap();
         assert_eq!((outside.n, outside.ulps_outside), (3, Some(3)));
         assert!(verdict.render().contains("c[m=0, n=3, l=0]"));
+    }
+
+    #[test]
+    fn the_branch_free_check_is_classify() {
+        // Every edge of fp16 (zeros, subnormals, the largest finite, infinities, NaNs of both
+        // signs and payloads) in every role, then random bit patterns.
+        let edges: [u16; 20] = [
+            0x0000, 0x8000, 0x0001, 0x8001, 0x03FF, 0x83FF, 0x0400, 0x3C00, 0xBC00, 0x3C01, 0x7BFF,
+            0xFBFF, 0x7C00, 0xFC00, 0x7C01, 0xFC01, 0x7E00, 0xFE00, 0x7FFF, 0xFFFF,
+        ];
+        let agree = |g: u16, l: u16, h: u16| {
+            let (fg, fl, fh) = (f16::from_bits(g), f16::from_bits(l), f16::from_bits(h));
+            assert_eq!(
+                accepted_bits(g, l, h),
+                classify(fg, fl, fh).is_none(),
+                "got {g:#06x} lo {l:#06x} hi {h:#06x}"
+            );
+        };
+        for &g in &edges {
+            for &l in &edges {
+                for &h in &edges {
+                    agree(g, l, h);
+                }
+            }
+        }
+        let mut state = 0x9E37_79B9_7F4A_7C15u64;
+        let mut next = || {
+            state = state
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (state >> 48) as u16
+        };
+        for _ in 0..1_000_000 {
+            let (g, a, b) = (next(), next(), next());
+            agree(g, a, b);
+            // Near misses: got one ulp either side of a narrow interval.
+            agree(g.wrapping_add(1), g, g);
+            agree(g.wrapping_sub(1), g, g);
+        }
     }
 
     #[test]
