@@ -89,6 +89,41 @@ impl Uploaded {
     }
 }
 
+/// One call on `buffers` between CUDA events (`library` None: the events alone), then a
+/// device-wide synchronize: the sample, how long the device stayed busy after the end event,
+/// and the wall time since `wall`.
+fn timed_call(
+    stream: &Arc<CudaStream>,
+    library: Option<&LoadedLibrary>,
+    buffers: &LaunchBuffers,
+    shape: Shape,
+    wall: std::time::Instant,
+) -> Result<TimedCalls, KernelFailure> {
+    let ctx = stream.context();
+    let start = ctx
+        .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+        .map_err(crashed)?;
+    let end = ctx
+        .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+        .map_err(crashed)?;
+    start.record(stream).map_err(crashed)?;
+    if let Some(library) = library {
+        library.call(buffers, shape, stream)?;
+    }
+    end.record(stream).map_err(crashed)?;
+    end.synchronize().map_err(crashed)?;
+    let sample = f64::from(start.elapsed_ms(&end).map_err(crashed)?) * 1000.0;
+    let after_end = std::time::Instant::now();
+    ctx.synchronize().map_err(crashed)?;
+    let after_end_us = after_end.elapsed().as_secs_f64() * 1e6;
+    Ok(TimedCalls {
+        samples_us: vec![sample],
+        wall_us: wall.elapsed().as_secs_f64() * 1e6,
+        after_end_us: vec![after_end_us],
+        other_threads: Vec::new(),
+    })
+}
+
 /// What a timing has prepared so far.
 #[derive(Default)]
 pub struct LibraryTiming {
@@ -260,41 +295,7 @@ impl LibraryTiming {
             plain_scales: std::array::from_fn(|i| body(6 + i)),
             output: body(9),
         };
-        let ctx = stream.context();
-        let start = ctx
-            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(crashed)?;
-        let end = ctx
-            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(crashed)?;
-        start.record(stream).map_err(crashed)?;
-        if let Some(library) = library {
-            library.call(&buffers, shape, stream)?;
-        }
-        end.record(stream).map_err(crashed)?;
-        self.finish(stream, &start, &end, arrived)
-    }
-
-    /// The sample between `start` and `end` once `end` has passed, and how long the device
-    /// stayed busy after it.
-    fn finish(
-        &self,
-        stream: &Arc<CudaStream>,
-        start: &cudarc::driver::CudaEvent,
-        end: &cudarc::driver::CudaEvent,
-        wall: std::time::Instant,
-    ) -> Result<TimedCalls, KernelFailure> {
-        end.synchronize().map_err(crashed)?;
-        let sample = f64::from(start.elapsed_ms(end).map_err(crashed)?) * 1000.0;
-        let after_end = std::time::Instant::now();
-        stream.context().synchronize().map_err(crashed)?;
-        let after_end_us = after_end.elapsed().as_secs_f64() * 1e6;
-        Ok(TimedCalls {
-            samples_us: vec![sample],
-            wall_us: wall.elapsed().as_secs_f64() * 1e6,
-            after_end_us: vec![after_end_us],
-            other_threads: Vec::new(),
-        })
+        timed_call(stream, library, &buffers, shape, arrived)
     }
 
     /// One call between CUDA events (`library` None: the same without a kernel), its output
@@ -316,22 +317,11 @@ impl LibraryTiming {
         let case = files.read_in_worker()?;
         let mut set = Uploaded::new(stream, case.dual_or_refuse()?)?;
         ctx.synchronize().map_err(crashed)?;
-        let start = ctx
-            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(crashed)?;
-        let end = ctx
-            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(crashed)?;
         let wall = std::time::Instant::now();
         let flush = self.flush.as_mut().expect("made above");
         stream.memset_zeros(flush).map_err(crashed)?;
         let buffers = set.buffers(stream);
-        start.record(stream).map_err(crashed)?;
-        if let Some(library) = library {
-            library.call(&buffers, set.shape, stream)?;
-        }
-        end.record(stream).map_err(crashed)?;
-        let timed = self.finish(stream, &start, &end, wall)?;
+        let timed = timed_call(stream, library, &buffers, set.shape, wall)?;
         if let (Some(path), Some(_)) = (output, library) {
             let lmn = stream.clone_dtoh(&set.output).map_err(crashed)?;
             let bytes: Vec<u8> = lmn_to_mnl(&lmn, set.shape)
