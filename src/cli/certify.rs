@@ -24,9 +24,10 @@ pub struct CertifyArgs {
     /// excluded. See `nvfp4-oracle variants`.
     #[arg(long = "kernel")]
     pub kernels: Vec<String>,
-    /// Random cases per kernel (after the golden and the fixed edge cases).
-    #[arg(long, default_value_t = nvfp4_harness::certify::campaign::DEFAULT_CASES)]
-    pub cases: usize,
+    /// Random cases per kernel (after the golden and the fixed edge cases). Default: 2000 where
+    /// the model's reference is computed on the GPU (see --reference), else 200.
+    #[arg(long)]
+    pub cases: Option<usize>,
     /// Stop drawing each kernel's random cases after this many seconds, even before --cases.
     /// The fixed cases (edge, golden, production-size, stagnation) always run first, whatever
     /// the budget: a campaign lasts at least their time (about 15 s for a CPU kernel on 2 cores;
@@ -130,12 +131,12 @@ pub enum ReferenceChoice {
     Cpu,
 }
 
-/// Switches the GPU reference on as `choice` asks: `Err` (exit 4) only for `gpu` where no GPU
-/// can be used.
+/// Switches the GPU reference on as `choice` asks, and says whether it is on: `Err` (exit 4)
+/// only for `gpu` where no GPU can be used.
 fn choose_reference(
     choice: ReferenceChoice,
     kernels: &[Box<dyn KernelUnderTest>],
-) -> Result<(), String> {
+) -> Result<bool, String> {
     use nvfp4_harness::certify::reference_engine::use_gpu_reference;
     let wanted = match choice {
         ReferenceChoice::Cpu => false,
@@ -143,7 +144,7 @@ fn choose_reference(
         ReferenceChoice::Auto => kernels.iter().any(|k| !k.name().starts_with("cpu-")),
     };
     if !wanted {
-        return Ok(());
+        return Ok(false);
     }
     match use_gpu_reference() {
         Ok(device) => {
@@ -151,12 +152,12 @@ fn choose_reference(
                 "reference: computed on {device}, whole, and checked against the CPU model on \
                  3 rows of every case"
             );
-            Ok(())
+            Ok(true)
         }
         Err(why) if choice == ReferenceChoice::Gpu => Err(format!("--reference gpu: {why}")),
         Err(why) => {
             eprintln!("reference: the CPU model (the GPU reference cannot be used: {why})");
-            Ok(())
+            Ok(false)
         }
     }
 }
@@ -261,9 +262,24 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
                 .into(),
         ));
     }
+    std::fs::create_dir_all(&args.report_dir)
+        .map_err(|err| Error::file(&args.report_dir, format!("cannot create: {err}")))?;
+    let on_gpu = match choose_reference(args.reference, &kernels) {
+        Ok(on_gpu) => on_gpu,
+        Err(why) => {
+            eprintln!("error: {why}");
+            return Ok(ExitCode::from(super::EXIT_UNAVAILABLE));
+        }
+    };
+    use nvfp4_harness::certify::campaign::{DEFAULT_CASES, DEFAULT_GPU_CASES};
+    let cases = args.cases.unwrap_or(if on_gpu {
+        DEFAULT_GPU_CASES
+    } else {
+        DEFAULT_CASES
+    });
     let limits = CampaignLimits {
         shard,
-        cases: args.cases,
+        cases,
         time_budget: args.time_budget.map(Duration::from_secs),
         seed,
         order: args.k_order,
@@ -271,12 +287,6 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
         exact: args.exact,
         quick: args.quick,
     };
-    std::fs::create_dir_all(&args.report_dir)
-        .map_err(|err| Error::file(&args.report_dir, format!("cannot create: {err}")))?;
-    if let Err(why) = choose_reference(args.reference, &kernels) {
-        eprintln!("error: {why}");
-        return Ok(ExitCode::from(super::EXIT_UNAVAILABLE));
-    }
     if nvfp4_harness::worker::registry()
         .iter()
         .all(|k| k.name().starts_with("cpu-"))
@@ -286,7 +296,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     eprintln!(
         "certifying {} kernel(s), {} cases each, seed {seed} (repeat with --seed {seed}){}{}{}{}",
         kernels.len(),
-        args.cases,
+        cases,
         shard.map_or(String::new(), |s| format!(", shard {s}")),
         if args.gpumode_only {
             ", gpumode distribution only"
@@ -316,7 +326,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     let mut written = 0;
     let mut certificates = Vec::new();
     for kernel in &kernels {
-        let bar = ProgressBar::new(args.cases as u64);
+        let bar = ProgressBar::new(cases as u64);
         bar.set_style(
             ProgressStyle::with_template("{prefix:>28} [{bar:30}] {pos}/{len} cases {elapsed}")
                 .expect("valid template")

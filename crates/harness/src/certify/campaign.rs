@@ -121,6 +121,10 @@ pub struct CampaignLimits {
 
 /// Random cases a campaign draws unless told otherwise (`certify --cases`).
 pub const DEFAULT_CASES: usize = 200;
+/// The same where the model's reference is computed on the GPU: the random cases are small,
+/// and on the H100 2,000 of them cost a Hopper variant's campaign 2 s (40.3 s to 42.3 s), a
+/// Python submission's about 15 s (results/gpu-reference/).
+pub const DEFAULT_GPU_CASES: usize = 2000;
 
 /// [`DEFAULT_CASES`], no time budget, the contiguous K order, every distribution, production
 /// cases included, the whole campaign; seed 0. The command line draws its seed per run (a
