@@ -62,6 +62,25 @@ impl FencedBuffer {
         Ok(buffer)
     }
 
+    /// A buffer whose body is `count` copies of the 16-bit `value` (filled on the device: an
+    /// output's poison, gigabytes for the largest cases, never made on the host), canaries
+    /// around it.
+    pub fn filled_u16(
+        stream: &Arc<CudaStream>,
+        count: usize,
+        value: u16,
+    ) -> Result<Self, GpuError> {
+        let buffer = Self::canaries(stream, 2 * count, false)?;
+        if count > 0 {
+            // SAFETY: the body lies inside the mapping and starts 256-byte aligned.
+            check("cuMemsetD16Async", unsafe {
+                sys::cuMemsetD16Async(buffer.body_ptr(), value, count, stream.cu_stream())
+            })?;
+        }
+        stream.synchronize().map_err(|e| e.to_string())?;
+        Ok(buffer)
+    }
+
     /// A buffer for a body of `len` bytes holding canary bytes only (the fill enqueued on
     /// `stream`). `exportable`: its memory can be handed to another process as a file
     /// descriptor ([`FencedBuffer::export_fd`]).

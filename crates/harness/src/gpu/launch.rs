@@ -46,8 +46,7 @@ pub fn hardened_launch(
         .collect::<Result<_, _>>()
         .map_err(crashed)?;
     let elements = shape.m * shape.n * shape.l;
-    let poison: Vec<u8> = POISON.to_bits().to_le_bytes().repeat(elements);
-    let output = FencedBuffer::upload(stream, &poison).map_err(crashed)?;
+    let output = FencedBuffer::filled_u16(stream, elements, POISON.to_bits()).map_err(crashed)?;
     let buffers = LaunchBuffers {
         inputs: std::array::from_fn(|i| guarded[i].body_ptr()),
         plain_scales: std::array::from_fn(|i| guarded[6 + i].body_ptr()),
