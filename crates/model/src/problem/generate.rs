@@ -337,15 +337,19 @@ fn generate_operand(
     let mut data = vec![0u8; rows * k / 2 * batches];
     let mut scales = vec![0u8; rows * blocks * batches];
     let block_bytes = SCALE_BLOCK / 2;
-    if dist == Distribution::Gpumode {
-        gpumode_rows(&mut data, &mut scales, k, blocks, gpumode_scales, &source);
-    }
     for (row_data, row_scales) in data
         .chunks_exact_mut(k / 2)
         .zip(scales.chunks_exact_mut(blocks))
     {
         match dist {
-            Distribution::Gpumode => break, // drawn above
+            Distribution::Gpumode => {
+                row_data
+                    .iter_mut()
+                    .for_each(|byte| *byte = source.byte() & GPUMODE_FP4_MASK);
+                row_scales
+                    .iter_mut()
+                    .for_each(|scale| *scale = gpumode_scale(&mut source, gpumode_scales));
+            }
             Distribution::Full => {
                 row_data.iter_mut().for_each(|byte| *byte = source.byte());
                 let wide_row = source.chance(1, 8);
@@ -410,44 +414,6 @@ fn generate_operand(
     .expect("generated buffers match their dimensions")
 }
 
-/// The gpumode rows of an operand (`data` and `scales`, row after row, batches included) drawn
-/// from `source`'s stream. Every row draws the same number of words (one per data byte, one per
-/// scale), so row r's draws start at a known word of the stream: rows are drawn in parallel,
-/// byte for byte what drawing them in order gives.
-fn gpumode_rows(
-    data: &mut [u8],
-    scales: &mut [u8],
-    k: usize,
-    blocks: usize,
-    family: GpumodeScales,
-    source: &Source,
-) {
-    use rayon::prelude::*;
-    const ROWS_PER_TASK: usize = 64;
-    let words_per_row = (k / 2 + blocks) as u128;
-    let first_word = source.0.get_word_pos();
-    data.par_chunks_mut(ROWS_PER_TASK * k / 2)
-        .zip(scales.par_chunks_mut(ROWS_PER_TASK * blocks))
-        .enumerate()
-        .for_each(|(task, (data, scales))| {
-            let mut source = Source(source.0.clone());
-            source
-                .0
-                .set_word_pos(first_word + (task * ROWS_PER_TASK) as u128 * words_per_row);
-            for (row_data, row_scales) in data
-                .chunks_exact_mut(k / 2)
-                .zip(scales.chunks_exact_mut(blocks))
-            {
-                row_data
-                    .iter_mut()
-                    .for_each(|byte| *byte = source.byte() & GPUMODE_FP4_MASK);
-                row_scales
-                    .iter_mut()
-                    .for_each(|scale| *scale = gpumode_scale(&mut source, family));
-            }
-        });
-}
-
 /// Scales vary by block and by row over 2^-6 .. 2.
 fn random_moderate_scale(source: &mut Source) -> u8 {
     E4M3_MIN_NORMAL_CODE + source.below(u32::from(E4M3_TWO - E4M3_MIN_NORMAL_CODE) + 1) as u8
@@ -505,42 +471,5 @@ fn adversarial_block(
         }
         // Filled from the previous block by the caller; draw nothing so streams stay aligned.
         KBlockMode::CancelSecond => {}
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn gpumode_rows_drawn_in_parallel_are_the_rows_drawn_in_order() {
-        for (rows, k, l) in [(1, 16, 1), (3, 64, 2), (130, 4096, 1), (257, 160, 3)] {
-            let shape = Shape::new(rows, 8, k, l).unwrap();
-            let plan = KBlockPlan::new(shape.scale_cols(), Distribution::Gpumode, 5);
-            for family in [GpumodeScales::UniformUnit, GpumodeScales::OneOrTwo] {
-                let got = generate_operand(
-                    Role::A,
-                    rows,
-                    shape,
-                    Distribution::Gpumode,
-                    family,
-                    &plan,
-                    99,
-                    3,
-                );
-                let mut source = Source::new(99, 3);
-                let (mut data, mut scales) = (Vec::new(), Vec::new());
-                for _ in 0..rows * l {
-                    for _ in 0..k / 2 {
-                        data.push(source.byte() & GPUMODE_FP4_MASK);
-                    }
-                    for _ in 0..k / SCALE_BLOCK {
-                        scales.push(gpumode_scale(&mut source, family));
-                    }
-                }
-                assert_eq!(got.data(), &data[..], "{rows}x{k}x{l} {family:?}");
-                assert_eq!(got.scales(), &scales[..], "{rows}x{k}x{l} {family:?}");
-            }
-        }
     }
 }
