@@ -427,6 +427,23 @@ fn certify_cpu_tiled(args: &[&str], dir: &std::path::Path) -> (serde_json::Value
     (serde_json::from_str(&json).unwrap(), markdown)
 }
 
+/// Without --cases, a campaign judged by the CPU model draws 200 random cases (one whose
+/// reference is on the GPU draws 2,000: results/gpu-reference/, on a GPU machine).
+#[test]
+fn a_campaign_on_the_cpu_model_draws_200_random_cases_by_default() {
+    let dir = std::env::temp_dir().join(format!("nvfp4-oracle-default-{}", std::process::id()));
+    let run = crate::common::oracle_command()
+        .args(["certify", "--kernel", "cpu-tiled", "--quick", "--seed", "3"])
+        .args(["--time-budget", "1", "--report-dir"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert_eq!(run.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("1 kernel(s), 200 cases each"), "{stderr}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// `--quick` runs no production-size case, says so, and leaves a certificate bench refuses.
 #[test]
 fn a_quick_campaign_skips_the_production_size_cases_and_is_not_timed() {
