@@ -8,6 +8,7 @@ pub mod cases;
 pub mod checks;
 pub mod ci_report;
 pub mod coverage;
+mod failure_class;
 pub mod field_comparison;
 pub mod merge;
 mod pipeline;

@@ -5,37 +5,15 @@ use super::campaign::{CampaignLimits, CampaignResult, CaseSpec};
 use super::coverage::{Coverage, ExactCoverage};
 use super::shrink_data::ShrunkData;
 use crate::error::{Error, Result};
-use crate::kernels::{KernelEnvironment, KernelFailure, KernelUnderTest};
+use crate::kernels::{KernelEnvironment, KernelUnderTest};
 use nvfp4_model::case_file::{fp16_bytes, CaseWriter};
-use nvfp4_model::compare::diagnosis::{BugClass, Diagnosis, Evidence};
+use nvfp4_model::compare::diagnosis::{Diagnosis, Evidence};
 use nvfp4_model::model::mma::schedule::Schedule;
 use nvfp4_model::model::replay::ExactMismatch;
 use nvfp4_model::model::MODEL_VERSION;
 use safetensors::Dtype;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
-
-/// The bug class of a failure that left no output to diagnose (none for an exception or a
-/// broken output contract: the message says it all).
-fn failure_class(failure: &KernelFailure) -> Option<BugClass> {
-    match failure {
-        KernelFailure::OutOfBounds(_) | KernelFailure::ModifiedInputs(_) => {
-            Some(BugClass::OutOfBounds)
-        }
-        KernelFailure::Hung(_) | KernelFailure::Unordered(_) => Some(BugClass::Race),
-        // Out of device memory is no bad address: the driver's words say what happened.
-        KernelFailure::Crashed(why) if out_of_memory(why) => None,
-        KernelFailure::Crashed(_) | KernelFailure::Refused(_) => Some(BugClass::OutOfBounds),
-        KernelFailure::Raised(_) | KernelFailure::BadOutput(_) => None,
-    }
-}
-
-/// Whether a crash's words say the device's memory ran out (the driver's, CUDA runtime's or
-/// torch's spelling).
-fn out_of_memory(why: &str) -> bool {
-    let lower = why.to_ascii_lowercase();
-    lower.contains("cuda_error_out_of_memory") || lower.contains("out of memory")
-}
 
 /// The diagnosis in one line; when no known class explains the failure, what the shrunk case
 /// showed instead ("B1[0, 6, 0] read as -2 instead of -3", "depends on the batch").
@@ -509,7 +487,7 @@ impl Certificate {
                 failure_map: map,
                 diagnosis: failure.diagnosis.as_ref().map_or_else(
                     || match &minimal.result {
-                        Err(err) => match failure_class(err) {
+                        Err(err) => match super::failure_class::failure_class(err) {
                             Some(class) => format!("{err} ({class:?})"),
                             None => err.to_string(),
                         },
@@ -594,26 +572,5 @@ impl Certificate {
                 .map_err(|err| Error::file(&path, format!("cannot write: {err}")))?;
         }
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::failure_class;
-    use crate::kernels::KernelFailure;
-    use nvfp4_model::compare::diagnosis::BugClass;
-
-    #[test]
-    fn a_crash_out_of_device_memory_is_not_called_an_out_of_bounds_access() {
-        let oom = KernelFailure::Crashed(
-            "the worker process died; its last words: RuntimeError: cuMemCreate failed with \
-             CUDA driver error 2 (CUDA_ERROR_OUT_OF_MEMORY)"
-                .into(),
-        );
-        assert_eq!(failure_class(&oom), None);
-        let torch = KernelFailure::Crashed("torch.OutOfMemoryError: CUDA out of memory.".into());
-        assert_eq!(failure_class(&torch), None);
-        let fault = KernelFailure::Crashed("an illegal memory access was encountered".into());
-        assert_eq!(failure_class(&fault), Some(BugClass::OutOfBounds));
     }
 }
