@@ -1,18 +1,17 @@
 //! The worker's side of timing a C-ABI library ([`super::timing`] drives it): the warm-up sets
 //! uploaded and run, an untimed warm call before each timed one in a request of its own, then
-//! the timed call between CUDA events. Its inputs either arrive in device memory the parent
-//! shares ([`super::shared_inputs`]: mapped once, filled and L2-flushed by the parent just before
-//! each call, the output read by the parent from the shared buffer), or, where the parent sends
-//! files, are uploaded with the call's request, L2 flushed here, and the output written where
-//! the request says. With no library ([`super::serve::WorkerTarget::Baseline`]) it serves the
-//! requests without the kernel that set the parent's clock.
+//! the timed call between CUDA events. Its inputs arrive in device memory the parent shares
+//! ([`super::shared_inputs`]: mapped once, filled and L2-flushed by the parent just before each
+//! call), and its output stays in the shared buffer, which the parent reads. With no library
+//! ([`super::serve::WorkerTarget::Baseline`]) it serves the requests without the kernel that
+//! set the parent's clock.
 
 use super::protocol::{CaseFiles, Reply, Request, SharedTensor, TimedCalls};
 use crate::gpu::fenced::FencedBuffer;
 use crate::gpu::launch::LaunchBuffers;
-use crate::gpu::library::{lmn_to_mnl, LoadedLibrary};
+use crate::gpu::library::LoadedLibrary;
 use crate::kernels::{DualGemmCase, KernelFailure};
-use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
+use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError};
 use nvfp4_model::problem::Shape;
 use std::os::unix::net::UnixStream;
@@ -133,14 +132,12 @@ pub struct LibraryTiming {
     shared: Vec<FencedBuffer>,
     /// The warm-up sets.
     sets: Vec<Uploaded>,
-    /// The L2 flush buffer, made once.
-    flush: Option<CudaSlice<u8>>,
     /// Calls served so far (which warm-up set warms the next).
     calls: usize,
 }
 
 impl LibraryTiming {
-    /// A timing that receives shared memory on `input_socket` (None: files only).
+    /// A timing that receives shared memory on `input_socket` (None: it can time nothing).
     pub fn new(input_socket: Option<UnixStream>) -> Self {
         LibraryTiming {
             input_socket,
@@ -181,12 +178,12 @@ impl LibraryTiming {
             }
             Request::Warmup => Reply::Done(self.warmup(stream, library)),
             Request::Warm => Reply::Done(self.warm(stream, library)),
-            Request::Call {
-                set, null, output, ..
-            } => {
-                let library = if null { None } else { library };
-                Reply::Timed(self.call(stream, library, &set, output.as_deref()))
-            }
+            // The parent times a library on shared memory only (`external.rs`).
+            Request::Call { shared: false, .. } => Reply::Timed(Err(KernelFailure::Crashed(
+                "a timed call on files reached a C-ABI library's worker, which is timed on \
+                 shared device memory only"
+                    .into(),
+            ))),
             Request::Run { .. } => Reply::Done(Err(KernelFailure::Crashed(
                 "a case request reached the timing".into(),
             ))),
@@ -296,40 +293,5 @@ impl LibraryTiming {
             output: body(9),
         };
         timed_call(stream, library, &buffers, shape, arrived)
-    }
-
-    /// One call between CUDA events (`library` None: the same without a kernel), its output
-    /// written to `output`.
-    fn call(
-        &mut self,
-        stream: &Arc<CudaStream>,
-        library: Option<&LoadedLibrary>,
-        files: &CaseFiles,
-        output: Option<&std::path::Path>,
-    ) -> Result<TimedCalls, KernelFailure> {
-        let ctx = stream.context();
-        if self.flush.is_none() {
-            let l2 = ctx
-                .attribute(CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
-                .map_err(crashed)? as usize;
-            self.flush = Some(stream.alloc_zeros(4 * l2).map_err(crashed)?);
-        }
-        let case = files.read_in_worker()?;
-        let mut set = Uploaded::new(stream, case.dual_or_refuse()?)?;
-        ctx.synchronize().map_err(crashed)?;
-        let wall = std::time::Instant::now();
-        let flush = self.flush.as_mut().expect("made above");
-        stream.memset_zeros(flush).map_err(crashed)?;
-        let buffers = set.buffers(stream);
-        let timed = timed_call(stream, library, &buffers, set.shape, wall)?;
-        if let (Some(path), Some(_)) = (output, library) {
-            let lmn = stream.clone_dtoh(&set.output).map_err(crashed)?;
-            let bytes: Vec<u8> = lmn_to_mnl(&lmn, set.shape)
-                .iter()
-                .flat_map(|bits| bits.to_le_bytes())
-                .collect();
-            std::fs::write(path, bytes).map_err(|err| KernelFailure::Crashed(err.to_string()))?;
-        }
-        Ok(timed)
     }
 }
