@@ -19,9 +19,9 @@ fn crashed(err: impl std::fmt::Display) -> KernelFailure {
 
 /// Runs `launch` on `case`'s inputs in fresh guarded buffers and returns the output's bytes,
 /// little-endian fp16 bits in the order the kernel wrote them (`[M, N, L]` for the NVRTC
-/// variants, `[L, M, N]` for the C ABI). `launch` enqueues the kernel on `stream`; the launch is then synchronized, the
-/// canaries around the output and every input checked, and the inputs compared with what was
-/// uploaded.
+/// variants, `[L, M, N]` for the C ABI). `launch` enqueues the kernel on `stream`; the launch
+/// is then synchronized, the canaries around the output and every input checked, and the
+/// inputs compared with what was uploaded.
 pub fn hardened_launch(
     stream: &Arc<CudaStream>,
     case: DualGemmCase<'_>,

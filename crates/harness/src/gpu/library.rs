@@ -149,14 +149,39 @@ impl LoadedLibrary {
     }
 }
 
-/// The C ABI's `[L][M][N]` output in the harness's `[M][N][L]` order.
-pub fn lmn_to_mnl(lmn: &[u16], shape: nvfp4_model::problem::Shape) -> Vec<u16> {
+/// The C ABI's `[L][M][N]` output in the harness's `[M][N][L]` order, as little-endian fp16
+/// bytes; the same bytes when L is 1 (returned as they are: an output may be gigabytes).
+pub fn lmn_to_mnl(lmn: Vec<u8>, shape: nvfp4_model::problem::Shape) -> Vec<u8> {
     let (m, n, l) = (shape.m, shape.n, shape.l);
-    let mut mnl = vec![0u16; lmn.len()];
+    if l == 1 {
+        return lmn;
+    }
+    let mut mnl = vec![0u8; lmn.len()];
     for b in 0..l {
         for i in 0..m * n {
-            mnl[i * l + b] = lmn[b * m * n + i];
+            let (to, from) = (2 * (i * l + b), 2 * (b * m * n + i));
+            mnl[to..to + 2].copy_from_slice(&lmn[from..from + 2]);
         }
     }
     mnl
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lmn_to_mnl;
+    use nvfp4_model::problem::Shape;
+
+    #[test]
+    fn an_lmn_output_is_reordered_element_by_element() {
+        let shape = Shape::new(2, 3, 64, 2).unwrap();
+        // Element e of the [L][M][N] storage is the bytes (e, 100 + e).
+        let lmn: Vec<u8> = (0..12u8).flat_map(|e| [e, 100 + e]).collect();
+        let mnl = lmn_to_mnl(lmn.clone(), shape);
+        for (b, i) in (0..2).flat_map(|b| (0..6).map(move |i| (b, i))) {
+            let e = (b * 6 + i) as u8;
+            assert_eq!(&mnl[2 * (i * 2 + b)..][..2], &[e, 100 + e]);
+        }
+        let single = Shape::new(2, 3, 64, 1).unwrap();
+        assert_eq!(lmn_to_mnl(lmn[..12].to_vec(), single), lmn[..12]);
+    }
 }

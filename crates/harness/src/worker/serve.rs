@@ -233,24 +233,12 @@ fn run_request(
                 .map_err(|err| KernelFailure::Crashed(err.to_string()))
         })?,
         Loaded::Library(library) => {
-            // The C ABI's c is [L][M][N] (GPU MODE's storage); the harness's is [M][N][L]: the
-            // same bytes when L is 1.
+            // The C ABI's c is [L][M][N] (GPU MODE's storage); the harness's is [M][N][L].
             let lmn = hardened_launch(stream, case, |buffers: &LaunchBuffers| {
                 before(stream)?;
                 library.call(buffers, shape, stream)
             })?;
-            if shape.l == 1 {
-                lmn
-            } else {
-                let bits: Vec<u16> = lmn
-                    .chunks_exact(2)
-                    .map(|b| u16::from_le_bytes([b[0], b[1]]))
-                    .collect();
-                lmn_to_mnl(&bits, shape)
-                    .iter()
-                    .flat_map(|bits| bits.to_le_bytes())
-                    .collect()
-            }
+            lmn_to_mnl(lmn, shape)
         }
         Loaded::Baseline => {
             return Err(KernelFailure::Crashed(

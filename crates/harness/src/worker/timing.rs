@@ -513,14 +513,7 @@ pub fn time_against_baseline(
                     k: d.k,
                     l: d.l,
                 };
-                let bits: Vec<u16> = lmn
-                    .chunks_exact(2)
-                    .map(|b| u16::from_le_bytes([b[0], b[1]]))
-                    .collect();
-                crate::gpu::library::lmn_to_mnl(&bits, shape)
-                    .into_iter()
-                    .flat_map(u16::to_le_bytes)
-                    .collect()
+                crate::gpu::library::lmn_to_mnl(lmn, shape)
             }
             None => continue,
         };
