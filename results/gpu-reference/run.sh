@@ -10,7 +10,10 @@
 #                                                # (KERNELS="a b" for others, WHERE=gpu for the
 #                                                # GPU reference alone, MANIFESTS="x/kernel.toml"
 #                                                # for examples, TRACE=1 for each case's phases
-#                                                # in the log: where the time goes)
+#                                                # in the log: where the time goes; CASES=200
+#                                                # for --cases 200, the stage's default before
+#                                                # the default campaign grew: the tool's own
+#                                                # default now)
 # From the repository root, with the release binary at .carry/nvfp4-oracle and the test binary
 # (`cargo test --release --test oracle --no-run` prints its path) at .carry/oracle_test.
 # Everything goes to $OUT (or /tmp/gpu-reference-out): <stage>.log.
@@ -28,13 +31,13 @@ campaign)
   SEED=${SEED:-20261126}
   for kernel in ${KERNELS:-hopper-baseline}; do
     for where in ${WHERE:-gpu cpu}; do
-      run "certify-$kernel-$where" env ${TRACE:+NVFP4_ORACLE_TRACE=1} timeout 280 $B certify --kernel "$kernel" --seed "$SEED" --cases ${CASES:-200} --sanitize 0 --determinism 0 --reference $where --report-dir "$R/$where"
+      run "certify-$kernel-$where" env ${TRACE:+NVFP4_ORACLE_TRACE=1} timeout 280 $B certify --kernel "$kernel" --seed "$SEED" ${CASES:+--cases $CASES} --sanitize 0 --determinism 0 --reference $where --report-dir "$R/$where"
       cp "$R/$where/$kernel.md" "$O/$kernel-$where.md" 2>/dev/null
     done
   done
   for manifest in ${MANIFESTS:-}; do
     name=$(basename "$(dirname "$manifest")")
-    run "certify-$name-gpu" env ${TRACE:+NVFP4_ORACLE_TRACE=1} timeout 280 $B certify --manifest "$manifest" --seed "$SEED" --cases ${CASES:-200} --sanitize 0 --determinism 0 --reference gpu --report-dir "$R/$name"
+    run "certify-$name-gpu" env ${TRACE:+NVFP4_ORACLE_TRACE=1} timeout 280 $B certify --manifest "$manifest" --seed "$SEED" ${CASES:+--cases $CASES} --sanitize 0 --determinism 0 --reference gpu --report-dir "$R/$name"
     cp "$R/$name"/*.md "$O/" 2>/dev/null
   done
   ;;

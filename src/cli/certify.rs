@@ -28,6 +28,12 @@ pub struct CertifyArgs {
     /// the model's reference is computed on the GPU (see --reference), else 200.
     #[arg(long)]
     pub cases: Option<usize>,
+    /// GPU kernels: cases drawn in the deployment regimes (decode, narrow-wide, wide N, tall M,
+    /// many batches, deep K, outputs past 2^30, past 16,384 tiles, public models' shapes): one
+    /// at each regime's wide end, the rest at modest shapes inside the regimes, in turn.
+    /// Default: 100 where the model's reference is computed on the GPU, else one per regime.
+    #[arg(long, value_name = "CASES")]
+    pub regime_cases: Option<usize>,
     /// Stop drawing each kernel's random cases after this many seconds, even before --cases.
     /// The fixed cases (edge, golden, production-size, stagnation) always run first, whatever
     /// the budget: a campaign lasts at least their time (about 15 s for a CPU kernel on 2 cores;
@@ -47,7 +53,7 @@ pub struct CertifyArgs {
     #[arg(long)]
     pub gpumode_only: bool,
     /// Skip the production-size cases (the benchmark and test shapes, the random large shapes,
-    /// on a GPU one case in each deployment regime):
+    /// on a GPU the deployment-regime cases):
     /// a quick loop while writing a kernel, seconds instead of a minute or more on a GPU. The
     /// certificate says so, and bench will not time the kernel on it.
     #[arg(long)]
@@ -277,9 +283,16 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     } else {
         DEFAULT_CASES
     });
+    use nvfp4_harness::certify::regimes::{DEFAULT_CPU_REGIME_CASES, DEFAULT_GPU_REGIME_CASES};
+    let regime_cases = args.regime_cases.unwrap_or(if on_gpu {
+        DEFAULT_GPU_REGIME_CASES
+    } else {
+        DEFAULT_CPU_REGIME_CASES
+    });
     let limits = CampaignLimits {
         shard,
         cases,
+        regime_cases,
         time_budget: args.time_budget.map(Duration::from_secs),
         seed,
         order: args.k_order,
@@ -294,7 +307,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
         eprintln!("note: no GPU backend in this build; certifying CPU kernels only (a GPU run adds the hopper-* variants)");
     }
     eprintln!(
-        "certifying {} kernel(s), {} cases each, seed {seed} (repeat with --seed {seed}){}{}{}{}",
+        "certifying {} kernel(s), {} cases each (and, for a GPU kernel, {regime_cases} in deployment regimes), seed {seed} (repeat with --seed {seed}){}{}{}{}",
         kernels.len(),
         cases,
         shard.map_or(String::new(), |s| format!(", shard {s}")),

@@ -67,6 +67,23 @@ fn the_cross_check_finds_one_changed_bit_on_its_rows() {
         message.contains(&format!("row {}", rows[0])) && message.contains("hi is"),
         "{message}"
     );
+    // On the last checked row too, at the column and batch changed.
+    let mut changed = model.clone();
+    let at = 39 * 48 * 2 + 2 * 5 + 1;
+    changed.lo[at] = half::f16::from_bits(changed.lo[at].to_bits() ^ 1);
+    let message = cross_check(&inputs, KOrder::Contiguous, &changed, 9).unwrap_err();
+    assert!(
+        message.contains("row 39, column 5, batch 1") && message.contains("lo is"),
+        "{message}"
+    );
+    // A row that is not checked is not looked at.
+    let unchecked = (0..39).find(|r| !rows.contains(r)).unwrap();
+    let mut changed = model.clone();
+    changed.expected[unchecked * 48 * 2] = half::f16::from_bits(0x7C00);
+    assert_eq!(
+        cross_check(&inputs, KOrder::Contiguous, &changed, 9),
+        Ok(3 * 48 * 2)
+    );
 }
 
 fn gpu_or_panic() -> GpuReference {

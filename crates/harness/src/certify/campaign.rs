@@ -103,6 +103,9 @@ pub struct Failure {
 #[derive(Debug, Clone, Copy)]
 pub struct CampaignLimits {
     pub cases: usize,
+    /// Cases drawn in the deployment regimes: one at each regime's wide end, the rest modest
+    /// (crates/harness/src/certify/regimes.rs).
+    pub regime_cases: usize,
     pub time_budget: Option<Duration>,
     pub seed: u64,
     pub order: KOrder,
@@ -126,13 +129,14 @@ pub const DEFAULT_CASES: usize = 200;
 /// Python submission's about 15 s (results/gpu-reference/).
 pub const DEFAULT_GPU_CASES: usize = 2000;
 
-/// [`DEFAULT_CASES`], no time budget, the contiguous K order, every distribution, production
+/// [`DEFAULT_CASES`], one case per deployment regime, no time budget, the contiguous K order, every distribution, production
 /// cases included, the whole campaign; seed 0. The command line draws its seed per run (a
 /// fixed seed makes a campaign's inputs public): give yours.
 impl Default for CampaignLimits {
     fn default() -> Self {
         CampaignLimits {
             cases: DEFAULT_CASES,
+            regime_cases: super::regimes::DEFAULT_CPU_REGIME_CASES,
             time_budget: None,
             seed: 0,
             order: KOrder::Contiguous,
@@ -226,7 +230,13 @@ pub fn certify_variant(
         .filter(|spec| support.supports(spec.shape) && dists.contains(&spec.dist))
         .collect();
     // Production-size cases last among the fixed cases: a bug that shows small is caught small.
-    let production_size = ProductionSize::plan(kernel, &dists, limits.seed, &mut coverage);
+    let production_size = ProductionSize::plan(
+        kernel,
+        &dists,
+        limits.seed,
+        limits.regime_cases,
+        &mut coverage,
+    );
     coverage.planned_edge_cases = edges.len();
     coverage.planned_golden_cases = goldens.len();
     // The worst case of per-product rounding, unless only the competition's inputs are drawn.

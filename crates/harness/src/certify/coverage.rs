@@ -45,6 +45,10 @@ pub struct Coverage {
     /// drew it) and how many of those were judged on sampled rows.
     #[serde(default)]
     pub by_regime: std::collections::BTreeMap<String, super::regimes::RegimeCount>,
+    /// The deployment-size cases: those whose shape lies in at least one regime (a case in
+    /// several counts once), and how many of them were judged on sampled rows.
+    #[serde(default)]
+    pub deployment_cases: super::regimes::RegimeCount,
     /// `certify --quick`: the planned production-size cases were not run.
     pub production_size_skipped: bool,
     /// The fixed cases of per-product rounding's worst case ([`super::cases::stagnation_cases`]).
@@ -104,10 +108,16 @@ impl Coverage {
             .entry(outcome.spec.dist.name().to_string())
             .or_default() += 1;
         *self.by_shape_class.entry(class.to_string()).or_default() += 1;
-        for regime in super::regimes::regimes_of(outcome.spec.shape) {
+        let regimes = super::regimes::regimes_of(outcome.spec.shape);
+        let sampled = usize::from(outcome.sample.is_some());
+        for regime in &regimes {
             let count = self.by_regime.entry(regime.name().to_string()).or_default();
             count.cases += 1;
-            count.sampled += usize::from(outcome.sample.is_some());
+            count.sampled += sampled;
+        }
+        if !regimes.is_empty() {
+            self.deployment_cases.cases += 1;
+            self.deployment_cases.sampled += sampled;
         }
         if let Some(sample) = &outcome.sample {
             self.sampled_cases += 1;

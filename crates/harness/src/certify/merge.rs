@@ -167,6 +167,8 @@ pub fn merge_coverage(parts: &[&Coverage], failed: bool) -> Coverage {
             into.cases += count.cases;
             into.sampled += count.sampled;
         }
+        merged.deployment_cases.cases += part.deployment_cases.cases;
+        merged.deployment_cases.sampled += part.deployment_cases.sampled;
         merged.sampled_cases += part.sampled_cases;
         merged.sampled_rows_judged += part.sampled_rows_judged;
         merged.sampled_rows_of += part.sampled_rows_of;

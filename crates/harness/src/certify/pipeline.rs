@@ -1,6 +1,6 @@
 //! A campaign's fixed cases (edge, golden, production-size, stagnation) as a pipeline, so that
-//! a GPU campaign goes at the GPU's pace: while the kernel runs case i, another thread makes the
-//! inputs of case i + 1 and another judges case i - 1 (for a case judged on sampled rows, that is
+//! a GPU campaign goes at the GPU's pace: while the kernel runs case i, other threads make the
+//! inputs of the next cases and another judges case i - 1 (for a case judged on sampled rows, that is
 //! where the model runs: its rows are drawn only after the kernel returned). The kernel runs on
 //! the calling thread alone, one case at a time, and outcomes are handed over in case order, so
 //! the campaign stops at the same first failure as one case after another would; after a wrong
@@ -21,20 +21,45 @@ pub(super) fn run_in_pipeline<T>(
     specs: &[CaseSpec],
     order: KOrder,
     schedule: Option<Schedule>,
+    on_outcome: impl FnMut(CaseOutcome, f64) -> Option<T>,
+) -> Option<T> {
+    run_with_input_makers(kernel, specs, order, schedule, input_makers(), on_outcome)
+}
+
+/// [`run_in_pipeline`] with `makers` threads making inputs ahead.
+fn run_with_input_makers<T>(
+    kernel: &dyn KernelUnderTest,
+    specs: &[CaseSpec],
+    order: KOrder,
+    schedule: Option<Schedule>,
+    makers: usize,
     mut on_outcome: impl FnMut(CaseOutcome, f64) -> Option<T>,
 ) -> Option<T> {
     let problem = kernel.problem();
+    let makers = makers.max(1);
     std::thread::scope(|scope| {
-        // One case's inputs made ahead: each can be gigabytes.
-        let (send, prepared) = std::sync::mpsc::sync_channel(1);
-        scope.spawn(move || {
-            for &spec in specs {
-                // Sending fails once the campaign has stopped.
-                if send.send(PreparedCase::new(problem, spec)).is_err() {
-                    break;
+        // Inputs made ahead on a few threads of their own, case i on thread i % makers, each
+        // holding at most the case it has made until it is taken (each can be gigabytes): a
+        // deployment case's inputs take longer to make than its kernel takes to run.
+        let mut made = Vec::new();
+        for first in 0..makers {
+            let (send, receive) = std::sync::mpsc::sync_channel(0);
+            made.push(receive);
+            scope.spawn(move || {
+                for &spec in specs.iter().skip(first).step_by(makers) {
+                    // Sending fails once the campaign has stopped.
+                    if send.send(PreparedCase::new(problem, spec)).is_err() {
+                        break;
+                    }
                 }
-            }
-        });
+            });
+        }
+        let mut next = 0usize;
+        let mut prepared_next = || {
+            let case = made[next % makers].recv();
+            next += 1;
+            case
+        };
         let mut judging = None;
         let mut finish = |(handle, seconds): (std::thread::ScopedJoinHandle<CaseOutcome>, f64)| {
             let waited = Instant::now();
@@ -45,7 +70,7 @@ pub(super) fn run_in_pipeline<T>(
         };
         loop {
             let started = Instant::now();
-            let Ok(case) = prepared.recv() else { break };
+            let Ok(case) = prepared_next() else { break };
             let ran = run_kernel(kernel, case, order, FULL_REFERENCE_PRODUCTS);
             let seconds = started.elapsed().as_secs_f64();
             if let Some(stop) = judging.take().and_then(&mut finish) {
@@ -67,6 +92,13 @@ pub(super) fn run_in_pipeline<T>(
     })
 }
 
+/// Threads making a campaign's inputs ahead: a quarter of the cores, one to four.
+fn input_makers() -> usize {
+    std::thread::available_parallelism()
+        .map_or(1, |cores| cores.get() / 4)
+        .clamp(1, 4)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,26 +116,30 @@ mod tests {
     }
 
     /// Outcomes in case order, each with its own spec, and the first `Some` ends the run.
+    /// With one input maker or several (cases made out of order, handed over in order).
     #[test]
     fn outcomes_come_in_order_until_one_stops_the_run() {
-        let specs: Vec<CaseSpec> = (0..6).map(|i| spec(8 + i, 1, i as u64)).collect();
+        let specs: Vec<CaseSpec> = (0..7).map(|i| spec(8 + i, 1, i as u64)).collect();
         let kernel = CpuKernel::correct();
-        let mut seen = Vec::new();
-        let stopped = run_in_pipeline(&kernel, &specs, KOrder::Contiguous, None, |o, s| {
-            assert!(!o.failed() && s >= 0.0);
-            seen.push(o.spec);
-            (seen.len() == 3).then_some(o.spec.seed)
-        });
-        assert_eq!(stopped, Some(2));
-        assert_eq!(seen, specs[..3]);
-        // Without a stop every case is handed over.
-        let mut count = 0;
-        let none: Option<()> =
-            run_in_pipeline(&kernel, &specs, KOrder::Contiguous, None, |_, _| {
-                count += 1;
-                None
-            });
-        assert_eq!((none, count), (None, 6));
+        for makers in [1, 3] {
+            let mut seen = Vec::new();
+            let stopped =
+                run_with_input_makers(&kernel, &specs, KOrder::Contiguous, None, makers, |o, s| {
+                    assert!(!o.failed() && s >= 0.0);
+                    seen.push(o.spec);
+                    (seen.len() == 3).then_some(o.spec.seed)
+                });
+            assert_eq!(stopped, Some(2));
+            assert_eq!(seen, specs[..3]);
+            // Without a stop every case is handed over, in order.
+            let mut all = Vec::new();
+            let none: Option<()> =
+                run_with_input_makers(&kernel, &specs, KOrder::Contiguous, None, makers, |o, _| {
+                    all.push(o.spec);
+                    None
+                });
+            assert_eq!((none, all.as_slice()), (None, specs.as_slice()));
+        }
     }
 
     /// The first wrong case stops the run even though the kernel ran the next one before it was

@@ -138,8 +138,8 @@ pub fn production_cases(
     (cases, why)
 }
 
-/// A campaign's production-size cases: the production shapes, the random large shapes and one
-/// case in each deployment regime (crates/harness/src/certify/regimes.rs), all drawn from the
+/// A campaign's production-size cases: the production shapes, the random large shapes and the
+/// cases drawn in the deployment regimes (crates/harness/src/certify/regimes.rs), all drawn from the
 /// campaign's seed.
 pub struct ProductionSize {
     production: Vec<CaseSpec>,
@@ -148,12 +148,14 @@ pub struct ProductionSize {
 }
 
 impl ProductionSize {
-    /// The cases `kernel`'s campaign of `seed` runs in `dists`; `coverage` gets their counts and,
-    /// where a class is thinner or missing, why.
+    /// The cases `kernel`'s campaign of `seed` runs in `dists` (`regime_count` of them in the
+    /// deployment regimes); `coverage` gets their counts and, where a class is thinner or
+    /// missing, why.
     pub fn plan(
         kernel: &dyn KernelUnderTest,
         dists: &[Distribution],
         seed: u64,
+        regime_count: usize,
         coverage: &mut Coverage,
     ) -> Self {
         let (problem, support, on_gpu) = (kernel.problem(), kernel.support(), kernel.runs_on_gpu());
@@ -161,7 +163,8 @@ impl ProductionSize {
         let (production, production_note) =
             production_cases(problem, support, on_gpu, dists, &declared, seed);
         let (large, large_note) = large_cases(problem, support, on_gpu, dists, seed);
-        let (regimes, regime_note) = regime_cases(problem, support, on_gpu, dists, seed);
+        let (regimes, regime_note) =
+            regime_cases(problem, support, on_gpu, dists, seed, regime_count);
         coverage.planned_production_cases = production.len();
         coverage.production_note = production_note;
         coverage.planned_large_cases = large.len();

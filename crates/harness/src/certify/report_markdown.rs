@@ -110,7 +110,16 @@ impl Certificate {
         let mut words = if reached.is_empty() {
             "none reached".to_string()
         } else {
-            reached.join(", ")
+            let total = c.deployment_cases;
+            format!(
+                "{} case(s) in at least one ({}); {}",
+                total.cases,
+                match total.sampled {
+                    0 => "all judged whole".to_string(),
+                    s => format!("{s} on sampled rows"),
+                },
+                reached.join(", ")
+            )
         };
         if !missing.is_empty() {
             words.push_str(&format!(

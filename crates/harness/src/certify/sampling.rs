@@ -100,18 +100,16 @@ fn row_has_nan_scale(matrix: &BlockScaledMatrix, row: usize, batch: usize) -> bo
         .any(|&s| s & 0x7F == 0x7F)
 }
 
-/// The reference of `inputs` with the model's answer and interval on the rows of `sample`
-/// alone. Elsewhere NaN is required exactly where the full reference requires it (a NaN scale in
-/// the element's row of A or column of B), and any other number is accepted: `lo` = -inf,
-/// `hi` = +inf, and `expected` NaN, since it was not computed (a NaN there is reported as "model
-/// not computed").
-pub fn sampled_reference(inputs: &ProblemInputs, order: KOrder, sample: &RowSample) -> Reference {
-    let (shape, a, bs): (Shape, &BlockScaledMatrix, Vec<&BlockScaledMatrix>) = match inputs {
-        ProblemInputs::DualGemm(d) => (d.shape, &d.a, vec![&d.b1, &d.b2]),
-        ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => (g.shape, &g.a, vec![&g.b]),
-        ProblemInputs::GroupGemm(_) => return problem_reference(inputs, order),
+/// The model's answer and interval on `rows` of M alone (ascending, each below M), as a
+/// reference of `rows.len()` rows: what sampled judging and the GPU reference's cross-check
+/// compute, without arrays the size of the whole output. Not for the grouped GEMM (its
+/// callers judge it whole).
+pub fn rows_reference(inputs: &ProblemInputs, order: KOrder, rows: &[usize]) -> Reference {
+    let (shape, a) = match inputs {
+        ProblemInputs::DualGemm(d) => (d.shape, &d.a),
+        ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => (g.shape, &g.a),
+        ProblemInputs::GroupGemm(_) => panic!("a grouped GEMM has no rows of one M"),
     };
-    let rows = &sample.rows;
     let sub_shape = Shape::new(rows.len(), shape.n, shape.k, shape.l).expect("fewer rows");
     let sub_a = a.with_rows(rows);
     let sub_inputs = match inputs {
@@ -125,9 +123,24 @@ pub fn sampled_reference(inputs: &ProblemInputs, order: KOrder, sample: &RowSamp
         ProblemInputs::Gemv(g) => ProblemInputs::Gemv(
             GemmInputs::new(sub_shape, sub_a, g.b.clone()).expect("the sampled rows' shape"),
         ),
-        ProblemInputs::GroupGemm(_) => unreachable!("judged whole above"),
+        ProblemInputs::GroupGemm(_) => unreachable!("refused above"),
     };
-    let sub = problem_reference(&sub_inputs, order);
+    problem_reference(&sub_inputs, order)
+}
+
+/// The reference of `inputs` with the model's answer and interval on the rows of `sample`
+/// alone. Elsewhere NaN is required exactly where the full reference requires it (a NaN scale in
+/// the element's row of A or column of B), and any other number is accepted: `lo` = -inf,
+/// `hi` = +inf, and `expected` NaN, since it was not computed (a NaN there is reported as "model
+/// not computed").
+pub fn sampled_reference(inputs: &ProblemInputs, order: KOrder, sample: &RowSample) -> Reference {
+    let (shape, a, bs): (Shape, &BlockScaledMatrix, Vec<&BlockScaledMatrix>) = match inputs {
+        ProblemInputs::DualGemm(d) => (d.shape, &d.a, vec![&d.b1, &d.b2]),
+        ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => (g.shape, &g.a, vec![&g.b]),
+        ProblemInputs::GroupGemm(_) => return problem_reference(inputs, order),
+    };
+    let rows = &sample.rows;
+    let sub = rows_reference(inputs, order, rows);
     let (n, l) = (shape.n, shape.l);
     let row_len = n * l;
     // NaN requirements of the unsampled elements, from the scales alone.
