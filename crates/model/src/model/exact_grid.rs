@@ -279,13 +279,14 @@ fn chunk<T: Copy, const STATS: bool>(
     a: &GridOperand<i16>,
     bs: &[GridOperand<i8>],
     m0: usize,
+    tiles: std::ops::Range<usize>,
     out: &mut [T],
     element: &(impl Fn(usize, usize, &[ExactDot]) -> T + Sync),
 ) {
     if STATS {
-        chunk_of::<T, true, ROWS_WITH_STATISTICS>(a, bs, m0, out, element)
+        chunk_of::<T, true, ROWS_WITH_STATISTICS>(a, bs, m0, tiles, out, element)
     } else {
-        chunk_of::<T, false, ROWS>(a, bs, m0, out, element)
+        chunk_of::<T, false, ROWS>(a, bs, m0, tiles, out, element)
     }
 }
 
@@ -294,14 +295,18 @@ fn chunk_of<T: Copy, const STATS: bool, const R: usize>(
     a: &GridOperand<i16>,
     bs: &[GridOperand<i8>],
     m0: usize,
+    tiles: std::ops::Range<usize>,
     out: &mut [T],
     element: &(impl Fn(usize, usize, &[ExactDot]) -> T + Sync),
 ) {
     let n = bs[0].rows;
-    let rows = out.len() / n;
+    // `out` holds the chunk's rows of the columns of `tiles` alone.
+    let first = tiles.start * LANES;
+    let width = n.min(tiles.end * LANES) - first;
+    let rows = out.len() / width;
     let mut dots = vec![ExactDot::default(); bs.len()];
     let mut stats: Vec<TileStats<R>> = Vec::with_capacity(bs.len());
-    for tile in 0..n.div_ceil(LANES) {
+    for tile in tiles {
         for r0 in (0..rows).step_by(R) {
             stats.clear();
             // A plain loop (an iterator adapter here would keep the kernel out of the
@@ -316,7 +321,7 @@ fn chunk_of<T: Copy, const STATS: bool, const R: usize>(
                     for ((dot, st), b) in dots.iter_mut().zip(&stats).zip(bs) {
                         *dot = st.dot(r, lane, a.nan_rows[m] || b.nan_rows[col]);
                     }
-                    out[(r0 + r) * n + col] = element(m, col, &dots);
+                    out[(r0 + r) * width + col - first] = element(m, col, &dots);
                 }
             }
         }
@@ -331,10 +336,11 @@ fn chunk_avx512<T: Copy, const STATS: bool>(
     a: &GridOperand<i16>,
     bs: &[GridOperand<i8>],
     m0: usize,
+    tiles: std::ops::Range<usize>,
     out: &mut [T],
     element: &(impl Fn(usize, usize, &[ExactDot]) -> T + Sync),
 ) {
-    chunk::<T, STATS>(a, bs, m0, out, element)
+    chunk::<T, STATS>(a, bs, m0, tiles, out, element)
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -343,10 +349,11 @@ fn chunk_avx2<T: Copy, const STATS: bool>(
     a: &GridOperand<i16>,
     bs: &[GridOperand<i8>],
     m0: usize,
+    tiles: std::ops::Range<usize>,
     out: &mut [T],
     element: &(impl Fn(usize, usize, &[ExactDot]) -> T + Sync),
 ) {
-    chunk::<T, STATS>(a, bs, m0, out, element)
+    chunk::<T, STATS>(a, bs, m0, tiles, out, element)
 }
 
 /// Which compiled copy of the loops this CPU runs.
@@ -432,28 +439,60 @@ pub fn exact_dot_grid<T: Copy + Default + Send>(
         Some(_) => Simd::Portable,
         None => Simd::detect(),
     };
+    let run = |m0: usize, tiles: std::ops::Range<usize>, out: &mut [T]| {
+        let (a, bs, element) = (&a_grid, &b_grids[..], &element);
+        match (simd, with_statistics) {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: Simd::Avx512 is only chosen when the CPU has these features.
+            (Simd::Avx512, true) => unsafe {
+                chunk_avx512::<T, true>(a, bs, m0, tiles, out, element)
+            },
+            #[cfg(target_arch = "x86_64")]
+            (Simd::Avx512, false) => unsafe {
+                chunk_avx512::<T, false>(a, bs, m0, tiles, out, element)
+            },
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: Simd::Avx2 is only chosen when the CPU has AVX2.
+            (Simd::Avx2, true) => unsafe {
+                chunk_avx2::<T, true>(a, bs, m0, tiles, out, element)
+            },
+            #[cfg(target_arch = "x86_64")]
+            (Simd::Avx2, false) => unsafe {
+                chunk_avx2::<T, false>(a, bs, m0, tiles, out, element)
+            },
+            (_, true) => chunk::<T, true>(a, bs, m0, tiles, out, element),
+            (_, false) => chunk::<T, false>(a, bs, m0, tiles, out, element),
+        }
+    };
+    let tiles = n.div_ceil(LANES);
+    if m <= CHUNK_ROWS {
+        // A few rows (a decode step, the cross-check's rows of a large case): one task would
+        // hold every column. Split the columns instead, each task into its own rows x columns
+        // block, then placed.
+        let per_task = tiles.div_ceil(rayon::current_num_threads() * 4).max(1);
+        let blocks: Vec<(usize, Vec<T>)> = (0..tiles)
+            .step_by(per_task)
+            .collect::<Vec<_>>()
+            .into_par_iter()
+            .map(|start| {
+                let range = start..(start + per_task).min(tiles);
+                let width = n.min(range.end * LANES) - start * LANES;
+                let mut block = vec![T::default(); m * width];
+                run(0, range, &mut block);
+                (start * LANES, block)
+            })
+            .collect();
+        for (first, block) in blocks {
+            let width = block.len() / m;
+            for (row, values) in block.chunks(width).enumerate() {
+                out[row * n + first..][..width].copy_from_slice(values);
+            }
+        }
+        return out;
+    }
     out.par_chunks_mut(CHUNK_ROWS * n)
         .enumerate()
-        .for_each(|(task, out)| {
-            let m0 = task * CHUNK_ROWS;
-            let (a, bs, element) = (&a_grid, &b_grids[..], &element);
-            match (simd, with_statistics) {
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: Simd::Avx512 is only chosen when the CPU has these features.
-                (Simd::Avx512, true) => unsafe { chunk_avx512::<T, true>(a, bs, m0, out, element) },
-                #[cfg(target_arch = "x86_64")]
-                (Simd::Avx512, false) => unsafe {
-                    chunk_avx512::<T, false>(a, bs, m0, out, element)
-                },
-                #[cfg(target_arch = "x86_64")]
-                // SAFETY: Simd::Avx2 is only chosen when the CPU has AVX2.
-                (Simd::Avx2, true) => unsafe { chunk_avx2::<T, true>(a, bs, m0, out, element) },
-                #[cfg(target_arch = "x86_64")]
-                (Simd::Avx2, false) => unsafe { chunk_avx2::<T, false>(a, bs, m0, out, element) },
-                (_, true) => chunk::<T, true>(a, bs, m0, out, element),
-                (_, false) => chunk::<T, false>(a, bs, m0, out, element),
-            }
-        });
+        .for_each(|(task, out)| run(task * CHUNK_ROWS, 0..tiles, out));
     out
 }
 

@@ -27,6 +27,9 @@ fn the_grid_equals_the_pairwise_definition() {
         (37, 70, 256, 2),
         (128, 33, 1024, 1),
         (5, 2 * LANES, 7168, 1),
+        // A few rows across many column tiles (the last partial): the grid splits the
+        // columns among tasks instead of the rows.
+        (3, 40 * LANES + 7, 64, 2),
     ];
     let mut checked = 0;
     for (i, &(m, n, k, l)) in shapes.iter().enumerate() {
