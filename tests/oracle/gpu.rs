@@ -104,3 +104,51 @@ fn compile_errors_name_the_kernel_file_and_line() {
     let message = compile_variant(&broken).unwrap_err().to_string();
     assert!(message.contains("kernels/test/not_cuda.cu(2)"), "{message}");
 }
+
+/// On a Hopper GPU: a large case run on shared device memory gives the output the same kernel
+/// gives on files, bit for bit, and a kernel that writes past its output is caught there by the
+/// parent's own canary check.
+#[test]
+#[ignore = "needs a Hopper GPU: cargo test --release --test oracle gpu:: -- --include-ignored"]
+fn a_large_case_on_shared_memory_is_the_case_on_files() {
+    use half::f16;
+    use nvfp4_harness::kernels::{KernelCase, KernelFailure, KernelUnderTest};
+    use nvfp4_harness::worker::nvrtc::nvrtc_kernel;
+    use nvfp4_harness::worker::shared_run::runs_shared;
+    use nvfp4_model::problem::generate::generate_problem;
+    use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
+    common::oracle_as_worker();
+    let variant = |name: &str| {
+        gpu_variants()
+            .into_iter()
+            .find(|v| v.name == name)
+            .expect("registered")
+    };
+    // An output of a length that is no multiple of 256 bytes: a write just past it lands in
+    // the canaries before the unmapped granule.
+    let shape = Shape::new(41, 4008, 2048, 2).unwrap();
+    let case = KernelCase::new(
+        generate_problem(ProblemKind::DualGemm, shape, Distribution::Full, 5),
+        Distribution::Full.blocked_padding_fill(),
+    );
+    assert!(runs_shared(&case), "the case is large enough to be shared");
+    let shared = nvrtc_kernel(&variant("hopper-baseline"));
+    if let Err(reason) = shared.availability() {
+        panic!("this test needs a Hopper GPU: {reason}");
+    }
+    let on_files = nvrtc_kernel(&variant("hopper-baseline")).with_shared_runs(None);
+    let run = |kernel: &dyn KernelUnderTest| {
+        let mut output = vec![f16::ZERO; 41 * 4008 * 2];
+        kernel.run(&case, &mut output).map(|()| output)
+    };
+    let (a, b) = (run(&shared).unwrap(), run(&on_files).unwrap());
+    assert!(
+        a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+        "shared and file outputs differ"
+    );
+    assert!(a.iter().any(|x| x.to_bits() != 0), "an output was written");
+    match run(&nvrtc_kernel(&variant("hopper-test-oob-write"))) {
+        Err(KernelFailure::OutOfBounds(why)) => assert!(why.contains("canary"), "{why}"),
+        other => panic!("expected out of bounds, got {:?}", other.map(|_| ())),
+    }
+}

@@ -19,6 +19,7 @@ use nvfp4_model::model::bounds::KOrder;
 use nvfp4_model::model::exact_grid::MAX_I64_BLOCKS;
 use nvfp4_model::model::Reference;
 use nvfp4_model::problem::{BlockScaledMatrix, ProblemInputs, SCALE_BLOCK};
+use rayon::iter::ParallelExtend;
 use std::sync::Arc;
 
 const SOURCE: &str = include_str!("../../../../kernels/harness/exact_reference.cu");
@@ -253,8 +254,16 @@ impl GpuReference {
             unsafe { launch.launch(config) }.map_err(gpu("launching the reference kernel"))?;
         }
         let download = |slice: &CudaSlice<u16>| -> Result<Vec<f16>, GpuError> {
-            let bits = stream
-                .clone_dtoh(slice)
+            // Into memory written first on every core: a copy into fresh pages faults each in
+            // on the way, one thread at a time (the 2^30-output case's three arrays are
+            // 6 GB).
+            let mut bits = Vec::new();
+            bits.par_extend(rayon::iter::repeat_n(0u16, elements));
+            stream
+                .memcpy_dtoh(slice, &mut bits)
+                .map_err(gpu("reading the reference back"))?;
+            stream
+                .synchronize()
                 .map_err(gpu("reading the reference back"))?;
             Ok(bits.into_iter().map(f16::from_bits).collect())
         };

@@ -47,17 +47,7 @@ impl FencedBuffer {
     /// A buffer whose body holds `body`, canaries around it, uploaded on `stream`.
     pub fn upload(stream: &Arc<CudaStream>, body: &[u8]) -> Result<Self, GpuError> {
         let buffer = Self::canaries(stream, body.len(), false)?;
-        if !body.is_empty() {
-            // SAFETY: the body lies inside the mapping; the host bytes outlive the synchronize.
-            check("cuMemcpyHtoDAsync", unsafe {
-                sys::cuMemcpyHtoDAsync_v2(
-                    buffer.body_ptr(),
-                    body.as_ptr().cast(),
-                    body.len(),
-                    stream.cu_stream(),
-                )
-            })?;
-        }
+        buffer.write_body(stream, body)?;
         stream.synchronize().map_err(|e| e.to_string())?;
         Ok(buffer)
     }
@@ -71,14 +61,47 @@ impl FencedBuffer {
         value: u16,
     ) -> Result<Self, GpuError> {
         let buffer = Self::canaries(stream, 2 * count, false)?;
-        if count > 0 {
-            // SAFETY: the body lies inside the mapping and starts 256-byte aligned.
-            check("cuMemsetD16Async", unsafe {
-                sys::cuMemsetD16Async(buffer.body_ptr(), value, count, stream.cu_stream())
-            })?;
-        }
+        buffer.fill_body_u16(stream, value)?;
         stream.synchronize().map_err(|e| e.to_string())?;
         Ok(buffer)
+    }
+
+    /// Enqueues on `stream` the copy of `bytes` (the body's length) into the body; the caller
+    /// synchronizes before `bytes` is dropped.
+    pub fn write_body(&self, stream: &Arc<CudaStream>, bytes: &[u8]) -> Result<(), GpuError> {
+        if bytes.len() != self.len {
+            return Err(GpuError(format!(
+                "{} bytes for a body of {}",
+                bytes.len(),
+                self.len
+            )));
+        }
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the body lies inside the mapping and has `bytes.len()` bytes; the host
+        // memory outlives the copy (the caller synchronizes first).
+        check("cuMemcpyHtoDAsync", unsafe {
+            sys::cuMemcpyHtoDAsync_v2(
+                self.body_ptr(),
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                stream.cu_stream(),
+            )
+        })
+    }
+
+    /// Enqueues on `stream` the fill of the body with the 16-bit `value` (a body of an odd
+    /// length keeps its last byte).
+    pub fn fill_body_u16(&self, stream: &Arc<CudaStream>, value: u16) -> Result<(), GpuError> {
+        let count = self.len / 2;
+        if count == 0 {
+            return Ok(());
+        }
+        // SAFETY: the body lies inside the mapping and starts 256-byte aligned.
+        check("cuMemsetD16Async", unsafe {
+            sys::cuMemsetD16Async(self.body_ptr(), value, count, stream.cu_stream())
+        })
     }
 
     /// A buffer for a body of `len` bytes holding canary bytes only (the fill enqueued on
@@ -265,6 +288,23 @@ impl FencedBuffer {
     /// The body's bytes.
     pub fn download_body(&self, stream: &Arc<CudaStream>) -> Result<Vec<u8>, GpuError> {
         let mut bytes = vec![0u8; self.len];
+        self.download_body_into(stream, &mut bytes)?;
+        Ok(bytes)
+    }
+
+    /// The body's bytes, into `bytes` (the body's length: no copy of gigabytes in between).
+    pub fn download_body_into(
+        &self,
+        stream: &Arc<CudaStream>,
+        bytes: &mut [u8],
+    ) -> Result<(), GpuError> {
+        if bytes.len() != self.len {
+            return Err(GpuError(format!(
+                "a body of {} bytes into {}",
+                self.len,
+                bytes.len()
+            )));
+        }
         // SAFETY: the body lies inside the mapping; the host buffer has its length and
         // outlives the synchronize below.
         check("cuMemcpyDtoHAsync", unsafe {
@@ -275,8 +315,68 @@ impl FencedBuffer {
                 stream.cu_stream(),
             )
         })?;
+        stream.synchronize().map_err(GpuError::from)
+    }
+
+    /// Whether the body holds `bytes` (the body's length), read back in chunks into one small
+    /// buffer: no second copy of a gigabyte output on the host.
+    pub fn body_equals(&self, stream: &Arc<CudaStream>, bytes: &[u8]) -> Result<bool, GpuError> {
+        const CHUNK: usize = 64 << 20;
+        if bytes.len() != self.len {
+            return Ok(false);
+        }
+        let mut chunk = vec![0u8; CHUNK.min(self.len)];
+        for (i, expected) in bytes.chunks(CHUNK).enumerate() {
+            let part = &mut chunk[..expected.len()];
+            // SAFETY: the range lies inside the body; the host buffer has its length and
+            // outlives the synchronize below.
+            check("cuMemcpyDtoHAsync", unsafe {
+                sys::cuMemcpyDtoHAsync_v2(
+                    part.as_mut_ptr().cast(),
+                    self.body_ptr() + (i * CHUNK) as u64,
+                    part.len(),
+                    stream.cu_stream(),
+                )
+            })?;
+            stream.synchronize().map_err(GpuError::from)?;
+            if part != expected {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Where the canaries around the body were overwritten, in words; None if intact.
+    /// Downloads the canary bytes alone (the checked lead and the slack after the body), not
+    /// the body.
+    pub fn canaries_overwritten(
+        &self,
+        stream: &Arc<CudaStream>,
+    ) -> Result<Option<String>, GpuError> {
+        let lead = self.lead();
+        let tail = self.mapped_len - self.start - self.len;
+        let mut before = vec![0u8; lead];
+        let mut after = vec![0u8; tail];
+        for (bytes, from) in [
+            (&mut before, self.start - lead),
+            (&mut after, self.start + self.len),
+        ] {
+            if bytes.is_empty() {
+                continue;
+            }
+            // SAFETY: both ranges lie inside the mapping; the host buffers outlive the
+            // synchronize below.
+            check("cuMemcpyDtoHAsync", unsafe {
+                sys::cuMemcpyDtoHAsync_v2(
+                    bytes.as_mut_ptr().cast(),
+                    self.mapped + from as u64,
+                    bytes.len(),
+                    stream.cu_stream(),
+                )
+            })?;
+        }
         stream.synchronize().map_err(|e| e.to_string())?;
-        Ok(bytes)
+        Ok(overwritten_canary(&before, &after))
     }
 
     /// The window as uploaded: canaries, `body`, canaries.
@@ -285,6 +385,18 @@ impl FencedBuffer {
         bytes[self.lead()..self.lead() + body.len()].copy_from_slice(body);
         bytes
     }
+}
+
+/// Where canary bytes `before` a body (its last byte next to the body) or `after` it are not
+/// [`CANARY_BYTE`], in words.
+pub fn overwritten_canary(before: &[u8], after: &[u8]) -> Option<String> {
+    if let Some(i) = before.iter().position(|&b| b != CANARY_BYTE) {
+        return Some(format!("{} bytes before the body", before.len() - i));
+    }
+    after
+        .iter()
+        .position(|&b| b != CANARY_BYTE)
+        .map(|i| format!("byte {i} past the end of the body"))
 }
 
 /// Pinned device memory on `stream`'s device, exportable as a file descriptor or not.
@@ -330,5 +442,29 @@ impl Drop for FencedBuffer {
                 let _ = sys::cuMemAddressFree(self.reserved, self.reserved_len);
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_overwritten_canary_is_placed_before_or_after_the_body() {
+        let intact = [CANARY_BYTE; 8];
+        assert_eq!(overwritten_canary(&intact, &intact[..3]), None);
+        assert_eq!(overwritten_canary(&[], &[]), None);
+        let mut before = intact;
+        before[5] = 0;
+        assert_eq!(
+            overwritten_canary(&before, &intact).as_deref(),
+            Some("3 bytes before the body")
+        );
+        let mut after = intact;
+        after[2] = 0;
+        assert_eq!(
+            overwritten_canary(&intact, &after).as_deref(),
+            Some("byte 2 past the end of the body")
+        );
     }
 }

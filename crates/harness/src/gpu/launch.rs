@@ -3,7 +3,7 @@
 //! the output starts as poison, canary bytes surround every buffer, and inputs are compared
 //! before and after.
 
-use super::fenced::{FencedBuffer, CANARY_BYTE};
+use super::fenced::{overwritten_canary, FencedBuffer};
 use super::variants::GpuVariant;
 use super::GpuError;
 use crate::kernels::{DualGemmCase, KernelFailure};
@@ -71,15 +71,9 @@ pub fn hardened_launch(
     let lead = output.lead();
     let body_end = lead + output.body_len();
     // Only the canaries are scanned, not the body (which may be gigabytes).
-    let before_c = after[..lead].iter().position(|&b| b != CANARY_BYTE);
-    let past_c = after[body_end..].iter().position(|&b| b != CANARY_BYTE);
-    if before_c.is_some() || past_c.is_some() {
-        let position = match before_c {
-            Some(i) => format!("{} bytes before c", lead - i),
-            None => format!("byte {} past the end of c", past_c.unwrap_or(0)),
-        };
+    if let Some(place) = overwritten_canary(&after[..lead], &after[body_end..]) {
         return Err(KernelFailure::OutOfBounds(format!(
-            "the canary around c was overwritten ({position})"
+            "the canary around c was overwritten ({place})"
         )));
     }
     for ((name, body), buffer) in named_inputs.iter().zip(&guarded) {

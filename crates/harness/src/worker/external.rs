@@ -214,7 +214,14 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
         case_timeout,
     )
     .with_production_shapes(manifest.production_shapes.clone())
-    .with_timing_baseline(baseline, shared);
+    .with_timing_baseline(baseline, shared)
+    // A library's Rust worker runs a dual GEMM's large cases on shared memory (its C ABI's c
+    // is [L][M][N]); a Python submission's worker takes every case as files.
+    .with_shared_runs(
+        (matches!(manifest.code, KernelCode::Library { .. })
+            && manifest.problem == ProblemKind::DualGemm)
+            .then_some(super::shared_run::OutputOrder::Lmn),
+    );
     Ok(match preflight {
         Some(command) => kernel.with_preflight(command),
         None => kernel,

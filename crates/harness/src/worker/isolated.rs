@@ -6,6 +6,7 @@ use super::command::WorkerCommand;
 use super::fresh_start::{start_worker, StartingCache, CACHE};
 use super::parent::Worker;
 use super::protocol::CaseFiles;
+use super::shared_run::{run_shared, runs_shared, OutputOrder};
 use super::timing::TimedRun;
 use crate::kernels::{
     KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError, RunConditions,
@@ -73,6 +74,9 @@ pub struct IsolatedKernel {
     /// The `preflight` command that reads this kernel's compiled code on a machine that cannot
     /// run it ([`IsolatedKernel::with_preflight`]).
     preflight: Option<String>,
+    /// Whether its worker runs a campaign's large cases on shared device memory, and how its
+    /// kernel stores the output ([`IsolatedKernel::with_shared_runs`]).
+    shared_runs: Option<OutputOrder>,
 }
 
 impl IsolatedKernel {
@@ -109,6 +113,7 @@ impl IsolatedKernel {
             baseline: None,
             shared_timing: false,
             preflight: None,
+            shared_runs: None,
         }
     }
 
@@ -135,6 +140,14 @@ impl IsolatedKernel {
         baseline.starting_cache = None;
         self.baseline = Some(Box::new(baseline));
         self.shared_timing = shared;
+        self
+    }
+
+    /// Large cases (`shared_run.rs`) run on device memory shared with the worker, whose kernel
+    /// stores its output in `order`; `None`: every case on files. For the Rust worker's
+    /// kernels, whose worker serves such runs.
+    pub fn with_shared_runs(mut self, order: Option<OutputOrder>) -> Self {
+        self.shared_runs = order;
         self
     }
 
@@ -386,13 +399,25 @@ impl KernelUnderTest for IsolatedKernel {
         self.ensure_started(&mut slot)
             .map_err(|err| KernelFailure::Crashed(format!("restarting the worker: {err}")))?;
         let worker = slot.as_mut().expect("started above");
-        let result = worker.run(
-            case,
-            conditions,
-            output,
-            &self.scratch,
-            self.case_timeout(case),
-        );
+        let on_shared_memory = self
+            .shared_runs
+            .filter(|_| conditions == RunConditions::default() && runs_shared(case));
+        let shared = match on_shared_memory {
+            Some(order) => run_shared(worker, case, order, output, self.case_timeout(case)),
+            None => Ok(None),
+        };
+        // Ok(None): not run on shared memory (not such a case, or the parent could not set it
+        // up): on files.
+        let result = shared.and_then(|ran| match ran {
+            Some(()) => Ok(()),
+            None => worker.run(
+                case,
+                conditions,
+                output,
+                &self.scratch,
+                self.case_timeout(case),
+            ),
+        });
         if matches!(
             result,
             Err(KernelFailure::Hung(_) | KernelFailure::Crashed(_))

@@ -7,6 +7,7 @@
 //! set the parent's clock.
 
 use super::protocol::{CaseFiles, Reply, Request, SharedTensor, TimedCalls};
+use super::shared_inputs::{map_dual_gemm_tensors, SHARED_KEYS};
 use crate::gpu::fenced::FencedBuffer;
 use crate::gpu::launch::LaunchBuffers;
 use crate::gpu::library::LoadedLibrary;
@@ -18,22 +19,6 @@ use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 
 const NOT_SHARED: &str = "a call on shared inputs before any were shared";
-
-/// The tensors of a dual-GEMM call in the parent's shared memory, by their data-tuple keys
-/// ([`super::shared_inputs::device_tensors`]), in the C ABI's order: a, b1, b2, the blocked
-/// scales, the plain scales, the output.
-const SHARED_KEYS: [&str; 10] = [
-    "a",
-    "b1",
-    "b2",
-    "sfa_permuted",
-    "sfb1_permuted",
-    "sfb2_permuted",
-    "sfa",
-    "sfb1",
-    "sfb2",
-    "c",
-];
 
 fn crashed(err: DriverError) -> KernelFailure {
     KernelFailure::Crashed(err.to_string())
@@ -184,9 +169,9 @@ impl LibraryTiming {
                  shared device memory only"
                     .into(),
             ))),
-            Request::Run { .. } => Reply::Done(Err(KernelFailure::Crashed(
-                "a case request reached the timing".into(),
-            ))),
+            Request::Run { .. } | Request::RunShared { .. } => Reply::Done(Err(
+                KernelFailure::Crashed("a case request reached the timing".into()),
+            )),
         }
     }
 
@@ -198,29 +183,16 @@ impl LibraryTiming {
         layout: &[SharedTensor],
     ) -> Result<(), KernelFailure> {
         self.shared.clear();
-        if layout.is_empty() {
-            return Ok(());
-        }
-        let socket = self.input_socket.as_ref().ok_or_else(|| {
-            KernelFailure::Crashed("shared inputs, but this worker has no input socket".into())
-        })?;
-        let fds = super::shared_inputs::receive_fds(socket, layout.len())
-            .map_err(|err| KernelFailure::Crashed(format!("receiving the shared memory: {err}")))?;
-        let mut mapped: Vec<(String, FencedBuffer)> = Vec::new();
-        for (tensor, fd) in layout.iter().zip(fds) {
-            let buffer = FencedBuffer::import(stream, fd, tensor.mapped, tensor.start, tensor.len)
-                .map_err(|err| {
-                    KernelFailure::Crashed(format!("mapping shared tensor {}: {err}", tensor.key))
-                })?;
-            mapped.push((tensor.key.clone(), buffer));
-        }
-        for key in SHARED_KEYS {
-            let i = mapped.iter().position(|(k, _)| k == key).ok_or_else(|| {
-                KernelFailure::Crashed(format!("the shared memory holds no tensor {key}"))
-            })?;
-            self.shared.push(mapped.swap_remove(i).1);
+        if !layout.is_empty() {
+            self.shared = map_dual_gemm_tensors(self.input_socket.as_ref(), stream, layout)?;
         }
         Ok(())
+    }
+
+    /// The parent's input socket, where shared memory's descriptors arrive (None: a worker
+    /// started without one).
+    pub fn input_socket(&self) -> Option<&UnixStream> {
+        self.input_socket.as_ref()
     }
 
     fn prepare(

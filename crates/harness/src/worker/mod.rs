@@ -15,7 +15,8 @@
 //!   clock set against a baseline worker that never loaded the kernel: `timing_baseline.py`, or
 //!   `gpu-worker --timing-baseline`), [`library_timing`] the Rust worker's side (the Python
 //!   worker's is in `submission_worker.py`); [`shared_inputs`] hands a timed call's inputs over,
-//!   and its output back, in device memory shared with the worker;
+//!   and its output back, in device memory shared with the worker; [`shared_run`] does the
+//!   same for a campaign's large cases run by the Rust worker (both sides);
 //! - [`command`]: how a worker is started, and wrapped in the sandbox (`crate::sandbox`, the
 //!   operating-system boundary); [`fresh_start`]: nothing one worker writes reaches another.
 //!
@@ -44,6 +45,8 @@ pub mod protocol;
 pub mod serve;
 #[cfg(feature = "gpu")]
 pub mod shared_inputs;
+#[cfg(feature = "gpu")]
+pub mod shared_run;
 #[cfg(feature = "gpu")]
 pub mod timing;
 

@@ -3,6 +3,7 @@
 
 use super::command::{worker_program, WorkerCommand};
 use super::isolated::{IsolatedKernel, KernelInfo};
+use super::shared_run::OutputOrder;
 use crate::gpu::device::device_info;
 use crate::gpu::variants::{gpu_variants, Arch, GpuVariant};
 use crate::kernels::{KernelUnderTest, Unavailable};
@@ -59,6 +60,7 @@ pub fn nvrtc_kernel(variant: &GpuVariant) -> IsolatedKernel {
         std::sync::Arc::new(move || gpu_availability(Some(arch))),
         CASE_TIMEOUT,
     )
+    .with_shared_runs(Some(OutputOrder::Mnl))
 }
 
 /// Every built-in GPU variant as a kernel under test.

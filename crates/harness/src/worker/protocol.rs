@@ -160,6 +160,16 @@ pub enum Request {
         #[serde(default)]
         conditions: RunConditions,
     },
+    /// Run the kernel once on device memory the parent shares (a large case of a campaign:
+    /// `shared_run.rs`): the parent has sent one file descriptor per entry of `shared` on the
+    /// input socket, in order, with the inputs in place and the output `c` poisoned; `set`
+    /// gives the shape alone (its directory is empty). The worker maps them, calls the kernel,
+    /// waits for its stream and unmaps them; the output stays in `c`, where the parent reads
+    /// and checks it. Answered `Done`.
+    RunShared {
+        set: CaseFiles,
+        shared: Vec<SharedTensor>,
+    },
     /// Timing, step 1: load the warm-up sets onto the GPU (`warmup` of them; the timed calls'
     /// inputs come one by one with their calls). With `shared` (only to a worker whose Ready
     /// said [`crate::kernels::KernelEnvironment::shared_inputs`]), the parent has also sent one

@@ -172,6 +172,24 @@ pub fn serve(target: WorkerTarget, arch: Option<ArchRequirement>) -> Result<()> 
                     Reply::Done(result),
                 )
             }
+            Request::RunShared { set, shared } => {
+                let shape = nvfp4_model::problem::Shape {
+                    m: set.m,
+                    n: set.n,
+                    k: set.k,
+                    l: set.l,
+                };
+                let result = super::shared_run::serve_shared_run(
+                    timing_state.input_socket(),
+                    &stream,
+                    &shared,
+                    |buffers| launch_on(&stream, &loaded, buffers, shape),
+                );
+                (
+                    matches!(result, Err(KernelFailure::Crashed(_))),
+                    Reply::Done(result),
+                )
+            }
             timing => {
                 let reply = match &loaded {
                     Loaded::Library(library) => timing_state.serve(&stream, Some(library), timing),
@@ -197,6 +215,28 @@ pub fn serve(target: WorkerTarget, arch: Option<ArchRequirement>) -> Result<()> 
 }
 
 /// The built-in variants and the C ABI are dual-GEMM kernels.
+/// One launch of the loaded kernel on `buffers` (a case on shared memory).
+fn launch_on(
+    stream: &Arc<CudaStream>,
+    loaded: &Loaded,
+    buffers: &LaunchBuffers,
+    shape: nvfp4_model::problem::Shape,
+) -> std::result::Result<(), KernelFailure> {
+    match loaded {
+        Loaded::Variant {
+            variant,
+            function,
+            sm_count,
+        } => PreparedLaunch::new(variant, *buffers, shape, *sm_count)
+            .and_then(|prepared| prepared.launch(stream, function))
+            .map_err(|err| KernelFailure::Crashed(err.to_string())),
+        Loaded::Library(library) => library.call(buffers, shape, stream),
+        Loaded::Baseline => Err(KernelFailure::Crashed(
+            "the timing baseline serves no cases".into(),
+        )),
+    }
+}
+
 fn dual(
     case: &crate::kernels::KernelCase,
 ) -> std::result::Result<crate::kernels::DualGemmCase<'_>, KernelFailure> {

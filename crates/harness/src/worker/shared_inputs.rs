@@ -77,6 +77,54 @@ pub fn device_tensors(case: &KernelCase) -> Option<Vec<(String, Vec<u8>)>> {
     Some(tensors)
 }
 
+/// The tensors of a dual-GEMM call in the parent's shared memory, by their data-tuple keys
+/// ([`super::shared_inputs::device_tensors`]), in the C ABI's order: a, b1, b2, the blocked
+/// scales, the plain scales, the output.
+pub const SHARED_KEYS: [&str; 10] = [
+    "a",
+    "b1",
+    "b2",
+    "sfa_permuted",
+    "sfb1_permuted",
+    "sfb2_permuted",
+    "sfa",
+    "sfb1",
+    "sfb2",
+    "c",
+];
+
+/// The worker's side: maps the buffers the parent shares for a dual-GEMM call (`layout`, one
+/// descriptor each on `socket`, in order) and returns them in [`SHARED_KEYS`] order.
+pub fn map_dual_gemm_tensors(
+    socket: Option<&UnixStream>,
+    stream: &Arc<CudaStream>,
+    layout: &[SharedTensor],
+) -> Result<Vec<FencedBuffer>, crate::kernels::KernelFailure> {
+    use crate::kernels::KernelFailure;
+    let socket = socket.ok_or_else(|| {
+        KernelFailure::Crashed("shared inputs, but this worker has no input socket".into())
+    })?;
+    let fds = receive_fds(socket, layout.len())
+        .map_err(|err| KernelFailure::Crashed(format!("receiving the shared memory: {err}")))?;
+    let mut mapped: Vec<(String, FencedBuffer)> = Vec::new();
+    for (tensor, fd) in layout.iter().zip(fds) {
+        let buffer = FencedBuffer::import(stream, fd, tensor.mapped, tensor.start, tensor.len)
+            .map_err(|err| {
+                KernelFailure::Crashed(format!("mapping shared tensor {}: {err}", tensor.key))
+            })?;
+        mapped.push((tensor.key.clone(), buffer));
+    }
+    SHARED_KEYS
+        .iter()
+        .map(|key| {
+            let i = mapped.iter().position(|(k, _)| k == key).ok_or_else(|| {
+                KernelFailure::Crashed(format!("the shared memory holds no tensor {key}"))
+            })?;
+            Ok(mapped.swap_remove(i).1)
+        })
+        .collect()
+}
+
 /// One case's tensors in the parent's own device memory, ready to be copied into the shared
 /// buffers.
 pub struct StagedCase {

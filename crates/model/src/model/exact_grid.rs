@@ -453,9 +453,7 @@ pub fn exact_dot_grid<T: Copy + Default + Send>(
             },
             #[cfg(target_arch = "x86_64")]
             // SAFETY: Simd::Avx2 is only chosen when the CPU has AVX2.
-            (Simd::Avx2, true) => unsafe {
-                chunk_avx2::<T, true>(a, bs, m0, tiles, out, element)
-            },
+            (Simd::Avx2, true) => unsafe { chunk_avx2::<T, true>(a, bs, m0, tiles, out, element) },
             #[cfg(target_arch = "x86_64")]
             (Simd::Avx2, false) => unsafe {
                 chunk_avx2::<T, false>(a, bs, m0, tiles, out, element)

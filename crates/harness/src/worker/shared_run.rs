@@ -1,0 +1,246 @@
+//! A campaign's large case run on device memory the parent shares with the Rust worker (the
+//! built-in variants and C-ABI libraries) instead of files: both sides of that boundary.
+//!
+//! Why: a deployment-size case moves hundreds of megabytes of inputs. On files the parent
+//! wrote them, the worker read them, uploaded them into fresh buffers and downloaded them again
+//! to see that the kernel left them alone; on the H100 that took a 2 x 6376 x 19776 case 0.39 s
+//! for a kernel of about a millisecond, and a hundred such cases most of a campaign's budget.
+//!
+//! How: the parent allocates one fenced buffer per tensor (`crate::gpu::fenced`: canaries
+//! around the body, unmapped memory past them), exportable as a file descriptor, uploads the
+//! inputs into them, fills the output with poison on the device, sends the descriptors on the
+//! worker's input socket and then a [`Request::RunShared`]. The worker maps them, calls the
+//! kernel once, waits for its stream, unmaps them and answers. Every buffer is the parent's
+//! and fresh for the case: a mapping a worker keeps reaches nothing of a later case.
+//!
+//! What the parent then reads and checks itself (the worker's code is the kernel's): the
+//! output; the canaries around it; every input, body and canaries, against the bytes it
+//! uploaded; and the output once more after those checks, which a kernel that left work
+//! running on another stream after its call returned is still changing.
+
+use super::parent::Worker;
+use super::protocol::{CaseFiles, Reply, Request, SharedTensor};
+use super::shared_inputs::{map_dual_gemm_tensors, send_fds, SHARED_KEYS};
+use crate::gpu::fenced::FencedBuffer;
+use crate::gpu::launch::LaunchBuffers;
+use crate::gpu::library::lmn_to_mnl;
+use crate::kernels::{DualGemmCase, KernelCase, KernelFailure};
+use cudarc::driver::CudaStream;
+use half::f16;
+use nvfp4_model::problem::{ProblemKind, POISON};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixStream;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+/// A dual-GEMM case whose inputs take at least this many bytes runs on shared memory; a
+/// smaller one on files (ten exportable allocations cost more than a few small files).
+pub const SHARED_RUN_BYTES: usize = 4 << 20;
+
+/// How a worker's kernel stores its output `c`: the harness's `[M][N][L]`, or the C ABI's
+/// `[L][M][N]` (GPU MODE's storage).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputOrder {
+    Mnl,
+    Lmn,
+}
+
+/// The input tensors of a dual-GEMM case in [`SHARED_KEYS`] order (the output `c` last there
+/// is made on the device).
+fn input_bodies<'a>(case: &DualGemmCase<'a>) -> [&'a [u8]; 9] {
+    let inputs = case.inputs;
+    [
+        inputs.a.data(),
+        inputs.b1.data(),
+        inputs.b2.data(),
+        case.sfa_blocked,
+        case.sfb1_blocked,
+        case.sfb2_blocked,
+        inputs.a.scales(),
+        inputs.b1.scales(),
+        inputs.b2.scales(),
+    ]
+}
+
+/// Whether `case` runs on shared memory: a dual GEMM of at least [`SHARED_RUN_BYTES`].
+pub fn runs_shared(case: &KernelCase) -> bool {
+    case.problem() == ProblemKind::DualGemm
+        && case.dual().is_some_and(|dual| {
+            input_bodies(&dual)
+                .iter()
+                .map(|body| body.len())
+                .sum::<usize>()
+                >= SHARED_RUN_BYTES
+        })
+}
+
+/// The parent's stream for shared runs: its own, non-blocking, so that its copies overlap the
+/// GPU reference computed beside the kernel's run.
+fn parent_stream() -> Result<Arc<CudaStream>, String> {
+    static STREAM: OnceLock<Result<Arc<CudaStream>, String>> = OnceLock::new();
+    STREAM
+        .get_or_init(|| {
+            let (ctx, _) = crate::gpu::device::open_device().map_err(|err| err.0)?;
+            ctx.new_stream().map_err(|err| err.to_string())
+        })
+        .clone()
+}
+
+/// The buffers of one shared run, filled: the inputs uploaded, the output poisoned.
+fn allocate(
+    stream: &Arc<CudaStream>,
+    bodies: &[&[u8]; 9],
+    output_elements: usize,
+) -> Result<Vec<FencedBuffer>, String> {
+    let mut buffers = Vec::with_capacity(SHARED_KEYS.len());
+    for body in bodies {
+        let buffer = FencedBuffer::canaries(stream, body.len(), true).map_err(|e| e.0)?;
+        buffer.write_body(stream, body).map_err(|e| e.0)?;
+        buffers.push(buffer);
+    }
+    let c = FencedBuffer::canaries(stream, 2 * output_elements, true).map_err(|e| e.0)?;
+    c.fill_body_u16(stream, POISON.to_bits()).map_err(|e| e.0)?;
+    buffers.push(c);
+    stream.synchronize().map_err(|e| e.to_string())?;
+    Ok(buffers)
+}
+
+/// The parent's side: runs `case` in `worker` on shared memory and reads its output into
+/// `output` (`[M][N][L]`), or says how the kernel failed. `Ok(None)` when the parent could not
+/// set the memory up (no memory left for it, say): the caller runs the case on files instead.
+pub fn run_shared(
+    worker: &mut Worker,
+    case: &KernelCase,
+    order: OutputOrder,
+    output: &mut [f16],
+    timeout: Duration,
+) -> Result<Option<()>, KernelFailure> {
+    let dual = case.dual_or_refuse()?;
+    let shape = dual.inputs.shape;
+    let bodies = input_bodies(&dual);
+    let Ok(stream) = parent_stream() else {
+        return Ok(None);
+    };
+    let Ok(buffers) = allocate(&stream, &bodies, output.len()) else {
+        return Ok(None);
+    };
+    let fds: Vec<OwnedFd> = match buffers.iter().map(FencedBuffer::export_fd).collect() {
+        Ok(fds) => fds,
+        Err(_) => return Ok(None),
+    };
+    let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+    let layout: Vec<SharedTensor> = SHARED_KEYS
+        .iter()
+        .zip(&buffers)
+        .map(|(key, buffer)| SharedTensor {
+            key: key.to_string(),
+            len: buffer.body_len(),
+            mapped: buffer.mapped_len(),
+            start: buffer.body_offset(),
+        })
+        .collect();
+    send_fds(&worker.input_socket, &raw)
+        .map_err(|err| KernelFailure::Crashed(format!("sending the shared memory: {err}")))?;
+    drop(fds);
+    worker.send(&Request::RunShared {
+        set: CaseFiles::describe(case, std::path::Path::new("")),
+        shared: layout,
+    })?;
+    match worker.receive(timeout)? {
+        Reply::Done(Ok(())) => {}
+        Reply::Done(Err(failure)) => return Err(failure),
+        _ => {
+            return Err(KernelFailure::Crashed(
+                "the worker answered out of turn".into(),
+            ))
+        }
+    }
+    // A check that cannot run fails the case.
+    let unreadable = |err: crate::gpu::GpuError| {
+        KernelFailure::Crashed(format!("reading the shared output: {err}"))
+    };
+    let c = &buffers[SHARED_KEYS.len() - 1];
+    // The bytes as the kernel left them: straight into `output` where it is stored as the
+    // harness stores it (memory the caller has already written, so the copy takes no page
+    // faults), else into a buffer of their own.
+    let mut lmn = Vec::new();
+    match order {
+        OutputOrder::Mnl => c.download_body_into(&stream, fp16_bytes(output)),
+        OutputOrder::Lmn => c.download_body(&stream).map(|bytes| lmn = bytes),
+    }
+    .map_err(unreadable)?;
+    if let Some(place) = c.canaries_overwritten(&stream).map_err(unreadable)? {
+        return Err(KernelFailure::OutOfBounds(format!(
+            "the canary around c was overwritten ({place})"
+        )));
+    }
+    for ((key, body), buffer) in SHARED_KEYS.iter().zip(bodies).zip(&buffers) {
+        let kind = if !buffer.body_equals(&stream, body).map_err(unreadable)? {
+            Some("its contents changed")
+        } else if buffer
+            .canaries_overwritten(&stream)
+            .map_err(unreadable)?
+            .is_some()
+        {
+            Some("its canary was overwritten")
+        } else {
+            None
+        };
+        if let Some(kind) = kind {
+            return Err(KernelFailure::ModifiedInputs(format!(
+                "input {key}: {kind}"
+            )));
+        }
+    }
+    let read: &[u8] = match order {
+        OutputOrder::Mnl => fp16_bytes(output),
+        OutputOrder::Lmn => &lmn,
+    };
+    if !c.body_equals(&stream, read).map_err(unreadable)? {
+        return Err(KernelFailure::Unordered(
+            "c changed after the worker had answered: the kernel's work continued on another \
+             stream"
+                .into(),
+        ));
+    }
+    if order == OutputOrder::Lmn {
+        let mnl = lmn_to_mnl(lmn, shape);
+        fp16_bytes(output).copy_from_slice(&mnl);
+    }
+    Ok(Some(()))
+}
+
+/// `output` as its bytes: fp16 bits, little-endian, two per element.
+fn fp16_bytes(output: &mut [f16]) -> &mut [u8] {
+    const _: () = assert!(
+        cfg!(target_endian = "little"),
+        "fp16 bits are read as stored"
+    );
+    // SAFETY: f16 is a u16 (repr(transparent)), every bit pattern is a valid f16, and u8 has
+    // no alignment: the slice's memory viewed as its bytes, borrowed from `output`.
+    unsafe { std::slice::from_raw_parts_mut(output.as_mut_ptr().cast::<u8>(), 2 * output.len()) }
+}
+
+/// The worker's side of a [`Request::RunShared`]: maps the parent's buffers (`layout`, the
+/// descriptors on `socket`), calls `launch` on them, waits for `stream` and unmaps them before
+/// answering.
+pub fn serve_shared_run(
+    socket: Option<&UnixStream>,
+    stream: &Arc<CudaStream>,
+    layout: &[SharedTensor],
+    launch: impl FnOnce(&LaunchBuffers) -> Result<(), KernelFailure>,
+) -> Result<(), KernelFailure> {
+    let shared = map_dual_gemm_tensors(socket, stream, layout)?;
+    let body = |i: usize| shared[i].body_ptr();
+    let buffers = LaunchBuffers {
+        inputs: std::array::from_fn(body),
+        plain_scales: std::array::from_fn(|i| body(6 + i)),
+        output: body(9),
+    };
+    launch(&buffers)?;
+    stream
+        .synchronize()
+        .map_err(|err| KernelFailure::Crashed(err.to_string()))?;
+    drop(shared);
+    Ok(())
+}
