@@ -585,7 +585,23 @@ fn a_certificate_counts_the_deployment_regimes_its_cases_reached() {
         .unwrap()
         .contains("CPU kernel"));
     // Its production shapes at 2 rows of M: N >= 2048 and K >= 4096 make them decode steps.
-    assert!(coverage["by_regime"]["decode"]["cases"].as_u64().unwrap() > 0);
+    let decode_cases = coverage["by_regime"]["decode"]["cases"].as_u64().unwrap();
+    assert!(decode_cases > 0);
+    // Each deployment-size case once, however many regimes it lies in (a decode step of a
+    // public model's shape is in three or four), and none of them on sampled rows here.
+    let deployment = &coverage["deployment_cases"];
+    let total = deployment["cases"].as_u64().unwrap();
+    let per_regime: u64 = coverage["by_regime"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|count| count["cases"].as_u64().unwrap())
+        .sum();
+    assert!(
+        total >= decode_cases && total < per_regime,
+        "{total} deployment cases, {per_regime} regime memberships"
+    );
+    assert_eq!(deployment["sampled"], serde_json::json!(0));
     let decode = nvfp4_model::problem::Shape::new(8, 4096, 7168, 1).unwrap();
     assert_eq!(
         nvfp4_harness::certify::regimes::uncovered_regime(coverage, decode),
@@ -605,7 +621,9 @@ fn a_certificate_counts_the_deployment_regimes_its_cases_reached() {
         .find(|l| l.starts_with("| deployment regimes"))
         .expect("a regime row");
     assert!(
-        row.contains("decode: ") && row.contains("no case in"),
+        row.contains("decode: ")
+            && row.contains("no case in")
+            && row.contains(&format!("{total} case(s) in at least one (all judged whole)")),
         "{row}"
     );
     let _ = std::fs::remove_dir_all(dir);
