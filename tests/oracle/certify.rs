@@ -623,7 +623,9 @@ fn a_certificate_counts_the_deployment_regimes_its_cases_reached() {
     assert!(
         row.contains("decode: ")
             && row.contains("no case in")
-            && row.contains(&format!("{total} case(s) in at least one (all judged whole)")),
+            && row.contains(&format!(
+                "{total} case(s) in at least one (all judged whole)"
+            )),
         "{row}"
     );
     let _ = std::fs::remove_dir_all(dir);

@@ -152,3 +152,55 @@ fn a_large_case_on_shared_memory_is_the_case_on_files() {
         other => panic!("expected out of bounds, got {:?}", other.map(|_| ())),
     }
 }
+
+/// On a Hopper GPU with nvcc: the hostile libraries of `tests/exploits/library/` on one large
+/// case each (run on shared memory, checked by the parent): the one that changes an input is
+/// told so, the one that computes on a side stream after its call returned never passes.
+#[test]
+#[ignore = "needs a Hopper GPU and nvcc: cargo test --release --test oracle gpu:: -- --include-ignored"]
+fn a_hostile_library_on_shared_memory_is_caught() {
+    use half::f16;
+    use nvfp4_harness::kernels::manifest::Manifest;
+    use nvfp4_harness::kernels::{KernelCase, KernelFailure, KernelUnderTest};
+    use nvfp4_harness::worker::external::external_kernel;
+    use nvfp4_model::problem::generate::generate_problem;
+    use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
+    common::oracle_as_worker();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let built = std::process::Command::new("bash")
+        .arg(root.join("examples/submissions/library/build.sh"))
+        .status()
+        .expect("bash runs");
+    assert!(built.success(), "building the libraries needs nvcc");
+    let kernel = |manifest: &str| {
+        let manifest = Manifest::read(&root.join(manifest)).unwrap_or_else(|err| panic!("{err}"));
+        external_kernel(&manifest).unwrap_or_else(|err| panic!("{err}"))
+    };
+    let shape = Shape::new(64, 4096, 4096, 1).unwrap();
+    let case = KernelCase::new(
+        generate_problem(ProblemKind::DualGemm, shape, Distribution::Gpumode, 3),
+        Distribution::Gpumode.blocked_padding_fill(),
+    );
+    assert!(nvfp4_harness::worker::shared_run::runs_shared(&case));
+    let run = |kernel: &dyn KernelUnderTest| {
+        let mut output = vec![f16::ZERO; 64 * 4096];
+        kernel.run(&case, &mut output).map(|()| output)
+    };
+    let honest = run(&kernel("examples/submissions/library/kernel.toml")).expect("honest runs");
+    match run(&kernel("tests/exploits/library/modify_input.toml")) {
+        Err(KernelFailure::ModifiedInputs(why)) => {
+            assert!(why.contains("input b2: its contents changed"), "{why}")
+        }
+        other => panic!("expected modified inputs, got {:?}", other.map(|_| ())),
+    }
+    match run(&kernel("tests/exploits/library/side_stream.toml")) {
+        Ok(output) => assert!(
+            output
+                .iter()
+                .zip(&honest)
+                .any(|(a, b)| a.to_bits() != b.to_bits()),
+            "a side stream's late output was read as the answer"
+        ),
+        Err(failure) => eprintln!("side stream: {failure:?}"),
+    }
+}

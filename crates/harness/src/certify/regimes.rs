@@ -458,17 +458,23 @@ pub fn uncovered_regime(coverage: &serde_json::Value, shape: Shape) -> Option<St
 mod tests {
     use super::*;
 
+    /// The regime cases of a dual-GEMM campaign of `seed` on a GPU, any shape supported, every
+    /// distribution: `count` of them, and why a regime has none.
+    fn drawn(seed: u64, count: usize) -> (Vec<(Regime, CaseSpec)>, Option<String>) {
+        regime_cases(
+            ProblemKind::DualGemm,
+            ShapeSupport::ANY,
+            true,
+            &Distribution::ALL,
+            seed,
+            count,
+        )
+    }
+
     #[test]
     fn every_regime_is_drawn_inside_itself_and_within_the_support() {
         for seed in 0..50 {
-            let (cases, why) = regime_cases(
-                ProblemKind::DualGemm,
-                ShapeSupport::ANY,
-                true,
-                &Distribution::ALL,
-                seed,
-                DEFAULT_CPU_REGIME_CASES,
-            );
+            let (cases, why) = drawn(seed, DEFAULT_CPU_REGIME_CASES);
             assert_eq!(why, None);
             let drawn: Vec<Regime> = cases.iter().map(|(r, _)| *r).collect();
             assert_eq!(drawn, Regime::ALL, "one per regime, each at its wide end");
@@ -489,17 +495,7 @@ mod tests {
             }
         }
         // The seed draws the shapes: another run, other shapes; the same seed, the same.
-        let draw = |seed| {
-            regime_cases(
-                ProblemKind::DualGemm,
-                ShapeSupport::ANY,
-                true,
-                &Distribution::ALL,
-                seed,
-                DEFAULT_GPU_REGIME_CASES,
-            )
-            .0
-        };
+        let draw = |seed| drawn(seed, DEFAULT_GPU_REGIME_CASES).0;
         assert_eq!(draw(3), draw(3));
         assert_ne!(draw(3), draw(4));
     }
@@ -509,14 +505,7 @@ mod tests {
     #[test]
     fn a_hundred_cases_are_spread_over_every_regime_and_the_modest_ones_stay_modest() {
         for seed in 0..20 {
-            let (cases, why) = regime_cases(
-                ProblemKind::DualGemm,
-                ShapeSupport::ANY,
-                true,
-                &Distribution::ALL,
-                seed,
-                DEFAULT_GPU_REGIME_CASES,
-            );
+            let (cases, why) = drawn(seed, DEFAULT_GPU_REGIME_CASES);
             assert_eq!(why, None);
             assert_eq!(cases.len(), DEFAULT_GPU_REGIME_CASES);
             let (modest, wide) = cases.split_at(cases.len() - Regime::ALL.len());
@@ -552,31 +541,14 @@ mod tests {
         // Log-uniform draws reach both ends of a regime: decode steps of a single row and of
         // tens of rows.
         let decode_rows: Vec<usize> = (0..20)
-            .flat_map(|seed| {
-                regime_cases(
-                    ProblemKind::DualGemm,
-                    ShapeSupport::ANY,
-                    true,
-                    &Distribution::ALL,
-                    seed,
-                    DEFAULT_GPU_REGIME_CASES,
-                )
-                .0
-            })
+            .flat_map(|seed| drawn(seed, DEFAULT_GPU_REGIME_CASES).0)
             .filter(|(r, _)| *r == Regime::Decode)
             .map(|(_, c)| c.shape.m)
             .collect();
         assert!(decode_rows.iter().any(|&m| m <= 4), "{decode_rows:?}");
         assert!(decode_rows.iter().any(|&m| m >= 32), "{decode_rows:?}");
         // Fewer asked than there are regimes: wide cases only, that many.
-        let (few, _) = regime_cases(
-            ProblemKind::DualGemm,
-            ShapeSupport::ANY,
-            true,
-            &Distribution::ALL,
-            1,
-            4,
-        );
+        let (few, _) = drawn(1, 4);
         assert_eq!(few.len(), 4);
     }
 

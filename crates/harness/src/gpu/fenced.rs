@@ -266,13 +266,25 @@ impl FencedBuffer {
         CANARY_BYTES.min(self.start)
     }
 
-    /// The checked window: `lead()` canary bytes, the body, and the slack up to the unmapped
-    /// granule.
-    pub fn download_window(&self, stream: &Arc<CudaStream>) -> Result<Vec<u8>, GpuError> {
-        let from = self.start - self.lead();
-        let mut bytes = vec![0u8; self.mapped_len - from];
-        // SAFETY: the window lies inside the mapping; the host buffer has its length and
-        // outlives the synchronize below.
+    /// Copies the mapping's bytes from offset `from` into `bytes` and waits for them.
+    fn read_into(
+        &self,
+        stream: &Arc<CudaStream>,
+        from: usize,
+        bytes: &mut [u8],
+    ) -> Result<(), GpuError> {
+        if from + bytes.len() > self.mapped_len {
+            return Err(GpuError(format!(
+                "{} bytes at {from} of a mapping of {}",
+                bytes.len(),
+                self.mapped_len
+            )));
+        }
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: the range lies inside the mapping (checked above); the host buffer has its
+        // length and outlives the synchronize below.
         check("cuMemcpyDtoHAsync", unsafe {
             sys::cuMemcpyDtoHAsync_v2(
                 bytes.as_mut_ptr().cast(),
@@ -281,7 +293,15 @@ impl FencedBuffer {
                 stream.cu_stream(),
             )
         })?;
-        stream.synchronize().map_err(|e| e.to_string())?;
+        stream.synchronize().map_err(GpuError::from)
+    }
+
+    /// The checked window: `lead()` canary bytes, the body, and the slack up to the unmapped
+    /// granule.
+    pub fn download_window(&self, stream: &Arc<CudaStream>) -> Result<Vec<u8>, GpuError> {
+        let from = self.start - self.lead();
+        let mut bytes = vec![0u8; self.mapped_len - from];
+        self.read_into(stream, from, &mut bytes)?;
         Ok(bytes)
     }
 
@@ -305,17 +325,7 @@ impl FencedBuffer {
                 bytes.len()
             )));
         }
-        // SAFETY: the body lies inside the mapping; the host buffer has its length and
-        // outlives the synchronize below.
-        check("cuMemcpyDtoHAsync", unsafe {
-            sys::cuMemcpyDtoHAsync_v2(
-                bytes.as_mut_ptr().cast(),
-                self.body_ptr(),
-                bytes.len(),
-                stream.cu_stream(),
-            )
-        })?;
-        stream.synchronize().map_err(GpuError::from)
+        self.read_into(stream, self.start, bytes)
     }
 
     /// Whether the body holds `bytes` (the body's length), read back in chunks into one small
@@ -328,17 +338,7 @@ impl FencedBuffer {
         let mut chunk = vec![0u8; CHUNK.min(self.len)];
         for (i, expected) in bytes.chunks(CHUNK).enumerate() {
             let part = &mut chunk[..expected.len()];
-            // SAFETY: the range lies inside the body; the host buffer has its length and
-            // outlives the synchronize below.
-            check("cuMemcpyDtoHAsync", unsafe {
-                sys::cuMemcpyDtoHAsync_v2(
-                    part.as_mut_ptr().cast(),
-                    self.body_ptr() + (i * CHUNK) as u64,
-                    part.len(),
-                    stream.cu_stream(),
-                )
-            })?;
-            stream.synchronize().map_err(GpuError::from)?;
+            self.read_into(stream, self.start + i * CHUNK, part)?;
             if part != expected {
                 return Ok(false);
             }
@@ -357,25 +357,8 @@ impl FencedBuffer {
         let tail = self.mapped_len - self.start - self.len;
         let mut before = vec![0u8; lead];
         let mut after = vec![0u8; tail];
-        for (bytes, from) in [
-            (&mut before, self.start - lead),
-            (&mut after, self.start + self.len),
-        ] {
-            if bytes.is_empty() {
-                continue;
-            }
-            // SAFETY: both ranges lie inside the mapping; the host buffers outlive the
-            // synchronize below.
-            check("cuMemcpyDtoHAsync", unsafe {
-                sys::cuMemcpyDtoHAsync_v2(
-                    bytes.as_mut_ptr().cast(),
-                    self.mapped + from as u64,
-                    bytes.len(),
-                    stream.cu_stream(),
-                )
-            })?;
-        }
-        stream.synchronize().map_err(|e| e.to_string())?;
+        self.read_into(stream, self.start - lead, &mut before)?;
+        self.read_into(stream, self.start + self.len, &mut after)?;
         Ok(overwritten_canary(&before, &after))
     }
 

@@ -29,17 +29,7 @@ pub fn hardened_launch(
 ) -> Result<Vec<u8>, KernelFailure> {
     let inputs = case.inputs;
     let shape = inputs.shape;
-    let named_inputs = [
-        ("a", inputs.a.data()),
-        ("b1", inputs.b1.data()),
-        ("b2", inputs.b2.data()),
-        ("sfa_permuted", case.sfa_blocked),
-        ("sfb1_permuted", case.sfb1_blocked),
-        ("sfb2_permuted", case.sfb2_blocked),
-        ("sfa", inputs.a.scales()),
-        ("sfb1", inputs.b1.scales()),
-        ("sfb2", inputs.b2.scales()),
-    ];
+    let named_inputs = case.abi_inputs();
     let guarded: Vec<FencedBuffer> = named_inputs
         .iter()
         .map(|(_, bytes)| FencedBuffer::upload(stream, bytes))

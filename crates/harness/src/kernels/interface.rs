@@ -74,6 +74,26 @@ pub struct DualGemmCase<'a> {
     pub padding_fill: u8,
 }
 
+impl<'a> DualGemmCase<'a> {
+    /// The nine input tensors by their data-tuple keys, in the C ABI's order (the order of a
+    /// launch's buffers: `crate::gpu::launch::LaunchBuffers`): a, b1, b2, the blocked scales,
+    /// the plain scales.
+    pub fn abi_inputs(&self) -> [(&'static str, &'a [u8]); 9] {
+        let inputs = self.inputs;
+        [
+            ("a", inputs.a.data()),
+            ("b1", inputs.b1.data()),
+            ("b2", inputs.b2.data()),
+            ("sfa_permuted", self.sfa_blocked),
+            ("sfb1_permuted", self.sfb1_blocked),
+            ("sfb2_permuted", self.sfb2_blocked),
+            ("sfa", inputs.a.scales()),
+            ("sfb1", inputs.b1.scales()),
+            ("sfb2", inputs.b2.scales()),
+        ]
+    }
+}
+
 impl KernelCase {
     pub fn new(inputs: impl Into<ProblemInputs>, padding_fill: u8) -> Self {
         let inputs = inputs.into();

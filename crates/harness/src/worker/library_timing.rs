@@ -33,24 +33,13 @@ struct Uploaded {
 
 impl Uploaded {
     fn new(stream: &Arc<CudaStream>, case: DualGemmCase<'_>) -> Result<Self, KernelFailure> {
-        let inputs = case.inputs;
-        let s = inputs.shape;
-        let bodies: [&[u8]; 9] = [
-            inputs.a.data(),
-            inputs.b1.data(),
-            inputs.b2.data(),
-            case.sfa_blocked,
-            case.sfb1_blocked,
-            case.sfb2_blocked,
-            inputs.a.scales(),
-            inputs.b1.scales(),
-            inputs.b2.scales(),
-        ];
+        let s = case.inputs.shape;
         Ok(Uploaded {
             shape: s,
-            inputs: bodies
+            inputs: case
+                .abi_inputs()
                 .iter()
-                .map(|b| stream.clone_htod(*b))
+                .map(|(_, body)| stream.clone_htod(*body))
                 .collect::<Result<_, _>>()
                 .map_err(crashed)?,
             output: stream

@@ -24,7 +24,7 @@ use super::shared_inputs::{map_dual_gemm_tensors, send_fds, SHARED_KEYS};
 use crate::gpu::fenced::FencedBuffer;
 use crate::gpu::launch::LaunchBuffers;
 use crate::gpu::library::lmn_to_mnl;
-use crate::kernels::{DualGemmCase, KernelCase, KernelFailure};
+use crate::kernels::{KernelCase, KernelFailure};
 use cudarc::driver::CudaStream;
 use half::f16;
 use nvfp4_model::problem::{ProblemKind, POISON};
@@ -45,30 +45,13 @@ pub enum OutputOrder {
     Lmn,
 }
 
-/// The input tensors of a dual-GEMM case in [`SHARED_KEYS`] order (the output `c` last there
-/// is made on the device).
-fn input_bodies<'a>(case: &DualGemmCase<'a>) -> [&'a [u8]; 9] {
-    let inputs = case.inputs;
-    [
-        inputs.a.data(),
-        inputs.b1.data(),
-        inputs.b2.data(),
-        case.sfa_blocked,
-        case.sfb1_blocked,
-        case.sfb2_blocked,
-        inputs.a.scales(),
-        inputs.b1.scales(),
-        inputs.b2.scales(),
-    ]
-}
-
 /// Whether `case` runs on shared memory: a dual GEMM of at least [`SHARED_RUN_BYTES`].
 pub fn runs_shared(case: &KernelCase) -> bool {
     case.problem() == ProblemKind::DualGemm
         && case.dual().is_some_and(|dual| {
-            input_bodies(&dual)
+            dual.abi_inputs()
                 .iter()
-                .map(|body| body.len())
+                .map(|(_, body)| body.len())
                 .sum::<usize>()
                 >= SHARED_RUN_BYTES
         })
@@ -117,7 +100,8 @@ pub fn run_shared(
 ) -> Result<Option<()>, KernelFailure> {
     let dual = case.dual_or_refuse()?;
     let shape = dual.inputs.shape;
-    let bodies = input_bodies(&dual);
+    // In SHARED_KEYS order: the ABI's inputs, then the output `c` (made on the device).
+    let bodies = dual.abi_inputs().map(|(_, body)| body);
     let Ok(stream) = parent_stream() else {
         return Ok(None);
     };
