@@ -166,14 +166,14 @@ fn a_hostile_library_on_shared_memory_is_caught() {
     use nvfp4_model::problem::generate::generate_problem;
     use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
     common::oracle_as_worker();
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let built = std::process::Command::new("bash")
-        .arg(root.join("examples/submissions/library/build.sh"))
+        .arg(common::repo_path("examples/submissions/library/build.sh"))
         .status()
         .expect("bash runs");
     assert!(built.success(), "building the libraries needs nvcc");
     let kernel = |manifest: &str| {
-        let manifest = Manifest::read(&root.join(manifest)).unwrap_or_else(|err| panic!("{err}"));
+        let manifest =
+            Manifest::read(&common::repo_path(manifest)).unwrap_or_else(|err| panic!("{err}"));
         external_kernel(&manifest).unwrap_or_else(|err| panic!("{err}"))
     };
     let shape = Shape::new(64, 4096, 4096, 1).unwrap();
