@@ -6,8 +6,16 @@
 
 use std::path::PathBuf;
 
+/// `relative` in the repository: the one this test binary was built from, or, where that is
+/// not on this machine (a carried test binary on the GPU machine), the current directory.
 pub fn repo_path(relative: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(relative)
+    let built_from = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let root = if built_from.is_dir() {
+        built_from
+    } else {
+        PathBuf::from(".")
+    };
+    root.join(relative)
 }
 
 /// The nvfp4-oracle binary under test: `NVFP4_ORACLE_BIN` (a carried binary on the GPU
