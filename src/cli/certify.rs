@@ -283,7 +283,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     } else {
         DEFAULT_CASES
     });
-    use nvfp4_harness::certify::regimes::{DEFAULT_CPU_REGIME_CASES, DEFAULT_GPU_REGIME_CASES};
+    use nvfp4_harness::certify::regime_draw::{DEFAULT_CPU_REGIME_CASES, DEFAULT_GPU_REGIME_CASES};
     let regime_cases = args.regime_cases.unwrap_or(if on_gpu {
         DEFAULT_GPU_REGIME_CASES
     } else {

@@ -104,7 +104,7 @@ pub struct Failure {
 pub struct CampaignLimits {
     pub cases: usize,
     /// Cases drawn in the deployment regimes: one at each regime's wide end, the rest modest
-    /// (crates/harness/src/certify/regimes.rs).
+    /// (crates/harness/src/certify/regime_draw.rs).
     pub regime_cases: usize,
     pub time_budget: Option<Duration>,
     pub seed: u64,
@@ -136,7 +136,7 @@ impl Default for CampaignLimits {
     fn default() -> Self {
         CampaignLimits {
             cases: DEFAULT_CASES,
-            regime_cases: super::regimes::DEFAULT_CPU_REGIME_CASES,
+            regime_cases: super::regime_draw::DEFAULT_CPU_REGIME_CASES,
             time_budget: None,
             seed: 0,
             order: KOrder::Contiguous,

@@ -14,6 +14,7 @@ pub mod merge;
 mod pipeline;
 pub mod production;
 pub mod reference_engine;
+pub mod regime_draw;
 pub mod regimes;
 pub mod report;
 mod report_markdown;

@@ -17,7 +17,7 @@
 
 use super::cases::{fitted, round_up, CaseSpec};
 use super::coverage::Coverage;
-use super::regimes::regime_cases;
+use super::regime_draw::regime_cases;
 use crate::kernels::{KernelUnderTest, ShapeSupport};
 use nvfp4_model::golden::set::{DUAL_GEMM_BENCHMARKS, DUAL_GEMM_TESTS};
 use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
