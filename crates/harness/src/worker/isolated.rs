@@ -402,22 +402,15 @@ impl KernelUnderTest for IsolatedKernel {
         let on_shared_memory = self
             .shared_runs
             .filter(|_| conditions == RunConditions::default() && runs_shared(case));
-        let shared = match on_shared_memory {
-            Some(order) => run_shared(worker, case, order, output, self.case_timeout(case)),
-            None => Ok(None),
+        let timeout = self.case_timeout(case);
+        let result = match on_shared_memory
+            .map(|order| run_shared(worker, case, order, output, timeout))
+        {
+            Some(Ok(Some(()))) => Ok(()),
+            Some(Err(failure)) => Err(failure),
+            // Not such a case, or the parent could not set the shared memory up: on files.
+            Some(Ok(None)) | None => worker.run(case, conditions, output, &self.scratch, timeout),
         };
-        // Ok(None): not run on shared memory (not such a case, or the parent could not set it
-        // up): on files.
-        let result = shared.and_then(|ran| match ran {
-            Some(()) => Ok(()),
-            None => worker.run(
-                case,
-                conditions,
-                output,
-                &self.scratch,
-                self.case_timeout(case),
-            ),
-        });
         if matches!(
             result,
             Err(KernelFailure::Hung(_) | KernelFailure::Crashed(_))

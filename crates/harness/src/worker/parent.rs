@@ -69,12 +69,7 @@ fn read_output_into(path: &Path, output: &mut [f16]) -> Result<(), KernelFailure
     }
     #[cfg(target_endian = "little")]
     {
-        // SAFETY: f16 is a u16 (repr(transparent)), every bit pattern is a valid f16, and u8
-        // has no alignment: the slice's memory viewed as its bytes, for this call only.
-        let bytes = unsafe {
-            std::slice::from_raw_parts_mut(output.as_mut_ptr().cast::<u8>(), 2 * output.len())
-        };
-        file.read_exact(bytes).map_err(crashed)
+        file.read_exact(fp16_bytes(output)).map_err(crashed)
     }
     #[cfg(not(target_endian = "little"))]
     {
@@ -85,6 +80,14 @@ fn read_output_into(path: &Path, output: &mut [f16]) -> Result<(), KernelFailure
         }
         Ok(())
     }
+}
+
+/// `output` as its bytes: fp16 bits, little-endian (as kernels store them), two per element.
+#[cfg(target_endian = "little")]
+pub(super) fn fp16_bytes(output: &mut [f16]) -> &mut [u8] {
+    // SAFETY: f16 is a u16 (repr(transparent)), every bit pattern is a valid f16, and u8 has
+    // no alignment: the slice's memory viewed as its bytes, borrowed from `output`.
+    unsafe { std::slice::from_raw_parts_mut(output.as_mut_ptr().cast::<u8>(), 2 * output.len()) }
 }
 
 /// A running worker process. Dropping it kills the process.

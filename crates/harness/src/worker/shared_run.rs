@@ -18,7 +18,7 @@
 //! uploaded; and the output once more after those checks, which a kernel that left work
 //! running on another stream after its call returned is still changing.
 
-use super::parent::Worker;
+use super::parent::{fp16_bytes, Worker};
 use super::protocol::{CaseFiles, Reply, Request, SharedTensor};
 use super::shared_inputs::{map_dual_gemm_tensors, send_fds, SHARED_KEYS};
 use crate::gpu::fenced::FencedBuffer;
@@ -192,17 +192,6 @@ pub fn run_shared(
         fp16_bytes(output).copy_from_slice(&mnl);
     }
     Ok(Some(()))
-}
-
-/// `output` as its bytes: fp16 bits, little-endian, two per element.
-fn fp16_bytes(output: &mut [f16]) -> &mut [u8] {
-    const _: () = assert!(
-        cfg!(target_endian = "little"),
-        "fp16 bits are read as stored"
-    );
-    // SAFETY: f16 is a u16 (repr(transparent)), every bit pattern is a valid f16, and u8 has
-    // no alignment: the slice's memory viewed as its bytes, borrowed from `output`.
-    unsafe { std::slice::from_raw_parts_mut(output.as_mut_ptr().cast::<u8>(), 2 * output.len()) }
 }
 
 /// The worker's side of a [`Request::RunShared`]: maps the parent's buffers (`layout`, the
