@@ -34,6 +34,36 @@ pub struct CertifyArgs {
     /// Default: 100 where the model's reference is computed on the GPU, else one per regime.
     #[arg(long, value_name = "CASES")]
     pub regime_cases: Option<usize>,
+    /// GPU kernels: cases drawn so that every pair of shape ranges (each of M, N, K and L cut
+    /// into octaves: M 1-131071, N 1-262143, K 16-131071, L 1-511) holds at least one case that
+    /// one GPU can run, then band triples (two octaves a dimension) up to this many cases in
+    /// all; values at the places kernels branch (multiples of 64, 128, 256, 1024 and one either
+    /// side, odd tile counts, K not a multiple of 64). The certificate lists the cells reached
+    /// and those left (outside the kernel's support, past the per-case bound), and bench refuses
+    /// a shape in a pair no case reached. Default: 700 where the model's reference is computed
+    /// on the GPU, else 0 (the CPU model cannot judge them in time). See docs/coverage.md.
+    #[arg(long, value_name = "CASES")]
+    pub range_cases: Option<usize>,
+    /// Also run a model's own feed-forward shapes, densely: a built-in name (llama-3-8b,
+    /// llama-3-70b, llama-3.1-405b, mistral-7b, mixtral-8x7b, deepseek-v3, qwen2.5-7b,
+    /// qwen2.5-72b, qwen3-235b-a22b; no network needed) or a Hugging Face config.json
+    /// (hidden_size, intermediate_size, moe_intermediate_size, n_routed_experts /
+    /// num_local_experts / num_experts). Gate and up are B1 and B2 (N the feed-forward width, K
+    /// the hidden size); experts run as L, every power of two up to the model's count; M is
+    /// 1-16 tokens, then every power of two and one either side up to --max-tokens. Shapes past
+    /// what one GPU holds are listed in the certificate, not run. Repeatable.
+    #[arg(long = "model", value_name = "NAME|CONFIG.JSON")]
+    pub models: Vec<String>,
+    /// The most tokens (per expert, for experts) a --model shape has: a full prefill.
+    #[arg(long, value_name = "TOKENS", default_value_t = nvfp4_harness::certify::models::DEFAULT_MAX_TOKENS as u64,
+          value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
+    pub max_tokens: u64,
+    /// Print the cases each kernel's campaign would run, one JSON object a line (index, m, n,
+    /// k, l, dist, seed, class, source, regime, and for a range case the cell it was drawn
+    /// for), and run nothing. With --reference gpu the plan is a GPU campaign's, whether or not
+    /// this machine has a GPU. Give --seed to plan the campaign you will run.
+    #[arg(long)]
+    pub plan: bool,
     /// Stop drawing each kernel's random cases after this many seconds, even before --cases.
     /// The fixed cases (edge, golden, production-size, stagnation) always run first, whatever
     /// the budget: a campaign lasts at least their time (about 15 s for a CPU kernel on 2 cores;
@@ -168,6 +198,63 @@ fn choose_reference(
     }
 }
 
+/// The golden cases every campaign runs first (`--golden`, `--no-golden`).
+fn golden_cases(args: &CertifyArgs) -> Result<Vec<nvfp4_harness::certify::campaign::CaseSpec>> {
+    Ok(match &args.golden {
+        _ if args.no_golden => Vec::new(),
+        Some(dir) => nvfp4_harness::certify::cases::golden_campaign_cases(
+            &nvfp4_model::golden::read_manifest(dir)?,
+        ),
+        None => nvfp4_harness::certify::cases::builtin_golden_campaign_cases(),
+    })
+}
+
+/// `certify --plan`: each kernel's cases as JSON Lines on stdout, what they reach of the shape
+/// space on stderr.
+fn print_plans(
+    kernels: &[Box<dyn KernelUnderTest>],
+    limits: &CampaignLimits,
+    golden: &[nvfp4_harness::certify::campaign::CaseSpec],
+    seed: u64,
+) -> Result<ExitCode> {
+    use nvfp4_harness::certify::plan::CampaignPlan;
+    use std::io::Write;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    for kernel in kernels {
+        let mut coverage = nvfp4_harness::certify::coverage::Coverage::default();
+        let plan = CampaignPlan::new(kernel.as_ref(), limits, golden, &mut coverage);
+        let rows = plan.rows();
+        let mut ranges = coverage.ranges.clone().unwrap_or_default();
+        for row in &rows {
+            let mut line = serde_json::to_value(row).expect("a plan row serializes");
+            line["kernel"] = kernel.name().into();
+            ranges.record(nvfp4_model::problem::Shape {
+                m: row.m,
+                n: row.n,
+                k: row.k,
+                l: row.l,
+            });
+            writeln!(out, "{line}").map_err(|err| Error::Usage(format!("stdout: {err}")))?;
+        }
+        eprintln!(
+            "plan: {}: {} cases (seed {seed}), {} range cases; pairs of ranges reached {} of {} \
+             ({} left: outside the support or past the per-case bound), band triples {} of {}",
+            kernel.name(),
+            rows.len(),
+            ranges.planned_cases,
+            ranges.pairs_covered,
+            ranges.pairs_total,
+            ranges.pairs_left.len(),
+            ranges.triples_covered,
+            ranges.triples_total,
+        );
+    }
+    out.flush()
+        .map_err(|err| Error::Usage(format!("stdout: {err}")))?;
+    Ok(ExitCode::SUCCESS)
+}
+
 fn matches(pattern: &str, name: &str) -> bool {
     match pattern.split_once('*') {
         None => pattern == name,
@@ -268,15 +355,31 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
                 .into(),
         ));
     }
-    std::fs::create_dir_all(&args.report_dir)
-        .map_err(|err| Error::file(&args.report_dir, format!("cannot create: {err}")))?;
-    let on_gpu = match choose_reference(args.reference, &kernels) {
-        Ok(on_gpu) => on_gpu,
-        Err(why) => {
-            eprintln!("error: {why}");
-            return Ok(ExitCode::from(super::EXIT_UNAVAILABLE));
+    let models = args
+        .models
+        .iter()
+        .map(|given| {
+            nvfp4_harness::certify::models::load_model(given)
+                .map(|config| config.shapes(args.max_tokens as usize))
+                .map_err(Error::Usage)
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let on_gpu = if args.plan && args.reference != ReferenceChoice::Auto {
+        // A plan runs nothing: it is a GPU campaign's wherever it is asked for.
+        args.reference == ReferenceChoice::Gpu
+    } else {
+        match choose_reference(args.reference, &kernels) {
+            Ok(on_gpu) => on_gpu,
+            Err(why) => {
+                eprintln!("error: {why}");
+                return Ok(ExitCode::from(super::EXIT_UNAVAILABLE));
+            }
         }
     };
+    if !args.plan {
+        std::fs::create_dir_all(&args.report_dir)
+            .map_err(|err| Error::file(&args.report_dir, format!("cannot create: {err}")))?;
+    }
     use nvfp4_harness::certify::campaign::{DEFAULT_CASES, DEFAULT_GPU_CASES};
     let cases = args.cases.unwrap_or(if on_gpu {
         DEFAULT_GPU_CASES
@@ -289,9 +392,15 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     } else {
         DEFAULT_CPU_REGIME_CASES
     });
+    use nvfp4_harness::certify::range_draw::DEFAULT_GPU_RANGE_CASES;
+    let range_cases = args
+        .range_cases
+        .unwrap_or(if on_gpu { DEFAULT_GPU_RANGE_CASES } else { 0 });
     let limits = CampaignLimits {
         shard,
         cases,
+        range_cases,
+        models,
         regime_cases,
         time_budget: args.time_budget.map(Duration::from_secs),
         seed,
@@ -300,6 +409,9 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
         exact: args.exact,
         quick: args.quick,
     };
+    if args.plan {
+        return print_plans(&kernels, &limits, &golden_cases(&args)?, seed);
+    }
     if nvfp4_harness::worker::registry()
         .iter()
         .all(|k| k.name().starts_with("cpu-"))
@@ -325,13 +437,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             ""
         }
     );
-    let golden = match &args.golden {
-        _ if args.no_golden => Vec::new(),
-        Some(dir) => nvfp4_harness::certify::cases::golden_campaign_cases(
-            &nvfp4_model::golden::read_manifest(dir)?,
-        ),
-        None => nvfp4_harness::certify::cases::builtin_golden_campaign_cases(),
-    };
+    let golden = golden_cases(&args)?;
     let mut any_failed = false;
     let mut any_not_exact = false;
     let mut any_unavailable = false;
@@ -347,7 +453,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
         );
         bar.set_prefix(kernel.name().to_string());
         let request = CertifyRequest {
-            limits,
+            limits: limits.clone(),
             golden: &golden,
             report_dir: &args.report_dir,
             sanitize_cases: args.sanitize,

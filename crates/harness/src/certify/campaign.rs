@@ -15,9 +15,9 @@ pub use super::cases::{
     edge_cases, run_case, run_case_within, stagnation_cases, CaseOutcome, CaseSpec,
 };
 use super::cases::{judged_whole, round_up};
-use super::coverage::{shape_class, Coverage};
+use super::coverage::Coverage;
 use super::pipeline::run_in_pipeline;
-use super::production::ProductionSize;
+use super::plan::CampaignPlan;
 use super::sampling::{shape_products, FULL_REFERENCE_PRODUCTS};
 use super::shrink_shape::shrink_case;
 use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
@@ -100,9 +100,15 @@ pub struct Failure {
 }
 
 /// Limits of one campaign.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct CampaignLimits {
     pub cases: usize,
+    /// Cases drawn to put one in every pair of shape ranges (and band triples up to this
+    /// count): crates/harness/src/certify/range_draw.rs. 0 draws none (a CPU reference cannot
+    /// judge them).
+    pub range_cases: usize,
+    /// Models whose feed-forward shapes the campaign runs (`certify --model`).
+    pub models: Vec<super::models::ModelShapes>,
     /// Cases drawn in the deployment regimes: one at each regime's wide end, the rest modest
     /// (crates/harness/src/certify/regime_draw.rs).
     pub regime_cases: usize,
@@ -136,6 +142,8 @@ impl Default for CampaignLimits {
     fn default() -> Self {
         CampaignLimits {
             cases: DEFAULT_CASES,
+            range_cases: 0,
+            models: Vec::new(),
             regime_cases: super::regime_draw::DEFAULT_CPU_REGIME_CASES,
             time_budget: None,
             seed: 0,
@@ -154,7 +162,7 @@ impl CampaignLimits {
         kernel.declared_order().unwrap_or(self.order)
     }
 
-    fn distributions(&self) -> Vec<Distribution> {
+    pub(super) fn distributions(&self) -> Vec<Distribution> {
         if self.only_gpumode {
             vec![Distribution::Gpumode]
         } else {
@@ -166,6 +174,9 @@ impl CampaignLimits {
 /// The result of one kernel's campaign.
 pub struct CampaignResult {
     pub coverage: Coverage,
+    /// The cases that ran, in order (what `certify --plan` listed, less a shard's others and
+    /// what a failure or a time budget cut off).
+    pub ran: Vec<CaseSpec>,
     pub failure: Option<Failure>,
     pub elapsed: Duration,
     /// Exact mode only.
@@ -206,10 +217,9 @@ pub fn certify_variant(
     mut progress: impl FnMut(usize, usize),
 ) -> CampaignResult {
     let started = Instant::now();
-    let support = kernel.support();
     let order = limits.order_for(kernel);
     let mut coverage = Coverage::default();
-    let dists = limits.distributions();
+    let mut ran = Vec::new();
     let schedule = if limits.exact {
         kernel.schedule()
     } else {
@@ -219,41 +229,9 @@ pub fn certify_variant(
         schedule,
         mismatch: None,
     });
-    // Edge cases first: they start at the smallest shape, so most bugs are caught small.
-    let edges: Vec<CaseSpec> = edge_cases(support)
-        .into_iter()
-        .filter(|spec| dists.contains(&spec.dist))
-        .collect();
-    let goldens: Vec<CaseSpec> = golden
-        .iter()
-        .copied()
-        .filter(|spec| support.supports(spec.shape) && dists.contains(&spec.dist))
-        .collect();
-    // Production-size cases last among the fixed cases: a bug that shows small is caught small.
-    let production_size = ProductionSize::plan(
-        kernel,
-        &dists,
-        limits.seed,
-        limits.regime_cases,
-        &mut coverage,
-    );
-    coverage.planned_edge_cases = edges.len();
-    coverage.planned_golden_cases = goldens.len();
-    // The worst case of per-product rounding, unless only the competition's inputs are drawn.
-    let stagnation = if limits.only_gpumode {
-        Vec::new()
-    } else {
-        stagnation_cases(support)
-    };
-    coverage.planned_stagnation_cases = stagnation.len();
-    coverage.production_size_skipped = limits.quick;
-    let fixed: Vec<CaseSpec> = edges
-        .into_iter()
-        .chain(goldens)
-        .chain(production_size.cases().filter(|_| !limits.quick))
-        .chain(stagnation)
-        .collect();
-    let planned = fixed.len() + limits.cases;
+    let plan = CampaignPlan::new(kernel, &limits, golden, &mut coverage);
+    let fixed: Vec<CaseSpec> = plan.fixed.iter().map(|&(_, spec)| spec).collect();
+    let planned = plan.planned();
     let owns = |index: usize| limits.shard.is_none_or(|shard| shard.owns(index));
     let planned_here = limits
         .shard
@@ -271,10 +249,9 @@ pub fn certify_variant(
                           tree: Option<&mut dyn ValueTree<Value = CaseSpec>>,
                           coverage: &mut Coverage|
      -> Option<Failure> {
-        let class = production_size
-            .class_of(&outcome.spec)
-            .unwrap_or_else(|| shape_class(outcome.spec.shape));
+        let class = plan.class_of(&outcome.spec);
         coverage.record(&outcome, class, seconds);
+        ran.push(outcome.spec);
         super::trace(format_args!(
             "case {index} {} {} {class}: {:.2} s ({:?}), {}",
             outcome.spec.shape,
@@ -332,23 +309,20 @@ pub fn certify_variant(
         judge_case(outcome, seconds, index, None, &mut coverage)
     });
     if failure.is_none() {
-        let mut runner = case_runner(limits.seed);
-        let strategy = case_strategy(support, dists);
+        let mut draws = plan.random_draws();
         for index in fixed.len()..planned {
             if out_of_time() {
                 break;
             }
             // Every case is drawn, so that each shard's cases are the unsharded campaign's.
-            let mut tree = strategy
-                .new_tree(&mut runner)
-                .expect("the case strategy never rejects");
+            let mut tree = draws.next().expect("one draw per random case");
             if !owns(index) {
                 continue;
             }
             let case_started = Instant::now();
             let outcome = run_case(kernel, tree.current(), order, schedule);
             let seconds = case_started.elapsed().as_secs_f64();
-            failure = judge_case(outcome, seconds, index, Some(&mut tree), &mut coverage);
+            failure = judge_case(outcome, seconds, index, Some(tree.as_mut()), &mut coverage);
             if failure.is_some() {
                 break;
             }
@@ -359,6 +333,7 @@ pub fn certify_variant(
     }
     CampaignResult {
         coverage,
+        ran,
         failure,
         elapsed: started.elapsed(),
         exact,

@@ -49,6 +49,14 @@ pub struct Coverage {
     /// several counts once), and how many of them were judged on sampled rows.
     #[serde(default)]
     pub deployment_cases: super::regimes::RegimeCount,
+    /// The shape space's pairs (and band triples) of ranges the campaign's cases reached, and
+    /// those it could not hold (crates/harness/src/certify/shape_ranges.rs). `None` in
+    /// certificates from before the ranges.
+    #[serde(default)]
+    pub ranges: Option<super::shape_ranges::RangeCoverage>,
+    /// The models whose shapes the campaign ran (`certify --model`).
+    #[serde(default)]
+    pub models: Vec<super::models::ModelCoverage>,
     /// `certify --quick`: the planned production-size cases were not run.
     pub production_size_skipped: bool,
     /// The fixed cases of per-product rounding's worst case ([`super::cases::stagnation_cases`]).
@@ -114,6 +122,9 @@ impl Coverage {
             let count = self.by_regime.entry(regime.name().to_string()).or_default();
             count.cases += 1;
             count.sampled += sampled;
+        }
+        if let Some(ranges) = self.ranges.as_mut() {
+            ranges.record(outcome.spec.shape);
         }
         if !regimes.is_empty() {
             self.deployment_cases.cases += 1;

@@ -169,6 +169,9 @@ pub fn merge_coverage(parts: &[&Coverage], failed: bool) -> Coverage {
         }
         merged.deployment_cases.cases += part.deployment_cases.cases;
         merged.deployment_cases.sampled += part.deployment_cases.sampled;
+        if let (Some(into), Some(from)) = (merged.ranges.as_mut(), part.ranges.as_ref()) {
+            into.merge(from);
+        }
         merged.sampled_cases += part.sampled_cases;
         merged.sampled_rows_judged += part.sampled_rows_judged;
         merged.sampled_rows_of += part.sampled_rows_of;

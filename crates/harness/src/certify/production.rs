@@ -15,9 +15,13 @@
 //! the largest of them on sampled rows (crates/harness/src/certify/sampling.rs). A CPU kernel gets fewer of
 //! them, thin as above and within [`CPU_LARGE_NKL`].
 
+use super::campaign::CampaignLimits;
 use super::cases::{fitted, round_up, CaseSpec};
 use super::coverage::Coverage;
+use super::models::model_cases;
+use super::range_draw::range_cases;
 use super::regime_draw::regime_cases;
+use super::shape_ranges::Cell;
 use crate::kernels::{KernelUnderTest, ShapeSupport};
 use nvfp4_model::golden::set::{DUAL_GEMM_BENCHMARKS, DUAL_GEMM_TESTS};
 use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
@@ -138,50 +142,64 @@ pub fn production_cases(
     (cases, why)
 }
 
-/// A campaign's production-size cases: the production shapes, the random large shapes and the
-/// cases drawn in the deployment regimes (crates/harness/src/certify/regimes.rs), all drawn from the
-/// campaign's seed.
+/// A campaign's production-size cases: the production shapes, a model's shapes (`certify
+/// --model`), the range cases (crates/harness/src/certify/range_draw.rs), the random large
+/// shapes and the cases drawn in the deployment regimes (crates/harness/src/certify/regimes.rs),
+/// all drawn from the campaign's seed.
 pub struct ProductionSize {
     production: Vec<CaseSpec>,
+    models: Vec<CaseSpec>,
+    ranges: Vec<(Cell, CaseSpec)>,
     large: Vec<CaseSpec>,
     regimes: Vec<CaseSpec>,
 }
 
 impl ProductionSize {
-    /// The cases `kernel`'s campaign of `seed` runs in `dists` (`regime_count` of them in the
-    /// deployment regimes); `coverage` gets their counts and, where a class is thinner or
-    /// missing, why.
+    /// The cases `kernel`'s campaign under `limits` runs in `dists`; `coverage` gets their
+    /// counts and, where a class is thinner or missing, why.
     pub fn plan(
         kernel: &dyn KernelUnderTest,
         dists: &[Distribution],
-        seed: u64,
-        regime_count: usize,
+        limits: &CampaignLimits,
         coverage: &mut Coverage,
     ) -> Self {
         let (problem, support, on_gpu) = (kernel.problem(), kernel.support(), kernel.runs_on_gpu());
+        let seed = limits.seed;
         let declared = kernel.declared_production_shapes();
         let (production, production_note) =
             production_cases(problem, support, on_gpu, dists, &declared, seed);
         let (large, large_note) = large_cases(problem, support, on_gpu, dists, seed);
         let (regimes, regime_note) =
-            regime_cases(problem, support, on_gpu, dists, seed, regime_count);
+            regime_cases(problem, support, on_gpu, dists, seed, limits.regime_cases);
+        // A CPU kernel computes every output itself: no range case, the space's totals alone.
+        let range_budget = if on_gpu { limits.range_cases } else { 0 };
+        let ranges = range_cases(problem, support, dists, seed, range_budget);
+        let (models, model_coverage) =
+            model_cases(problem, support, on_gpu, dists, &limits.models, seed);
         coverage.planned_production_cases = production.len();
         coverage.production_note = production_note;
         coverage.planned_large_cases = large.len();
         coverage.large_note = large_note;
         coverage.planned_regime_cases = Some(regimes.len());
         coverage.regime_note = regime_note;
+        coverage.ranges = Some(ranges.coverage);
+        coverage.models = model_coverage;
         ProductionSize {
             production,
+            models,
+            ranges: ranges.cases,
             large,
             regimes: regimes.into_iter().map(|(_, spec)| spec).collect(),
         }
     }
 
-    /// Every case, in the order they run: production shapes, large shapes, regimes.
+    /// Every case, in the order they run: production shapes, model shapes, range cases
+    /// (cheapest first), large shapes, regimes.
     pub fn cases(&self) -> impl Iterator<Item = CaseSpec> + '_ {
         self.production
             .iter()
+            .chain(&self.models)
+            .chain(self.ranges.iter().map(|(_, spec)| spec))
             .chain(&self.large)
             .chain(&self.regimes)
             .copied()
@@ -189,13 +207,24 @@ impl ProductionSize {
 
     /// The shape class a certificate counts `spec` under, if it is one of these cases.
     pub fn class_of(&self, spec: &CaseSpec) -> Option<&'static str> {
+        if self.range_cell_of(spec).is_some() {
+            return Some("range");
+        }
         [
             (&self.production, "production"),
+            (&self.models, "model"),
             (&self.large, "large"),
             (&self.regimes, "regime"),
         ]
         .into_iter()
         .find_map(|(cases, class)| cases.contains(spec).then_some(class))
+    }
+
+    /// The cell a range case was drawn for.
+    pub fn range_cell_of(&self, spec: &CaseSpec) -> Option<Cell> {
+        self.ranges
+            .iter()
+            .find_map(|(cell, case)| (case == spec).then_some(*cell))
     }
 }
 

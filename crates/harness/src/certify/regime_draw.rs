@@ -26,8 +26,10 @@ use rand_core::{RngCore, SeedableRng};
 pub const MODEST_OPERAND: usize = 1 << 26;
 pub const MODEST_OUTPUT: usize = 1 << 24;
 /// Regime cases of a campaign whose reference is computed on the GPU (`certify
-/// --regime-cases`): one at each regime's wide end, the rest modest.
-pub const DEFAULT_GPU_REGIME_CASES: usize = 100;
+/// --regime-cases`): one at each regime's wide end, the rest modest. A hundred before the range
+/// cases (range_draw.rs) carried the coverage; the regimes stay as named strata, four or five
+/// modest cases each.
+pub const DEFAULT_GPU_REGIME_CASES: usize = 36;
 /// Regime cases of a campaign whose reference is the CPU model: one per regime.
 pub const DEFAULT_CPU_REGIME_CASES: usize = Regime::ALL.len();
 
@@ -337,8 +339,11 @@ mod tests {
                 match regime {
                     // Large by definition: their wide case alone.
                     Regime::HugeOutput | Regime::ManyTiles => assert_eq!(of_regime, 0),
-                    // The 91 modest cases in turn over the 7 others.
-                    _ => assert_eq!(of_regime, 13, "{regime:?}"),
+                    // The modest cases in turn over the 7 others.
+                    _ => assert!(
+                        of_regime.abs_diff((DEFAULT_GPU_REGIME_CASES - 9) / 7) <= 1,
+                        "{regime:?}"
+                    ),
                 }
             }
             for (regime, case) in modest {

@@ -11,7 +11,7 @@ use crate::kernels::{KernelUnderTest, PrepareError};
 use std::path::Path;
 
 /// What one kernel's certification is asked besides its campaign's limits.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct CertifyRequest<'a> {
     pub limits: CampaignLimits,
     /// Cases of the golden set, run before the campaign's own.
@@ -63,7 +63,7 @@ pub fn certify_kernel(
         ),
         Ok(()) => {
             let before = super::reference_engine::report();
-            let result = certify_variant(kernel, *limits, request.golden, progress);
+            let result = certify_variant(kernel, limits.clone(), request.golden, progress);
             let mut certificate =
                 Certificate::from_campaign(kernel, limits, result, request.report_dir)?;
             let reference = super::reference_engine::report().since(&before);

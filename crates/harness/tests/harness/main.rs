@@ -4,6 +4,8 @@
 
 mod common;
 
+mod campaign_coverage;
+
 mod field_mutants;
 mod fuzz_inputs;
 mod host_profile;
