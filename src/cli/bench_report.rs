@@ -133,7 +133,8 @@ pub(super) fn trusted(dir: &Path, name: &str, hash: &str) -> Option<serde_json::
 
 /// Whether bench may time `name` on `shape` under the certificate coverage `certified`
 /// (`None`: untrusted, timed only with --force-untrusted, which says so elsewhere): not where the
-/// shape lies in a deployment regime the campaign never reached; says why on stderr.
+/// shape lies in a deployment regime, or a pair of shape ranges, the campaign never reached;
+/// says why on stderr.
 pub(super) fn regime_covered(
     certified: Option<&serde_json::Value>,
     name: &str,
@@ -142,7 +143,9 @@ pub(super) fn regime_covered(
     let Some(coverage) = certified else {
         return true;
     };
-    match nvfp4_harness::certify::regimes::uncovered_regime(coverage, shape) {
+    let why = nvfp4_harness::certify::regimes::uncovered_regime(coverage, shape)
+        .or_else(|| nvfp4_harness::certify::shape_ranges::uncovered_range(coverage, shape));
+    match why {
         Some(why) => {
             eprintln!("skipping {name} on {shape}: {why}");
             false

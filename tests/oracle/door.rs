@@ -569,7 +569,7 @@ fn every_problem_goes_through_the_campaign_and_its_failures_are_shrunk_and_writt
             problem,
             drops_last: false,
         };
-        let result = certify_variant(&good, limits, &[], |_, _| {});
+        let result = certify_variant(&good, limits.clone(), &[], |_, _| {});
         assert!(result.failure.is_none(), "{problem:?}");
         assert_eq!(result.coverage.fp4_codes_seen.len(), 16, "{problem:?}");
         let broken = ModelKernel {
@@ -577,7 +577,7 @@ fn every_problem_goes_through_the_campaign_and_its_failures_are_shrunk_and_writt
             problem,
             drops_last: true,
         };
-        let result = certify_variant(&broken, limits, &[], |_, _| {});
+        let result = certify_variant(&broken, limits.clone(), &[], |_, _| {});
         let failure = result
             .failure
             .as_ref()
@@ -892,6 +892,7 @@ fn a_kernel_that_fails_when_checked_is_not_certified() {
         };
         let passed = CampaignResult {
             coverage: Default::default(),
+            ran: Vec::new(),
             failure: None,
             elapsed: Duration::ZERO,
             exact: None,

@@ -64,7 +64,7 @@ fn hopper_variants_certify_exactly_on_a_hopper_gpu() {
         .iter()
         .filter(|k| !k.is_deliberately_broken() || checked.contains(&k.name()))
     {
-        let result = certify_variant(kernel.as_ref(), limits, &[], |_, _| {});
+        let result = certify_variant(kernel.as_ref(), limits.clone(), &[], |_, _| {});
         assert!(
             result.failure.is_none(),
             "{} failed on {:?}",

@@ -7,6 +7,7 @@
 
 mod common;
 
+mod campaign_plan;
 mod certify;
 mod ci_templates;
 mod cli;

@@ -133,6 +133,57 @@ impl Certificate {
         words
     }
 
+    /// The coverage table's shape-range row: the pairs and band triples reached, and why the
+    /// rest were not.
+    pub(super) fn ranges_in_words(&self) -> String {
+        let Some(r) = &self.coverage.ranges else {
+            return "not recorded (a certificate from before the ranges)".to_string();
+        };
+        let mut words = format!(
+            "{} range case(s); pairs reached {} of {}, band triples {} of {}",
+            r.planned_cases, r.pairs_covered, r.pairs_total, r.triples_covered, r.triples_total
+        );
+        if !r.pairs_left.is_empty() {
+            let mut by_why: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+            for (cell, why) in &r.pairs_left {
+                by_why.entry(why).or_default().push(cell);
+            }
+            for (why, cells) in by_why {
+                words.push_str(&format!(
+                    "; {} pair(s) {why} (e.g. {})",
+                    cells.len(),
+                    cells.iter().take(3).copied().collect::<Vec<_>>().join("; ")
+                ));
+            }
+        }
+        for (why, count) in &r.triples_left {
+            words.push_str(&format!("; {count} triple(s) {why}"));
+        }
+        words.push_str(" (bench will not time a shape in a pair no case reached)");
+        words
+    }
+
+    /// The coverage table's model row: per model, its shapes planned and those left out.
+    pub(super) fn models_in_words(&self) -> String {
+        self.coverage
+            .models
+            .iter()
+            .map(|m| {
+                let mut words = format!("{}: {} shape(s) run", m.model, m.planned);
+                if !m.left_out.is_empty() {
+                    words.push_str(&format!(
+                        ", {} left out (e.g. {}: {})",
+                        m.left_out.len(),
+                        m.left_out[0].0,
+                        m.left_out[0].1
+                    ));
+                }
+                words
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+
     pub fn markdown(&self) -> String {
         let c = &self.coverage;
         let mut md = format!(
@@ -180,6 +231,16 @@ impl Certificate {
                 "| deployment regimes (cases whose shape lies in each, drawn per run) | {} |\n",
                 self.regimes_in_words()
             ));
+            md.push_str(&format!(
+                "| shape ranges (octaves of M, N, K, L: docs/coverage.md) | {} |\n",
+                self.ranges_in_words()
+            ));
+            if !c.models.is_empty() {
+                md.push_str(&format!(
+                    "| models (--model) | {} |\n",
+                    self.models_in_words()
+                ));
+            }
             md.push_str(&format!(
                 "| reference | {} |\n",
                 self.reference.as_ref().map_or(
