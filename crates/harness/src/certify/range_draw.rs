@@ -59,8 +59,8 @@ const PAIR_WEIGHT: usize = 16;
 /// Why a cell has no case.
 const OUTSIDE_SUPPORT: &str = "outside the kernel's declared shape support";
 const PAST_BOUND: &str =
-    "past the per-case bound (an operand or the output past 2^30 elements, or \
-                          past 2^40 multiply-adds)";
+    "past the per-case bound (an operand or the output past 2^28 elements, or \
+                          past 2^39 multiply-adds)";
 const PAST_TRIPLE_BOUND: &str = "a triple whose least case moves more than 2^26 elements (its \
                                  pairs are reached, the triple is not drawn for)";
 
@@ -582,6 +582,15 @@ mod tests {
             println!("pair phase: {pair_cases} cases, {pair_cost} elements");
             println!("seed {seed}: {} cases in {:?}, {} elements in all ({} past 2^24), pairs left {}, triples left {:?}", plan.cases.len(), started.elapsed(), costs.iter().sum::<usize>(), big, plan.coverage.pairs_left.len(), plan.coverage.triples_left);
         }
+    }
+
+    #[test]
+    fn the_reasons_name_the_bounds_in_force() {
+        let elements = format!("2^{} elements", RANGE_ELEMENTS_BOUND.ilog2());
+        let products = format!("2^{} multiply-adds", RANGE_PRODUCTS_BOUND.ilog2());
+        assert!(PAST_BOUND.contains(&elements) && PAST_BOUND.contains(&products));
+        let triple = format!("2^{} elements", TRIPLE_COST_BOUND.ilog2());
+        assert!(PAST_TRIPLE_BOUND.contains(&triple));
     }
 
     #[test]

@@ -12,17 +12,21 @@ impl Certificate {
             + c.planned_production_cases
             + c.planned_large_cases
             + c.planned_regime_cases.unwrap_or(0)
+            + c.ranges.as_ref().map_or(0, |r| r.planned_cases)
+            + c.models.iter().map(|m| m.planned).sum::<usize>()
             + c.planned_stagnation_cases
             + self.cases_requested;
         if self.unavailable_reason.is_some() {
             return "0 (not run)".to_string();
         }
         format!(
-            "{} of {planned} planned: {} fixed edge, {} golden, {} at production shapes, {} random large, {} in deployment regimes, {} stagnation (per-product rounding's worst case) and {} random (--cases){}",
+            "{} of {planned} planned: {} fixed edge, {} golden, {} at production shapes, {} at models' shapes, {} in shape ranges, {} random large, {} in deployment regimes, {} stagnation (per-product rounding's worst case) and {} random (--cases){}",
             c.cases,
             c.planned_edge_cases,
             c.planned_golden_cases,
             c.planned_production_cases,
+            c.models.iter().map(|m| m.planned).sum::<usize>(),
+            c.ranges.as_ref().map_or(0, |r| r.planned_cases),
             c.planned_large_cases,
             c.planned_regime_cases.unwrap_or(0),
             c.planned_stagnation_cases,

@@ -165,6 +165,14 @@ pub fn production_coverage_gap(coverage: &serde_json::Value) -> Option<String> {
             ));
         }
     }
+    let ranges_ran = coverage["by_shape_class"]["range"].as_u64().unwrap_or(0);
+    if let Some(planned) = coverage["ranges"]["planned_cases"].as_u64() {
+        if ranges_ran < planned {
+            return Some(format!(
+                "{ranges_ran} of its {planned} shape-range cases ran; certify it again"
+            ));
+        }
+    }
     [
         ("production", "planned_production_cases", "production-shape"),
         ("large", "planned_large_cases", "random large-shape"),
