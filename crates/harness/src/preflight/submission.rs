@@ -164,6 +164,7 @@ fn run_worker(
         env: Vec::new(),
         start_timeout: deadline.limit(),
         sandbox: None,
+        clean_env: false,
     };
     let paths = SandboxPaths {
         readable: [folder(submission), folder(script)]
@@ -183,6 +184,9 @@ fn run_worker(
     }
     let log_file = std::fs::File::create(log).map_err(|err| Error::file(log, err))?;
     let mut worker = Command::new(&wrapped.program);
+    if wrapped.clean_env {
+        worker.env_clear();
+    }
     worker
         .args(&wrapped.args)
         .envs(wrapped.env.iter().map(|(k, v)| (k, v)))

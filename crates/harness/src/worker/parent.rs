@@ -240,6 +240,9 @@ impl Worker {
         if let Some(dir) = workdir {
             child.current_dir(dir);
         }
+        if command.clean_env {
+            child.env_clear();
+        }
         child
             .args(&command.args)
             .envs(command.env.iter().map(|(k, v)| (k, v)))
