@@ -13,6 +13,9 @@ pub struct SandboxPaths {
     /// script's): needed where they lie under /tmp, which the sandbox replaces.
     pub readable: Vec<PathBuf>,
     pub hidden: Vec<PathBuf>,
+    /// What a kernel's manifest asks to read beyond the minimal root (`readable = [...]`):
+    /// bound in read-only like `readable`, and named in the certificate.
+    pub declared: Vec<PathBuf>,
     /// The worker's working directory (one of `writable`).
     pub workdir: Option<PathBuf>,
     /// The worker's compiler cache, bound in read-write at [`CACHE_INSIDE`] rather than at its
@@ -160,8 +163,22 @@ pub(super) mod linux {
         for (file, dir, write) in binds {
             // Under /tmp, or under a covered folder, the path is gone: make it again, then
             // bind the real one.
-            std::fs::create_dir_all(dir)
-                .map_err(|e| SandboxError(format!("{}: {e}", dir.display())))?;
+            let is_dir = file.metadata().map(|m| m.is_dir()).unwrap_or(true);
+            let made = if is_dir {
+                std::fs::create_dir_all(dir)
+            } else {
+                // A file a manifest names: its folder, then an empty file to bind it on.
+                dir.parent()
+                    .map_or(Ok(()), std::fs::create_dir_all)
+                    .and_then(|()| {
+                        std::fs::OpenOptions::new()
+                            .create(true)
+                            .append(true)
+                            .open(dir)
+                            .map(drop)
+                    })
+            };
+            made.map_err(|e| SandboxError(format!("{}: {e}", dir.display())))?;
             let source = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(file));
             mount(&source, dir, "", (libc::MS_BIND | libc::MS_REC) as _, "")?;
             if write {
@@ -171,7 +188,9 @@ pub(super) mod linux {
             } else {
                 set_attr(dir, MOUNT_ATTR_RDONLY, 0, AT_RECURSIVE)?;
                 // A folder bound in brings no repository's history with it.
-                super::super::root::linux::cover_git(dir)?;
+                if is_dir {
+                    super::super::root::linux::cover_git(dir)?;
+                }
             }
         }
         // After the binds, so that a folder bound in cannot bring a hidden one back.

@@ -152,7 +152,9 @@ fn probe(launcher: &Path) -> Isolation {
     // from inside.
     let out = std::process::Command::new(launcher)
         .env_clear()
-        .envs(crate::worker::environment::worker_env(Path::new("/tmp")))
+        .envs(crate::worker::environment::allow_listed_env(Path::new(
+            "/tmp",
+        )))
         .args(["sandbox", "--probe", "--", "true"])
         .stdin(std::process::Stdio::null())
         .output();

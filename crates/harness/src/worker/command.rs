@@ -140,6 +140,11 @@ pub fn wrap(
             }
         }
     }
+    for dir in &paths.declared {
+        if !paths.readable.contains(dir) {
+            paths.readable.push(dir.clone());
+        }
+    }
     paths.writable.push(scratch.to_path_buf());
     paths.cache = Some(cache.to_path_buf());
     paths.workdir = Some(scratch.to_path_buf());
@@ -147,6 +152,18 @@ pub fn wrap(
     env.extend(command.env.iter().cloned());
     env.extend(cache_env(Path::new(CACHE_INSIDE)));
     isolation.description = format!("{}; {}", isolation.description, environment::describe());
+    if !paths.declared.is_empty() {
+        let declared: Vec<String> = paths
+            .declared
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        isolation.description = format!(
+            "{}; readable beyond the minimal root as its manifest asks: {}",
+            isolation.description,
+            declared.join(", ")
+        );
+    }
     let wrapped = WorkerCommand {
         program: launcher.clone(),
         args: launcher_args(&paths, &command.program, &command.args),

@@ -95,7 +95,16 @@ pub fn passed_names() -> Vec<String> {
 /// manifest) are added on top by the caller. Started with this and nothing else
 /// (`Command::env_clear`).
 pub fn worker_env(home: &Path) -> Vec<(String, String)> {
-    let passed = passed_names();
+    env_with(home, &passed_names())
+}
+
+/// [`worker_env`] without the names `--pass-env` added: the allow-list alone, which is what
+/// the sandbox's probe checks from inside.
+pub fn allow_listed_env(home: &Path) -> Vec<(String, String)> {
+    env_with(home, &[])
+}
+
+fn env_with(home: &Path, passed: &[String]) -> Vec<(String, String)> {
     let mut env: Vec<(String, String)> = std::env::vars_os()
         .filter_map(|(name, value)| Some((name.into_string().ok()?, value.into_string().ok()?)))
         .filter(|(name, _)| name != "HOME" && (kept(name) || passed.contains(name)))

@@ -87,6 +87,7 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
     let sandbox = |readable: Vec<PathBuf>| {
         Some(SandboxPaths {
             readable,
+            declared: manifest.readable.clone(),
             hidden: vec![secrets_dir()],
             ..SandboxPaths::default()
         })
