@@ -167,8 +167,27 @@ try:\n    paths += site.getsitepackages()\nexcept Exception:\n    pass\n\
 paths.append(os.path.dirname(os.path.realpath(sys.executable)))\n\
 print(json.dumps({'executable': sys.executable, 'paths': paths}))\n";
 
+/// The longest an interpreter may take to answer: it imports `site` and nothing else.
+const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(15);
+
 fn ask(program: &Path) -> Option<Interpreter> {
+    // In a folder of its own, removed after, with a deadline, in a process group killed with
+    // everything it started when the time runs out or the oracle is interrupted: the program
+    // named may be anything (a script standing in for python in a test).
+    let dir = std::env::temp_dir().join(format!(
+        "nvfp4-oracle-{}-ask-{:016x}",
+        std::process::id(),
+        nvfp4_model::problem::unpredictable::unpredictable_seed()
+    ));
+    std::fs::create_dir(&dir).ok()?;
+    let answer = asked_in(program, &dir);
+    let _ = std::fs::remove_dir_all(&dir);
+    answer
+}
+
+fn asked_in(program: &Path, dir: &Path) -> Option<Interpreter> {
     let home: Option<OsString> = std::env::var_os("HOME");
+    let out_path = dir.join("answer");
     let mut command = std::process::Command::new(program);
     command
         .env_clear()
@@ -176,7 +195,9 @@ fn ask(program: &Path) -> Option<Interpreter> {
         // `-s`: without the user's site-packages, which a worker (whose home is its scratch
         // folder) does not see either.
         .args(["-s", "-c", ASK])
+        .current_dir(dir)
         .stdin(std::process::Stdio::null())
+        .stdout(std::fs::File::create(&out_path).ok()?)
         .stderr(std::process::Stdio::null());
     if let Some(home) = home {
         command.env("HOME", home);
@@ -186,13 +207,22 @@ fn ask(program: &Path) -> Option<Interpreter> {
             command.env(name, value);
         }
     }
-    let out = command.output().ok().filter(|o| o.status.success())?;
+    let status = crate::preflight::bounded::run(
+        &mut command,
+        "asking the interpreter where its files are",
+        &crate::preflight::bounded::Deadline::new(ASK_TIMEOUT),
+        |err| crate::error::Error::Preflight(err.to_string()),
+    );
+    if !status.ok()?.success() {
+        return None;
+    }
+    let stdout = std::fs::read(&out_path).ok()?;
     #[derive(serde::Deserialize)]
     struct Answer {
         executable: PathBuf,
         paths: Vec<PathBuf>,
     }
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(&stdout);
     let answer: Answer = serde_json::from_str(text.lines().last()?).ok()?;
     if !answer.executable.is_absolute() || !answer.executable.is_file() {
         return None;
