@@ -31,6 +31,12 @@ pub struct ExternalArgs {
     /// The problem a --submission or --library solves.
     #[arg(long, default_value = "dual-gemm", value_parser = super::named::<ProblemKind>())]
     pub problem: ProblemKind,
+    /// Hand the parent's environment variable NAME to the kernel's workers (repeatable). They
+    /// start from an allow-list (PATH, LD_LIBRARY_PATH, the locale, CUDA's, Triton's, torch's
+    /// and CuTe DSL's settings), HOME their own scratch folder, and nothing else of the
+    /// caller's; the names passed (never their values) are recorded in the certificate.
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub pass_env: Vec<String>,
 }
 
 impl ExternalArgs {
@@ -40,6 +46,7 @@ impl ExternalArgs {
 
     /// The kernels named, in the order given (manifests, submissions, libraries).
     pub fn kernels(&self) -> Result<Vec<IsolatedKernel>> {
+        nvfp4_harness::worker::environment::pass_env(&self.pass_env).map_err(Error::Usage)?;
         let mut manifests = Vec::new();
         for path in &self.manifests {
             manifests.push(Manifest::read(path)?);

@@ -251,6 +251,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
                     hidden: hide,
                     workdir,
                     cache,
+                    declared: Vec::new(),
                 },
                 probe,
                 program: command[0].clone().into(),

@@ -51,6 +51,10 @@ pub struct PreflightArgs {
     /// shared memory and CTAs per SM; exit 5 when CTAs per SM went down or spills appeared.
     #[arg(long, value_name = "FILE")]
     pub baseline: Option<PathBuf>,
+    /// Hand the parent's environment variable NAME to the submission's compilation
+    /// (repeatable); it starts from an allow-list, HOME its own folder (see certify --help).
+    #[arg(long = "pass-env", value_name = "NAME")]
+    pub pass_env: Vec<String>,
 }
 
 #[derive(clap::ValueEnum, Clone, Copy, Debug)]
@@ -64,9 +68,12 @@ pub fn run(args: PreflightArgs) -> Result<ExitCode> {
     let deadline = Deadline::new(std::time::Duration::from_secs(args.timeout));
     // An interrupted preflight kills what it started and removes its files before it ends.
     nvfp4_harness::preflight::bounded::catch_interrupts();
+    nvfp4_harness::worker::environment::pass_env(&args.pass_env).map_err(Error::Usage)?;
     let code = code_to_read(&args, &deadline)?;
-    let (source, modules, threads, dynamic) = match code {
-        Code::Read(code) => code,
+    let (source, modules, threads, dynamic, compiled) = match code {
+        Code::Read((source, modules, threads, dynamic)) => {
+            (source, modules, threads, dynamic, COMPILED.get().cloned())
+        }
         Code::Refused(report) => {
             print!("{report}");
             return Ok(ExitCode::from(EXIT_FAIL));
@@ -100,12 +107,22 @@ pub fn run(args: PreflightArgs) -> Result<ExitCode> {
         });
     }
     let resources = resources.expect("at least one module, as there is an entry");
-    let findings =
+    let mut findings =
         nvfp4_harness::preflight::findings(&entries, &resources, !args.any_format, &claims);
+    // A submission's architecture as its compilation produced it, not as preflight asked.
+    if args.submission.is_some() {
+        let asked = args.arch.as_deref().unwrap_or(SUBMISSION_ARCH);
+        findings.extend(nvfp4_harness::preflight::arch_finding(&modules, asked));
+    }
     print!(
         "{}",
         nvfp4_harness::preflight::report(&source, &entries, &resources, &findings)
     );
+    // How it was compiled, in the report's stream after it (not on stderr, where it landed
+    // out of place in a combined log).
+    if let Some(compiled) = &compiled {
+        println!("\n{compiled}");
+    }
     let record = nvfp4_harness::preflight::diff::record(&source, &entries, &resources);
     let mut worse = false;
     if let Some(path) = &args.baseline {
@@ -166,17 +183,18 @@ fn code_to_read(args: &PreflightArgs, deadline: &Deadline) -> Result<Code> {
                 driven_by,
                 torch_placeholder,
             } => {
-                eprintln!(
-                    "compiled by {driven_by} for {arch}: {} PTX module(s), {} launch(es) in the \
-                     host code{}",
+                let _ = COMPILED.set(format!(
+                    "Compiled by {driven_by} for {arch}: {} PTX module(s), {} launch(es) in the \
+                     host code{}. Worker isolation: {}.",
                     ptx.len(),
                     launches.len(),
                     if torch_placeholder {
                         " (torch not installed: a placeholder stood in for it)"
                     } else {
                         ""
-                    }
-                );
+                    },
+                    submission::how_compiled(),
+                ));
                 // Where launches differ, the largest: what must fit for every launch to start.
                 let dynamic = launches.iter().filter_map(|l| l.dynamic_shared).max();
                 let threads = launches.iter().filter_map(|l| l.threads).max();
@@ -214,6 +232,9 @@ fn code_to_read(args: &PreflightArgs, deadline: &Deadline) -> Result<Code> {
         Some(u64::from(variant.dynamic_smem)),
     )))
 }
+
+/// How a submission was compiled, said after the report (set where it compiled).
+static COMPILED: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
 /// The architecture a submission is compiled for unless --arch names another: the B200's.
 const SUBMISSION_ARCH: &str = "sm_100a";

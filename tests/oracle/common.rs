@@ -236,6 +236,7 @@ pub fn fake_worker_kernel(
             env,
             start_timeout,
             sandbox,
+            clean_env: false,
         },
         std::sync::Arc::new(|| Ok(())),
         case_timeout,

@@ -974,6 +974,7 @@ fn a_sandboxed_worker_cannot_reach_the_parent_the_reports_or_outlive_itself() {
             ],
             start_timeout: Duration::from_secs(10),
             sandbox: Some(nvfp4_harness::sandbox::SandboxPaths::default()),
+            clean_env: false,
         };
         command
             .env

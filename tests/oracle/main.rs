@@ -26,6 +26,7 @@ mod preflight_steps;
 mod readme_commands;
 mod regimes;
 mod replay;
+mod sandbox_root;
 mod scaled_gemm_cli;
 mod shard;
 mod skip_log;

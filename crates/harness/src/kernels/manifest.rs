@@ -20,6 +20,10 @@
 //!                                       # to it read-only in the sandbox: packages the GPU
 //!                                       # machine lacks, e.g. CuTe DSL installed with
 //!                                       # `pip install --target pkgs`
+//! readable = ["/data/tables"]           # optional: paths (relative to this file or absolute)
+//!                                       # the worker may read beyond its minimal root (the
+//!                                       # system's folders, the interpreter's, its own folder);
+//!                                       # recorded in the certificate
 //!
 //! [shapes]                              # optional: the declared support
 //! k_multiple = 64                       # m_multiple, n_multiple, k_multiple, max_l
@@ -55,6 +59,7 @@ struct ManifestFile {
     arch: Option<String>,
     accumulation: Option<String>,
     python_path: Option<Vec<PathBuf>>,
+    readable: Option<Vec<PathBuf>>,
     shapes: Option<ShapesTable>,
     schedule: Option<ScheduleTable>,
 }
@@ -157,6 +162,9 @@ pub struct Manifest {
     /// sandbox (absolute; each an existing folder). Their contents are not in `hash`: they are
     /// the submission's packages, like torch, not its code.
     pub python_path: Vec<PathBuf>,
+    /// `readable`: paths the kernel's workers may read beyond their minimal root (absolute;
+    /// each existing, none a home folder whole), recorded in the certificate.
+    pub readable: Vec<PathBuf>,
     /// SHA-256 of the kernel's file(s) and the manifest: certificates and `bench` are keyed by it.
     pub hash: String,
 }
@@ -395,6 +403,32 @@ impl Manifest {
             }
             python_path.push(resolved);
         }
+        let mut readable = Vec::new();
+        for entry in file.readable.iter().flatten() {
+            let resolved = std::path::absolute(dir.join(entry)).unwrap_or(dir.join(entry));
+            if !resolved.exists() {
+                return Err(bad(
+                    path,
+                    format!(
+                        "readable '{}': {} does not exist",
+                        entry.display(),
+                        resolved.display()
+                    ),
+                ));
+            }
+            if crate::worker::environment::holds_a_home(&resolved) {
+                return Err(bad(
+                    path,
+                    format!(
+                        "readable '{}': {} is (or holds) a home folder: name the folder inside \
+                         it that the kernel needs",
+                        entry.display(),
+                        resolved.display()
+                    ),
+                ));
+            }
+            readable.push(resolved);
+        }
         let code_file = match &code {
             KernelCode::Submission(p) => {
                 require_file(p, "submission").map_err(|err| bad(path, err))?;
@@ -425,6 +459,7 @@ impl Manifest {
             accumulation,
             production_shapes,
             python_path,
+            readable,
             hash,
         })
     }
@@ -488,6 +523,7 @@ impl Manifest {
             accumulation: Some(KOrder::PerProduct),
             production_shapes: Vec::new(),
             python_path: Vec::new(),
+            readable: Vec::new(),
         })
     }
 }

@@ -114,6 +114,18 @@ def lines_in_submission(exc, folder):
     return lines[-6:]
 
 
+def raised_in_submission(exc, folder):
+    """Whether `exc` was raised by the submission's own code (its innermost frame is in the
+    submission's folder, outside any installed package): the submission raised, the compiler
+    did not refuse."""
+    frames = traceback.extract_tb(exc.__traceback__)
+    if not frames:
+        return False
+    path = os.path.abspath(frames[-1].filename)
+    return (path.startswith(folder + os.sep) and "site-packages" not in path
+            and "dist-packages" not in path)
+
+
 def required_parameters(function):
     try:
         signature = inspect.signature(function)
@@ -206,8 +218,9 @@ def main():
         spec.loader.exec_module(module)
     except BaseException as exc:  # noqa: BLE001 - a submission may raise anything, SystemExit too
         result["lines"] = lines_in_submission(exc, folder)
-        finish("import", plain(f"{type(exc).__name__}: {exc}") + "\n" + plain(
-            "".join(traceback.format_exception(exc)[-6:])))
+        finish("raised" if raised_in_submission(exc, folder) else "import",
+               plain(f"{type(exc).__name__}: {exc}") + "\n" + plain(
+                   "".join(traceback.format_exception(exc)[-6:])))
 
     compile_kernel = getattr(module, "compile_kernel", None)
     if callable(compile_kernel) and not required_parameters(compile_kernel):
@@ -216,6 +229,9 @@ def main():
             compile_kernel()
         except BaseException as exc:  # noqa: BLE001
             result["lines"] = lines_in_submission(exc, folder)
+            if raised_in_submission(exc, folder):
+                finish("raised", plain(f"{type(exc).__name__}: {exc}") + "\n" + plain(
+                    "".join(traceback.format_exception(exc)[-6:])))
             finish("compile", plain(f"{type(exc).__name__}: {exc}"))
     finish()
 

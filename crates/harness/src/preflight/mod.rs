@@ -289,6 +289,10 @@ pub fn refused_report(
     lines: &[String],
 ) -> String {
     let when = match phase {
+        "raised" => {
+            "the submission raised: an exception of its own code (its innermost frame is in \
+             the submission), not a refusal of the compiler; its traceback"
+        }
         "import" => "importing the submission failed",
         _ => "its compilation was refused",
     };
@@ -311,6 +315,26 @@ pub fn refused_report(
         md.push_str(&format!("What it means: {meaning}.\n"));
     }
     md
+}
+
+/// A finding where the code a compilation produced is not for the architecture asked for:
+/// read from each PTX module's `.target`, never from the flags preflight gave the compiler
+/// (a submission may set its own).
+pub fn arch_finding(modules: &[String], asked: &str) -> Option<String> {
+    let mut other: Vec<String> = modules
+        .iter()
+        .map(|ptx| census::target(ptx).unwrap_or_else(|| "no .target".to_string()))
+        .filter(|target| target != asked)
+        .collect();
+    other.dedup();
+    (!other.is_empty()).then(|| {
+        format!(
+            "the compilation produced code for {}, not for {asked} as asked (read from the \
+             PTX's .target): the submission chose its own architecture, and its code would \
+             not load on {asked}",
+            other.join(", ")
+        )
+    })
 }
 
 /// The census in Markdown, the first line saying what preflight is not.
@@ -445,6 +469,32 @@ pub fn report(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn code_for_another_architecture_is_a_finding() {
+        let ptx = |target: &str| format!(".version 8.7\n.target {target}\n.address_size 64\n");
+        assert_eq!(arch_finding(&[ptx("sm_100a")], "sm_100a"), None);
+        let finding = arch_finding(&[ptx("sm_100a"), ptx("sm_90a")], "sm_100a").unwrap();
+        assert!(
+            finding.contains("sm_90a") && finding.contains("not for sm_100a"),
+            "{finding}"
+        );
+        assert!(arch_finding(&[".version 8.7\n".to_string()], "sm_100a").is_some());
+    }
+
+    #[test]
+    fn an_exception_of_the_submissions_own_is_not_a_compiler_refusal() {
+        let report = refused_report(
+            "sub.py",
+            "raised",
+            "ValueError: tile too big\nTraceback ...",
+            None,
+            &["sub.py:12 in compile_kernel: raise ValueError(\"tile too big\")".into()],
+        );
+        assert!(report.contains("the submission raised"), "{report}");
+        assert!(!report.contains("compilation was refused"), "{report}");
+        assert!(report.contains("sub.py:12"), "{report}");
+    }
+
     use super::*;
 
     fn entry(ptx: &str) -> Census {

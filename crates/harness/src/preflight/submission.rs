@@ -164,6 +164,7 @@ fn run_worker(
         env: Vec::new(),
         start_timeout: deadline.limit(),
         sandbox: None,
+        clean_env: false,
     };
     let paths = SandboxPaths {
         readable: [folder(submission), folder(script)]
@@ -183,6 +184,9 @@ fn run_worker(
     }
     let log_file = std::fs::File::create(log).map_err(|err| Error::file(log, err))?;
     let mut worker = Command::new(&wrapped.program);
+    if wrapped.clean_env {
+        worker.env_clear();
+    }
     worker
         .args(&wrapped.args)
         .envs(wrapped.env.iter().map(|(k, v)| (k, v)))
@@ -204,6 +208,17 @@ fn run_worker(
         },
     )?;
     Ok(())
+}
+
+/// The isolation a compilation ran in, for the report: the sandbox's words and the
+/// environment it was given.
+pub fn how_compiled() -> String {
+    let isolation = crate::sandbox::isolation(&crate::worker::command::worker_program());
+    format!(
+        "{}; {}",
+        isolation.description_for_certificate(),
+        crate::worker::environment::describe()
+    )
 }
 
 /// The worker's stdin: the token and nothing else, from a memory file (never on disk).
@@ -240,7 +255,7 @@ fn read(path: &Path, log: &Path) -> Result<Compilation> {
                 if tail.is_empty() {
                     "(none: it printed nothing)".to_string()
                 } else {
-                    tail
+                    crate::worker::parent::quoted(&tail)
                 }
             )));
         }
@@ -348,7 +363,8 @@ pub fn meaning(message: &str) -> Option<&'static str> {
     if message.contains("op expects all operands to have the same rest modes") {
         // The MMA's own type in the message tells an M tile of 128 over a CTA pair, which in
         // CuTe DSL 4.8.1 makes scale-factor layouts of another shape than the operands'.
-        let pair_of_128 = message.contains("num_cta = 2")
+        let pair = message.contains("num_cta = 2");
+        let pair_of_128 = pair
             && ["mma_bs<128x", "mma<128x"]
                 .iter()
                 .any(|m| message.contains(m));
@@ -361,7 +377,16 @@ pub fn meaning(message: &str) -> Option<&'static str> {
              included): the M tile, not the N tile nor the cluster, is what this message is \
              about; a CTA-pair MMA launched without a cluster of two is refused with \"Cluster \
              shape not divisible by MMA size\" by CuTe DSL's TMA helpers, or compiles and is a \
-             preflight finding read from the host code"
+             preflight finding read from the host code. A CTA-pair MMA needs both: a cluster of \
+             2 along M and scale-factor tensors laid out for the pair's tile"
+        } else if pair {
+            "the tensors given to the MMA (cute.gemm) do not have the layout it expects, and the \
+             MMA runs on a CTA pair (cta_group::2: `num_cta = 2` in the message). A CTA-pair MMA \
+             needs two things that go together: the kernel launched with a cluster of 2 along M \
+             (e.g. (2, 1)), and its fragments and scale-factor tensors made for the pair's tile \
+             (the whole M tile split across the two CTAs, as the tiled MMA of the pair \
+             partitions it), not for one CTA's; scale tensors or fragments made for a one-CTA \
+             MMA give this message"
         } else {
             "the tensors given to the MMA (cute.gemm) do not have the layout the MMA issued \
              expects: fragments or scale-factor tensors made for another tile, CTA count or \
@@ -429,6 +454,16 @@ mod tests {
         let m = meaning(&pair).unwrap();
         assert!(m.contains("its M tile is 128 over a CTA pair"), "{m}");
         assert!(m.contains("not the N tile nor the cluster"), "{m}");
+        // A CTA pair at another M tile: the cluster of 2 and the pair's scale layout named.
+        let pair_256 = format!(
+            "{rest_modes}\n note: (!cute.tiled_mma<!cute_nvgpu.sm100.mma_bs<256x128x64, num_cta \
+             = 2, ab_major = (k, k)>>)"
+        );
+        let m = meaning(&pair_256).unwrap();
+        assert!(
+            m.contains("cluster of 2 along M") && m.contains("pair's tile"),
+            "{m}"
+        );
         let m = meaning(rest_modes).unwrap();
         assert!(m.contains("another tile, CTA count or tiled MMA"), "{m}");
         assert!(!m.contains("its M tile is 128"), "{m}");

@@ -13,6 +13,9 @@ pub struct SandboxPaths {
     /// script's): needed where they lie under /tmp, which the sandbox replaces.
     pub readable: Vec<PathBuf>,
     pub hidden: Vec<PathBuf>,
+    /// What a kernel's manifest asks to read beyond the minimal root (`readable = [...]`):
+    /// bound in read-only like `readable`, and named in the certificate.
+    pub declared: Vec<PathBuf>,
     /// The worker's working directory (one of `writable`).
     pub workdir: Option<PathBuf>,
     /// The worker's compiler cache, bound in read-write at [`CACHE_INSIDE`] rather than at its
@@ -119,9 +122,17 @@ pub(super) mod linux {
                     .map_err(|e| SandboxError(format!("{}: {e}", dir.display())))
             })
             .collect::<Result<_, _>>()?;
+        // The /etc entries a worker keeps, opened before /etc is covered.
+        let etc = super::super::root::linux::open_etc()?;
         set_attr(root, MOUNT_ATTR_RDONLY, 0, AT_RECURSIVE)?;
         let private = (libc::MS_NOSUID | libc::MS_NODEV) as libc::c_ulong;
         mount("tmpfs", Path::new("/tmp"), "tmpfs", private, "mode=1777")?;
+        // Nothing of the host's but the system's folders: every other folder at the top
+        // (the home folders, /var, /srv, /mnt, checkouts) covered by an empty tmpfs, and /etc
+        // by one holding the few files programs read there (super::super::root).
+        let covers = super::super::root::linux::cover_top()?;
+        super::super::root::linux::build_etc(&etc)?;
+        drop(etc);
         // The host's /dev (its disks, /dev/mem, the terminals) replaced by one holding only
         // what CUDA needs (super::sandbox_dev), with a private /dev/shm.
         let nodes = super::super::dev::linux::kept_nodes()?;
@@ -137,17 +148,6 @@ pub(super) mod linux {
                 mount("tmpfs", run, "tmpfs", private, "mode=0755")?;
             }
         }
-        for dir in &args.paths.hidden {
-            if dir.is_dir() {
-                mount(
-                    "tmpfs",
-                    dir,
-                    "tmpfs",
-                    private | libc::MS_RDONLY as libc::c_ulong,
-                    "mode=0",
-                )?;
-            }
-        }
         // Shallower folders first, so that one inside another is bound on top of it: a
         // writable folder inside a read-only one stays writable, and the other way round.
         let mut binds: Vec<(&std::fs::File, &Path, bool)> = writable
@@ -161,9 +161,24 @@ pub(super) mod linux {
             .collect();
         binds.sort_by_key(|(_, dir, _)| dir.components().count());
         for (file, dir, write) in binds {
-            // Under /tmp the path is gone (a fresh tmpfs): make it again, then bind the real one.
-            std::fs::create_dir_all(dir)
-                .map_err(|e| SandboxError(format!("{}: {e}", dir.display())))?;
+            // Under /tmp, or under a covered folder, the path is gone: make it again, then
+            // bind the real one.
+            let is_dir = file.metadata().map(|m| m.is_dir()).unwrap_or(true);
+            let made = if is_dir {
+                std::fs::create_dir_all(dir)
+            } else {
+                // A file a manifest names: its folder, then an empty file to bind it on.
+                dir.parent()
+                    .map_or(Ok(()), std::fs::create_dir_all)
+                    .and_then(|()| {
+                        std::fs::OpenOptions::new()
+                            .create(true)
+                            .append(true)
+                            .open(dir)
+                            .map(drop)
+                    })
+            };
+            made.map_err(|e| SandboxError(format!("{}: {e}", dir.display())))?;
             let source = format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(file));
             mount(&source, dir, "", (libc::MS_BIND | libc::MS_REC) as _, "")?;
             if write {
@@ -172,7 +187,27 @@ pub(super) mod linux {
                 set_attr(dir, 0, MOUNT_ATTR_RDONLY, 0)?;
             } else {
                 set_attr(dir, MOUNT_ATTR_RDONLY, 0, AT_RECURSIVE)?;
+                // A folder bound in brings no repository's history with it.
+                if is_dir {
+                    super::super::root::linux::cover_git(dir)?;
+                }
             }
+        }
+        // After the binds, so that a folder bound in cannot bring a hidden one back.
+        for dir in &args.paths.hidden {
+            if dir.is_dir() {
+                mount(
+                    "tmpfs",
+                    dir,
+                    "tmpfs",
+                    private | libc::MS_RDONLY as libc::c_ulong,
+                    "mode=0",
+                )?;
+            }
+        }
+        // The covers were writable for the binds' mount points; read-only from here on.
+        for cover in covers {
+            set_attr(&cover, MOUNT_ATTR_RDONLY, 0, 0)?;
         }
         drop(writable);
         drop(readable);
@@ -354,6 +389,29 @@ fn self_check(args: &LauncherArgs, user_namespace: bool) -> Result<String, Sandb
     if traced == 0 {
         return Err("ptrace was allowed".into());
     }
+    // Nothing of the host's beyond the system's folders: no home folder, no /etc/shadow, no
+    // /var; and no variable of the parent's beyond the allow-list.
+    if std::fs::read("/etc/shadow").is_ok() || std::fs::read("/etc/gshadow").is_ok() {
+        return Err("/etc/shadow is readable".into());
+    }
+    for dir in ["/root", "/home", "/var", "/srv", "/mnt"] {
+        if std::fs::read_dir(dir).is_ok_and(|mut entries| entries.next().is_some()) {
+            return Err(SandboxError(format!("{dir} shows the host's")));
+        }
+    }
+    if std::fs::read_to_string("/etc/passwd").map_or(true, |p| p != super::root::PASSWD) {
+        return Err("/etc/passwd is not the sandbox's".into());
+    }
+    let foreign_env: Vec<String> = std::env::vars_os()
+        .filter_map(|(name, _)| name.into_string().ok())
+        .filter(|name| name != "HOME" && !crate::worker::environment::kept(name))
+        .collect();
+    if !foreign_env.is_empty() {
+        return Err(SandboxError(format!(
+            "variables of the parent's beyond the allow-list: {}",
+            foreign_env.join(", ")
+        )));
+    }
     // The host's daemons' sockets are out of sight.
     if std::fs::read_dir("/run").is_ok_and(|mut entries| entries.next().is_some()) {
         return Err("/run shows the host's".into());
@@ -389,8 +447,9 @@ fn self_check(args: &LauncherArgs, user_namespace: bool) -> Result<String, Sandb
         return Err("clone into a new user namespace was allowed".into());
     }
     Ok(format!(
-        "own mount, PID, network and IPC namespaces{}; read-only file system, private /tmp, /dev/shm \
-         and /run; a /dev of the NVIDIA nodes and null, zero, full, random, urandom only; no \
+        "own mount, PID, network and IPC namespaces{}; read-only root of the host's system folders only (no home folder, /var, /srv, \
+         /mnt or other top-level folder; an /etc of the loader's, Python's and CUDA's files with \
+         a synthetic passwd), private /tmp, /dev/shm and /run; a /dev of the NVIDIA nodes and null, zero, full, random, urandom only; no \
          inherited descriptors; no capabilities; no_new_privs; seccomp refusing ptrace, process_vm_readv/writev, \
          mounts and new namespaces; killed with its launcher",
         if user_namespace {

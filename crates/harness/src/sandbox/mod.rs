@@ -44,6 +44,7 @@ pub mod dev;
 #[cfg(target_os = "linux")]
 mod filter;
 mod launcher;
+pub mod root;
 #[cfg(target_os = "linux")]
 mod syscalls;
 
@@ -147,7 +148,13 @@ fn probe(launcher: &Path) -> Isolation {
             description: "the sandbox needs Linux".into(),
         };
     }
+    // Started as a worker is: with the allow-listed environment alone, which the probe checks
+    // from inside.
     let out = std::process::Command::new(launcher)
+        .env_clear()
+        .envs(crate::worker::environment::allow_listed_env(Path::new(
+            "/tmp",
+        )))
         .args(["sandbox", "--probe", "--", "true"])
         .stdin(std::process::Stdio::null())
         .output();

@@ -3,6 +3,7 @@
 //! compilers at its own cache ([`cache_env`]), and the same command wrapped in the sandbox
 //! ([`wrap`]).
 
+use super::environment;
 use crate::sandbox::{isolation, launcher_args, Isolation, SandboxPaths, CACHE_INSIDE};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -19,6 +20,9 @@ pub struct WorkerCommand {
     /// Untrusted code: run it in the sandbox, with these paths besides its scratch directory
     /// (see [`crate::sandbox`]); `None` for the oracle's own workers.
     pub sandbox: Option<SandboxPaths>,
+    /// Start it with `env` alone, none of the parent's environment: set by [`wrap`], whose
+    /// `env` is then the whole of it ([`super::environment::worker_env`]).
+    pub clean_env: bool,
 }
 
 /// Environment variable naming the `nvfp4-oracle` binary that serves `gpu-worker`.
@@ -46,16 +50,55 @@ pub fn wrap(
     cache: &Path,
 ) -> (WorkerCommand, Isolation) {
     let launcher = worker_program();
-    let isolation = isolation(&launcher).clone();
+    let mut isolation = isolation(&launcher).clone();
+    let mut command = command.clone();
+    let mut paths = paths.clone();
+    // A program named by a relative path is found from the parent's directory, wherever the
+    // worker works (the launcher changes to the worker's scratch folder before it runs it).
+    if command.program.components().count() > 1 {
+        command.program = std::path::absolute(&command.program).unwrap_or(command.program);
+    }
+    // A Python interpreter runs as its real executable (a pyenv shim needs the caller's home,
+    // which the worker neither has nor sees), with its standard library and packages bound in:
+    // the worker's program, or the program a tool (compute-sanitizer) runs.
+    let python = super::external::python_program();
+    let is_python = |word: &str| {
+        let path = Path::new(word);
+        path == python
+            || path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("python") && !n.contains(".py"))
+    };
+    let words = std::iter::once(&mut command.program)
+        .map(|p| p as &mut dyn AsWord)
+        .chain(command.args.iter_mut().map(|a| a as &mut dyn AsWord));
+    for word in words {
+        let Some(interpreter) = is_python(&word.text())
+            .then(|| environment::interpreter(Path::new(&word.text())))
+            .flatten()
+        else {
+            continue;
+        };
+        word.set(&interpreter.program);
+        for dir in interpreter.folders {
+            if !paths.readable.contains(&dir) {
+                paths.readable.push(dir);
+            }
+        }
+    }
     if !isolation.sandboxed {
+        isolation.description = format!("{}; {}", isolation.description, environment::describe());
         let mut plain = command.clone();
+        plain.env = environment::worker_env(scratch);
+        plain.env.extend(command.env.iter().cloned());
         plain.env.extend(cache_env(cache));
+        plain.clean_env = true;
         return (plain, isolation);
     }
-    let mut paths = paths.clone();
     // The program and every file named on its command line must stay readable, wherever they
-    // lie (a checkout under /tmp, which the sandbox replaces): their folders are bound in
-    // read-only.
+    // lie (a checkout under /tmp, which the sandbox replaces; a home folder, which it covers):
+    // their folders are bound in read-only.
     for path in std::iter::once(command.program.as_path())
         .chain(command.args.iter().map(Path::new))
         .filter(|p| p.is_absolute() && p.exists())
@@ -71,22 +114,63 @@ pub fn wrap(
             .then(|| dir.filter(|d| d.ends_with("bin")).and_then(Path::parent))
             .flatten();
         for dir in [dir, prefix].into_iter().flatten() {
-            if !paths.readable.iter().any(|d| d == dir) {
+            if !environment::holds_a_home(dir) && !paths.readable.iter().any(|d| d == dir) {
                 paths.readable.push(dir.to_path_buf());
             }
+        }
+    }
+    // Where programs and libraries are looked up, outside the home folders: the minimal root
+    // holds the system's folders already; a toolkit elsewhere (a checkout's NVRTC) is bound.
+    for name in ["PATH", "LD_LIBRARY_PATH"] {
+        for dir in std::env::var_os(name)
+            .map(|v| std::env::split_paths(&v).collect::<Vec<_>>())
+            .unwrap_or_default()
+        {
+            let home = std::env::var_os("HOME").map(PathBuf::from);
+            let under_home = dir.starts_with("/root")
+                || dir.starts_with("/home")
+                || home.as_ref().is_some_and(|h| dir.starts_with(h));
+            if dir.is_absolute()
+                && dir.is_dir()
+                && !under_home
+                && !environment::holds_a_home(&dir)
+                && !paths.readable.contains(&dir)
+            {
+                paths.readable.push(dir);
+            }
+        }
+    }
+    for dir in &paths.declared {
+        if !paths.readable.contains(dir) {
+            paths.readable.push(dir.clone());
         }
     }
     paths.writable.push(scratch.to_path_buf());
     paths.cache = Some(cache.to_path_buf());
     paths.workdir = Some(scratch.to_path_buf());
-    let mut env = command.env.clone();
+    let mut env = environment::worker_env(scratch);
+    env.extend(command.env.iter().cloned());
     env.extend(cache_env(Path::new(CACHE_INSIDE)));
+    isolation.description = format!("{}; {}", isolation.description, environment::describe());
+    if !paths.declared.is_empty() {
+        let declared: Vec<String> = paths
+            .declared
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        isolation.description = format!(
+            "{}; readable beyond the minimal root as its manifest asks: {}",
+            isolation.description,
+            declared.join(", ")
+        );
+    }
     let wrapped = WorkerCommand {
         program: launcher.clone(),
         args: launcher_args(&paths, &command.program, &command.args),
         env,
         start_timeout: command.start_timeout,
         sandbox: None,
+        clean_env: true,
     };
     (wrapped, isolation)
 }
@@ -110,4 +194,28 @@ pub fn cache_env(cache: &Path) -> Vec<(String, String)> {
         // shared by every run and kept between them.
         ("CUTE_DSL_CACHE_DIR".into(), dir("cute_dsl")),
     ]
+}
+
+/// A program or an argument, as text, that [`wrap`] may replace with an interpreter's path.
+trait AsWord {
+    fn text(&self) -> String;
+    fn set(&mut self, path: &Path);
+}
+
+impl AsWord for PathBuf {
+    fn text(&self) -> String {
+        self.display().to_string()
+    }
+    fn set(&mut self, path: &Path) {
+        *self = path.to_path_buf();
+    }
+}
+
+impl AsWord for String {
+    fn text(&self) -> String {
+        self.clone()
+    }
+    fn set(&mut self, path: &Path) {
+        *self = path.display().to_string();
+    }
 }

@@ -87,6 +87,7 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
     let sandbox = |readable: Vec<PathBuf>| {
         Some(SandboxPaths {
             readable,
+            declared: manifest.readable.clone(),
             hidden: vec![secrets_dir()],
             ..SandboxPaths::default()
         })
@@ -115,6 +116,7 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
                 .collect(),
                 env: python_path_env(&manifest.python_path),
                 start_timeout: SUBMISSION_START_TIMEOUT,
+                clean_env: false,
             },
             SUBMISSION_CASE_TIMEOUT,
         ),
@@ -134,6 +136,7 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
                 .collect(),
                 env: Vec::new(),
                 start_timeout: Duration::from_secs(60),
+                clean_env: false,
             },
             CASE_TIMEOUT,
         ),

@@ -360,6 +360,7 @@ impl KernelUnderTest for IsolatedKernel {
             // its log's FIFO, whose folder the sandbox binds in read-only like every path on
             // the command line (crates/harness/src/certify/tool_log.rs).
             sandbox: self.command.sandbox.clone(),
+            clean_env: false,
         };
         let mut copy = IsolatedKernel::new(
             self.info.clone(),

@@ -29,6 +29,8 @@
 #[cfg(feature = "gpu")]
 pub mod command;
 #[cfg(feature = "gpu")]
+pub mod environment;
+#[cfg(feature = "gpu")]
 pub mod external;
 #[cfg(feature = "gpu")]
 pub mod fresh_start;

@@ -56,6 +56,7 @@ pub fn nvrtc_kernel(variant: &GpuVariant) -> IsolatedKernel {
             start_timeout: START_TIMEOUT,
             // The oracle's own kernels: not sandboxed.
             sandbox: None,
+            clean_env: false,
         },
         std::sync::Arc::new(move || gpu_availability(Some(arch))),
         CASE_TIMEOUT,

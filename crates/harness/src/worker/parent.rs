@@ -201,6 +201,57 @@ impl Iterator for ReplyLines {
     }
 }
 
+/// The most of a worker's own text that a verdict quotes in one place.
+pub const QUOTED_MAX_CHARS: usize = 1200;
+
+/// Text that came from a worker (its last words, an exception's message, a check's words), as a
+/// verdict quotes it: whatever runs in the worker is the kernel's, so this is the kernel's own
+/// text, which it chose, and it is marked so (`«...» (the kernel's own words)`). At most
+/// `max_chars` characters, the end kept (where an error's last line is); control characters
+/// but line breaks shown as `\u{..}` escapes, so that it cannot rewrite a terminal or a log
+/// around it.
+pub fn quoted_within(text: &str, max_chars: usize) -> String {
+    let text = text.trim();
+    let count = text.chars().count();
+    let kept: String = text.chars().skip(count.saturating_sub(max_chars)).collect();
+    let clean: String = kept
+        .chars()
+        .flat_map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                c.escape_unicode().collect::<Vec<_>>()
+            } else {
+                vec![c]
+            }
+        })
+        .collect();
+    let cut = if count > max_chars {
+        format!("[{} characters before cut] ", count - max_chars)
+    } else {
+        String::new()
+    };
+    format!("«{cut}{clean}» (the kernel's own words)")
+}
+
+/// [`quoted_within`] at [`QUOTED_MAX_CHARS`].
+pub fn quoted(text: &str) -> String {
+    quoted_within(text, QUOTED_MAX_CHARS)
+}
+
+/// A failure a worker reported, its text marked and bounded as the kernel's ([`quoted`]).
+pub fn quoted_failure(failure: KernelFailure) -> KernelFailure {
+    use KernelFailure::*;
+    match failure {
+        Refused(t) => Refused(quoted(&t)),
+        Crashed(t) => Crashed(quoted(&t)),
+        Hung(s) => Hung(s),
+        OutOfBounds(t) => OutOfBounds(quoted(&t)),
+        ModifiedInputs(t) => ModifiedInputs(quoted(&t)),
+        Unordered(t) => Unordered(quoted(&t)),
+        Raised(t) => Raised(quoted(&t)),
+        BadOutput(t) => BadOutput(quoted(&t)),
+    }
+}
+
 /// The last lines of a worker's stderr log, for messages.
 pub fn log_tail(log: &Path, lines: usize) -> String {
     let text = std::fs::read_to_string(log).unwrap_or_default();
@@ -239,6 +290,9 @@ impl Worker {
         let mut child = Command::new(&program);
         if let Some(dir) = workdir {
             child.current_dir(dir);
+        }
+        if command.clean_env {
+            child.env_clear();
         }
         child
             .args(&command.args)
@@ -311,7 +365,7 @@ impl Worker {
             if tail.is_empty() {
                 String::new()
             } else {
-                format!("\n{tail}")
+                format!("\n{}", quoted(&tail))
             }
         };
         match worker.receive(command.start_timeout) {
@@ -323,7 +377,7 @@ impl Worker {
                 unavailable: true,
                 reason,
             }) => Err(PrepareError::Unavailable(reason)),
-            Ok(Reply::StartFailed { reason, .. }) => Err(PrepareError::Unusable(reason)),
+            Ok(Reply::StartFailed { reason, .. }) => Err(PrepareError::Unusable(quoted(&reason))),
             Ok(Reply::Done(_) | Reply::Timed(_)) => Err(PrepareError::Unusable(
                 "the worker answered before it was asked".into(),
             )),
@@ -371,7 +425,7 @@ impl Worker {
                 Err(KernelFailure::Crashed(if tail.is_empty() {
                     "the worker process died".into()
                 } else {
-                    format!("the worker process died; its last words: {tail}")
+                    format!("the worker process died; its last words: {}", quoted(&tail))
                 }))
             }
         }
@@ -411,7 +465,7 @@ impl Worker {
         })?;
         match self.receive(timeout)? {
             Reply::Done(Ok(())) => {}
-            Reply::Done(Err(failure)) => return Err(failure),
+            Reply::Done(Err(failure)) => return Err(quoted_failure(failure)),
             _ => {
                 return Err(KernelFailure::Crashed(
                     "the worker answered out of turn".into(),
@@ -425,6 +479,24 @@ impl Worker {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_workers_text_is_bounded_and_marked_as_the_kernels() {
+        let short = quoted("ValueError: no");
+        assert_eq!(short, "«ValueError: no» (the kernel's own words)");
+        let long = "x".repeat(5000) + "LAST LINE";
+        let q = quoted(&long);
+        assert!(
+            q.contains("LAST LINE") && q.contains("characters before cut"),
+            "{q}"
+        );
+        assert!(q.chars().count() < QUOTED_MAX_CHARS + 80, "{}", q.len());
+        let escaped = quoted("a\x1b[2Jb\rc");
+        assert!(
+            !escaped.contains('\x1b') && !escaped.contains('\r'),
+            "{escaped}"
+        );
+    }
 
     #[test]
     fn an_output_is_read_whole_and_anything_else_is_refused() {

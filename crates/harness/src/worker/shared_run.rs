@@ -132,7 +132,7 @@ pub fn run_shared(
     })?;
     match worker.receive(timeout)? {
         Reply::Done(Ok(())) => {}
-        Reply::Done(Err(failure)) => return Err(failure),
+        Reply::Done(Err(failure)) => return Err(super::parent::quoted_failure(failure)),
         _ => {
             return Err(KernelFailure::Crashed(
                 "the worker answered out of turn".into(),

@@ -244,7 +244,7 @@ fn call_watchdog(warmup_took: Duration, warmup: usize) -> Duration {
 
 fn expect_done(reply: Reply) -> Result<(), KernelFailure> {
     match reply {
-        Reply::Done(result) => result,
+        Reply::Done(result) => result.map_err(super::parent::quoted_failure),
         _ => Err(KernelFailure::Crashed(
             "the worker answered out of turn".into(),
         )),
@@ -253,7 +253,7 @@ fn expect_done(reply: Reply) -> Result<(), KernelFailure> {
 
 fn expect_timed(reply: Reply) -> Result<TimedCalls, KernelFailure> {
     match reply {
-        Reply::Timed(result) => result,
+        Reply::Timed(result) => result.map_err(super::parent::quoted_failure),
         _ => Err(KernelFailure::Crashed(
             "the worker answered out of turn".into(),
         )),
