@@ -9,6 +9,7 @@ use nvfp4_harness::preflight::bounded::Deadline;
 use nvfp4_harness::preflight::census::{census, Variant};
 use nvfp4_harness::preflight::submission::{self, Compilation};
 use nvfp4_harness::preflight::Resources;
+use nvfp4_model::bounded_read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -109,7 +110,7 @@ pub fn run(args: PreflightArgs) -> Result<ExitCode> {
     let record = nvfp4_harness::preflight::diff::record(&source, &entries, &resources);
     let mut worse = false;
     if let Some(path) = &args.baseline {
-        let text = std::fs::read_to_string(path).map_err(|err| Error::file(path, err))?;
+        let text = bounded_read::read_text(path, "preflight record", bounded_read::JSON_CAP)?;
         let old: nvfp4_harness::preflight::diff::PreflightRecord = serde_json::from_str(&text)
             .map_err(|err| Error::file(path, format!("not a preflight record: {err}")))?;
         println!("\nAgainst the baseline {}:\n", path.display());
@@ -148,7 +149,7 @@ enum Code {
 
 fn code_to_read(args: &PreflightArgs, deadline: &Deadline) -> Result<Code> {
     if let Some(path) = &args.ptx {
-        let ptx = std::fs::read_to_string(path).map_err(|err| Error::file(path, err))?;
+        let ptx = bounded_read::read_text(path, "PTX file", bounded_read::PTX_CAP)?;
         return Ok(Code::Read((
             path.display().to_string(),
             vec![ptx],

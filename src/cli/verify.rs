@@ -37,7 +37,11 @@ pub fn run(args: VerifyArgs) -> Result<ExitCode> {
     // no half-printed table before it.
     let mut rows = Vec::new();
     for path in &args.certificates {
-        let text = std::fs::read_to_string(path).map_err(|err| Error::file(path, err))?;
+        let text = nvfp4_model::bounded_read::read_text(
+            path,
+            "certificate",
+            nvfp4_model::bounded_read::JSON_CAP,
+        )?;
         let value: serde_json::Value = serde_json::from_str(&text)
             .map_err(|err| Error::file(path, format!("not a certificate: {err}")))?;
         let mut checks = vec![match nvfp4_harness::certify::signing::verify(&value) {
