@@ -11,7 +11,10 @@ use nvfp4_model::problem::{ProblemKind, Shape};
 use std::process::ExitCode;
 
 fn torch_baseline(shapes: &[Shape], reps: usize) -> Option<serde_json::Value> {
-    let script = std::env::temp_dir().join("nvfp4-oracle-torch-bench.py");
+    // In this process's private folder: a fixed name in /tmp could be a link planted there.
+    let script = nvfp4_harness::private_tmp::dir()
+        .ok()?
+        .join("torch-bench.py");
     std::fs::write(
         &script,
         include_str!("../../scripts/torch_dual_gemm_bench.py"),
