@@ -238,6 +238,8 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     let seed = args
         .seed
         .unwrap_or_else(nvfp4_model::problem::unpredictable::unpredictable_seed);
+    // Before the campaign: a report directory that cannot be written is known now.
+    nvfp4_harness::certify::report::check_dir_writable(&args.report_dir)?;
     if let Some(list) = &args.gpus {
         let gpus = super::certify_gpus::gpu_list(list)?;
         return super::certify_gpus::run(&gpus, seed, &args.report_dir, |shards| {
@@ -268,8 +270,14 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
                 .into(),
         ));
     }
-    std::fs::create_dir_all(&args.report_dir)
-        .map_err(|err| Error::file(&args.report_dir, format!("cannot create: {err}")))?;
+    for kernel in &kernels {
+        let stem = shard.map_or(kernel.name().to_string(), |s| s.file_stem(kernel.name()));
+        nvfp4_harness::certify::report::refuse_another_kernels(
+            &args.report_dir,
+            &stem,
+            kernel.problem().name(),
+        )?;
+    }
     let on_gpu = match choose_reference(args.reference, &kernels) {
         Ok(on_gpu) => on_gpu,
         Err(why) => {
@@ -375,11 +383,14 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             KernelOutcome::Certificate(certificate) => *certificate,
         };
         any_unavailable |= certificate.unavailable_reason.is_some();
-        if written == 0 {
+        if let Some(kept) = &certificate.kept_instead {
+            eprintln!("note: {}: {kept}", kernel.name());
+        }
+        if certificates.is_empty() {
             println!("| kernel | status | cases | time (s) | minimal repro | diagnosis |");
             println!("|---|---|---|---|---|---|");
         }
-        written += 1;
+        written += usize::from(certificate.kept_instead.is_none());
         if let Some(contract) = certificate.failure.as_ref().and_then(|f| {
             f.verdict
                 .starts_with("the kernel's output breaks the contract")
@@ -465,6 +476,8 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             "{written} certificate(s) written to {}",
             args.report_dir.display()
         );
+    } else if !certificates.is_empty() {
+        eprintln!("no certificate written: the ones already in the report directory were kept");
     } else {
         eprintln!("no certificate written: no kernel could be started");
     }

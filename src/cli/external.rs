@@ -64,7 +64,24 @@ impl ExternalArgs {
             )?);
         }
         let mut kernels: Vec<IsolatedKernel> = Vec::new();
+        let built_in: Vec<String> = if manifests.is_empty() {
+            Vec::new()
+        } else {
+            nvfp4_harness::worker::registry()
+                .iter()
+                .map(|k| k.name().to_string())
+                .collect()
+        };
         for manifest in &manifests {
+            // Its certificate would replace the built-in kernel's, and bench would take one
+            // for the other.
+            if built_in.contains(&manifest.name) {
+                return Err(Error::Usage(format!(
+                    "'{}' is the name of a built-in kernel (nvfp4-oracle variants); give this \
+                     kernel another name (a manifest's `name`)",
+                    manifest.name
+                )));
+            }
             if kernels.iter().any(|k| k.info.name == manifest.name) {
                 return Err(Error::Usage(format!(
                     "two kernels are named '{}'; give one a manifest with another name",
