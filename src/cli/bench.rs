@@ -56,14 +56,29 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         args.shapes.clone()
     };
     let external = args.external.kernels()?;
-    let variants: Vec<_> = gpu_variants()
+    let all = gpu_variants();
+    // Named as certify names them: wildcards too ('hopper-*'), and a name that matches no GPU
+    // variant is refused with the list.
+    for pattern in &args.kernels {
+        if !all.iter().any(|v| super::certify::matches(pattern, v.name)) {
+            return Err(nvfp4_model::Error::UnknownName {
+                what: "GPU variant",
+                given: pattern.clone(),
+                expected: all.iter().map(|v| v.name).collect::<Vec<_>>().join(", "),
+            }
+            .into());
+        }
+    }
+    let variants: Vec<_> = all
         .into_iter()
         .filter(|v| {
             if args.kernels.is_empty() {
                 // External kernels alone unless built-in ones are named too.
                 external.is_empty() && !v.test_kernel
             } else {
-                args.kernels.iter().any(|k| k == v.name)
+                args.kernels
+                    .iter()
+                    .any(|k| super::certify::matches(k, v.name))
             }
         })
         .collect();

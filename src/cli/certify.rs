@@ -26,25 +26,25 @@ pub struct CertifyArgs {
     pub kernels: Vec<String>,
     /// Random cases per kernel (after the golden and the fixed edge cases). Default: 2000 where
     /// the model's reference is computed on the GPU (see --reference), else 200.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::whole::<usize>(0, super::MAX_CASES))]
     pub cases: Option<usize>,
     /// GPU kernels: cases drawn in the deployment regimes (decode, narrow-wide, wide N, tall M,
     /// many batches, deep K, outputs past 2^30, past 16,384 tiles, public models' shapes): one
     /// at each regime's wide end, the rest at modest shapes inside the regimes, in turn.
     /// Default: 100 where the model's reference is computed on the GPU, else one per regime.
-    #[arg(long, value_name = "CASES")]
+    #[arg(long, value_name = "CASES", allow_negative_numbers = true, value_parser = super::whole::<usize>(0, super::MAX_CASES))]
     pub regime_cases: Option<usize>,
     /// Stop drawing each kernel's random cases after this many seconds, even before --cases.
     /// The fixed cases (edge, golden, production-size, stagnation) always run first, whatever
     /// the budget: a campaign lasts at least their time (about 15 s for a CPU kernel on 2 cores;
     /// --quick skips the production-size ones).
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = super::whole::<u64>(0, 10 * 365 * 86_400))]
     pub time_budget: Option<u64>,
     /// Seed of the case generator (every random, large and production-shape case's inputs);
     /// printed and recorded in the certificate, so any run can be repeated. Default: drawn from
     /// the operating system's random source, so that no kernel knows a campaign's inputs in
     /// advance. Shards of one campaign need one seed: --shard requires it.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::whole::<u64>(0, u64::MAX))]
     pub seed: Option<u64>,
     /// K orders the intervals accept (see `reference --help`).
     #[arg(long, default_value = "contiguous", value_parser = super::named::<KOrder>())]
@@ -77,14 +77,14 @@ pub struct CertifyArgs {
     /// raised, crashed or hung under it) or a log that does not read as the tool's. Found on
     /// PATH, in the CUDA toolkit, or named by NVFP4_ORACLE_SANITIZER; where none is installed
     /// the certificate says so and bench still times it.
-    #[arg(long, value_name = "CASES", default_value_t = 2)]
+    #[arg(long, value_name = "CASES", default_value_t = 2, allow_negative_numbers = true, value_parser = super::whole::<usize>(0, 10_000))]
     pub sanitize: usize,
     /// GPU kernels: how many sampled cases are run four times each (shared memory filled with
     /// 0x00 first; again; again with other work on the GPU; with shared memory filled with 0xFF
     /// first); any bit that moves fails the certificate ("nondeterministic output", or "reads shared memory it never
     /// wrote"), and so does a run that fails (raises, crashes, hangs) when checked. 0 skips it;
     /// a manifest's `nondeterministic = true` skips it and says so.
-    #[arg(long, value_name = "CASES", default_value_t = 2)]
+    #[arg(long, value_name = "CASES", default_value_t = 2, allow_negative_numbers = true, value_parser = super::whole::<usize>(0, 10_000))]
     pub determinism: usize,
     #[command(flatten)]
     pub external: ExternalArgs,
@@ -109,7 +109,7 @@ pub struct CertifyArgs {
     pub shard: Option<String>,
     /// The number of shards where the scheduler gives only an index (JOB_COMPLETION_INDEX);
     /// also NVFP4_ORACLE_SHARD_COUNT.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = super::whole::<usize>(1, 1_000_000))]
     pub shard_count: Option<usize>,
     #[command(flatten)]
     pub gate: GateArgs,
@@ -168,7 +168,8 @@ fn choose_reference(
     }
 }
 
-fn matches(pattern: &str, name: &str) -> bool {
+/// Whether `name` is what `pattern` names (`*` stands for any text); bench selects alike.
+pub(super) fn matches(pattern: &str, name: &str) -> bool {
     match pattern.split_once('*') {
         None => pattern == name,
         Some((prefix, rest)) => {
@@ -457,12 +458,14 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
                 }),
             ),
         };
+        // In words, as verify and the gate say them.
         let status = match exact_outcome {
-            Some(ExactOutcome::CertifiedExact) => "CertifiedExact".to_string(),
             Some(ExactOutcome::NoScheduleDeclared) => {
-                "Certified (no schedule declared)".to_string()
+                "certified (no schedule declared)".to_string()
             }
-            _ => format!("{:?}", certificate.status),
+            _ => nvfp4_harness::certify::baseline::verdict(&certificate)
+                .0
+                .to_string(),
         };
         println!(
             "| {} | {status} | {} | {:.1} | {repro} | {diagnosis} |",

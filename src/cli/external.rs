@@ -22,7 +22,7 @@ pub struct ExternalArgs {
     #[arg(long = "library", value_name = "FILE", requires = "symbol")]
     pub libraries: Vec<PathBuf>,
     /// The entry point of every --library.
-    #[arg(long)]
+    #[arg(long, requires = "libraries")]
     pub symbol: Option<String>,
     /// A kernel manifest (TOML: name, problem, submission or library and symbol, shapes, arch,
     /// schedule; see examples/submissions/*/kernel.toml). Repeatable.

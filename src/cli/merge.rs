@@ -69,8 +69,9 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
             }
         };
         rows.push(format!(
-            "| {kernel} | {count} | {:?} | {} | {repro} | {diagnosis} |",
-            merged.status, merged.coverage.cases
+            "| {kernel} | {count} | {} | {} | {repro} | {diagnosis} |",
+            nvfp4_harness::certify::baseline::verdict(&merged).0,
+            merged.coverage.cases
         ));
         certificates.push(merged);
     }
