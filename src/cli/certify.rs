@@ -127,6 +127,9 @@ pub struct CertifyArgs {
     /// a harness error (exit 7), and the rest of the run is judged by the CPU model.
     #[arg(long, value_enum, default_value_t = ReferenceChoice::Auto)]
     pub reference: ReferenceChoice,
+    /// No progress bar (there is none either where stderr is not a terminal).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 /// `certify --reference`.
@@ -355,6 +358,13 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
                 .progress_chars("=> "),
         );
         bar.set_prefix(kernel.name().to_string());
+        // On a terminal (indicatif draws nothing elsewhere), unless --quiet; ticking, so that
+        // a long case (a production shape, a shrink) is seen to run.
+        if args.quiet {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        } else {
+            bar.enable_steady_tick(Duration::from_millis(500));
+        }
         let request = CertifyRequest {
             limits,
             golden: &golden,

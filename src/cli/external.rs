@@ -28,6 +28,13 @@ pub struct ExternalArgs {
     /// schedule; see examples/submissions/*/kernel.toml). Repeatable.
     #[arg(long = "manifest", value_name = "FILE")]
     pub manifests: Vec<PathBuf>,
+    /// Seconds a submission's worker may take to start (python's imports, torch's load_inline or
+    /// Triton builds, compile_kernel()) before it counts as hung, which is then a usage error
+    /// (exit 2): a submission that blocks at import is stopped after it. While it starts, a line
+    /// on stderr says how long it has waited.
+    #[arg(long, value_name = "SECONDS", default_value_t = 600, allow_negative_numbers = true,
+          value_parser = super::whole::<u64>(1, 86_400))]
+    pub start_timeout: u64,
     /// The problem a --submission or --library solves.
     #[arg(long, default_value = "dual-gemm", value_parser = super::named::<ProblemKind>())]
     pub problem: ProblemKind,
@@ -40,6 +47,9 @@ impl ExternalArgs {
 
     /// The kernels named, in the order given (manifests, submissions, libraries).
     pub fn kernels(&self) -> Result<Vec<IsolatedKernel>> {
+        nvfp4_harness::worker::external::set_start_timeout(std::time::Duration::from_secs(
+            self.start_timeout,
+        ));
         let mut manifests = Vec::new();
         for path in &self.manifests {
             manifests.push(Manifest::read(path)?);

@@ -22,8 +22,27 @@ pub const PYTHON_ENV: &str = "NVFP4_ORACLE_PYTHON";
 /// The submission the timing baseline's worker runs: no code of the user's.
 const TIMING_BASELINE_SUBMISSION: &str = include_str!("timing_baseline.py");
 
-/// Time a worker gets to start: imports, `load_inline` or Triton builds, `compile_kernel()`.
-const SUBMISSION_START_TIMEOUT: Duration = Duration::from_secs(600);
+/// Time a submission's worker gets to start by default: imports, `load_inline` or Triton
+/// builds, `compile_kernel()` (`--start-timeout`, [`set_start_timeout`]).
+pub const SUBMISSION_START_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The start timeout of the submissions made from now on, in seconds (0: the default).
+static START_TIMEOUT_SECONDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Sets the time a submission's worker gets to start (the command line's `--start-timeout`).
+pub fn set_start_timeout(timeout: Duration) {
+    START_TIMEOUT_SECONDS.store(
+        timeout.as_secs().max(1),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+fn submission_start_timeout() -> Duration {
+    match START_TIMEOUT_SECONDS.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => SUBMISSION_START_TIMEOUT,
+        seconds => Duration::from_secs(seconds),
+    }
+}
 /// The base of a submission case's watchdog: the first calls of a Triton or torch.compile kernel
 /// compile it, and a new shape may compile again.
 const SUBMISSION_CASE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -148,7 +167,7 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
                 .chain(arch_args)
                 .collect(),
                 env: python_path_env(&manifest.python_path),
-                start_timeout: SUBMISSION_START_TIMEOUT,
+                start_timeout: submission_start_timeout(),
             },
             SUBMISSION_CASE_TIMEOUT,
         ),

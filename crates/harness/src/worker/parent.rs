@@ -201,6 +201,9 @@ impl Iterator for ReplyLines {
     }
 }
 
+/// How often a worker that has not started yet is reported on stderr.
+const START_NOTE_EVERY: Duration = Duration::from_secs(15);
+
 /// The last 64 KiB of a worker's log, as text: a worker may write gigabytes to stderr, and only
 /// its end is ever quoted.
 fn log_end(log: &Path) -> String {
@@ -329,7 +332,7 @@ impl Worker {
                 format!("\n{tail}")
             }
         };
-        match worker.receive(command.start_timeout) {
+        match worker.receive_while_starting(command.start_timeout) {
             Ok(Reply::Ready { environment }) => {
                 worker.environment = environment;
                 Ok(worker)
@@ -343,7 +346,8 @@ impl Worker {
                 "the worker answered before it was asked".into(),
             )),
             Err(KernelFailure::Hung(seconds)) => Err(PrepareError::Unusable(format!(
-                "the worker did not start within {seconds} s (import and compile_kernel() included){}",
+                "the worker did not start within {seconds} s (import and compile_kernel() included; \
+                 --start-timeout gives it longer){}",
                 tail(&worker)
             ))),
             Err(failure) => Err(PrepareError::Unusable(
@@ -390,6 +394,26 @@ impl Worker {
     /// where there are cores to spare (`super::timing::SPIN_MIN_CORES`).
     pub fn spin_while_waiting(&self, on: bool) {
         self.spin.store(on, Ordering::Relaxed);
+    }
+
+    /// The worker's first reply, as [`Worker::receive`], with a line on stderr every
+    /// [`START_NOTE_EVERY`] while it has not come: a submission that takes minutes to import or
+    /// build is then not a silent wait.
+    fn receive_while_starting(&self, timeout: Duration) -> Result<Reply, KernelFailure> {
+        let started = std::time::Instant::now();
+        loop {
+            let left = timeout.saturating_sub(started.elapsed());
+            match self.receive(left.min(START_NOTE_EVERY)) {
+                Err(KernelFailure::Hung(_)) if started.elapsed() < timeout => eprintln!(
+                    "waiting for the worker to start (imports, builds, compile_kernel()): {} s \
+                     of the {} s it may take (--start-timeout)",
+                    started.elapsed().as_secs(),
+                    timeout.as_secs()
+                ),
+                Err(KernelFailure::Hung(_)) => return Err(KernelFailure::Hung(timeout.as_secs())),
+                other => return other,
+            }
+        }
     }
 
     /// The next reply, or Hung after `timeout`, or Crashed if the process is gone.
