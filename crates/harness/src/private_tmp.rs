@@ -17,6 +17,9 @@ pub fn dir() -> Result<&'static Path> {
     ROOT.get_or_init(|| {
         let made = make(&std::env::temp_dir())?;
         remove_on_signal();
+        // And at exit wherever `main` is not ours (a test binary, the Python extension).
+        // SAFETY: registers a plain function with no arguments.
+        unsafe { libc::atexit(remove_at_exit) };
         Ok(made)
     })
     .as_ref()
@@ -30,6 +33,10 @@ pub fn remove() {
     if let Some(Ok(root)) = ROOT.get() {
         let _ = std::fs::remove_dir_all(root);
     }
+}
+
+extern "C" fn remove_at_exit() {
+    remove();
 }
 
 /// A fresh folder under `parent`, made by mkdtemp: mode 0700, a random name, never one that

@@ -108,10 +108,6 @@ pub fn read_safetensors(path: &Path, cap: u64) -> Result<Vec<u8>> {
             format!("its header declares {total} bytes, more than the {cap} this reads"),
         ));
     }
-    crate::problem::memory::check_bytes(
-        &format!("reading {} ({total} bytes)", path.display()),
-        u128::from(total),
-    )?;
     if let Ok(meta) = file.metadata() {
         if meta.is_file() && meta.len() != total {
             return Err(invalid(format!(
@@ -120,6 +116,10 @@ pub fn read_safetensors(path: &Path, cap: u64) -> Result<Vec<u8>> {
             )));
         }
     }
+    crate::problem::memory::check_bytes(
+        &format!("reading {} ({total} bytes)", path.display()),
+        u128::from(total),
+    )?;
     let mut bytes = Vec::with_capacity(total as usize);
     bytes.extend_from_slice(&prefix);
     bytes.extend_from_slice(&header);
