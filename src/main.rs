@@ -4,7 +4,10 @@ use std::process::ExitCode;
 fn main() -> ExitCode {
     exit_quietly_on_broken_pipe();
     let cli = nvfp4_oracle::cli::Cli::parse();
-    match nvfp4_oracle::cli::run(cli) {
+    let result = nvfp4_oracle::cli::run(cli);
+    // Whatever the outcome: the private temporary folder (worker scripts, scratch) goes.
+    nvfp4_harness::private_tmp::remove();
+    match result {
         Ok(code) => code,
         Err(err) => {
             eprintln!("error: {err}");
@@ -49,6 +52,7 @@ fn exit_quietly_on_broken_pipe() {
         // std's wording for a print that failed: "failed printing to stdout: <io error>".
         let broken = std::io::Error::from_raw_os_error(libc::EPIPE).to_string();
         if message.starts_with("failed printing to stdout") && message.ends_with(&broken) {
+            nvfp4_harness::private_tmp::remove();
             // SAFETY: restoring the default disposition and raising the signal in this process
             // only; nothing else runs after it.
             unsafe {

@@ -11,7 +11,10 @@ use nvfp4_model::problem::{ProblemKind, Shape};
 use std::process::ExitCode;
 
 fn torch_baseline(shapes: &[Shape], reps: usize) -> Option<serde_json::Value> {
-    let script = std::env::temp_dir().join("nvfp4-oracle-torch-bench.py");
+    // In this process's private folder: a fixed name in /tmp could be a link planted there.
+    let script = nvfp4_harness::private_tmp::dir()
+        .ok()?
+        .join("torch-bench.py");
     std::fs::write(
         &script,
         include_str!("../../scripts/torch_dual_gemm_bench.py"),
@@ -53,14 +56,29 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         args.shapes.clone()
     };
     let external = args.external.kernels()?;
-    let variants: Vec<_> = gpu_variants()
+    let all = gpu_variants();
+    // Named as certify names them: wildcards too ('hopper-*'), and a name that matches no GPU
+    // variant is refused with the list.
+    for pattern in &args.kernels {
+        if !all.iter().any(|v| super::certify::matches(pattern, v.name)) {
+            return Err(nvfp4_model::Error::UnknownName {
+                what: "GPU variant",
+                given: pattern.clone(),
+                expected: all.iter().map(|v| v.name).collect::<Vec<_>>().join(", "),
+            }
+            .into());
+        }
+    }
+    let variants: Vec<_> = all
         .into_iter()
         .filter(|v| {
             if args.kernels.is_empty() {
                 // External kernels alone unless built-in ones are named too.
                 external.is_empty() && !v.test_kernel
             } else {
-                args.kernels.iter().any(|k| k == v.name)
+                args.kernels
+                    .iter()
+                    .any(|k| super::certify::matches(k, v.name))
             }
         })
         .collect();

@@ -26,13 +26,13 @@ pub struct CertifyArgs {
     pub kernels: Vec<String>,
     /// Random cases per kernel (after the golden and the fixed edge cases). Default: 2000 where
     /// the model's reference is computed on the GPU (see --reference), else 200.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::whole::<usize>(0, super::MAX_CASES))]
     pub cases: Option<usize>,
     /// GPU kernels: cases drawn in the deployment regimes (decode, narrow-wide, wide N, tall M,
     /// many batches, deep K, outputs past 2^30, past 16,384 tiles, public models' shapes): one
     /// at each regime's wide end, the rest at modest shapes inside the regimes, in turn.
     /// Default: 100 where the model's reference is computed on the GPU, else one per regime.
-    #[arg(long, value_name = "CASES")]
+    #[arg(long, value_name = "CASES", allow_negative_numbers = true, value_parser = super::whole::<usize>(0, super::MAX_CASES))]
     pub regime_cases: Option<usize>,
     /// GPU kernels: cases drawn so that every pair of shape ranges (each of M, N, K and L cut
     /// into octaves: M 1-131071, N 1-262143, K 16-131071, L 1-511) holds at least one case that
@@ -68,13 +68,13 @@ pub struct CertifyArgs {
     /// The fixed cases (edge, golden, production-size, stagnation) always run first, whatever
     /// the budget: a campaign lasts at least their time (about 15 s for a CPU kernel on 2 cores;
     /// --quick skips the production-size ones).
-    #[arg(long, value_name = "SECONDS")]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = super::whole::<u64>(0, 10 * 365 * 86_400))]
     pub time_budget: Option<u64>,
     /// Seed of the case generator (every random, large and production-shape case's inputs);
     /// printed and recorded in the certificate, so any run can be repeated. Default: drawn from
     /// the operating system's random source, so that no kernel knows a campaign's inputs in
     /// advance. Shards of one campaign need one seed: --shard requires it.
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::whole::<u64>(0, u64::MAX))]
     pub seed: Option<u64>,
     /// K orders the intervals accept (see `reference --help`).
     #[arg(long, default_value = "contiguous", value_parser = super::named::<KOrder>())]
@@ -107,14 +107,14 @@ pub struct CertifyArgs {
     /// raised, crashed or hung under it) or a log that does not read as the tool's. Found on
     /// PATH, in the CUDA toolkit, or named by NVFP4_ORACLE_SANITIZER; where none is installed
     /// the certificate says so and bench still times it.
-    #[arg(long, value_name = "CASES", default_value_t = 2)]
+    #[arg(long, value_name = "CASES", default_value_t = 2, allow_negative_numbers = true, value_parser = super::whole::<usize>(0, 10_000))]
     pub sanitize: usize,
     /// GPU kernels: how many sampled cases are run four times each (shared memory filled with
     /// 0x00 first; again; again with other work on the GPU; with shared memory filled with 0xFF
     /// first); any bit that moves fails the certificate ("nondeterministic output", or "reads shared memory it never
     /// wrote"), and so does a run that fails (raises, crashes, hangs) when checked. 0 skips it;
     /// a manifest's `nondeterministic = true` skips it and says so.
-    #[arg(long, value_name = "CASES", default_value_t = 2)]
+    #[arg(long, value_name = "CASES", default_value_t = 2, allow_negative_numbers = true, value_parser = super::whole::<usize>(0, 10_000))]
     pub determinism: usize,
     #[command(flatten)]
     pub external: ExternalArgs,
@@ -139,7 +139,7 @@ pub struct CertifyArgs {
     pub shard: Option<String>,
     /// The number of shards where the scheduler gives only an index (JOB_COMPLETION_INDEX);
     /// also NVFP4_ORACLE_SHARD_COUNT.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = super::whole::<usize>(1, 1_000_000))]
     pub shard_count: Option<usize>,
     #[command(flatten)]
     pub gate: GateArgs,
@@ -157,6 +157,9 @@ pub struct CertifyArgs {
     /// a harness error (exit 7), and the rest of the run is judged by the CPU model.
     #[arg(long, value_enum, default_value_t = ReferenceChoice::Auto)]
     pub reference: ReferenceChoice,
+    /// No progress bar (there is none either where stderr is not a terminal).
+    #[arg(long, short = 'q')]
+    pub quiet: bool,
 }
 
 /// `certify --reference`.
@@ -255,7 +258,8 @@ fn print_plans(
     Ok(ExitCode::SUCCESS)
 }
 
-fn matches(pattern: &str, name: &str) -> bool {
+/// Whether `name` is what `pattern` names (`*` stands for any text); bench selects alike.
+pub(super) fn matches(pattern: &str, name: &str) -> bool {
     match pattern.split_once('*') {
         None => pattern == name,
         Some((prefix, rest)) => {
@@ -325,6 +329,11 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     let seed = args
         .seed
         .unwrap_or_else(nvfp4_model::problem::unpredictable::unpredictable_seed);
+    // Before the campaign: a report directory that cannot be written is known now (a plan
+    // writes none).
+    if !args.plan {
+        nvfp4_harness::certify::report::check_dir_writable(&args.report_dir)?;
+    }
     if let Some(list) = &args.gpus {
         let gpus = super::certify_gpus::gpu_list(list)?;
         return super::certify_gpus::run(&gpus, seed, &args.report_dir, |shards| {
@@ -364,6 +373,16 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
                 .map_err(Error::Usage)
         })
         .collect::<Result<Vec<_>>>()?;
+    if !args.plan {
+        for kernel in &kernels {
+            let stem = shard.map_or(kernel.name().to_string(), |s| s.file_stem(kernel.name()));
+            nvfp4_harness::certify::report::refuse_another_kernels(
+                &args.report_dir,
+                &stem,
+                kernel.problem().name(),
+            )?;
+        }
+    }
     let on_gpu = if args.plan && args.reference != ReferenceChoice::Auto {
         // A plan runs nothing: it is a GPU campaign's wherever it is asked for.
         args.reference == ReferenceChoice::Gpu
@@ -376,10 +395,6 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             }
         }
     };
-    if !args.plan {
-        std::fs::create_dir_all(&args.report_dir)
-            .map_err(|err| Error::file(&args.report_dir, format!("cannot create: {err}")))?;
-    }
     use nvfp4_harness::certify::campaign::{DEFAULT_CASES, DEFAULT_GPU_CASES};
     let cases = args.cases.unwrap_or(if on_gpu {
         DEFAULT_GPU_CASES
@@ -452,6 +467,13 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
                 .progress_chars("=> "),
         );
         bar.set_prefix(kernel.name().to_string());
+        // On a terminal (indicatif draws nothing elsewhere), unless --quiet; ticking, so that
+        // a long case (a production shape, a shrink) is seen to run.
+        if args.quiet {
+            bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        } else {
+            bar.enable_steady_tick(Duration::from_millis(500));
+        }
         let request = CertifyRequest {
             limits: limits.clone(),
             golden: &golden,
@@ -481,11 +503,14 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             KernelOutcome::Certificate(certificate) => *certificate,
         };
         any_unavailable |= certificate.unavailable_reason.is_some();
-        if written == 0 {
+        if let Some(kept) = &certificate.kept_instead {
+            eprintln!("note: {}: {kept}", kernel.name());
+        }
+        if certificates.is_empty() {
             println!("| kernel | status | cases | time (s) | minimal repro | diagnosis |");
             println!("|---|---|---|---|---|---|");
         }
-        written += 1;
+        written += usize::from(certificate.kept_instead.is_none());
         if let Some(contract) = certificate.failure.as_ref().and_then(|f| {
             f.verdict
                 .starts_with("the kernel's output breaks the contract")
@@ -552,12 +577,14 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
                 }),
             ),
         };
+        // In words, as verify and the gate say them.
         let status = match exact_outcome {
-            Some(ExactOutcome::CertifiedExact) => "CertifiedExact".to_string(),
             Some(ExactOutcome::NoScheduleDeclared) => {
-                "Certified (no schedule declared)".to_string()
+                "certified (no schedule declared)".to_string()
             }
-            _ => format!("{:?}", certificate.status),
+            _ => nvfp4_harness::certify::baseline::verdict(&certificate)
+                .0
+                .to_string(),
         };
         println!(
             "| {} | {status} | {} | {:.1} | {repro} | {diagnosis} |",
@@ -571,6 +598,8 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             "{written} certificate(s) written to {}",
             args.report_dir.display()
         );
+    } else if !certificates.is_empty() {
+        eprintln!("no certificate written: the ones already in the report directory were kept");
     } else {
         eprintln!("no certificate written: no kernel could be started");
     }

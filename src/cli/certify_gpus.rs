@@ -22,6 +22,10 @@ const REPLACED: [&str; 8] = [
     "--summary",
 ];
 
+/// How many GPUs `--gpus` takes the driver to see, for tests of the split on machines without
+/// a GPU (their kernels are CPU kernels, which run alike in every shard).
+pub const GPU_COUNT_ENV: &str = "NVFP4_ORACLE_TEST_GPU_COUNT";
+
 /// The GPUs `list` names: `all` (every GPU the driver sees) or indices `0,1,...`.
 pub fn gpu_list(list: &str) -> Result<Vec<String>> {
     if list.trim() == "all" {
@@ -40,6 +44,37 @@ pub fn gpu_list(list: &str) -> Result<Vec<String>> {
     {
         return Err(Error::Usage(format!(
             "--gpus {list}: expected `all` or GPU indices such as 0,1"
+        )));
+    }
+    for (i, gpu) in gpus.iter().enumerate() {
+        if gpus[..i].contains(gpu) {
+            return Err(Error::Usage(format!(
+                "--gpus {list}: GPU {gpu} is named twice (each GPU runs one shard)"
+            )));
+        }
+    }
+    // Named GPUs must exist: a shard on a missing one would run on no GPU at all.
+    // GPU_COUNT_ENV stands in for the driver where tests split CPU campaigns on a machine
+    // without a GPU.
+    let count = match std::env::var(GPU_COUNT_ENV)
+        .ok()
+        .and_then(|n| n.parse().ok())
+    {
+        Some(count) => count,
+        None => nvfp4_harness::gpu::device::device_count()
+            .map_err(|why| Error::Usage(format!("--gpus {list}: {why}")))?,
+    };
+    if let Some(missing) = gpus
+        .iter()
+        .find(|g| g.parse::<usize>().map_or(true, |i| i >= count))
+    {
+        return Err(Error::Usage(format!(
+            "--gpus {list}: there is no GPU {missing}: the driver sees {count} ({})",
+            if count == 0 {
+                "none".to_string()
+            } else {
+                format!("indices 0 to {}", count - 1)
+            }
         )));
     }
     Ok(gpus)
@@ -161,7 +196,14 @@ mod tests {
 
     #[test]
     fn gpu_lists() {
+        // SAFETY: no other test of this binary reads or sets it.
+        unsafe { std::env::set_var(GPU_COUNT_ENV, "2") };
         assert_eq!(gpu_list("0, 1").unwrap(), ["0", "1"]);
+        assert!(gpu_list("0,0").unwrap_err().to_string().contains("twice"));
+        assert!(gpu_list("99")
+            .unwrap_err()
+            .to_string()
+            .contains("no GPU 99"));
         assert!(gpu_list("0,x").is_err());
         assert!(gpu_list("").is_err());
     }

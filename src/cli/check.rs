@@ -65,10 +65,8 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
         &hi,
     );
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&verdict).expect("verdicts serialize")
-        );
+        let value = serde_json::to_value(&verdict).expect("verdicts serialize");
+        println!("{}", pretty_json(&value, 0));
     } else {
         print!("{}", verdict.render());
     }
@@ -77,4 +75,62 @@ pub fn run(args: CheckArgs) -> Result<ExitCode> {
     } else {
         ExitCode::from(EXIT_FAIL)
     })
+}
+
+/// `value` indented as serde_json's pretty printer does, but with an array of numbers or strings
+/// on one line: a tile map or a list of rows is then a line, not one number per line.
+pub(crate) fn pretty_json(value: &serde_json::Value, depth: usize) -> String {
+    use serde_json::Value;
+    let pad = |d: usize| "  ".repeat(d);
+    match value {
+        Value::Array(items) if items.iter().all(|v| !v.is_array() && !v.is_object()) => {
+            format!(
+                "[{}]",
+                items
+                    .iter()
+                    .map(Value::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        }
+        Value::Array(items) => format!(
+            "[\n{}\n{}]",
+            items
+                .iter()
+                .map(|v| format!("{}{}", pad(depth + 1), pretty_json(v, depth + 1)))
+                .collect::<Vec<_>>()
+                .join(",\n"),
+            pad(depth)
+        ),
+        Value::Object(map) if !map.is_empty() => format!(
+            "{{\n{}\n{}}}",
+            map.iter()
+                .map(|(k, v)| format!(
+                    "{}{}: {}",
+                    pad(depth + 1),
+                    Value::String(k.clone()),
+                    pretty_json(v, depth + 1)
+                ))
+                .collect::<Vec<_>>()
+                .join(",\n"),
+            pad(depth)
+        ),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn arrays_of_numbers_are_one_line_and_the_json_is_the_same() {
+        let value =
+            serde_json::json!({"pass": false, "rows": [1, 2, 3], "map": [[0, 1], [1, 0]], "e": {}});
+        let text = super::pretty_json(&value, 0);
+        assert!(text.contains("\"rows\": [1, 2, 3]"), "{text}");
+        assert!(text.contains("[0, 1]"), "{text}");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&text).unwrap(),
+            value
+        );
+    }
 }

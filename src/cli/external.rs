@@ -22,12 +22,19 @@ pub struct ExternalArgs {
     #[arg(long = "library", value_name = "FILE", requires = "symbol")]
     pub libraries: Vec<PathBuf>,
     /// The entry point of every --library.
-    #[arg(long)]
+    #[arg(long, requires = "libraries")]
     pub symbol: Option<String>,
     /// A kernel manifest (TOML: name, problem, submission or library and symbol, shapes, arch,
     /// schedule; see examples/submissions/*/kernel.toml). Repeatable.
     #[arg(long = "manifest", value_name = "FILE")]
     pub manifests: Vec<PathBuf>,
+    /// Seconds a submission's worker may take to start (python's imports, torch's load_inline or
+    /// Triton builds, compile_kernel()) before it counts as hung, which is then a usage error
+    /// (exit 2): a submission that blocks at import is stopped after it. While it starts, a line
+    /// on stderr says how long it has waited.
+    #[arg(long, value_name = "SECONDS", default_value_t = 600, allow_negative_numbers = true,
+          value_parser = super::whole::<u64>(1, 86_400))]
+    pub start_timeout: u64,
     /// The problem a --submission or --library solves.
     #[arg(long, default_value = "dual-gemm", value_parser = super::named::<ProblemKind>())]
     pub problem: ProblemKind,
@@ -47,6 +54,9 @@ impl ExternalArgs {
     /// The kernels named, in the order given (manifests, submissions, libraries).
     pub fn kernels(&self) -> Result<Vec<IsolatedKernel>> {
         nvfp4_harness::worker::environment::pass_env(&self.pass_env).map_err(Error::Usage)?;
+        nvfp4_harness::worker::external::set_start_timeout(std::time::Duration::from_secs(
+            self.start_timeout,
+        ));
         let mut manifests = Vec::new();
         for path in &self.manifests {
             manifests.push(Manifest::read(path)?);
@@ -71,7 +81,24 @@ impl ExternalArgs {
             )?);
         }
         let mut kernels: Vec<IsolatedKernel> = Vec::new();
+        let built_in: Vec<String> = if manifests.is_empty() {
+            Vec::new()
+        } else {
+            nvfp4_harness::worker::registry()
+                .iter()
+                .map(|k| k.name().to_string())
+                .collect()
+        };
         for manifest in &manifests {
+            // Its certificate would replace the built-in kernel's, and bench would take one
+            // for the other.
+            if built_in.contains(&manifest.name) {
+                return Err(Error::Usage(format!(
+                    "'{}' is the name of a built-in kernel (nvfp4-oracle variants); give this \
+                     kernel another name (a manifest's `name`)",
+                    manifest.name
+                )));
+            }
             if kernels.iter().any(|k| k.info.name == manifest.name) {
                 return Err(Error::Usage(format!(
                     "two kernels are named '{}'; give one a manifest with another name",

@@ -27,8 +27,16 @@ pub struct GateArgs {
 
 impl GateArgs {
     /// Reads the baseline of each of `kernels` (what [`gate_reports`] will compare with), so that
-    /// a missing, unreadable or untrusted baseline is refused before any work, naming --baseline.
+    /// a missing, unreadable or untrusted baseline is refused before any work, naming --baseline;
+    /// and checks that the --junit and --summary files can be written, which a campaign would
+    /// otherwise find out only at its end.
     pub(super) fn check_baseline(&self, kernels: &[&str]) -> Result<()> {
+        for (flag, path) in [("--junit", &self.junit), ("--summary", &self.summary)] {
+            if let Some(path) = path {
+                nvfp4_harness::certify::report::check_file_writable(path)
+                    .map_err(|err| Error::Usage(format!("{flag}: {err}")))?;
+            }
+        }
         let Some(path) = &self.baseline else {
             return Ok(());
         };
@@ -78,7 +86,7 @@ pub(super) fn gate_reports(gate: &GateArgs, certificates: &[Certificate]) -> Res
         }
     }
     let write = |path: &std::path::Path, text: String| {
-        std::fs::write(path, text).map_err(|err| Error::file(path, format!("cannot write: {err}")))
+        nvfp4_harness::certify::report::write_atomically(path, text.as_bytes())
     };
     if let Some(path) = &gate.junit {
         write(

@@ -25,7 +25,7 @@ pub struct CaseArgs {
     #[arg(long, default_value = "gpumode", value_parser = super::named::<Distribution>())]
     pub dist: Distribution,
     /// Seed of the portable generator: the same seed gives the same bytes on every machine.
-    #[arg(long, default_value_t = 1111)]
+    #[arg(long, default_value_t = 1111, allow_negative_numbers = true, value_parser = super::whole::<u64>(0, u64::MAX))]
     pub seed: u64,
 }
 

@@ -43,6 +43,8 @@ fn bar(len: usize) -> ProgressBar {
             .expect("valid template")
             .progress_chars("=> "),
     );
+    // Drawn on a terminal only (indicatif's own rule), and ticking through a long case.
+    bar.enable_steady_tick(std::time::Duration::from_millis(500));
     bar
 }
 

@@ -50,7 +50,9 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
         let count = shards.len();
         let merged = merge(shards, &args.report_dir)
             .map_err(|err| Error::Usage(format!("{kernel}: {err}")))?;
-        merged.write(&args.report_dir)?;
+        if let Some(kept) = merged.write(&args.report_dir)? {
+            eprintln!("note: {kept}");
+        }
         let (repro, diagnosis) = match &merged.failure {
             Some(f) => (
                 format!("{} {}", f.minimal_case.shape, f.minimal_case.dist.name()),
@@ -67,8 +69,9 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
             }
         };
         rows.push(format!(
-            "| {kernel} | {count} | {:?} | {} | {repro} | {diagnosis} |",
-            merged.status, merged.coverage.cases
+            "| {kernel} | {count} | {} | {} | {repro} | {diagnosis} |",
+            nvfp4_harness::certify::baseline::verdict(&merged).0,
+            merged.coverage.cases
         ));
         certificates.push(merged);
     }

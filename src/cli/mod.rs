@@ -94,7 +94,10 @@ pub enum Command {
     /// Combine the certificates of `certify --shard I/N` into one per kernel.
     Merge(merge::MergeArgs),
     /// Check that a certificate is this oracle's (signature, model version, a whole campaign)
-    /// and is of the kernel's files as they are now (source hash). Exit 0 when all hold, 1 not.
+    /// and is of the kernel's files as they are now (source hash), and what its verdict is. Exit
+    /// codes follow the verdict as certify's did: 0 every check holds and every kernel is
+    /// certified; 1 a check fails or a kernel failed; 3 a schedule differs; 4 a certificate of a
+    /// kernel that could not run.
     Verify(verify::VerifyArgs),
     /// What a kernel's compiled code shows before any GPU runs it: its MMA kind and scale block,
     /// a CTA pair, warp roles, TMA, the cluster, which variant it is.
@@ -183,6 +186,42 @@ named_values!(
     nvfp4_model::problem::scaled_gemm::OutDtype => nvfp4_model::problem::scaled_gemm::OutDtype::ALL,
     nvfp4_model::problem::scaled_gemm::Epilogue => nvfp4_model::problem::scaled_gemm::Epilogue::ALL,
 );
+
+/// clap's parser of a whole number from `min` to `max`, in words where it is not one: a
+/// negative number, one past the range (a count that would overflow the campaign's
+/// arithmetic), or no number at all. With `allow_negative_numbers` on the flag, `-1` reaches it
+/// instead of reading as an unknown flag: `#[arg(allow_negative_numbers = true, value_parser =
+/// whole::<usize>(0, MAX))]`.
+pub(crate) fn whole<T>(
+    min: u64,
+    max: u64,
+) -> impl Fn(&str) -> std::result::Result<T, String> + Clone + Send + Sync + 'static
+where
+    T: TryFrom<u64> + Clone + Send + Sync + 'static,
+{
+    move |text: &str| {
+        let range = format!("a whole number from {min} to {max}");
+        let text = text.trim();
+        if text.starts_with('-') {
+            return Err(format!("{text} is negative: expected {range}"));
+        }
+        let value: u64 = text.parse().map_err(|_| {
+            if !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()) {
+                format!("{text} is too large: expected {range}")
+            } else {
+                format!("expected {range}")
+            }
+        })?;
+        if value < min || value > max {
+            return Err(format!("{value} is out of range: expected {range}"));
+        }
+        T::try_from(value).map_err(|_| format!("{value} is too large for this machine"))
+    }
+}
+
+/// The most cases a campaign may be asked for: far beyond any run's time, and far from where
+/// a count of cases could overflow.
+pub(crate) const MAX_CASES: u64 = 100_000_000;
 
 /// clap's parser of a [`Named`] enum: `#[arg(value_parser = named::<T>())]`.
 #[derive(Clone)]

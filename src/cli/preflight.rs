@@ -9,6 +9,7 @@ use nvfp4_harness::preflight::bounded::Deadline;
 use nvfp4_harness::preflight::census::{census, Variant};
 use nvfp4_harness::preflight::submission::{self, Compilation};
 use nvfp4_harness::preflight::Resources;
+use nvfp4_model::bounded_read;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -28,7 +29,7 @@ pub struct PreflightArgs {
     /// Seconds the whole preflight may take, every step included (a submission's compilation,
     /// ptxas): past it the step running is killed with every process it started, its temporary
     /// files removed, and preflight exits 6.
-    #[arg(long, value_name = "SECONDS", default_value_t = nvfp4_harness::preflight::submission::COMPILE_TIMEOUT.as_secs())]
+    #[arg(long, value_name = "SECONDS", default_value_t = nvfp4_harness::preflight::submission::COMPILE_TIMEOUT.as_secs(), allow_negative_numbers = true, value_parser = super::whole::<u64>(1, 7 * 86_400))]
     pub timeout: u64,
     /// Do not require block-scaled MMAs to be NVFP4's (kind::mxf4nvf4 block16).
     #[arg(long)]
@@ -42,7 +43,7 @@ pub struct PreflightArgs {
     pub arch: Option<String>,
     /// The dynamic shared memory the launch asks for, bytes (it is set by the host code, not in
     /// the PTX); a built-in variant's own is used by default.
-    #[arg(long, value_name = "BYTES")]
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true, value_parser = super::whole::<u64>(0, 1 << 30))]
     pub dynamic_smem: Option<u64>,
     /// Also write this preflight as JSON (the baseline of a later one).
     #[arg(long, value_name = "FILE")]
@@ -126,7 +127,7 @@ pub fn run(args: PreflightArgs) -> Result<ExitCode> {
     let record = nvfp4_harness::preflight::diff::record(&source, &entries, &resources);
     let mut worse = false;
     if let Some(path) = &args.baseline {
-        let text = std::fs::read_to_string(path).map_err(|err| Error::file(path, err))?;
+        let text = bounded_read::read_text(path, "preflight record", bounded_read::JSON_CAP)?;
         let old: nvfp4_harness::preflight::diff::PreflightRecord = serde_json::from_str(&text)
             .map_err(|err| Error::file(path, format!("not a preflight record: {err}")))?;
         println!("\nAgainst the baseline {}:\n", path.display());
@@ -165,7 +166,7 @@ enum Code {
 
 fn code_to_read(args: &PreflightArgs, deadline: &Deadline) -> Result<Code> {
     if let Some(path) = &args.ptx {
-        let ptx = std::fs::read_to_string(path).map_err(|err| Error::file(path, err))?;
+        let ptx = bounded_read::read_text(path, "PTX file", bounded_read::PTX_CAP)?;
         return Ok(Code::Read((
             path.display().to_string(),
             vec![ptx],

@@ -36,7 +36,7 @@ pub struct ReferenceArgs {
     #[arg(long, default_value = "gpumode", conflicts_with = "inputs", value_parser = super::named::<Distribution>())]
     pub dist: Distribution,
     /// Seed of the portable generator: the same seed gives the same bytes on every machine.
-    #[arg(long, default_value_t = 1111, conflicts_with = "inputs")]
+    #[arg(long, default_value_t = 1111, conflicts_with = "inputs", allow_negative_numbers = true, value_parser = super::whole::<u64>(0, u64::MAX))]
     pub seed: u64,
     /// Your own inputs instead of generated ones (a safetensors file; layout below).
     #[arg(long)]

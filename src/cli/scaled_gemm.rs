@@ -63,7 +63,7 @@ pub struct ScaledReferenceArgs {
     /// NaN scales).
     #[arg(long, default_value = "normal", conflicts_with = "inputs")]
     pub dist: String,
-    #[arg(long, default_value_t = 1111, conflicts_with = "inputs")]
+    #[arg(long, default_value_t = 1111, conflicts_with = "inputs", allow_negative_numbers = true, value_parser = super::whole::<u64>(0, u64::MAX))]
     pub seed: u64,
     /// Your operands instead of drawn ones (a safetensors file).
     #[arg(long)]

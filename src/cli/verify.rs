@@ -3,9 +3,9 @@
 //! a whole campaign's (not one shard's), and its source hash is that of the kernel's files now.
 
 use super::external::ExternalArgs;
-use super::EXIT_FAIL;
+use super::{EXIT_FAIL, EXIT_NOT_EXACT, EXIT_UNAVAILABLE};
 use clap::Args;
-use nvfp4_harness::certify::report::{Certificate, BUILD};
+use nvfp4_harness::certify::report::{Certificate, Status, BUILD};
 use nvfp4_harness::error::{Error, Result};
 use nvfp4_harness::kernels::KernelUnderTest;
 use nvfp4_model::model::MODEL_VERSION;
@@ -33,11 +33,16 @@ pub fn run(args: VerifyArgs) -> Result<ExitCode> {
     let external = args.external.kernels()?;
     let registry = nvfp4_harness::worker::registry();
     let mut all_hold = true;
+    let mut verdicts: Vec<u8> = Vec::new();
     // The table is printed once every certificate is read: an unreadable one is an error with
     // no half-printed table before it.
     let mut rows = Vec::new();
     for path in &args.certificates {
-        let text = std::fs::read_to_string(path).map_err(|err| Error::file(path, err))?;
+        let text = nvfp4_model::bounded_read::read_text(
+            path,
+            "certificate",
+            nvfp4_model::bounded_read::JSON_CAP,
+        )?;
         let value: serde_json::Value = serde_json::from_str(&text)
             .map_err(|err| Error::file(path, format!("not a certificate: {err}")))?;
         let mut checks = vec![match nvfp4_harness::certify::signing::verify(&value) {
@@ -50,8 +55,28 @@ pub fn run(args: VerifyArgs) -> Result<ExitCode> {
                 holds: false,
             },
         }];
-        let certificate: Certificate = serde_json::from_value(value)
-            .map_err(|err| Error::file(path, format!("not a certificate of this oracle: {err}")))?;
+        let certificate: Certificate =
+            match serde_json::from_value(value.clone()) {
+                Ok(certificate) => certificate,
+                // A certificate of an older format (one committed under results/ by an earlier
+                // build): a verdict of its own, not an error with a parser's words.
+                Err(err) if value.get("kernel").is_some() && value.get("tool").is_some() => {
+                    rows.push(format!(
+                    "| {} | format: made by oracle build {} in a format this build ({BUILD}) no \
+                     longer reads ({err}); certify the kernel again | **no** |",
+                    path.display(),
+                    value.get("build").and_then(|b| b.as_str()).unwrap_or("unknown"),
+                ));
+                    all_hold = false;
+                    continue;
+                }
+                Err(err) => {
+                    return Err(Error::file(
+                        path,
+                        format!("not a certificate of this oracle: {err}"),
+                    ))
+                }
+            };
         checks.push(Check {
             what: format!(
                 "model version {} (this oracle's: {MODEL_VERSION})",
@@ -109,18 +134,34 @@ pub fn run(args: VerifyArgs) -> Result<ExitCode> {
             ));
             all_hold &= check.holds;
         }
+        // The verdict decides the exit code as certify's did: a failed kernel is not made
+        // good by a sound certificate of its failure.
+        let (verdict, _) = nvfp4_harness::certify::baseline::verdict(&certificate);
+        let verdict_code = match certificate.status {
+            Status::Certified => 0,
+            Status::Failed => EXIT_FAIL,
+            Status::ScheduleDiffers => EXIT_NOT_EXACT,
+            Status::Unavailable => EXIT_UNAVAILABLE,
+        };
+        verdicts.push(verdict_code);
         rows.push(format!(
-            "| {} | status: {:?} | - |",
+            "| {} | verdict: {verdict} | {} |",
             path.display(),
-            certificate.status
+            if verdict_code == 0 { "yes" } else { "**no**" }
         ));
     }
     println!("| certificate | check | holds |\n|---|---|---|");
     rows.iter().for_each(|row| println!("{row}"));
-    Ok(if all_hold {
-        ExitCode::SUCCESS
-    } else {
+    // A check that fails, or a failed verdict, is 1; else an unavailable kernel 4, a schedule
+    // that differs 3 (1 outranks them, as in certify).
+    Ok(if !all_hold || verdicts.contains(&EXIT_FAIL) {
         ExitCode::from(EXIT_FAIL)
+    } else if verdicts.contains(&EXIT_UNAVAILABLE) {
+        ExitCode::from(EXIT_UNAVAILABLE)
+    } else if verdicts.contains(&EXIT_NOT_EXACT) {
+        ExitCode::from(EXIT_NOT_EXACT)
+    } else {
+        ExitCode::SUCCESS
     })
 }
 

@@ -210,6 +210,34 @@ fn verify_says_whether_a_certificate_is_this_oracles_and_of_a_whole_campaign() {
         "{out}"
     );
     assert!(out.contains("source hash"), "{out}");
+    assert!(out.contains("verdict: certified | yes"), "{out}");
+    // A sound certificate of a kernel that could not run is no pass: exit 4, as certify's was.
+    let unavailable = dir.join("unavailable");
+    let (code, out) = oracle(
+        &secrets,
+        &[
+            "certify",
+            "--kernel",
+            "hopper-baseline",
+            "--report-dir",
+            unavailable.to_str().unwrap(),
+        ],
+    );
+    if code == 4 {
+        let path = unavailable.join("hopper-baseline.json");
+        let (code, out) = oracle(&secrets, &["verify", path.to_str().unwrap()]);
+        assert_eq!(code, 4, "{out}");
+        assert!(out.contains("verdict: unavailable | **no**"), "{out}");
+    } else {
+        eprintln!("hopper-baseline runs here ({code}): {out}");
+    }
+    // A certificate committed by an older build: a row that says so, not a parser's error.
+    let old = crate::common::repo_path("results/sanitize/certs/hopper-baseline.json");
+    if old.exists() {
+        let (code, out) = oracle(&secrets, &["verify", old.to_str().unwrap()]);
+        assert_eq!(code, 1, "{out}");
+        assert!(out.contains("certify the kernel again | **no**"), "{out}");
+    }
     // Another machine's key.
     let (code, out) = oracle(&dir.join("other"), &["verify", &whole]);
     assert_eq!(code, 1, "{out}");

@@ -20,6 +20,7 @@ mod gate;
 mod golden;
 mod gpu;
 mod gpu_reference;
+mod hardening;
 mod preflight;
 mod preflight_cute;
 mod preflight_steps;

@@ -276,7 +276,7 @@ mod certify_exact {
         };
         let (code, stdout) = run(&["cpu-hopper-sim"]);
         assert_eq!(code, Some(0), "{stdout}");
-        assert!(stdout.contains("CertifiedExact"), "{stdout}");
+        assert!(stdout.contains("| certified exact |"), "{stdout}");
         let (code, stdout) = run(&["cpu-mutant-reordered-k"]);
         assert_eq!(code, Some(3), "{stdout}");
         assert!(

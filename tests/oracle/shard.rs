@@ -302,9 +302,18 @@ fn gpus_spreads_one_campaign_over_shard_processes_and_merges_them() {
         "--quick",
     ];
     let split = dir.join("split").display().to_string();
-    let (code, out) = oracle(
-        &secrets,
-        &[&campaign[..], &["--gpus", "0,1", "--report-dir", &split]].concat(),
+    // Without a GPU, --gpus names none that exists: refused at once.
+    let (code, out) = crate::common::oracle_run(
+        crate::common::with_key(&mut crate::common::oracle_command(), &secrets)
+            .env("NVFP4_ORACLE_TEST_GPU_COUNT", "0")
+            .args([&campaign[..], &["--gpus", "0,1", "--report-dir", &split]].concat()),
+    );
+    assert_eq!(code, 2, "{out}");
+    assert!(out.contains("there is no GPU 0"), "{out}");
+    let (code, out) = crate::common::oracle_run(
+        crate::common::with_key(&mut crate::common::oracle_command(), &secrets)
+            .env("NVFP4_ORACLE_TEST_GPU_COUNT", "2")
+            .args([&campaign[..], &["--gpus", "0,1", "--report-dir", &split]].concat()),
     );
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("certifying on 2 GPU(s)"), "{out}");

@@ -44,6 +44,8 @@ pub mod gpu;
 pub mod kernels;
 #[cfg(feature = "gpu")]
 pub mod preflight;
+#[cfg(unix)]
+pub mod private_tmp;
 #[cfg(feature = "gpu")]
 pub mod sandbox;
 pub mod worker;

@@ -167,8 +167,8 @@ pub struct CaseReader {
 
 impl CaseReader {
     pub fn open(path: &Path) -> Result<Self> {
-        let bytes =
-            std::fs::read(path).map_err(|err| Error::file(path, format!("cannot read: {err}")))?;
+        // Header first: a file that is not a case file is refused before its body is read.
+        let bytes = crate::bounded_read::read_safetensors(path, u64::MAX)?;
         Self::from_bytes(bytes, path)
     }
 

@@ -20,10 +20,12 @@
 //!   diagnosis against a catalogue of known bugs; the libraries' own tolerance checks.
 //! - [`golden`]: the golden set's definition, its manifest, generate and verify; the
 //!   block-scaled family's golden hashes.
+//! - [`bounded_read`]: every file read from a user, bounded by its format before its body.
 //! - [`case_file`]: safetensors case files (inputs, and for reference cases the answer and
 //!   its intervals), read and written with validation.
 //! - [`error`]: the model's error type, whose messages say what was wrong and what to do.
 
+pub mod bounded_read;
 pub mod case_file;
 pub mod compare;
 pub mod error;

@@ -288,6 +288,10 @@ pub struct Certificate {
     /// any (with the CPU model's cross-check of them), `None` when the CPU model did all.
     #[serde(default)]
     pub reference: Option<super::reference_engine::EngineReport>,
+    /// Set by [`Certificate::write`] when it kept the certificate already in the report
+    /// directory instead of this one (this one could not run the kernel): why. Never written.
+    #[serde(skip)]
+    pub kept_instead: Option<String>,
 }
 
 impl Certificate {
@@ -338,6 +342,7 @@ impl Certificate {
                 Vec::new()
             },
             reference: None,
+            kept_instead: None,
         }
     }
 
@@ -560,17 +565,136 @@ impl Certificate {
         }
     }
 
-    /// Writes `<stem>.json` and `<stem>.md` into `dir` ([`Certificate::file_stem`]).
-    pub fn write(&self, dir: &Path) -> Result<()> {
+    /// Writes `<stem>.json` and `<stem>.md` into `dir` ([`Certificate::file_stem`]), each
+    /// atomically (a reader sees the old file or the new one, never half of one). A certificate
+    /// of a run that could not start the kernel (unavailable here) does not replace one of a
+    /// run that did: that one is kept, and `Some(why)` says so. One that replaces a better
+    /// verdict says so on stderr. Another kernel's certificate of the same name is never
+    /// replaced ([`refuse_another_kernels`]).
+    pub fn write(&self, dir: &Path) -> Result<Option<String>> {
+        let json_path = dir.join(format!("{}.json", self.file_stem()));
+        refuse_another_kernels(dir, &self.file_stem(), &self.problem)?;
+        let existing = existing_certificate(&json_path);
+        if let Some(old) = &existing {
+            let (was, old_rank) = super::baseline::verdict(old);
+            let (now, new_rank) = super::baseline::verdict(self);
+            if new_rank.is_none() && old_rank.is_some() {
+                return Ok(Some(format!(
+                    "{} kept: its kernel ran there ({was}, {}); this run could not run it",
+                    json_path.display(),
+                    old.created
+                )));
+            }
+            if let (Some(old_rank), Some(new_rank)) = (old_rank, new_rank) {
+                if new_rank < old_rank {
+                    eprintln!(
+                        "note: {} was {was} ({}), and is now {now}: replaced",
+                        json_path.display(),
+                        old.created
+                    );
+                }
+            }
+        }
         // Signed, so that bench trusts only what this oracle wrote (see signing.rs).
         let mut value = serde_json::to_value(self).map_err(|err| Error::file(dir, err))?;
         super::signing::sign(&mut value)?;
         let json = serde_json::to_string_pretty(&value).map_err(|err| Error::file(dir, err))?;
         for (extension, text) in [("json", json), ("md", self.markdown())] {
             let path = dir.join(format!("{}.{extension}", self.file_stem()));
-            std::fs::write(&path, text)
-                .map_err(|err| Error::file(&path, format!("cannot write: {err}")))?;
+            write_atomically(&path, text.as_bytes())?;
         }
-        Ok(())
+        Ok(None)
     }
+}
+
+/// The certificate in `path`, where there is one this oracle can read.
+fn existing_certificate(path: &Path) -> Option<Certificate> {
+    let text = nvfp4_model::bounded_read::read_text(
+        path,
+        "certificate",
+        nvfp4_model::bounded_read::JSON_CAP,
+    )
+    .ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Refuses to write a certificate of `stem` for a kernel of `problem` over one in `dir` of
+/// another kernel that bears the same name (another problem's): the user's kernel named like
+/// another, whose certificate would be lost. Certify calls it before a campaign too, so that
+/// no run is wasted on it.
+pub fn refuse_another_kernels(dir: &Path, stem: &str, problem: &str) -> Result<()> {
+    let path = dir.join(format!("{stem}.json"));
+    match existing_certificate(&path) {
+        Some(old) if old.problem != problem => Err(Error::Usage(format!(
+            "{} is the certificate of another kernel named '{}' (of the {} problem, not the \
+             {problem}): not replaced; give this kernel another name (a manifest's `name`), or \
+             certify into another --report-dir",
+            path.display(),
+            old.kernel,
+            old.problem
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// Checks, before any work, that a file can be written at `path` (its folder exists and takes
+/// a new file; it is not a folder), leaving nothing behind.
+pub fn check_file_writable(path: &Path) -> Result<()> {
+    if path.is_dir() {
+        return Err(Error::file(path, "is a directory, not a file to write"));
+    }
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    if !dir.is_dir() {
+        return Err(Error::file(
+            path,
+            format!("cannot be written: no folder {}", dir.display()),
+        ));
+    }
+    check_dir_writable(dir).map_err(|err| Error::file(path, format!("cannot be written: {err}")))
+}
+
+/// Checks, before any work, that `dir` exists (or can be made) and takes new files.
+pub fn check_dir_writable(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .map_err(|err| Error::file(dir, format!("cannot create: {err}")))?;
+    let probe = dir.join(format!(".nvfp4-oracle-probe-{}", std::process::id()));
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&probe)
+        .map_err(|err| Error::file(dir, format!("cannot write files into it: {err}")))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+/// Writes `bytes` to `path` through a file beside it and a rename: a reader, or a run cut off
+/// half-way, never sees half a file.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temporary = dir.join(format!(".{name}.{}.partial", std::process::id()));
+    let written = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&temporary)
+        .and_then(|mut file| {
+            file.write_all(bytes)?;
+            file.sync_all()
+        })
+        .and_then(|()| std::fs::rename(&temporary, path));
+    written.map_err(|err| {
+        let _ = std::fs::remove_file(&temporary);
+        Error::file(path, format!("cannot write: {err}"))
+    })
 }

@@ -93,8 +93,9 @@ pub fn certify_kernel(
             certificate
         }
     };
+    let mut certificate = certificate;
     if request.write {
-        certificate.write(request.report_dir)?;
+        certificate.kept_instead = certificate.write(request.report_dir)?;
     }
     Ok(KernelOutcome::Certificate(Box::new(certificate)))
 }

@@ -16,13 +16,15 @@ fn key_path() -> PathBuf {
     secrets_dir().join("certificate.key")
 }
 
-/// The signing key, made (32 random bytes, mode 0600 in a 0700 directory) on first use.
+/// The signing key, made (32 random bytes, mode 0600 in a 0700 directory) on first use. A key
+/// that exists but cannot be read, or is too short, is an error, never replaced: every
+/// certificate signed with it would silently stop verifying.
 fn key() -> Result<Vec<u8>> {
     let path = key_path();
-    if let Ok(bytes) = std::fs::read(&path) {
-        if bytes.len() >= 32 {
-            return Ok(bytes);
-        }
+    match read_key(&path) {
+        Ok(Some(bytes)) => return Ok(bytes),
+        Ok(None) => {}
+        Err(err) => return Err(err),
     }
     let dir = secrets_dir();
     std::fs::create_dir_all(&dir)
@@ -32,24 +34,69 @@ fn key() -> Result<Vec<u8>> {
     std::fs::File::open("/dev/urandom")
         .and_then(|mut f| f.read_exact(&mut bytes))
         .map_err(|err| Error::file("/dev/urandom", err))?;
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    // create_new: two runs making the first key at once must not each write their own.
+    options.write(true).create_new(true);
     #[cfg(unix)]
     {
-        use std::os::unix::fs::PermissionsExt;
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
         let _ = std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700));
-        use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&path)
-            .and_then(|mut f| f.write_all(&bytes))
-            .map_err(|err| Error::file(&path, format!("cannot write the signing key: {err}")))?;
+        options.mode(0o600);
     }
-    #[cfg(not(unix))]
-    std::fs::write(&path, &bytes).map_err(|err| Error::file(&path, err))?;
-    Ok(bytes)
+    match options.open(&path) {
+        Ok(mut file) => {
+            file.write_all(&bytes)
+                .and_then(|()| file.sync_all())
+                .map_err(|err| {
+                    Error::file(&path, format!("cannot write the signing key: {err}"))
+                })?;
+            Ok(bytes)
+        }
+        Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {
+            // Another run made it first: wait a moment for its 32 bytes.
+            for _ in 0..50 {
+                if let Ok(Some(bytes)) = read_key(&path) {
+                    return Ok(bytes);
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            read_key(&path)?.ok_or_else(|| damaged(&path, "it is empty"))
+        }
+        Err(err) => Err(Error::file(
+            &path,
+            format!("cannot write the signing key: {err}"),
+        )),
+    }
+}
+
+/// The key in `path`; `None` where there is none yet.
+fn read_key(path: &std::path::Path) -> Result<Option<Vec<u8>>> {
+    match std::fs::metadata(path) {
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(err) => return Err(damaged(path, format!("it cannot be read: {err}"))),
+        Ok(_) => {}
+    }
+    let bytes = nvfp4_model::bounded_read::read_bytes(path, "signing key", 4096)
+        .map_err(|err| damaged(path, err))?;
+    if bytes.len() < 32 {
+        return Err(damaged(
+            path,
+            format!("it holds {} bytes, fewer than 32", bytes.len()),
+        ));
+    }
+    Ok(Some(bytes))
+}
+
+fn damaged(path: &std::path::Path, why: impl std::fmt::Display) -> Error {
+    Error::file(
+        path,
+        format!(
+            "the signing key is damaged ({why}); it is not replaced, since every certificate \
+             signed with it would then fail to verify: restore it from a copy (or, to start \
+             over with a new key and leave earlier certificates unverifiable, remove it)"
+        ),
+    )
 }
 
 /// Makes the key now, before any worker starts: a sandbox hides the secrets directory only if
@@ -81,7 +128,8 @@ pub fn sign(certificate: &mut serde_json::Value) -> Result<()> {
 /// The JSON in `path` (a certificate, a bench report), refused unless its signature is this
 /// oracle's; `what` names it in the messages ("baseline not trusted: ...").
 pub fn read_verified(path: &std::path::Path, what: &str) -> Result<serde_json::Value> {
-    let text = std::fs::read_to_string(path).map_err(|err| Error::file(path, err))?;
+    let text =
+        nvfp4_model::bounded_read::read_text(path, what, nvfp4_model::bounded_read::JSON_CAP)?;
     let value: serde_json::Value = serde_json::from_str(&text)
         .map_err(|err| Error::file(path, format!("not a {what}: {err}")))?;
     verify(&value).map_err(|why| Error::file(path, format!("{what} not trusted: {why}")))?;
@@ -169,6 +217,28 @@ mod tests {
                 "{x:e}"
             );
         }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn a_damaged_key_is_an_error_and_is_kept() {
+        let dir =
+            std::env::temp_dir().join(format!("nvfp4-oracle-damaged-key-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("certificate.key");
+        assert!(
+            read_key(&path).unwrap().is_none(),
+            "no key yet: one is made"
+        );
+        std::fs::write(&path, b"short").unwrap();
+        let err = read_key(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("damaged") && err.contains("fewer than 32"),
+            "{err}"
+        );
+        assert_eq!(std::fs::read(&path).unwrap(), b"short", "left as it was");
+        std::fs::write(&path, [7u8; 32]).unwrap();
+        assert_eq!(read_key(&path).unwrap(), Some(vec![7u8; 32]));
         let _ = std::fs::remove_dir_all(dir);
     }
 }

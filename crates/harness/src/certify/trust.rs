@@ -27,7 +27,11 @@ pub enum Trust {
 /// What `dir`'s certificate of `name` says of timing the kernel whose source hash is `hash`.
 pub fn timing_trust(dir: &Path, name: &str, hash: &str) -> Trust {
     let path = dir.join(format!("{name}.json"));
-    let Ok(text) = std::fs::read_to_string(&path) else {
+    let Ok(text) = nvfp4_model::bounded_read::read_text(
+        &path,
+        "certificate",
+        nvfp4_model::bounded_read::JSON_CAP,
+    ) else {
         return Trust::Absent;
     };
     let Ok(value) = serde_json::from_str::<serde_json::Value>(&text) else {

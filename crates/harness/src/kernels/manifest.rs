@@ -215,12 +215,26 @@ fn parse_schedule(path: &Path, table: &ScheduleTable) -> Result<Schedule> {
 
 /// SHA-256 over the named files' bytes (and names), in order.
 pub fn hash_files(files: &[&Path]) -> Result<String> {
+    use std::io::Read;
     let mut hasher = Sha256::new();
     for file in files {
-        let bytes = std::fs::read(file).map_err(|err| bad(file, format!("cannot read: {err}")))?;
+        // Streamed, its length from the file system: a library of any size is hashed without
+        // being held, and only a regular file is (a device or a FIFO never ends).
+        let mut reader =
+            std::fs::File::open(file).map_err(|err| bad(file, format!("cannot read: {err}")))?;
+        let meta = reader
+            .metadata()
+            .map_err(|err| bad(file, format!("cannot read: {err}")))?;
+        if !meta.is_file() {
+            return Err(bad(file, "not a regular file"));
+        }
         hasher.update(file.file_name().map_or(&b""[..], |n| n.as_encoded_bytes()));
-        hasher.update((bytes.len() as u64).to_le_bytes());
-        hasher.update(&bytes);
+        hasher.update(meta.len().to_le_bytes());
+        let copied = std::io::copy(&mut (&mut reader).take(meta.len()), &mut hasher)
+            .map_err(|err| bad(file, format!("cannot read: {err}")))?;
+        if copied != meta.len() {
+            return Err(bad(file, "changed while it was read"));
+        }
     }
     Ok(format!("{:x}", hasher.finalize()))
 }
@@ -236,8 +250,11 @@ fn require_file(path: &Path, what: &str) -> Result<()> {
 impl Manifest {
     /// Reads and validates a manifest file.
     pub fn read(path: &Path) -> Result<Manifest> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|err| bad(path, format!("cannot read the manifest: {err}")))?;
+        let text = nvfp4_model::bounded_read::read_text(
+            path,
+            "manifest",
+            nvfp4_model::bounded_read::MANIFEST_CAP,
+        )?;
         Manifest::parse(path, &text)
     }
 

@@ -274,7 +274,7 @@ fn read(path: &Path, log: &Path) -> Result<Compilation> {
             metadata.len()
         )));
     }
-    let text = std::fs::read_to_string(path).map_err(|err| Error::file(path, err))?;
+    let text = nvfp4_model::bounded_read::read_text(path, "compilation result", MAX_RESULT_BYTES)?;
     let result: WorkerResult = serde_json::from_str(&text)
         .map_err(|err| Error::file(path, format!("unreadable result: {err}")))?;
     if let Some(phase) = result.phase {

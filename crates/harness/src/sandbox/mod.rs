@@ -68,6 +68,9 @@ impl From<&str> for SandboxError {
     }
 }
 
+/// The launcher's exit status when it cannot build the boundary (the worker never ran).
+pub const LAUNCHER_FAILED: i32 = 125;
+
 /// The environment variable that turns the sandbox off (`0`), for debugging a worker; every
 /// certificate then says that no isolation held.
 pub const SANDBOX_ENV: &str = "NVFP4_ORACLE_SANDBOX";

@@ -114,6 +114,13 @@ pub fn wrap(
             .then(|| dir.filter(|d| d.ends_with("bin")).and_then(Path::parent))
             .flatten();
         for dir in [dir, prefix].into_iter().flatten() {
+            // The root or /tmp itself (python as /bin/python3, whose prefix is /) bound over
+            // everything would cover the sandbox's private /tmp, /dev and /run, and the
+            // worker could not start ("Read-only file system"); what lies outside /tmp is
+            // visible, read-only, without a bind.
+            if covers_private_mounts(dir) {
+                continue;
+            }
             if !environment::holds_a_home(dir) && !paths.readable.iter().any(|d| d == dir) {
                 paths.readable.push(dir.to_path_buf());
             }
@@ -173,6 +180,15 @@ pub fn wrap(
         clean_env: true,
     };
     (wrapped, isolation)
+}
+
+/// Whether binding `dir` into the sandbox would cover the fresh /tmp, /dev or /run it builds:
+/// the root, or one of those folders itself.
+pub fn covers_private_mounts(dir: &Path) -> bool {
+    let dir = std::path::absolute(dir).unwrap_or_else(|_| dir.to_path_buf());
+    ["/", "/tmp", "/dev", "/run", "/var/run", "/dev/shm"]
+        .iter()
+        .any(|private| dir == Path::new(private))
 }
 
 /// The environment that points a worker's compilers (load_inline, Triton, inductor, the CUDA

@@ -22,8 +22,27 @@ pub const PYTHON_ENV: &str = "NVFP4_ORACLE_PYTHON";
 /// The submission the timing baseline's worker runs: no code of the user's.
 const TIMING_BASELINE_SUBMISSION: &str = include_str!("timing_baseline.py");
 
-/// Time a worker gets to start: imports, `load_inline` or Triton builds, `compile_kernel()`.
-const SUBMISSION_START_TIMEOUT: Duration = Duration::from_secs(600);
+/// Time a submission's worker gets to start by default: imports, `load_inline` or Triton
+/// builds, `compile_kernel()` (`--start-timeout`, [`set_start_timeout`]).
+pub const SUBMISSION_START_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// The start timeout of the submissions made from now on, in seconds (0: the default).
+static START_TIMEOUT_SECONDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Sets the time a submission's worker gets to start (the command line's `--start-timeout`).
+pub fn set_start_timeout(timeout: Duration) {
+    START_TIMEOUT_SECONDS.store(
+        timeout.as_secs().max(1),
+        std::sync::atomic::Ordering::Relaxed,
+    );
+}
+
+fn submission_start_timeout() -> Duration {
+    match START_TIMEOUT_SECONDS.load(std::sync::atomic::Ordering::Relaxed) {
+        0 => SUBMISSION_START_TIMEOUT,
+        seconds => Duration::from_secs(seconds),
+    }
+}
 /// The base of a submission case's watchdog: the first calls of a Triton or torch.compile kernel
 /// compile it, and a new shape may compile again.
 const SUBMISSION_CASE_TIMEOUT: Duration = Duration::from_secs(60);
@@ -32,29 +51,47 @@ pub fn python_program() -> PathBuf {
     std::env::var_os(PYTHON_ENV).map_or_else(|| PathBuf::from("python3"), PathBuf::from)
 }
 
-/// Writes the worker script where the worker can run it (once per process), in a directory of
-/// its own: the sandbox binds that directory in, read-only.
+/// Writes the worker script and the timing baseline's submission where the worker can run them,
+/// once per process, into a folder of their own in this process's private temporary folder
+/// (made fresh, mode 0700: no file planted in advance can stand in for ours): the sandbox binds
+/// that folder in, read-only. Returns the folder.
+fn worker_files() -> Result<&'static Path> {
+    static WRITTEN: std::sync::OnceLock<std::result::Result<PathBuf, String>> =
+        std::sync::OnceLock::new();
+    WRITTEN
+        .get_or_init(|| {
+            let dir = crate::private_tmp::dir()
+                .map_err(|err| err.to_string())?
+                .join("worker");
+            std::fs::create_dir(&dir)
+                .map_err(|err| format!("{}: cannot create: {err}", dir.display()))?;
+            for (name, text) in [
+                ("submission_worker.py", super::SUBMISSION_WORKER),
+                ("timing_baseline.py", TIMING_BASELINE_SUBMISSION),
+            ] {
+                let path = dir.join(name);
+                // create_new: never through a file or link already there.
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(&path)
+                    .and_then(|mut file| std::io::Write::write_all(&mut file, text.as_bytes()))
+                    .map_err(|err| format!("{}: cannot write: {err}", path.display()))?;
+            }
+            Ok(dir)
+        })
+        .as_ref()
+        .map(PathBuf::as_path)
+        .map_err(|why| Error::Model(nvfp4_model::Error::InvalidInput(why.clone())))
+}
+
 fn worker_script() -> Result<PathBuf> {
-    let dir = std::env::temp_dir().join(format!("nvfp4-oracle-{}-worker", std::process::id()));
-    std::fs::create_dir_all(&dir)
-        .map_err(|err| Error::file(&dir, format!("cannot create: {err}")))?;
-    let path = dir.join("submission_worker.py");
-    if !path.exists() {
-        std::fs::write(&path, super::SUBMISSION_WORKER)
-            .map_err(|err| Error::file(&path, format!("cannot write the worker script: {err}")))?;
-    }
-    Ok(path)
+    Ok(worker_files()?.join("submission_worker.py"))
 }
 
 /// The timing baseline's submission, beside the worker script.
 fn timing_baseline_submission() -> Result<PathBuf> {
-    let script = worker_script()?;
-    let path = script.with_file_name("timing_baseline.py");
-    if !path.exists() {
-        std::fs::write(&path, TIMING_BASELINE_SUBMISSION)
-            .map_err(|err| Error::file(&path, format!("cannot write: {err}")))?;
-    }
-    Ok(path)
+    Ok(worker_files()?.join("timing_baseline.py"))
 }
 
 fn absolute(path: &Path) -> PathBuf {
@@ -84,6 +121,22 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
     // Untrusted code runs in the sandbox, which must let it read its own folder (a submission
     // imports its neighbours; a library may load others) and the worker script.
     let parent_dir = |path: &Path| absolute(path).parent().map(Path::to_path_buf);
+    // Its folder is shown to the worker whole; /tmp or the root shown whole would cover the
+    // private /tmp the sandbox gives the worker (and show it every other user's files).
+    let (KernelCode::Submission(code) | KernelCode::Library { path: code, .. }) = &manifest.code;
+    if let Some(dir) = parent_dir(code).filter(|dir| super::command::covers_private_mounts(dir)) {
+        return Err(Error::Usage(format!(
+            "{}: the kernel's folder, {}, is shown whole to the sandboxed worker, and {} \
+             cannot be (the worker gets a private one): move the kernel into a folder of its \
+             own (mkdir {}/mine && mv {} {}/mine/)",
+            code.display(),
+            dir.display(),
+            dir.display(),
+            dir.display(),
+            code.display(),
+            dir.display(),
+        )));
+    }
     let sandbox = |readable: Vec<PathBuf>| {
         Some(SandboxPaths {
             readable,
@@ -115,7 +168,7 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
                 .chain(arch_args)
                 .collect(),
                 env: python_path_env(&manifest.python_path),
-                start_timeout: SUBMISSION_START_TIMEOUT,
+                start_timeout: submission_start_timeout(),
                 clean_env: false,
             },
             SUBMISSION_CASE_TIMEOUT,

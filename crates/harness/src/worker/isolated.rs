@@ -15,7 +15,7 @@ use crate::kernels::{
 use half::f16;
 use nvfp4_model::model::mma::schedule::Schedule;
 use nvfp4_model::problem::ProblemKind;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -89,7 +89,12 @@ impl IsolatedKernel {
         // A random tag, not the purpose or an order: the worker sees these paths, and a copy
         // started under compute-sanitizer must not be told apart from a plain one by them.
         let tag = nvfp4_model::problem::unpredictable::unpredictable_seed();
-        let scratch = std::env::temp_dir().join(format!(
+        // In this process's private temporary folder, removed when the command ends or is
+        // interrupted; the system's temporary folder only where that one cannot be made.
+        let base = crate::private_tmp::dir()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|_| std::env::temp_dir());
+        let scratch = base.join(format!(
             "nvfp4-oracle-{}-{}-{tag:016x}",
             std::process::id(),
             info.name

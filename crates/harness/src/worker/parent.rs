@@ -252,9 +252,27 @@ pub fn quoted_failure(failure: KernelFailure) -> KernelFailure {
     }
 }
 
+/// How often a worker that has not started yet is reported on stderr.
+const START_NOTE_EVERY: Duration = Duration::from_secs(15);
+
+/// The last 64 KiB of a worker's log, as text: a worker may write gigabytes to stderr, and only
+/// its end is ever quoted.
+fn log_end(log: &Path) -> String {
+    use std::io::{Seek, SeekFrom};
+    const TAIL: u64 = 64 << 10;
+    let Ok(mut file) = std::fs::File::open(log) else {
+        return String::new();
+    };
+    let len = file.metadata().map_or(0, |meta| meta.len());
+    let _ = file.seek(SeekFrom::Start(len.saturating_sub(TAIL)));
+    let mut bytes = Vec::new();
+    let _ = file.take(TAIL).read_to_end(&mut bytes);
+    String::from_utf8_lossy(&bytes).into_owned()
+}
+
 /// The last lines of a worker's stderr log, for messages.
 pub fn log_tail(log: &Path, lines: usize) -> String {
-    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let text = log_end(log);
     let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }
@@ -368,7 +386,7 @@ impl Worker {
                 format!("\n{}", quoted(&tail))
             }
         };
-        match worker.receive(command.start_timeout) {
+        match worker.receive_while_starting(command.start_timeout) {
             Ok(Reply::Ready { environment }) => {
                 worker.environment = environment;
                 Ok(worker)
@@ -382,11 +400,44 @@ impl Worker {
                 "the worker answered before it was asked".into(),
             )),
             Err(KernelFailure::Hung(seconds)) => Err(PrepareError::Unusable(format!(
-                "the worker did not start within {seconds} s (import and compile_kernel() included){}",
+                "the worker did not start within {seconds} s (import and compile_kernel() included; \
+                 --start-timeout gives it longer){}",
                 tail(&worker)
             ))),
-            Err(failure) => Err(PrepareError::Unusable(format!("{failure}{}", tail(&worker)))),
+            Err(failure) => Err(PrepareError::Unusable(
+                match worker.sandbox_failure() {
+                    Some(reason) => format!(
+                        "the sandbox could not be built around the worker, so the kernel never \
+                         ran (this machine's or the oracle's failure, not the kernel's): {reason}"
+                    ),
+                    None => format!("{failure}{}", tail(&worker)),
+                },
+            )),
         }
+    }
+
+    /// Why the sandbox's launcher could not start this worker, where that is why it ended: the
+    /// launcher's exit status (125) and its `sandbox: ` line, its only words before the worker
+    /// runs.
+    fn sandbox_failure(&mut self) -> Option<String> {
+        let deadline = std::time::Instant::now() + Duration::from_secs(2);
+        let status = loop {
+            match self.child.try_wait() {
+                Ok(Some(status)) => break status,
+                Ok(None) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(20))
+                }
+                _ => return None,
+            }
+        };
+        if status.code() != Some(crate::sandbox::LAUNCHER_FAILED) {
+            return None;
+        }
+        log_end(&self.log)
+            .lines()
+            .rev()
+            .find_map(|line| line.strip_prefix("sandbox: "))
+            .map(str::to_string)
     }
 
     /// While on (a timing), the parent waits for this worker's replies without sleeping: a
@@ -397,6 +448,26 @@ impl Worker {
     /// where there are cores to spare (`super::timing::SPIN_MIN_CORES`).
     pub fn spin_while_waiting(&self, on: bool) {
         self.spin.store(on, Ordering::Relaxed);
+    }
+
+    /// The worker's first reply, as [`Worker::receive`], with a line on stderr every
+    /// [`START_NOTE_EVERY`] while it has not come: a submission that takes minutes to import or
+    /// build is then not a silent wait.
+    fn receive_while_starting(&self, timeout: Duration) -> Result<Reply, KernelFailure> {
+        let started = std::time::Instant::now();
+        loop {
+            let left = timeout.saturating_sub(started.elapsed());
+            match self.receive(left.min(START_NOTE_EVERY)) {
+                Err(KernelFailure::Hung(_)) if started.elapsed() < timeout => eprintln!(
+                    "waiting for the worker to start (imports, builds, compile_kernel()): {} s \
+                     of the {} s it may take (--start-timeout)",
+                    started.elapsed().as_secs(),
+                    timeout.as_secs()
+                ),
+                Err(KernelFailure::Hung(_)) => return Err(KernelFailure::Hung(timeout.as_secs())),
+                other => return other,
+            }
+        }
     }
 
     /// The next reply, or Hung after `timeout`, or Crashed if the process is gone.

@@ -141,8 +141,8 @@ fn whole_case_writer(
 
 pub fn read_manifest(dir: &Path) -> Result<Manifest> {
     let path = dir.join("manifest.json");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|err| Error::file(&path, format!("cannot read: {err}")))?;
+    let text =
+        crate::bounded_read::read_text(&path, "golden manifest", crate::bounded_read::JSON_CAP)?;
     parse_manifest(&text).map_err(|reason| Error::file(&path, reason))
 }
 

@@ -188,8 +188,11 @@ pub fn write_scaled_manifest(dir: &Path) -> Result<ScaledManifest> {
 /// Each committed case's name and shape and, where it drifted, why.
 pub fn verify_scaled_manifest(dir: &Path) -> Result<Vec<(String, String, Option<String>)>> {
     let path = dir.join(SCALED_MANIFEST);
-    let text = std::fs::read_to_string(&path)
-        .map_err(|err| Error::file(&path, format!("cannot read: {err}")))?;
+    let text = crate::bounded_read::read_text(
+        &path,
+        "scaled-gemm golden manifest",
+        crate::bounded_read::JSON_CAP,
+    )?;
     let manifest: ScaledManifest = serde_json::from_str(&text)
         .map_err(|err| Error::file(&path, format!("not a scaled-gemm golden manifest: {err}")))?;
     manifest
