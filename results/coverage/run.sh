@@ -7,13 +7,14 @@
 #     bash results/coverage/run.sh
 # A job: kernel:NAME (a built-in variant), manifest:NAME (examples/submissions/NAME/kernel.toml)
 # or conj:NAME (tests/regimes/conj_NAME.py, planted: must be rejected inside its box). Every
-# campaign: --seed $SEED (default 20261127), --sanitize 0 --determinism 0, as the earlier
-# campaign-time tables. Out: $OUT/lane-I.log (each job's command, output, time and exit code,
+# campaign: --seed $SEED (default 20261127) and $ARGS (default --sanitize 0 --determinism 0,
+# as the earlier campaign-time tables). Out: $OUT/lane-I.log (each job's command, output, time and exit code,
 # then its certificate's Markdown), $OUT/summary.log.
 set -u
 stage=coverage
 . "$(dirname "$0")/../stage.sh" coverage
 SEED=${SEED:-20261127}
+ARGS=${ARGS:---sanitize 0 --determinism 0}
 nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm --format=csv >> "$O/summary.log"
 echo "cores: $(nproc); build: $(cat .carry/build 2>/dev/null)" >> "$O/summary.log"
 [ -e examples/submissions/library/libnvfp4_dual_gemm.so ] || bash examples/submissions/library/build.sh >> "$O/summary.log" 2>&1
@@ -28,10 +29,10 @@ lane() {  # lane INDEX JOBS...
       manifest) args="--manifest examples/submissions/$name/kernel.toml" ;;
       conj) args="--submission tests/regimes/conj_$name.py" ;;
     esac
-    { echo; echo "=== $job (GPU $i, cores $cores)"; echo "\$ certify $args --seed $SEED --sanitize 0 --determinism 0"; } >> "$log"
+    { echo; echo "=== $job (GPU $i, cores $cores)"; echo "\$ certify $args --seed $SEED $ARGS"; } >> "$log"
     local started=$SECONDS
     CUDA_VISIBLE_DEVICES=$i timeout ${JOB_TIMEOUT:-560} taskset -c "$cores" \
-      $B certify $args --seed "$SEED" --sanitize 0 --determinism 0 --report-dir "$report" >> "$log" 2>&1
+      $B certify $args --seed "$SEED" $ARGS --report-dir "$report" >> "$log" 2>&1
     local code=$?
     echo "exit $code ($((SECONDS - started)) s)" >> "$log"
     echo "lane $i $job: exit $code ($((SECONDS - started)) s)" >> "$O/summary.log"
