@@ -88,20 +88,24 @@ fn the_plan_equals_the_cases_a_run_executes() {
 /// A GPU campaign's plan, on a machine with no GPU: the range cases and what they reach.
 #[test]
 fn a_gpu_plan_puts_a_case_in_every_pair_of_ranges_it_can_hold() {
-    let manifest = crate::common::repo_path("examples/submissions/torch/kernel.toml");
-    let out = oracle_command()
-        .args([
-            "certify",
-            "--plan",
-            "--reference",
-            "gpu",
-            "--seed",
-            "3",
-            "--manifest",
-        ])
-        .arg(&manifest)
-        .output()
-        .unwrap();
+    let gpu_plan = || {
+        oracle_command()
+            .args([
+                "certify",
+                "--plan",
+                "--reference",
+                "gpu",
+                "--seed",
+                "3",
+                "--manifest",
+            ])
+            .arg(crate::common::repo_path(
+                "examples/submissions/torch/kernel.toml",
+            ))
+            .output()
+            .unwrap()
+    };
+    let out = gpu_plan();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     let stdout = String::from_utf8(out.stdout).unwrap();
@@ -119,20 +123,7 @@ fn a_gpu_plan_puts_a_case_in_every_pair_of_ranges_it_can_hold() {
     let summary = stderr.lines().find(|l| l.starts_with("plan: ")).unwrap();
     assert!(summary.contains("pairs of ranges reached"), "{summary}");
     // The same seed, the same plan.
-    let again = oracle_command()
-        .args([
-            "certify",
-            "--plan",
-            "--reference",
-            "gpu",
-            "--seed",
-            "3",
-            "--manifest",
-        ])
-        .arg(&manifest)
-        .output()
-        .unwrap();
-    assert_eq!(String::from_utf8(again.stdout).unwrap(), stdout);
+    assert_eq!(String::from_utf8(gpu_plan().stdout).unwrap(), stdout);
 }
 
 /// `--model` with a built-in name and with a config.json: the model's shapes run (thin, on a

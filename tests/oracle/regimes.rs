@@ -79,6 +79,32 @@ fn in_box(bounds: &Box4, shape: nvfp4_model::problem::Shape) -> bool {
     })
 }
 
+/// A default campaign of the planted submission `file` (with `args`), and its certificate (the
+/// JSON in `report` that names a kernel; null where none was written).
+fn certify_planted(
+    file: &Path,
+    args: &[&str],
+    report: &Path,
+) -> (std::process::Output, serde_json::Value) {
+    let out = common::oracle_command()
+        .args(["certify", "--submission"])
+        .arg(file)
+        .args(args)
+        .arg("--report-dir")
+        .arg(report)
+        .output()
+        .expect("nvfp4-oracle runs");
+    let certificate = std::fs::read_dir(report)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .filter_map(|p| serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok())
+        .find(|v: &serde_json::Value| v.get("kernel").is_some())
+        .unwrap_or_default();
+    (out, certificate)
+}
+
 /// (file, the regime its docstring names) for every planted regime kernel.
 fn planted() -> Vec<(PathBuf, String)> {
     planted_files()
@@ -144,22 +170,8 @@ fn a_default_campaign_rejects_every_planted_regime_kernel_in_its_regime() {
         let stem = file.file_stem().unwrap().to_string_lossy().to_string();
         let report =
             std::env::temp_dir().join(format!("nvfp4-regime-{stem}-{}", std::process::id()));
-        let out = common::oracle_command()
-            .args(["certify", "--submission"])
-            .arg(&file)
-            .args(["--sanitize", "0", "--report-dir"])
-            .arg(&report)
-            .output()
-            .expect("nvfp4-oracle runs");
+        let (out, certificate) = certify_planted(&file, &["--sanitize", "0"], &report);
         let code = out.status.code().unwrap_or(-1);
-        let certificate: serde_json::Value = std::fs::read_dir(&report)
-            .into_iter()
-            .flatten()
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "json"))
-            .filter_map(|p| serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok())
-            .find(|v: &serde_json::Value| v.get("kernel").is_some())
-            .unwrap_or_default();
         let first = &certificate["failure"]["first_case"]["shape"];
         let dim = |d: &str| first[d].as_u64().unwrap_or(0) as usize;
         let in_regime = nvfp4_model::problem::Shape::new(dim("m"), dim("n"), dim("k"), dim("l"))
@@ -216,22 +228,9 @@ fn a_default_campaign_rejects_every_planted_conjunction_kernel_inside_its_box() 
         }
         let report = std::env::temp_dir().join(format!("nvfp4-conj-{stem}-{}", std::process::id()));
         let started = std::time::Instant::now();
-        let out = common::oracle_command()
-            .args(["certify", "--submission"])
-            .arg(&file)
-            .args(["--sanitize", "0", "--determinism", "0", "--report-dir"])
-            .arg(&report)
-            .output()
-            .expect("nvfp4-oracle runs");
+        let (out, certificate) =
+            certify_planted(&file, &["--sanitize", "0", "--determinism", "0"], &report);
         let code = out.status.code().unwrap_or(-1);
-        let certificate: serde_json::Value = std::fs::read_dir(&report)
-            .into_iter()
-            .flatten()
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "json"))
-            .filter_map(|p| serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok())
-            .find(|v: &serde_json::Value| v.get("kernel").is_some())
-            .unwrap_or_default();
         let first = &certificate["failure"]["first_case"]["shape"];
         let minimal = &certificate["failure"]["minimal_case"]["shape"];
         let dim = |d: &str| first[d].as_u64().unwrap_or(0) as usize;
