@@ -4,7 +4,7 @@
 //! shrinks when fewer cases ran, or a distribution, a shape class, an FP4 code or a scale
 //! exponent that the baseline's campaign reached is no longer reached.
 
-use super::report::{Certificate, ExactOutcome, Status};
+use super::report::Certificate;
 use crate::error::{Error, Result};
 use std::path::Path;
 
@@ -18,19 +18,7 @@ pub struct Change {
     pub worse: bool,
 }
 
-/// The verdict in words and its rank (higher is better); None for a kernel that did not run.
-pub fn verdict(certificate: &Certificate) -> (&'static str, Option<u8>) {
-    let exact = certificate.exact.as_ref().map(|e| e.outcome);
-    match certificate.status {
-        Status::Unavailable => ("unavailable", None),
-        Status::Failed => ("failed", Some(0)),
-        Status::ScheduleDiffers => ("schedule differs", Some(1)),
-        Status::Certified if exact == Some(ExactOutcome::CertifiedExact) => {
-            ("certified exact", Some(3))
-        }
-        Status::Certified => ("certified", Some(2)),
-    }
-}
+pub use super::report::verdict;
 
 /// The baseline certificate of `kernel` in `path`: a directory of certificates (the main
 /// branch's report directory), or one certificate file (used when it is that kernel's). Its

@@ -10,6 +10,7 @@ pub mod ci_report;
 pub mod coverage;
 mod failure_class;
 pub mod field_comparison;
+mod limits;
 pub mod merge;
 pub mod models;
 mod pipeline;

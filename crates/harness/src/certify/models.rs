@@ -233,16 +233,17 @@ pub struct ModelCoverage {
     pub left_out: Vec<(String, String)>,
 }
 
-/// A CPU kernel's model cases keep [`super::production::CPU_ROWS`] rows and N K L at most this.
+/// A CPU kernel's model cases keep N K L at most this.
 const CPU_MODEL_NKL: usize = 1 << 28;
 
 /// The cases of `models`' shapes: each shape once, the distributions in turn, inputs from the
-/// campaign's `seed`. A CPU kernel runs each (N, K, L) once at a few rows, L lowered to what its
-/// cores can compute.
+/// campaign's `seed`. A CPU kernel (`on_gpu` false) runs each (N, K, L) once at `cpu_rows` rows,
+/// L lowered to what its cores can compute.
 pub fn model_cases(
     problem: ProblemKind,
     support: ShapeSupport,
     on_gpu: bool,
+    cpu_rows: usize,
     dists: &[Distribution],
     models: &[ModelShapes],
     seed: u64,
@@ -276,8 +277,7 @@ pub fn model_cases(
             let fitted = if on_gpu {
                 Some(shape)
             } else {
-                let rows =
-                    super::production::CPU_ROWS.div_ceil(support.m_multiple) * support.m_multiple;
+                let rows = cpu_rows.div_ceil(support.m_multiple) * support.m_multiple;
                 let l = shape.l.min((CPU_MODEL_NKL / (shape.n * shape.k)).max(1));
                 Shape::new(rows.min(shape.m), shape.n, shape.k, l).ok()
             };
@@ -307,7 +307,7 @@ pub fn model_cases(
                 format!(
                     "a CPU kernel runs each (N, K, L) once at {} rows of M, L lowered to N K L <= \
                      2^28: it computes every output itself",
-                    super::production::CPU_ROWS
+                    cpu_rows
                 ),
             ));
         }
@@ -409,6 +409,7 @@ mod tests {
             ProblemKind::DualGemm,
             ShapeSupport::ANY,
             false,
+            2,
             &Distribution::ALL,
             &[qwen.clone()],
             1,
@@ -427,6 +428,7 @@ mod tests {
             ProblemKind::DualGemm,
             ShapeSupport::ANY,
             true,
+            2,
             &Distribution::ALL,
             &[qwen.clone()],
             1,

@@ -8,9 +8,9 @@
 //! and the deployment regimes' cases), the cases of per-product rounding's worst case, then the
 //! random small cases drawn by proptest strategies.
 
-use super::campaign::{case_runner, case_strategy, CampaignLimits};
 use super::cases::{edge_cases, stagnation_cases, CaseSpec};
 use super::coverage::{shape_class, Coverage};
+use super::limits::{case_runner, case_strategy, CampaignLimits};
 use super::production::ProductionSize;
 use super::regimes::regimes_of;
 use crate::kernels::KernelUnderTest;

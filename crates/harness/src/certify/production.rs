@@ -15,9 +15,9 @@
 //! the largest of them on sampled rows (crates/harness/src/certify/sampling.rs). A CPU kernel gets fewer of
 //! them, thin as above and within [`CPU_LARGE_NKL`].
 
-use super::campaign::CampaignLimits;
 use super::cases::{fitted, round_up, CaseSpec};
 use super::coverage::Coverage;
+use super::limits::CampaignLimits;
 use super::models::model_cases;
 use super::range_draw::range_cases;
 use super::regime_draw::regime_cases;
@@ -174,8 +174,15 @@ impl ProductionSize {
         // A CPU kernel computes every output itself: no range case, the space's totals alone.
         let range_budget = if on_gpu { limits.range_cases } else { 0 };
         let ranges = range_cases(problem, support, dists, seed, range_budget);
-        let (models, model_coverage) =
-            model_cases(problem, support, on_gpu, dists, &limits.models, seed);
+        let (models, model_coverage) = model_cases(
+            problem,
+            support,
+            on_gpu,
+            CPU_ROWS,
+            dists,
+            &limits.models,
+            seed,
+        );
         coverage.planned_production_cases = production.len();
         coverage.production_note = production_note;
         coverage.planned_large_cases = large.len();

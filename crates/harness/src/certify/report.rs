@@ -576,8 +576,8 @@ impl Certificate {
         refuse_another_kernels(dir, &self.file_stem(), &self.problem)?;
         let existing = existing_certificate(&json_path);
         if let Some(old) = &existing {
-            let (was, old_rank) = super::baseline::verdict(old);
-            let (now, new_rank) = super::baseline::verdict(self);
+            let (was, old_rank) = verdict(old);
+            let (now, new_rank) = verdict(self);
             if new_rank.is_none() && old_rank.is_some() {
                 return Ok(Some(format!(
                     "{} kept: its kernel ran there ({was}, {}); this run could not run it",
@@ -697,4 +697,18 @@ pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
         let _ = std::fs::remove_file(&temporary);
         Error::file(path, format!("cannot write: {err}"))
     })
+}
+
+/// The verdict in words and its rank (higher is better); None for a kernel that did not run.
+pub fn verdict(certificate: &Certificate) -> (&'static str, Option<u8>) {
+    let exact = certificate.exact.as_ref().map(|e| e.outcome);
+    match certificate.status {
+        Status::Unavailable => ("unavailable", None),
+        Status::Failed => ("failed", Some(0)),
+        Status::ScheduleDiffers => ("schedule differs", Some(1)),
+        Status::Certified if exact == Some(ExactOutcome::CertifiedExact) => {
+            ("certified exact", Some(3))
+        }
+        Status::Certified => ("certified", Some(2)),
+    }
 }

@@ -61,7 +61,7 @@ pub fn wrap(
     // A Python interpreter runs as its real executable (a pyenv shim needs the caller's home,
     // which the worker neither has nor sees), with its standard library and packages bound in:
     // the worker's program, or the program a tool (compute-sanitizer) runs.
-    let python = super::external::python_program();
+    let python = python_program();
     let is_python = |word: &str| {
         let path = Path::new(word);
         path == python
@@ -234,4 +234,12 @@ impl AsWord for String {
     fn set(&mut self, path: &Path) {
         *self = path.display().to_string();
     }
+}
+
+/// Environment variable naming the Python interpreter for submissions (default `python3`).
+pub const PYTHON_ENV: &str = "NVFP4_ORACLE_PYTHON";
+
+/// The Python interpreter that runs submissions: NVFP4_ORACLE_PYTHON, else `python3` on PATH.
+pub fn python_program() -> PathBuf {
+    std::env::var_os(PYTHON_ENV).map_or_else(|| PathBuf::from("python3"), PathBuf::from)
 }

@@ -16,8 +16,7 @@ use nvfp4_model::problem::ProblemKind;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-/// Environment variable naming the Python interpreter for submissions (default `python3`).
-pub const PYTHON_ENV: &str = "NVFP4_ORACLE_PYTHON";
+pub use super::command::PYTHON_ENV;
 
 /// The submission the timing baseline's worker runs: no code of the user's.
 const TIMING_BASELINE_SUBMISSION: &str = include_str!("timing_baseline.py");
@@ -46,10 +45,6 @@ fn submission_start_timeout() -> Duration {
 /// The base of a submission case's watchdog: the first calls of a Triton or torch.compile kernel
 /// compile it, and a new shape may compile again.
 const SUBMISSION_CASE_TIMEOUT: Duration = Duration::from_secs(60);
-
-pub fn python_program() -> PathBuf {
-    std::env::var_os(PYTHON_ENV).map_or_else(|| PathBuf::from("python3"), PathBuf::from)
-}
 
 /// Writes the worker script and the timing baseline's submission where the worker can run them,
 /// once per process, into a folder of their own in this process's private temporary folder
@@ -155,7 +150,7 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
                         .chain(manifest.python_path.iter().cloned())
                         .collect(),
                 ),
-                program: python_program(),
+                program: super::command::python_program(),
                 args: [
                     "-u".to_string(),
                     worker_script()?.display().to_string(),
