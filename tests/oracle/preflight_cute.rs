@@ -23,6 +23,14 @@ fn cute_python() -> Option<String> {
 }
 
 /// `preflight --submission` of the test kernel with `vars`: (exit code, report, stderr).
+/// `--pass-env NAME` for each variable the test kernel reads (a worker's environment is the
+/// allow-list otherwise).
+fn pass_env(vars: &[(&str, &str)]) -> Vec<String> {
+    vars.iter()
+        .flat_map(|(name, _)| ["--pass-env".to_string(), name.to_string()])
+        .collect()
+}
+
 fn preflight(vars: &[(&str, &str)], extra: &[&str]) -> (i32, String, String) {
     let out = common::oracle_command()
         .env(
@@ -34,6 +42,7 @@ fn preflight(vars: &[(&str, &str)], extra: &[&str]) -> (i32, String, String) {
             "results/preflight/submission_nvfp4_mma.py",
         ))
         .args(extra)
+        .args(pass_env(vars))
         .envs(vars.iter().copied())
         .output()
         .unwrap();
@@ -183,6 +192,7 @@ fn preflight_file(
         .args(["preflight", "--submission"])
         .arg(submission)
         .args(extra)
+        .args(pass_env(vars))
         .envs(vars.iter().copied())
         .output()
         .unwrap();

@@ -58,9 +58,9 @@ pub fn wrap(
     if command.program.components().count() > 1 {
         command.program = std::path::absolute(&command.program).unwrap_or(command.program);
     }
-    // A Python interpreter runs as its real executable (a pyenv shim needs the caller's home,
-    // which the worker neither has nor sees), with its standard library and packages bound in:
-    // the worker's program, or the program a tool (compute-sanitizer) runs.
+    // Sandboxed, a Python interpreter runs as its real executable (a pyenv shim needs the
+    // caller's home, which the worker neither has nor sees), with its standard library and
+    // packages bound in: the worker's program, or the program a tool (compute-sanitizer) runs.
     let python = python_program();
     let is_python = |word: &str| {
         let path = Path::new(word);
@@ -73,7 +73,9 @@ pub fn wrap(
     let words = std::iter::once(&mut command.program)
         .map(|p| p as &mut dyn AsWord)
         .chain(command.args.iter_mut().map(|a| a as &mut dyn AsWord));
-    for word in words {
+    // Unsandboxed, the worker sees the host as the caller does: the program given runs as given
+    // (a wrapper script standing in for python included).
+    for word in words.filter(|_| isolation.sandboxed) {
         let Some(interpreter) = is_python(&word.text())
             .then(|| environment::interpreter(Path::new(&word.text())))
             .flatten()
