@@ -103,18 +103,48 @@ fn fake_python(dir: &Path, log: &Path, hang: bool) -> String {
     path.display().to_string()
 }
 
+/// A scratch folder with its own TMPDIR, a fake python recording the worker's script path
+/// (hanging with `hang`), a submission and a report folder.
+struct FakeRun {
+    dir: PathBuf,
+    tmp: PathBuf,
+    log: PathBuf,
+    python: String,
+    submission: String,
+    report: String,
+}
+
+fn fake_run(name: &str, hang: bool) -> FakeRun {
+    let dir = scratch_dir(name);
+    let tmp = dir.join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let log = dir.join("worker-paths.log");
+    let python = fake_python(&dir, &log, hang);
+    let submission = write(&dir.join("kernel/submission.py"), SUBMISSION);
+    let report = dir.join("report").display().to_string();
+    FakeRun {
+        dir,
+        tmp,
+        log,
+        python,
+        submission,
+        report,
+    }
+}
+
 #[test]
 fn the_worker_script_lives_in_a_fresh_private_folder_that_goes_at_exit() {
     if !has_python() {
         return skip("no python3 to run the submission's worker");
     }
-    let dir = scratch_dir("hardening-private-tmp");
-    let tmp = dir.join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let log = dir.join("worker-paths.log");
-    let python = fake_python(&dir, &log, false);
-    let submission = write(&dir.join("kernel/submission.py"), SUBMISSION);
-    let report = dir.join("report").display().to_string();
+    let FakeRun {
+        dir,
+        tmp,
+        log,
+        python,
+        submission,
+        report,
+    } = fake_run("hardening-private-tmp", false);
     let (code, text, _) = oracle_env(
         &dir.join("secrets"),
         &[
@@ -161,13 +191,14 @@ fn an_import_that_hangs_is_stopped_by_start_timeout_and_ctrl_c_leaves_nothing() 
     if !has_python() {
         return skip("no python3 for the submission's worker");
     }
-    let dir = scratch_dir("hardening-hang");
-    let tmp = dir.join("tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let log = dir.join("worker-paths.log");
-    let python = fake_python(&dir, &log, true);
-    let submission = write(&dir.join("kernel/submission.py"), SUBMISSION);
-    let report = dir.join("report").display().to_string();
+    let FakeRun {
+        dir,
+        tmp,
+        log,
+        python,
+        submission,
+        report,
+    } = fake_run("hardening-hang", true);
     let args = [
         "certify",
         "--submission",
