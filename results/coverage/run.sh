@@ -11,8 +11,8 @@
 # as the earlier campaign-time tables). Out: $OUT/lane-I.log (each job's command, output, time and exit code,
 # then its certificate's Markdown), $OUT/summary.log.
 set -u
-stage=coverage
-. "$(dirname "$0")/../stage.sh" coverage
+stage=${STAGE:-coverage}  # the folder under $OUT and /tmp (results/throughput runs it as `throughput`)
+. "$(dirname "$0")/../stage.sh" "$stage"
 SEED=${SEED:-20261127}
 ARGS=${ARGS:---sanitize 0 --determinism 0}
 nvidia-smi --query-gpu=index,name,driver_version,clocks.max.sm --format=csv >> "$O/summary.log"

@@ -7,7 +7,9 @@
 //! (results/gpu-reference/run.sh runs them there and keeps the logs).
 
 use crate::common;
-use nvfp4_harness::certify::reference_engine::{cross_check, cross_check_rows};
+use nvfp4_harness::certify::reference_engine::{
+    cross_check, cross_check_rows, cross_check_sample, CROSS_CHECK_COLUMNS,
+};
 use nvfp4_harness::gpu::compile::nvrtc_present;
 use nvfp4_harness::gpu::exact_reference::{compile, GpuReference};
 use nvfp4_model::golden::set::DUAL_GEMM_BENCHMARKS;
@@ -84,6 +86,48 @@ fn the_cross_check_finds_one_changed_bit_on_its_rows() {
         cross_check(&inputs, KOrder::Contiguous, &changed, 9),
         Ok(3 * 48 * 2)
     );
+}
+
+/// Past [`CROSS_CHECK_COLUMNS`] columns the cross-check computes a sample of them, in every
+/// problem: the model's bits there are the whole model's (an element depends on its row and
+/// column alone), a changed bit in a checked column is found, an unchecked column is not looked
+/// at, and the columns either side of the first 128-column edges are always checked.
+#[test]
+fn the_cross_check_computes_sampled_columns_with_the_whole_models_bits() {
+    let shape = Shape::new(9, 300, 64, 2).unwrap();
+    let sample = cross_check_sample(shape, 5);
+    assert_eq!(sample.cols.len(), CROSS_CHECK_COLUMNS);
+    for edge in [0, 127, 128, 255, 256, 299] {
+        assert!(sample.cols.contains(&edge), "column {edge} is always checked");
+    }
+    assert_ne!(
+        cross_check_sample(shape, 6).cols,
+        sample.cols,
+        "the drawn columns come from the seed"
+    );
+    for kind in [ProblemKind::DualGemm, ProblemKind::Gemm] {
+        let inputs = generate_problem(kind, shape, Distribution::AdversarialNan, 12);
+        let model = problem_reference(&inputs, KOrder::Contiguous);
+        let checked = (CROSS_CHECK_COLUMNS * 3 * 2) as u64;
+        assert_eq!(cross_check(&inputs, KOrder::Contiguous, &model, 5), Ok(checked));
+        let (row, col) = (sample.rows[1], sample.cols[40]);
+        let mut changed = model.clone();
+        let at = (row * 300 + col) * 2 + 1;
+        changed.expected[at] = half::f16::from_bits(changed.expected[at].to_bits() ^ 1);
+        let message = cross_check(&inputs, KOrder::Contiguous, &changed, 5).unwrap_err();
+        assert!(
+            message.contains(&format!("row {row}, column {col}, batch 1"))
+                && message.contains("expected is"),
+            "{message}"
+        );
+        let unchecked = (0..300).find(|c| !sample.cols.contains(c)).unwrap();
+        let mut changed = model.clone();
+        changed.hi[(row * 300 + unchecked) * 2] = half::f16::from_bits(0x7C00);
+        assert_eq!(
+            cross_check(&inputs, KOrder::Contiguous, &changed, 5),
+            Ok(checked)
+        );
+    }
 }
 
 fn gpu_or_panic() -> GpuReference {
@@ -202,7 +246,7 @@ fn gpu_reference_speed_table() {
                 .unwrap_or_else(|difference| panic!("{difference}"));
             (
                 "(rows only)".to_string(),
-                format!("{compared} elements on 3 rows"),
+                format!("{compared} elements on 3 rows x 64 columns"),
             )
         } else {
             let started = Instant::now();

@@ -8,13 +8,18 @@
 //! the same one.
 //!
 //! The CPU model is the definition. Every case the GPU computes is compared, bit for bit
-//! (expected, lo and hi), with the CPU model on [`CROSS_CHECK_ROWS`] rows drawn per case from an
-//! unpredictable seed, plus the last row. A difference is a harness error, never a verdict on
+//! (expected, lo and hi), with the CPU model on the elements of [`CROSS_CHECK_ROWS`] rows drawn
+//! per case from an unpredictable seed plus the last row, and of at most
+//! [`CROSS_CHECK_COLUMNS`] columns (every column of a narrower case): the first and last, the
+//! two either side of each 128-column edge among the first four, the rest drawn. Why columns
+//! are sampled too: three whole rows of a case of N 2^17 and K 2^16 are 2^35 products, and the
+//! cross-check of whole rows was a third of a default GPU campaign's time; sampled columns keep
+//! every case checked, on every batch, at a cost that depends on K alone. A difference is a harness error, never a verdict on
 //! the kernel: the GPU reference is switched off for the rest of the process, the case is
 //! judged with the CPU model, the difference is printed and kept ([`mismatches`]), and `certify`
 //! exits with its harness-error code.
 
-use super::sampling::{rows_reference, RowSample};
+use super::sampling::{elements_reference, RowSample};
 use nvfp4_model::model::bounds::KOrder;
 use nvfp4_model::model::{problem_reference, Reference};
 #[cfg(feature = "gpu")]
@@ -24,6 +29,8 @@ use std::sync::Mutex;
 
 /// Rows of every GPU-computed case that the CPU model computes too (besides the last row).
 pub const CROSS_CHECK_ROWS: usize = 2;
+/// Columns of those rows the CPU model computes, at most (every column of a narrower case).
+pub const CROSS_CHECK_COLUMNS: usize = 64;
 
 /// What the GPU reference has done in this process: for the certificate and the time table.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -269,6 +276,13 @@ fn switch_off(engine: &gpu_side::Engine, why: String) {
     with_report(|report| report.mismatches.push(why));
 }
 
+/// The elements of a case the CPU model recomputes: the rows and columns, each ascending.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrossCheckSample {
+    pub rows: Vec<usize>,
+    pub cols: Vec<usize>,
+}
+
 /// The rows of a case the CPU model recomputes: [`CROSS_CHECK_ROWS`] distinct rows drawn from
 /// `seed`, and the last one (the edge of a partial tile).
 pub fn cross_check_rows(shape: Shape, seed: u64) -> RowSample {
@@ -289,8 +303,41 @@ pub fn cross_check_rows(shape: Shape, seed: u64) -> RowSample {
     RowSample { rows, of: m }
 }
 
-/// Compares `reference` with the CPU model on rows drawn from `seed`: the number of elements
-/// compared, or the first difference in words.
+/// The columns of those rows it recomputes: every column up to [`CROSS_CHECK_COLUMNS`];
+/// past that the first and the last, the columns either side of the first four 128-column
+/// edges (where a tiled kernel's and a tiled reference's indexing change), and the rest drawn
+/// from `seed` (a different stream from the rows').
+pub fn cross_check_columns(n: usize, seed: u64) -> Vec<usize> {
+    use rand_core::{RngCore, SeedableRng};
+    if n <= CROSS_CHECK_COLUMNS {
+        return (0..n).collect();
+    }
+    let mut cols = vec![0, n - 1];
+    for edge in (1..=4).map(|tile| tile * 128).filter(|&edge| edge < n) {
+        cols.extend([edge - 1, edge]);
+    }
+    cols.sort_unstable();
+    cols.dedup();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x636F_6C75_6D6E_73);
+    while cols.len() < CROSS_CHECK_COLUMNS {
+        let col = (rng.next_u64() % n as u64) as usize;
+        if let Err(at) = cols.binary_search(&col) {
+            cols.insert(at, col);
+        }
+    }
+    cols
+}
+
+/// The elements of a case of `shape` the cross-check computes, from `seed`.
+pub fn cross_check_sample(shape: Shape, seed: u64) -> CrossCheckSample {
+    CrossCheckSample {
+        rows: cross_check_rows(shape, seed).rows,
+        cols: cross_check_columns(shape.n, seed),
+    }
+}
+
+/// Compares `reference` with the CPU model on the elements drawn from `seed`
+/// ([`cross_check_sample`]): the number of elements compared, or the first difference in words.
 pub fn cross_check(
     inputs: &ProblemInputs,
     order: KOrder,
@@ -312,32 +359,34 @@ pub fn cross_check(
             reference.len()
         ));
     }
-    let sample = cross_check_rows(shape, seed);
-    // The sampled rows alone (a whole-output array would be gigabytes for the large cases).
-    let cpu = rows_reference(inputs, order, &sample.rows);
-    let row_len = shape.n * shape.l;
+    let sample = cross_check_sample(shape, seed);
+    // The sampled elements alone (a whole-output array would be gigabytes for the large cases).
+    let cpu = elements_reference(inputs, order, &sample.rows, Some(&sample.cols));
+    let l = shape.l;
     let mut compared = 0u64;
-    for (at, &row) in sample.rows.iter().enumerate() {
-        for offset in 0..row_len {
-            let (i, j) = (row * row_len + offset, at * row_len + offset);
-            let pairs = [
-                ("expected", cpu.expected[j], reference.expected[i]),
-                ("lo", cpu.lo[j], reference.lo[i]),
-                ("hi", cpu.hi[j], reference.hi[i]),
-            ];
-            for (what, model, gpu) in pairs {
-                if model.to_bits() != gpu.to_bits() {
-                    let (col, batch) = ((i % row_len) / shape.l, i % shape.l);
-                    return Err(format!(
-                        "the GPU reference differs from the CPU model on a {name} of {shape} \
-                         ({order:?} order) at row {row}, column {col}, batch {batch}: {what} is \
-                         {gpu} (0x{:04X}) on the GPU and {model} (0x{:04X}) in the model",
-                        gpu.to_bits(),
-                        model.to_bits()
-                    ));
+    for (row_at, &row) in sample.rows.iter().enumerate() {
+        for (col_at, &col) in sample.cols.iter().enumerate() {
+            for batch in 0..l {
+                let i = (row * shape.n + col) * l + batch;
+                let j = (row_at * sample.cols.len() + col_at) * l + batch;
+                let pairs = [
+                    ("expected", cpu.expected[j], reference.expected[i]),
+                    ("lo", cpu.lo[j], reference.lo[i]),
+                    ("hi", cpu.hi[j], reference.hi[i]),
+                ];
+                for (what, model, gpu) in pairs {
+                    if model.to_bits() != gpu.to_bits() {
+                        return Err(format!(
+                            "the GPU reference differs from the CPU model on a {name} of {shape} \
+                             ({order:?} order) at row {row}, column {col}, batch {batch}: {what} \
+                             is {gpu} (0x{:04X}) on the GPU and {model} (0x{:04X}) in the model",
+                            gpu.to_bits(),
+                            model.to_bits()
+                        ));
+                    }
                 }
+                compared += 1;
             }
-            compared += 1;
         }
     }
     Ok(compared)

@@ -101,27 +101,42 @@ fn row_has_nan_scale(matrix: &BlockScaledMatrix, row: usize, batch: usize) -> bo
 }
 
 /// The model's answer and interval on `rows` of M alone (ascending, each below M), as a
-/// reference of `rows.len()` rows: what sampled judging and the GPU reference's cross-check
-/// compute, without arrays the size of the whole output. Not for the grouped GEMM (its
-/// callers judge it whole).
+/// reference of `rows.len()` rows: what sampled judging computes, without arrays the size of
+/// the whole output. Not for the grouped GEMM (its callers judge it whole).
 pub fn rows_reference(inputs: &ProblemInputs, order: KOrder, rows: &[usize]) -> Reference {
+    elements_reference(inputs, order, rows, None)
+}
+
+/// The model's answer and interval on the elements of `rows` of M and, given `cols`, those
+/// columns of N alone (both ascending and in range), as a reference of `rows.len()` x
+/// `cols.len()` x L: what the GPU reference's cross-check computes. An element depends on its
+/// row of A and its column of B alone (the K order and the block sums are per element), so the
+/// smaller problem of those rows and columns gives the same bits. Not for the grouped GEMM.
+pub fn elements_reference(
+    inputs: &ProblemInputs,
+    order: KOrder,
+    rows: &[usize],
+    cols: Option<&[usize]>,
+) -> Reference {
     let (shape, a) = match inputs {
         ProblemInputs::DualGemm(d) => (d.shape, &d.a),
         ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => (g.shape, &g.a),
         ProblemInputs::GroupGemm(_) => panic!("a grouped GEMM has no rows of one M"),
     };
-    let sub_shape = Shape::new(rows.len(), shape.n, shape.k, shape.l).expect("fewer rows");
+    let n = cols.map_or(shape.n, <[usize]>::len);
+    let sub_shape = Shape::new(rows.len(), n, shape.k, shape.l).expect("fewer rows and columns");
     let sub_a = a.with_rows(rows);
+    let sub_b = |b: &BlockScaledMatrix| cols.map_or_else(|| b.clone(), |cols| b.with_rows(cols));
     let sub_inputs = match inputs {
         ProblemInputs::DualGemm(d) => ProblemInputs::DualGemm(
-            DualGemmInputs::new(sub_shape, sub_a, d.b1.clone(), d.b2.clone())
-                .expect("the sampled rows' shape"),
+            DualGemmInputs::new(sub_shape, sub_a, sub_b(&d.b1), sub_b(&d.b2))
+                .expect("the sampled elements' shape"),
         ),
         ProblemInputs::Gemm(g) => ProblemInputs::Gemm(
-            GemmInputs::new(sub_shape, sub_a, g.b.clone()).expect("the sampled rows' shape"),
+            GemmInputs::new(sub_shape, sub_a, sub_b(&g.b)).expect("the sampled elements' shape"),
         ),
         ProblemInputs::Gemv(g) => ProblemInputs::Gemv(
-            GemmInputs::new(sub_shape, sub_a, g.b.clone()).expect("the sampled rows' shape"),
+            GemmInputs::new(sub_shape, sub_a, sub_b(&g.b)).expect("the sampled elements' shape"),
         ),
         ProblemInputs::GroupGemm(_) => unreachable!("refused above"),
     };
