@@ -302,6 +302,11 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     // signs certificates made (so that every sandbox hides it).
     nvfp4_harness::sandbox::protect_parent();
     nvfp4_harness::certify::signing::ensure_key()?;
+    // Before any parallel work: this campaign's share of the host's cores.
+    let cores = nvfp4_harness::cores::use_budget();
+    if cores.shared {
+        eprintln!("cores: {}", cores.why);
+    }
     let external = args.external.kernels()?;
     // Per external kernel, the preflight that reads its code where it cannot run.
     let preflights: Vec<(String, String)> = external

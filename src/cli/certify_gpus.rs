@@ -8,6 +8,7 @@
 use super::merge::MergeArgs;
 use nvfp4_harness::error::{Error, Result};
 use std::path::{Path, PathBuf};
+use std::os::unix::process::CommandExt;
 use std::process::{Command, ExitCode, Stdio};
 
 /// The options a shard process gets anew (the rest of the command line is passed on as given).
@@ -117,11 +118,20 @@ pub fn run(
         gpus.join(", "),
         shards_dir.display()
     );
+    // Each shard pinned to its own slice of the cores this process may use, so that the
+    // shards' thread pools do not contend for every core (crates/harness/src/cores.rs).
+    let core_slices = nvfp4_harness::cores::slices(&nvfp4_harness::cores::allowed_cores(), count);
     let mut children = Vec::new();
     for (i, gpu) in gpus.iter().enumerate() {
         let log_path = shards_dir.join(format!("gpu-{gpu}.log"));
         let log = std::fs::File::create(&log_path).map_err(|err| Error::file(&log_path, err))?;
-        let child = Command::new(&exe)
+        let mut command = Command::new(&exe);
+        let cores = core_slices[i].clone();
+        // SAFETY: between fork and exec the closure makes one system call and allocates nothing.
+        unsafe {
+            command.pre_exec(move || nvfp4_harness::cores::pin_to(&cores));
+        }
+        let child = command
             .args(passed_on(&argv))
             .args(["--seed", &seed.to_string()])
             .args(["--shard", &format!("{}/{count}", i + 1)])

@@ -38,6 +38,7 @@
 //! - [`error`]: the harness's error type (the model's, a GPU that failed, bad usage).
 
 pub mod certify;
+pub mod cores;
 pub mod error;
 pub mod fuzzing;
 pub mod gpu;

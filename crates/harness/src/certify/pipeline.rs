@@ -92,11 +92,9 @@ fn run_with_input_makers<T>(
     })
 }
 
-/// Threads making a campaign's inputs ahead: a quarter of the cores, one to four.
+/// Threads making a campaign's inputs ahead: a quarter of its cores (crate::cores), one to four.
 fn input_makers() -> usize {
-    std::thread::available_parallelism()
-        .map_or(1, |cores| cores.get() / 4)
-        .clamp(1, 4)
+    (crate::cores::budget().threads / 4).clamp(1, 4)
 }
 
 #[cfg(test)]

@@ -200,7 +200,8 @@ impl Machine {
         Machine {
             os: std::env::consts::OS.to_string(),
             arch: std::env::consts::ARCH.to_string(),
-            cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            // The cores the campaign used: its share of the host's (crate::cores).
+            cpus: crate::cores::budget().threads,
             cpu_model,
         }
     }

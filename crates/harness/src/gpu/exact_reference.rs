@@ -15,6 +15,7 @@ use super::GpuError;
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 use half::f16;
+use half::vec::HalfBitsVecExt;
 use nvfp4_model::model::bounds::KOrder;
 use nvfp4_model::model::exact_grid::MAX_I64_BLOCKS;
 use nvfp4_model::model::Reference;
@@ -27,6 +28,8 @@ const KERNEL: &str = "nvfp4_oracle_exact_reference";
 /// The kernel's output tile and threads (TILE_M, TILE_N, THREADS_X, THREADS_Y in the source).
 const TILE: u32 = 32;
 const THREADS: (u32, u32) = (16, 16);
+/// The most blocks a grid's third dimension (the kernel's batches) may have.
+const MAX_GRID_Z: usize = 65_535;
 /// What `problem` tells the kernel (PROBLEM_GEMM, PROBLEM_DUAL_GEMM).
 const PROBLEM_GEMM: i32 = 0;
 const PROBLEM_DUAL_GEMM: i32 = 1;
@@ -214,11 +217,12 @@ impl GpuReference {
         let mut unbounded = stream
             .alloc_zeros::<i32>(1)
             .map_err(gpu("allocating a flag"))?;
-        let config = LaunchConfig {
+        // The batches in the grid's third dimension, at most MAX_GRID_Z per launch.
+        let config = |batches_here: usize| LaunchConfig {
             grid_dim: (
                 n.div_ceil(TILE as usize) as u32,
                 m.div_ceil(TILE as usize) as u32,
-                1,
+                batches_here as u32,
             ),
             block_dim: (THREADS.0, THREADS.1, 1),
             shared_mem_bytes: 0,
@@ -229,7 +233,9 @@ impl GpuReference {
             KOrder::Any => 1,
             KOrder::PerProduct => 2,
         };
-        for batch in 0..batches as i32 {
+        for first_batch in (0..batches).step_by(MAX_GRID_Z) {
+            let batches_here = MAX_GRID_Z.min(batches - first_batch);
+            let first_batch = first_batch as i32;
             let mut launch = stream.launch_builder(&self.function);
             launch
                 .arg(&a_data)
@@ -242,7 +248,7 @@ impl GpuReference {
                 .arg(&n32)
                 .arg(&blocks32)
                 .arg(&batches32)
-                .arg(&batch)
+                .arg(&first_batch)
                 .arg(&problem)
                 .arg(&order_code)
                 .arg(&mut expected)
@@ -251,7 +257,7 @@ impl GpuReference {
                 .arg(&mut unbounded);
             // SAFETY: the arguments are the kernel's, in its order and types; the grid covers
             // m x n and every access is bounded by (m, n, blocks, batches) as uploaded.
-            unsafe { launch.launch(config) }.map_err(gpu("launching the reference kernel"))?;
+            unsafe { launch.launch(config(batches_here)) }.map_err(gpu("launching the reference kernel"))?;
         }
         let download = |slice: &CudaSlice<u16>| -> Result<Vec<f16>, GpuError> {
             // Into memory written first on every core: a copy into fresh pages faults each in
@@ -265,7 +271,8 @@ impl GpuReference {
             stream
                 .synchronize()
                 .map_err(gpu("reading the reference back"))?;
-            Ok(bits.into_iter().map(f16::from_bits).collect())
+            // The same bits as f16 in place (f16 is a u16 underneath): no second array.
+            Ok(bits.reinterpret_into())
         };
         let reference = Reference {
             expected: download(&expected)?,
