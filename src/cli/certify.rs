@@ -153,8 +153,9 @@ pub struct CertifyArgs {
     /// `gpu`: on the GPU, or exit 4 saying why not; `cpu`: the CPU model alone. On the GPU every
     /// case that fits half its free memory is judged whole (the CPU model judges cases past 2^36
     /// products on sampled rows), by a kernel of the harness's own in this process (never in a
-    /// worker), and the CPU model recomputes 3 rows x 64 columns of every such case: a single differing bit is
-    /// a harness error (exit 7), and the rest of the run is judged by the CPU model.
+    /// worker), and the CPU model recomputes 3 rows x 64 columns x 4 batches of every such
+    /// case: a single differing bit is a harness error (exit 7), and the rest of the run is
+    /// judged by the CPU model.
     #[arg(long, value_enum, default_value_t = ReferenceChoice::Auto)]
     pub reference: ReferenceChoice,
     /// No progress bar (there is none either where stderr is not a terminal).
@@ -189,7 +190,7 @@ fn choose_reference(
         Ok(device) => {
             eprintln!(
                 "reference: computed on {device}, whole, and checked against the CPU model on \
-                 3 rows x 64 columns of every case"
+                 3 rows x 64 columns x 4 batches of every case"
             );
             Ok(true)
         }

@@ -7,8 +7,8 @@
 
 use super::merge::MergeArgs;
 use nvfp4_harness::error::{Error, Result};
-use std::path::{Path, PathBuf};
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
 /// The options a shard process gets anew (the rest of the command line is passed on as given).

@@ -8,7 +8,7 @@
 
 use crate::common;
 use nvfp4_harness::certify::reference_engine::{
-    cross_check, cross_check_rows, cross_check_sample, CROSS_CHECK_COLUMNS,
+    cross_check, cross_check_rows, cross_check_sample, CROSS_CHECK_BATCHES, CROSS_CHECK_COLUMNS,
 };
 use nvfp4_harness::gpu::compile::nvrtc_present;
 use nvfp4_harness::gpu::exact_reference::{compile, GpuReference};
@@ -98,7 +98,10 @@ fn the_cross_check_computes_sampled_columns_with_the_whole_models_bits() {
     let sample = cross_check_sample(shape, 5);
     assert_eq!(sample.cols.len(), CROSS_CHECK_COLUMNS);
     for edge in [0, 127, 128, 255, 256, 299] {
-        assert!(sample.cols.contains(&edge), "column {edge} is always checked");
+        assert!(
+            sample.cols.contains(&edge),
+            "column {edge} is always checked"
+        );
     }
     assert_ne!(
         cross_check_sample(shape, 6).cols,
@@ -109,7 +112,10 @@ fn the_cross_check_computes_sampled_columns_with_the_whole_models_bits() {
         let inputs = generate_problem(kind, shape, Distribution::AdversarialNan, 12);
         let model = problem_reference(&inputs, KOrder::Contiguous);
         let checked = (CROSS_CHECK_COLUMNS * 3 * 2) as u64;
-        assert_eq!(cross_check(&inputs, KOrder::Contiguous, &model, 5), Ok(checked));
+        assert_eq!(
+            cross_check(&inputs, KOrder::Contiguous, &model, 5),
+            Ok(checked)
+        );
         let (row, col) = (sample.rows[1], sample.cols[40]);
         let mut changed = model.clone();
         let at = (row * 300 + col) * 2 + 1;
@@ -121,6 +127,8 @@ fn the_cross_check_computes_sampled_columns_with_the_whole_models_bits() {
             "{message}"
         );
         let unchecked = (0..300).find(|c| !sample.cols.contains(c)).unwrap();
+        // (Two batches: every batch checked.)
+        assert_eq!(sample.batches, vec![0, 1]);
         let mut changed = model.clone();
         changed.hi[(row * 300 + unchecked) * 2] = half::f16::from_bits(0x7C00);
         assert_eq!(
@@ -128,6 +136,40 @@ fn the_cross_check_computes_sampled_columns_with_the_whole_models_bits() {
             Ok(checked)
         );
     }
+}
+
+/// Past [`CROSS_CHECK_BATCHES`] batches the cross-check computes the first, the last and drawn
+/// ones, with the whole model's bits: a changed bit in a checked batch is found, one in an
+/// unchecked batch is not looked at.
+#[test]
+fn the_cross_check_computes_sampled_batches_with_the_whole_models_bits() {
+    let shape = Shape::new(5, 3, 32, 9).unwrap();
+    let sample = cross_check_sample(shape, 21);
+    assert_eq!(sample.batches.len(), CROSS_CHECK_BATCHES);
+    assert_eq!((sample.batches[0], sample.batches[3]), (0, 8));
+    let inputs = generate_problem(ProblemKind::DualGemm, shape, Distribution::Full, 4);
+    let model = problem_reference(&inputs, KOrder::Contiguous);
+    let checked = (3 * 3 * CROSS_CHECK_BATCHES) as u64;
+    assert_eq!(
+        cross_check(&inputs, KOrder::Contiguous, &model, 21),
+        Ok(checked)
+    );
+    let (row, batch) = (sample.rows[0], sample.batches[1]);
+    let mut changed = model.clone();
+    let at = (row * 3 + 2) * 9 + batch;
+    changed.lo[at] = half::f16::from_bits(changed.lo[at].to_bits() ^ 1);
+    let message = cross_check(&inputs, KOrder::Contiguous, &changed, 21).unwrap_err();
+    assert!(
+        message.contains(&format!("row {row}, column 2, batch {batch}")),
+        "{message}"
+    );
+    let unchecked = (0..9).find(|b| !sample.batches.contains(b)).unwrap();
+    let mut changed = model.clone();
+    changed.lo[(row * 3 + 2) * 9 + unchecked] = half::f16::from_bits(0x7C00);
+    assert_eq!(
+        cross_check(&inputs, KOrder::Contiguous, &changed, 21),
+        Ok(checked)
+    );
 }
 
 fn gpu_or_panic() -> GpuReference {
@@ -246,7 +288,7 @@ fn gpu_reference_speed_table() {
                 .unwrap_or_else(|difference| panic!("{difference}"));
             (
                 "(rows only)".to_string(),
-                format!("{compared} elements on 3 rows x 64 columns"),
+                format!("{compared} elements on 3 rows x 64 columns x 4 batches"),
             )
         } else {
             let started = Instant::now();

@@ -333,6 +333,17 @@ fn gpus_spreads_one_campaign_over_shard_processes_and_merges_them() {
         coverage(&json(&dir.join("whole/cpu-tiled.json")))
     );
     assert!(dir.join("split/gpu-shards/gpu-1.log").exists());
+    // Each shard was pinned to its own half of the cores and used that share alone.
+    if std::thread::available_parallelism().map_or(1, |n| n.get()) >= 2 {
+        for gpu in ["0", "1"] {
+            let log = std::fs::read_to_string(dir.join(format!("split/gpu-shards/gpu-{gpu}.log")))
+                .unwrap();
+            assert!(
+                log.contains("cores: the ") && log.contains("cores this process may run on"),
+                "shard {gpu} was not pinned: {log}"
+            );
+        }
+    }
     let (code, out) = oracle(
         &secrets,
         &[&campaign[..], &["--gpus", "0,x", "--report-dir", &split]].concat(),

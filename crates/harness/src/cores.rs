@@ -89,11 +89,10 @@ impl CoreFacts {
                 true,
             );
         }
-        let visible = self.visible_devices.as_deref().map(|list| {
-            list.split(',')
-                .filter(|gpu| !gpu.trim().is_empty())
-                .count()
-        });
+        let visible = self
+            .visible_devices
+            .as_deref()
+            .map(|list| list.split(',').filter(|gpu| !gpu.trim().is_empty()).count());
         match visible {
             Some(visible) if self.host_gpus > 1 && visible > 0 && visible < self.host_gpus => {
                 let threads = (allowed * visible / self.host_gpus).max(1);
@@ -228,7 +227,11 @@ mod tests {
         given.rayon_threads = Some("6".into());
         assert_eq!(given.budget().threads, 6);
         given.rayon_threads = Some("zero".into());
-        assert_eq!(given.budget().threads, 16, "an unreadable value is rayon's to refuse");
+        assert_eq!(
+            given.budget().threads,
+            16,
+            "an unreadable value is rayon's to refuse"
+        );
     }
 
     #[test]

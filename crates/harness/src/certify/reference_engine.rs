@@ -11,10 +11,11 @@
 //! (expected, lo and hi), with the CPU model on the elements of [`CROSS_CHECK_ROWS`] rows drawn
 //! per case from an unpredictable seed plus the last row, and of at most
 //! [`CROSS_CHECK_COLUMNS`] columns (every column of a narrower case): the first and last, the
-//! two either side of each 128-column edge among the first four, the rest drawn. Why columns
-//! are sampled too: three whole rows of a case of N 2^17 and K 2^16 are 2^35 products, and the
-//! cross-check of whole rows was a third of a default GPU campaign's time; sampled columns keep
-//! every case checked, on every batch, at a cost that depends on K alone. A difference is a harness error, never a verdict on
+//! two either side of each 128-column edge among the first four, the rest drawn; in at most
+//! [`CROSS_CHECK_BATCHES`] batches (the first, the last, the rest drawn). Why columns and
+//! batches are sampled too: three whole rows of a case of N 2^17 and K 2^16 are 2^35 products,
+//! and the cross-check of whole rows was a third of a default GPU campaign's time; sampled
+//! columns and batches keep every case checked at a cost that depends on K alone. A difference is a harness error, never a verdict on
 //! the kernel: the GPU reference is switched off for the rest of the process, the case is
 //! judged with the CPU model, the difference is printed and kept ([`mismatches`]), and `certify`
 //! exits with its harness-error code.
@@ -31,6 +32,8 @@ use std::sync::Mutex;
 pub const CROSS_CHECK_ROWS: usize = 2;
 /// Columns of those rows the CPU model computes, at most (every column of a narrower case).
 pub const CROSS_CHECK_COLUMNS: usize = 64;
+/// Batches of those elements it computes, at most: the first, the last and drawn ones.
+pub const CROSS_CHECK_BATCHES: usize = 4;
 
 /// What the GPU reference has done in this process: for the certificate and the time table.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -276,11 +279,13 @@ fn switch_off(engine: &gpu_side::Engine, why: String) {
     with_report(|report| report.mismatches.push(why));
 }
 
-/// The elements of a case the CPU model recomputes: the rows and columns, each ascending.
+/// The elements of a case the CPU model recomputes: the rows, columns and batches, each
+/// ascending.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CrossCheckSample {
     pub rows: Vec<usize>,
     pub cols: Vec<usize>,
+    pub batches: Vec<usize>,
 }
 
 /// The rows of a case the CPU model recomputes: [`CROSS_CHECK_ROWS`] distinct rows drawn from
@@ -328,11 +333,30 @@ pub fn cross_check_columns(n: usize, seed: u64) -> Vec<usize> {
     cols
 }
 
+/// The batches of those elements it recomputes: every batch up to [`CROSS_CHECK_BATCHES`];
+/// past that the first and the last and the rest drawn from `seed`.
+pub fn cross_check_batches(l: usize, seed: u64) -> Vec<usize> {
+    use rand_core::{RngCore, SeedableRng};
+    if l <= CROSS_CHECK_BATCHES {
+        return (0..l).collect();
+    }
+    let mut batches = vec![0, l - 1];
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x6261_7463_6865_73);
+    while batches.len() < CROSS_CHECK_BATCHES {
+        let batch = (rng.next_u64() % l as u64) as usize;
+        if let Err(at) = batches.binary_search(&batch) {
+            batches.insert(at, batch);
+        }
+    }
+    batches
+}
+
 /// The elements of a case of `shape` the cross-check computes, from `seed`.
 pub fn cross_check_sample(shape: Shape, seed: u64) -> CrossCheckSample {
     CrossCheckSample {
         rows: cross_check_rows(shape, seed).rows,
         cols: cross_check_columns(shape.n, seed),
+        batches: cross_check_batches(shape.l, seed),
     }
 }
 
@@ -361,14 +385,20 @@ pub fn cross_check(
     }
     let sample = cross_check_sample(shape, seed);
     // The sampled elements alone (a whole-output array would be gigabytes for the large cases).
-    let cpu = elements_reference(inputs, order, &sample.rows, Some(&sample.cols));
-    let l = shape.l;
+    let cpu = elements_reference(
+        inputs,
+        order,
+        &sample.rows,
+        Some(&sample.cols),
+        Some(&sample.batches),
+    );
+    let (l, checked_batches) = (shape.l, sample.batches.len());
     let mut compared = 0u64;
     for (row_at, &row) in sample.rows.iter().enumerate() {
         for (col_at, &col) in sample.cols.iter().enumerate() {
-            for batch in 0..l {
+            for (batch_at, &batch) in sample.batches.iter().enumerate() {
                 let i = (row * shape.n + col) * l + batch;
-                let j = (row_at * sample.cols.len() + col_at) * l + batch;
+                let j = (row_at * sample.cols.len() + col_at) * checked_batches + batch_at;
                 let pairs = [
                     ("expected", cpu.expected[j], reference.expected[i]),
                     ("lo", cpu.lo[j], reference.lo[i]),

@@ -104,29 +104,41 @@ fn row_has_nan_scale(matrix: &BlockScaledMatrix, row: usize, batch: usize) -> bo
 /// reference of `rows.len()` rows: what sampled judging computes, without arrays the size of
 /// the whole output. Not for the grouped GEMM (its callers judge it whole).
 pub fn rows_reference(inputs: &ProblemInputs, order: KOrder, rows: &[usize]) -> Reference {
-    elements_reference(inputs, order, rows, None)
+    elements_reference(inputs, order, rows, None, None)
 }
 
-/// The model's answer and interval on the elements of `rows` of M and, given `cols`, those
-/// columns of N alone (both ascending and in range), as a reference of `rows.len()` x
-/// `cols.len()` x L: what the GPU reference's cross-check computes. An element depends on its
-/// row of A and its column of B alone (the K order and the block sums are per element), so the
-/// smaller problem of those rows and columns gives the same bits. Not for the grouped GEMM.
+/// The model's answer and interval on the elements of `rows` of M and, given them, those
+/// `cols` of N and `batches` of L alone (each ascending and in range), as a reference of
+/// `rows.len()` x `cols.len()` x `batches.len()`: what the GPU reference's cross-check
+/// computes. An element depends on its row of A and its column of B in its batch alone (the K
+/// order and the block sums are per element), so the smaller problem of those rows, columns
+/// and batches gives the same bits. Not for the grouped GEMM.
 pub fn elements_reference(
     inputs: &ProblemInputs,
     order: KOrder,
     rows: &[usize],
     cols: Option<&[usize]>,
+    batches: Option<&[usize]>,
 ) -> Reference {
     let (shape, a) = match inputs {
         ProblemInputs::DualGemm(d) => (d.shape, &d.a),
         ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => (g.shape, &g.a),
         ProblemInputs::GroupGemm(_) => panic!("a grouped GEMM has no rows of one M"),
     };
+    let every: Vec<usize> = (0..shape.l).collect();
+    let batches = batches.unwrap_or(&every);
     let n = cols.map_or(shape.n, <[usize]>::len);
-    let sub_shape = Shape::new(rows.len(), n, shape.k, shape.l).expect("fewer rows and columns");
-    let sub_a = a.with_rows(rows);
-    let sub_b = |b: &BlockScaledMatrix| cols.map_or_else(|| b.clone(), |cols| b.with_rows(cols));
+    let sub_shape =
+        Shape::new(rows.len(), n, shape.k, batches.len()).expect("fewer rows, columns, batches");
+    let sub_a = a.with_rows_in_batches(rows, batches);
+    let all_cols: Vec<usize> = (0..shape.n).collect();
+    let sub_b = |b: &BlockScaledMatrix| {
+        if cols.is_none() && batches.len() == shape.l {
+            b.clone()
+        } else {
+            b.with_rows_in_batches(cols.unwrap_or(&all_cols), batches)
+        }
+    };
     let sub_inputs = match inputs {
         ProblemInputs::DualGemm(d) => ProblemInputs::DualGemm(
             DualGemmInputs::new(sub_shape, sub_a, sub_b(&d.b1), sub_b(&d.b2))

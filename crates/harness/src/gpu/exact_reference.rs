@@ -257,7 +257,8 @@ impl GpuReference {
                 .arg(&mut unbounded);
             // SAFETY: the arguments are the kernel's, in its order and types; the grid covers
             // m x n and every access is bounded by (m, n, blocks, batches) as uploaded.
-            unsafe { launch.launch(config(batches_here)) }.map_err(gpu("launching the reference kernel"))?;
+            unsafe { launch.launch(config(batches_here)) }
+                .map_err(gpu("launching the reference kernel"))?;
         }
         let download = |slice: &CudaSlice<u16>| -> Result<Vec<f16>, GpuError> {
             // Into memory written first on every core: a copy into fresh pages faults each in

@@ -162,10 +162,17 @@ impl BlockScaledMatrix {
     /// A copy holding the listed rows, in that order, of every batch (the reference of sampled
     /// rows reads A's sampled rows alone).
     pub fn with_rows(&self, rows: &[usize]) -> Self {
+        let every: Vec<usize> = (0..self.batches).collect();
+        self.with_rows_in_batches(rows, &every)
+    }
+
+    /// A copy holding the listed rows of the listed batches, each in the order given (the GPU
+    /// reference's cross-check reads sampled rows, columns and batches alone).
+    pub fn with_rows_in_batches(&self, rows: &[usize], batches: &[usize]) -> Self {
         let (row_bytes, cols) = (self.k / 2, self.k / SCALE_BLOCK);
-        let mut data = Vec::with_capacity(rows.len() * row_bytes * self.batches);
-        let mut scales = Vec::with_capacity(rows.len() * cols * self.batches);
-        for batch in 0..self.batches {
+        let mut data = Vec::with_capacity(rows.len() * row_bytes * batches.len());
+        let mut scales = Vec::with_capacity(rows.len() * cols * batches.len());
+        for &batch in batches {
             for &row in rows {
                 data.extend_from_slice(self.row_data(row, batch));
                 scales.extend_from_slice(self.row_scales(row, batch));
@@ -174,7 +181,7 @@ impl BlockScaledMatrix {
         BlockScaledMatrix {
             rows: rows.len(),
             k: self.k,
-            batches: self.batches,
+            batches: batches.len(),
             data,
             scales,
         }
