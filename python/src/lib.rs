@@ -5,8 +5,8 @@
 
 use half::f16;
 use numpy::{IntoPyArray, PyArrayDyn, PyReadonlyArrayDyn, PyUntypedArrayMethods};
-use nvfp4_harness::certify::report::{Certificate, Status};
 use nvfp4_harness::certify::{certify_kernel, CampaignLimits, CertifyRequest, KernelOutcome};
+use nvfp4_harness::certify::{Certificate, Status};
 use nvfp4_harness::kernels::interface::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
 use nvfp4_harness::worker::protocol::CaseFiles;
 use nvfp4_model::compare::{judge, OutputShape};

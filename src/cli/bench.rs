@@ -46,7 +46,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     // Before any worker starts: this process's memory out of a worker's reach, and the key that
     // signs certificates made (so that every sandbox hides it).
     nvfp4_harness::sandbox::protect_parent();
-    nvfp4_harness::certify::signing::ensure_key()?;
+    nvfp4_harness::certify::ensure_key()?;
     let shapes: Vec<Shape> = if args.shapes.is_empty() {
         DUAL_GEMM_BENCHMARKS
             .iter()
@@ -190,7 +190,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     std::fs::create_dir_all(&args.report_dir).map_err(|err| Error::file(&args.report_dir, err))?;
     // Signed, so that a later run can trust it as its baseline.
     let mut value = serde_json::to_value(&report).expect("reports serialize");
-    nvfp4_harness::certify::signing::sign(&mut value)?;
+    nvfp4_harness::certify::sign(&mut value)?;
     let json = serde_json::to_string_pretty(&value).expect("reports serialize");
     for (name, text) in [("bench.json", json), ("bench.md", markdown)] {
         let path = args.report_dir.join(name);

@@ -24,7 +24,7 @@ pub struct MedianChange {
 
 /// The baseline's timings (a bench.json this oracle wrote and signed).
 pub fn read_baseline(path: &Path) -> Result<Vec<Timing>> {
-    let value = nvfp4_harness::certify::signing::read_verified(path, "baseline")?;
+    let value = nvfp4_harness::certify::read_verified(path, "baseline")?;
     let timings: Vec<(Timing, bool)> = serde_json::from_value(value["timings"].clone())
         .map_err(|err| Error::file(path, format!("not a bench report of this oracle: {err}")))?;
     Ok(timings.into_iter().map(|(timing, _)| timing).collect())

@@ -4,7 +4,7 @@
 
 use super::external::ExternalArgs;
 use clap::Args;
-use nvfp4_harness::certify::trust::{timing_trust, Trust};
+use nvfp4_harness::certify::{timing_trust, Trust};
 use nvfp4_harness::gpu::bench::Timing;
 use nvfp4_model::problem::Shape;
 use serde::Serialize;
@@ -143,8 +143,8 @@ pub(super) fn regime_covered(
     let Some(coverage) = certified else {
         return true;
     };
-    let why = nvfp4_harness::certify::regimes::uncovered_regime(coverage, shape)
-        .or_else(|| nvfp4_harness::certify::shape_ranges::uncovered_range(coverage, shape));
+    let why = nvfp4_harness::certify::uncovered_regime(coverage, shape)
+        .or_else(|| nvfp4_harness::certify::uncovered_range(coverage, shape));
     match why {
         Some(why) => {
             eprintln!("skipping {name} on {shape}: {why}");

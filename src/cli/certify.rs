@@ -6,9 +6,9 @@ use super::gate::{gate_reports, GateArgs};
 use super::{EXIT_FAIL, EXIT_NOT_EXACT};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
-use nvfp4_harness::certify::report::{ExactOutcome, Status};
-use nvfp4_harness::certify::shard::Shard;
+use nvfp4_harness::certify::Shard;
 use nvfp4_harness::certify::{certify_kernel, CampaignLimits, CertifyRequest, KernelOutcome};
+use nvfp4_harness::certify::{ExactOutcome, Status};
 use nvfp4_harness::error::{Error, Result};
 use nvfp4_harness::kernels::KernelUnderTest;
 use nvfp4_harness::worker::registry;
@@ -55,7 +55,7 @@ pub struct CertifyArgs {
     #[arg(long = "model", value_name = "NAME|CONFIG.JSON")]
     pub models: Vec<String>,
     /// The most tokens (per expert, for experts) a --model shape has: a full prefill.
-    #[arg(long, value_name = "TOKENS", default_value_t = nvfp4_harness::certify::models::DEFAULT_MAX_TOKENS as u64,
+    #[arg(long, value_name = "TOKENS", default_value_t = nvfp4_harness::certify::DEFAULT_MAX_TOKENS as u64,
           value_parser = clap::value_parser!(u64).range(1..=1 << 20))]
     pub max_tokens: u64,
     /// Print the cases each kernel's campaign would run, one JSON object a line (index, m, n,
@@ -176,7 +176,7 @@ fn choose_reference(
     choice: ReferenceChoice,
     kernels: &[Box<dyn KernelUnderTest>],
 ) -> Result<bool, String> {
-    use nvfp4_harness::certify::reference_engine::use_gpu_reference;
+    use nvfp4_harness::certify::use_gpu_reference;
     let wanted = match choice {
         ReferenceChoice::Cpu => false,
         ReferenceChoice::Gpu => true,
@@ -202,13 +202,13 @@ fn choose_reference(
 }
 
 /// The golden cases every campaign runs first (`--golden`, `--no-golden`).
-fn golden_cases(args: &CertifyArgs) -> Result<Vec<nvfp4_harness::certify::campaign::CaseSpec>> {
+fn golden_cases(args: &CertifyArgs) -> Result<Vec<nvfp4_harness::certify::CaseSpec>> {
     Ok(match &args.golden {
         _ if args.no_golden => Vec::new(),
-        Some(dir) => nvfp4_harness::certify::cases::golden_campaign_cases(
-            &nvfp4_model::golden::read_manifest(dir)?,
-        ),
-        None => nvfp4_harness::certify::cases::builtin_golden_campaign_cases(),
+        Some(dir) => {
+            nvfp4_harness::certify::golden_campaign_cases(&nvfp4_model::golden::read_manifest(dir)?)
+        }
+        None => nvfp4_harness::certify::builtin_golden_campaign_cases(),
     })
 }
 
@@ -217,15 +217,15 @@ fn golden_cases(args: &CertifyArgs) -> Result<Vec<nvfp4_harness::certify::campai
 fn print_plans(
     kernels: &[Box<dyn KernelUnderTest>],
     limits: &CampaignLimits,
-    golden: &[nvfp4_harness::certify::campaign::CaseSpec],
+    golden: &[nvfp4_harness::certify::CaseSpec],
     seed: u64,
 ) -> Result<ExitCode> {
-    use nvfp4_harness::certify::plan::CampaignPlan;
+    use nvfp4_harness::certify::CampaignPlan;
     use std::io::Write;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     for kernel in kernels {
-        let mut coverage = nvfp4_harness::certify::coverage::Coverage::default();
+        let mut coverage = nvfp4_harness::certify::Coverage::default();
         let plan = CampaignPlan::new(kernel.as_ref(), limits, golden, &mut coverage);
         let rows = plan.rows();
         let mut ranges = coverage.ranges.clone().unwrap_or_default();
@@ -301,7 +301,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     // Before any worker starts: this process's memory out of a worker's reach, and the key that
     // signs certificates made (so that every sandbox hides it).
     nvfp4_harness::sandbox::protect_parent();
-    nvfp4_harness::certify::signing::ensure_key()?;
+    nvfp4_harness::certify::ensure_key()?;
     let external = args.external.kernels()?;
     // Per external kernel, the preflight that reads its code where it cannot run.
     let preflights: Vec<(String, String)> = external
@@ -332,7 +332,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     // Before the campaign: a report directory that cannot be written is known now (a plan
     // writes none).
     if !args.plan {
-        nvfp4_harness::certify::report::check_dir_writable(&args.report_dir)?;
+        nvfp4_harness::certify::check_dir_writable(&args.report_dir)?;
     }
     if let Some(list) = &args.gpus {
         let gpus = super::certify_gpus::gpu_list(list)?;
@@ -347,7 +347,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     let shard = match &args.shard {
         Some(text) => Some(Shard::parse(text)?),
         None => Shard::from_env(|name| {
-            if name == nvfp4_harness::certify::shard::SHARD_COUNT_ENV {
+            if name == nvfp4_harness::certify::SHARD_COUNT_ENV {
                 if let Some(count) = args.shard_count {
                     return Some(count.to_string());
                 }
@@ -368,7 +368,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
         .models
         .iter()
         .map(|given| {
-            nvfp4_harness::certify::models::load_model(given)
+            nvfp4_harness::certify::load_model(given)
                 .map(|config| config.shapes(args.max_tokens as usize))
                 .map_err(Error::Usage)
         })
@@ -376,7 +376,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     if !args.plan {
         for kernel in &kernels {
             let stem = shard.map_or(kernel.name().to_string(), |s| s.file_stem(kernel.name()));
-            nvfp4_harness::certify::report::refuse_another_kernels(
+            nvfp4_harness::certify::refuse_another_kernels(
                 &args.report_dir,
                 &stem,
                 kernel.problem().name(),
@@ -395,19 +395,19 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             }
         }
     };
-    use nvfp4_harness::certify::campaign::{DEFAULT_CASES, DEFAULT_GPU_CASES};
+    use nvfp4_harness::certify::{DEFAULT_CASES, DEFAULT_GPU_CASES};
     let cases = args.cases.unwrap_or(if on_gpu {
         DEFAULT_GPU_CASES
     } else {
         DEFAULT_CASES
     });
-    use nvfp4_harness::certify::regime_draw::{DEFAULT_CPU_REGIME_CASES, DEFAULT_GPU_REGIME_CASES};
+    use nvfp4_harness::certify::{DEFAULT_CPU_REGIME_CASES, DEFAULT_GPU_REGIME_CASES};
     let regime_cases = args.regime_cases.unwrap_or(if on_gpu {
         DEFAULT_GPU_REGIME_CASES
     } else {
         DEFAULT_CPU_REGIME_CASES
     });
-    use nvfp4_harness::certify::range_draw::DEFAULT_GPU_RANGE_CASES;
+    use nvfp4_harness::certify::DEFAULT_GPU_RANGE_CASES;
     let range_cases = args
         .range_cases
         .unwrap_or(if on_gpu { DEFAULT_GPU_RANGE_CASES } else { 0 });
@@ -582,9 +582,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             Some(ExactOutcome::NoScheduleDeclared) => {
                 "certified (no schedule declared)".to_string()
             }
-            _ => nvfp4_harness::certify::baseline::verdict(&certificate)
-                .0
-                .to_string(),
+            _ => nvfp4_harness::certify::verdict(&certificate).0.to_string(),
         };
         println!(
             "| {} | {status} | {} | {:.1} | {repro} | {diagnosis} |",
@@ -606,7 +604,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     if any_unavailable && explicit {
         eprintln!("note: some kernel named on the command line cannot run on this machine (exit 4 unless a worse outcome)");
     }
-    let engine = nvfp4_harness::certify::reference_engine::report();
+    let engine = nvfp4_harness::certify::reference_engine_report();
     if engine.device.is_some() {
         eprintln!(
             "reference: {} case(s) computed whole on the GPU in {:.1} s ({} elements), {} \

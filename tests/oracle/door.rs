@@ -554,8 +554,8 @@ impl KernelUnderTest for ModelKernel {
 
 #[test]
 fn every_problem_goes_through_the_campaign_and_its_failures_are_shrunk_and_written() {
-    use nvfp4_harness::certify::report::{Certificate, Status};
     use nvfp4_harness::certify::{certify_variant, CampaignLimits};
+    use nvfp4_harness::certify::{Certificate, Status};
     let limits = CampaignLimits {
         cases: 12,
         seed: 3,
@@ -697,7 +697,7 @@ fn a_kernel_without_a_timing_baseline_is_not_timed() {
 #[test]
 fn a_worker_runs_under_a_tool_whose_reports_become_findings() {
     need_python!();
-    use nvfp4_harness::certify::sanitize::{sanitize, Tool};
+    use nvfp4_harness::certify::{sanitize, Tool};
     let kernel = fake_kernel("tool", &["zeros"], Duration::from_secs(5));
     let scratch = std::env::temp_dir().join(format!("nvfp4-tool-{}", std::process::id()));
     let report = sanitize(&kernel, 2, &fixture("fake_sanitizer.sh"), &scratch, 1);
@@ -756,7 +756,7 @@ fn a_worker_runs_under_a_tool_whose_reports_become_findings() {
 #[test]
 fn a_missing_tool_log_is_a_finding_not_a_clean_report() {
     need_python!();
-    use nvfp4_harness::certify::sanitize::sanitize;
+    use nvfp4_harness::certify::sanitize;
     let kernel = fake_kernel("tool-no-log", &["zeros"], Duration::from_secs(5));
     let scratch = std::env::temp_dir().join(format!("nvfp4-tool-no-log-{}", std::process::id()));
     std::fs::create_dir_all(&scratch).unwrap();
@@ -789,7 +789,7 @@ fn a_missing_tool_log_is_a_finding_not_a_clean_report() {
 #[test]
 fn a_worker_that_rewrites_the_tool_log_hides_nothing() {
     need_python!();
-    use nvfp4_harness::certify::sanitize::{sanitize, Tool};
+    use nvfp4_harness::certify::{sanitize, Tool};
     let kernel = fake_kernel("tamper", &["tamper-log"], Duration::from_secs(5));
     let scratch = std::env::temp_dir().join(format!("nvfp4-tool-tamper-{}", std::process::id()));
     let report = sanitize(&kernel, 2, &fixture("fake_sanitizer.sh"), &scratch, 1);
@@ -818,7 +818,7 @@ fn a_worker_that_rewrites_the_tool_log_hides_nothing() {
 #[test]
 fn a_sandboxed_worker_that_rewrites_the_tool_log_hides_nothing() {
     need_python!();
-    use nvfp4_harness::certify::sanitize::{sanitize, Tool};
+    use nvfp4_harness::certify::{sanitize, Tool};
     // The launcher is the oracle binary (the test harness is not), set once for the process.
     let launcher = common::oracle_as_worker();
     let isolation = nvfp4_harness::sandbox::isolation(&launcher);
@@ -862,10 +862,10 @@ fn a_sandboxed_worker_that_rewrites_the_tool_log_hides_nothing() {
 #[test]
 fn a_kernel_that_fails_when_checked_is_not_certified() {
     need_python!();
-    use nvfp4_harness::certify::checks::{determinism, COULD_NOT_RUN};
-    use nvfp4_harness::certify::report::{Certificate, Status};
-    use nvfp4_harness::certify::sanitize::sanitize;
+    use nvfp4_harness::certify::sanitize;
+    use nvfp4_harness::certify::{determinism, COULD_NOT_RUN};
     use nvfp4_harness::certify::{CampaignLimits, CampaignResult};
+    use nvfp4_harness::certify::{Certificate, Status};
     for mode in ["raise-when-checked", "crash-when-checked"] {
         let kernel = fake_kernel(mode, &[mode], Duration::from_secs(5));
         // Its plain runs answer.
@@ -911,7 +911,7 @@ fn a_kernel_that_fails_when_checked_is_not_certified() {
 #[test]
 fn the_determinism_check_reaches_the_worker_through_the_protocol() {
     need_python!();
-    use nvfp4_harness::certify::checks::determinism;
+    use nvfp4_harness::certify::determinism;
     let honest = fake_kernel("steady", &["zeros"], Duration::from_secs(5));
     assert!(determinism(&honest, 2, 1).findings.is_empty());
     let stale = fake_kernel("stale", &["stale-shared"], Duration::from_secs(5));

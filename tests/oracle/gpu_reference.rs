@@ -7,7 +7,7 @@
 //! (results/gpu-reference/run.sh runs them there and keeps the logs).
 
 use crate::common;
-use nvfp4_harness::certify::reference_engine::{cross_check, cross_check_rows};
+use nvfp4_harness::certify::{cross_check, cross_check_rows};
 use nvfp4_harness::gpu::compile::nvrtc_present;
 use nvfp4_harness::gpu::exact_reference::{compile, GpuReference};
 use nvfp4_model::golden::set::DUAL_GEMM_BENCHMARKS;

@@ -11,7 +11,7 @@
 
 use crate::common;
 
-use nvfp4_harness::certify::regimes::Regime;
+use nvfp4_harness::certify::Regime;
 use std::path::{Path, PathBuf};
 
 fn folder() -> PathBuf {

@@ -7,7 +7,7 @@
 
 use super::bounded::{self, Deadline};
 pub use super::host::{host_launches, Launch};
-use crate::certify::signing::secrets_dir;
+use crate::certify::secrets_dir;
 use crate::error::{Error, Result};
 use crate::sandbox::SandboxPaths;
 use crate::worker::command::python_program;

@@ -7,7 +7,7 @@ use super::command::worker_program;
 use super::command::WorkerCommand;
 use super::isolated::{IsolatedKernel, KernelInfo};
 use super::nvrtc::CASE_TIMEOUT;
-use crate::certify::signing::secrets_dir;
+use crate::certify::secrets_dir;
 use crate::error::{Error, Result};
 use crate::gpu::device::device_info;
 use crate::kernels::manifest::{KernelCode, Manifest};

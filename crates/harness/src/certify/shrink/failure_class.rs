@@ -6,7 +6,7 @@ use nvfp4_model::compare::diagnosis::BugClass;
 
 /// The bug class of a failure that left no output to diagnose (none for an exception or a
 /// broken output contract: the message says it all).
-pub(super) fn failure_class(failure: &KernelFailure) -> Option<BugClass> {
+pub(crate) fn failure_class(failure: &KernelFailure) -> Option<BugClass> {
     match failure {
         KernelFailure::OutOfBounds(_) | KernelFailure::ModifiedInputs(_) => {
             Some(BugClass::OutOfBounds)

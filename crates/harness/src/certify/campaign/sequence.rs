@@ -3,9 +3,11 @@
 //! (compute-sanitizer, determinism), and write the certificate. What to print, and which exit
 //! code the outcomes of several kernels add up to, is the caller's.
 
-use super::campaign::{certify_variant, CampaignLimits, CaseSpec};
-use super::checks::run_checks;
+use super::cases::CaseSpec;
+use super::checks::determinism::run_checks;
+use super::limits::CampaignLimits;
 use super::report::Certificate;
+use super::run::certify_variant;
 use crate::error::Result;
 use crate::kernels::{KernelUnderTest, PrepareError};
 use std::path::Path;

@@ -366,7 +366,7 @@ impl Certificate {
                 }
             }
         }
-        md.push_str(&super::checks::markdown(
+        md.push_str(&super::checks::determinism::markdown(
             self.sanitizer.as_ref(),
             self.determinism.as_ref(),
             &self.checks_skipped,

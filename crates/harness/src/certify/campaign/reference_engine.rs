@@ -153,11 +153,6 @@ pub fn report() -> EngineReport {
     with_report(|report| report.clone())
 }
 
-/// The differences from the CPU model found so far (harness errors).
-pub fn mismatches() -> Vec<String> {
-    with_report(|report| report.mismatches.clone())
-}
-
 /// Whether the GPU reference would compute `inputs` whole.
 pub fn gpu_takes(inputs: &ProblemInputs) -> bool {
     #[cfg(feature = "gpu")]

@@ -23,7 +23,7 @@ const SHRINK_SECONDS: f64 = 120.0;
 /// greedy steps. Then each dimension is bisected down to the smallest value that still fails
 /// (a bug that needs N past 8192 ends at N = 8193 in about 14 runs, not thousands of
 /// decrements). Returns the minimal outcome and the number of runs.
-pub(super) fn shrink_case(
+pub(crate) fn shrink_case(
     kernel: &dyn KernelUnderTest,
     failing: CaseOutcome,
     tree: Option<&mut dyn ValueTree<Value = CaseSpec>>,

@@ -227,7 +227,7 @@ mod tests {
         let mut unchecked = good.clone();
         unchecked["status"] = serde_json::json!("failed");
         unchecked["determinism"] = serde_json::json!({"findings": [
-            {"verdict": super::super::checks::COULD_NOT_RUN}]});
+            {"verdict": super::super::checks::determinism::COULD_NOT_RUN}]});
         assert_eq!(
             allows_timing(&unchecked, &hash),
             Err(Refusal::NotThisKernel)
@@ -254,7 +254,7 @@ mod tests {
         let mut no_tool = good.clone();
         no_tool["checks_skipped"] = serde_json::json!([format!(
             "{} (put the CUDA toolkit's bin on PATH)",
-            super::super::checks::SANITIZER_NOT_FOUND
+            super::super::checks::determinism::SANITIZER_NOT_FOUND
         )]);
         assert_eq!(allows_timing(&no_tool, &hash), Ok(()));
         assert!(checks_not_run(&no_tool)

@@ -271,7 +271,7 @@ pub struct Certificate {
     /// GPU kernels: compute-sanitizer and the determinism check on a sample of cases, for bugs
     /// outputs do not show; a finding fails the certificate. `checks_skipped` says why one did not run.
     pub sanitizer: Option<super::sanitize::SanitizerReport>,
-    pub determinism: Option<super::checks::DeterminismReport>,
+    pub determinism: Option<super::checks::determinism::DeterminismReport>,
     pub checks_skipped: Vec<String>,
     /// `certify --shard I/N`: this certificate covers that share of the cases only; `bench`
     /// trusts none until `merge` has combined the shards.
@@ -524,7 +524,7 @@ impl Certificate {
     pub fn add_checks(
         &mut self,
         sanitizer: Option<super::sanitize::SanitizerReport>,
-        determinism: Option<super::checks::DeterminismReport>,
+        determinism: Option<super::checks::determinism::DeterminismReport>,
     ) {
         let found = sanitizer
             .as_ref()

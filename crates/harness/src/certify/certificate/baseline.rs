@@ -39,7 +39,7 @@ pub fn read_baseline(path: &Path, kernel: &str) -> Result<Option<Certificate>> {
 }
 
 /// What changed from `old` to `new` (the same kernel).
-pub fn compare(old: &Certificate, new: &Certificate) -> Vec<Change> {
+pub fn compare_with_baseline(old: &Certificate, new: &Certificate) -> Vec<Change> {
     let mut changes = Vec::new();
     let mut change = |what: String, worse: bool| {
         changes.push(Change {

@@ -11,14 +11,10 @@
 //! against the intervals, and the result says "correct within the intervals, schedule differs
 //! from the declared one" with the first differing element.
 
-pub use super::cases::{
-    edge_cases, run_case, run_case_within, stagnation_cases, CaseOutcome, CaseSpec,
-};
 use super::cases::{judged_whole, round_up};
+use super::cases::{run_case, CaseOutcome, CaseSpec};
 use super::coverage::Coverage;
-pub use super::limits::{
-    case_runner, case_strategy, shape_strategy, CampaignLimits, DEFAULT_CASES, DEFAULT_GPU_CASES,
-};
+use super::limits::CampaignLimits;
 use super::pipeline::run_in_pipeline;
 use super::plan::CampaignPlan;
 use super::sampling::{shape_products, FULL_REFERENCE_PRODUCTS};
