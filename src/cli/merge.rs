@@ -1,5 +1,5 @@
 //! `nvfp4-oracle merge`: shard certificates (`certify --shard I/N`) into one certificate per
-//! kernel, as the unsharded campaign would have written it (crates/harness/src/certify/merge.rs says how).
+//! kernel, as the unsharded campaign would have written it (crates/harness/src/certify/certificate/merge.rs says how).
 
 use super::{EXIT_FAIL, EXIT_NOT_EXACT, EXIT_REGRESSION, EXIT_UNAVAILABLE};
 use clap::Args;

@@ -363,7 +363,7 @@ impl KernelUnderTest for IsolatedKernel {
             start_timeout: start_timeout_under_tool(self.command.start_timeout, tool.slowdown),
             // The tool runs inside the sandbox with the worker, and writes nothing there but
             // its log's FIFO, whose folder the sandbox binds in read-only like every path on
-            // the command line (crates/harness/src/certify/tool_log.rs).
+            // the command line (crates/harness/src/certify/checks/tool_log.rs).
             sandbox: self.command.sandbox.clone(),
             clean_env: false,
         };

@@ -2,7 +2,7 @@
 //! shape ranges where real deployments run and where a kernel's code path plausibly changes,
 //! each written against a public model's shapes. Every one must lie inside at least one case of
 //! at least 95% of campaigns (19 of 20 seeds). They are not the draw's input: the draw knows
-//! only octaves of M, N, K and L (crates/harness/src/certify/range_draw.rs).
+//! only octaves of M, N, K and L (crates/harness/src/certify/campaign/range_draw.rs).
 
 use nvfp4_harness::certify::CampaignPlan;
 use nvfp4_harness::certify::Coverage;

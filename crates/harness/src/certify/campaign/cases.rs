@@ -1,5 +1,5 @@
 //! One case of a campaign: what regenerates it ([`CaseSpec`]), how it runs and is judged (whole,
-//! or on sampled rows past [`FULL_REFERENCE_PRODUCTS`] products: crates/harness/src/certify/sampling.rs), and
+//! or on sampled rows past [`FULL_REFERENCE_PRODUCTS`] products: crates/harness/src/certify/campaign/sampling.rs), and
 //! the fixed cases every campaign runs (edge shapes, per-product rounding's worst case).
 
 use super::reference_engine;
@@ -69,7 +69,7 @@ pub struct CaseOutcome {
     /// the interval check only, cases judged whole only).
     pub exact: Option<ExactComparison>,
     /// The rows judged against the model when the case was too large to judge whole (every
-    /// other element had the whole-output checks alone: crates/harness/src/certify/sampling.rs).
+    /// other element had the whole-output checks alone: crates/harness/src/certify/campaign/sampling.rs).
     pub sample: Option<RowSample>,
     pub phases: CasePhases,
 }
@@ -78,7 +78,7 @@ pub struct CaseOutcome {
 /// process that includes writing the inputs' files, the worker reading and copying them to the
 /// GPU and the output's way back); the model; the judgement (and exact mode's replay). On a case
 /// judged whole the model runs beside the kernel, and a campaign's fixed cases overlap their
-/// inputs and judgement with their neighbours' kernel runs (crates/harness/src/certify/pipeline.rs): the phases
+/// inputs and judgement with their neighbours' kernel runs (crates/harness/src/certify/campaign/pipeline.rs): the phases
 /// add up to more than the campaign's time.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct CasePhases {
@@ -124,7 +124,7 @@ pub fn run_case_within(
 }
 
 /// A case's inputs, made before its run (a campaign makes the next case's while the kernel
-/// runs this one: crates/harness/src/certify/campaign.rs).
+/// runs this one: crates/harness/src/certify/campaign/run.rs).
 pub struct PreparedCase {
     spec: CaseSpec,
     case: KernelCase,
@@ -162,7 +162,7 @@ pub fn run_prepared(
 }
 
 /// A case the kernel has run and that is not judged yet: a campaign judges it while the kernel
-/// runs the next one (crates/harness/src/certify/pipeline.rs).
+/// runs the next one (crates/harness/src/certify/campaign/pipeline.rs).
 pub struct RanCase {
     spec: CaseSpec,
     case: KernelCase,

@@ -27,15 +27,15 @@ pub struct Coverage {
     /// shapes, tile edges, a K tail, L > 1) and the golden cases the kernel supports.
     pub planned_edge_cases: usize,
     pub planned_golden_cases: usize,
-    /// The production shapes (benchmark and competition test shapes, crates/harness/src/certify/production.rs)
+    /// The production shapes (benchmark and competition test shapes, crates/harness/src/certify/campaign/production.rs)
     /// and, when they are fewer or thinner than a GPU kernel's, why.
     pub planned_production_cases: usize,
     pub production_note: Option<String>,
-    /// Random large shapes (crates/harness/src/certify/production.rs) and, when fewer or thinner than a GPU
+    /// Random large shapes (crates/harness/src/certify/campaign/production.rs) and, when fewer or thinner than a GPU
     /// kernel's, why.
     pub planned_large_cases: usize,
     pub large_note: Option<String>,
-    /// Deployment-regime cases (crates/harness/src/certify/regimes.rs) planned, and why some
+    /// Deployment-regime cases (crates/harness/src/certify/campaign/regimes.rs) planned, and why some
     /// regime has none. `None` in certificates from before the regimes.
     #[serde(default)]
     pub planned_regime_cases: Option<usize>,
@@ -50,7 +50,7 @@ pub struct Coverage {
     #[serde(default)]
     pub deployment_cases: super::regimes::RegimeCount,
     /// The shape space's pairs (and band triples) of ranges the campaign's cases reached, and
-    /// those it could not hold (crates/harness/src/certify/shape_ranges.rs). `None` in
+    /// those it could not hold (crates/harness/src/certify/campaign/shape_ranges.rs). `None` in
     /// certificates from before the ranges.
     #[serde(default)]
     pub ranges: Option<super::shape_ranges::RangeCoverage>,

@@ -70,13 +70,13 @@ pub fn case_runner(seed: u64) -> TestRunner {
 pub struct CampaignLimits {
     pub cases: usize,
     /// Cases drawn to put one in every pair of shape ranges (and band triples up to this
-    /// count): crates/harness/src/certify/range_draw.rs. 0 draws none (a CPU reference cannot
+    /// count): crates/harness/src/certify/campaign/range_draw.rs. 0 draws none (a CPU reference cannot
     /// judge them).
     pub range_cases: usize,
     /// Models whose feed-forward shapes the campaign runs (`certify --model`).
     pub models: Vec<super::models::ModelShapes>,
     /// Cases drawn in the deployment regimes: one at each regime's wide end, the rest modest
-    /// (crates/harness/src/certify/regime_draw.rs).
+    /// (crates/harness/src/certify/campaign/regime_draw.rs).
     pub regime_cases: usize,
     pub time_budget: Option<Duration>,
     pub seed: u64,

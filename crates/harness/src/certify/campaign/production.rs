@@ -12,7 +12,7 @@
 //! Beside them, random large shapes drawn from the campaign's seed ([`large_cases`]): M and N
 //! past 2048 (more than 2 x 132 output tiles), K past 4096, L up to 4, up to 8192 x 8192 x 16384
 //! x 4, and on a GPU one case past 32-bit element offsets ([`INDEX_SHAPE`]); the model judges
-//! the largest of them on sampled rows (crates/harness/src/certify/sampling.rs). A CPU kernel gets fewer of
+//! the largest of them on sampled rows (crates/harness/src/certify/campaign/sampling.rs). A CPU kernel gets fewer of
 //! them, thin as above and within [`CPU_LARGE_NKL`].
 
 use super::cases::{fitted, round_up, CaseSpec};
@@ -143,8 +143,8 @@ pub fn production_cases(
 }
 
 /// A campaign's production-size cases: the production shapes, a model's shapes (`certify
-/// --model`), the range cases (crates/harness/src/certify/range_draw.rs), the random large
-/// shapes and the cases drawn in the deployment regimes (crates/harness/src/certify/regimes.rs),
+/// --model`), the range cases (crates/harness/src/certify/campaign/range_draw.rs), the random large
+/// shapes and the cases drawn in the deployment regimes (crates/harness/src/certify/campaign/regimes.rs),
 /// all drawn from the campaign's seed.
 pub struct ProductionSize {
     production: Vec<CaseSpec>,

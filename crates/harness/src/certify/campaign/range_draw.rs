@@ -1,4 +1,4 @@
-//! How a GPU campaign draws its range cases (crates/harness/src/certify/shape_ranges.rs): a
+//! How a GPU campaign draws its range cases (crates/harness/src/certify/campaign/shape_ranges.rs): a
 //! greedy covering array, in the manner of AETG and NIST's ACTS, over the octaves of M, N, K and
 //! L.
 //!

@@ -1,4 +1,4 @@
-//! How a campaign draws its cases in the deployment regimes (crates/harness/src/certify/regimes.rs):
+//! How a campaign draws its cases in the deployment regimes (crates/harness/src/certify/campaign/regimes.rs):
 //! stratified, not uniform, every regime in every GPU campaign, shapes random inside the regime
 //! and inputs from the campaign's seed:
 //!

@@ -1,4 +1,4 @@
-//! A certificate in words: the Markdown file beside each certificate's JSON (crates/harness/src/certify/report.rs
+//! A certificate in words: the Markdown file beside each certificate's JSON (crates/harness/src/certify/certificate/report.rs
 //! builds the certificate; this file only renders it).
 
 use super::report::Certificate;

@@ -62,7 +62,7 @@ pub fn timing_trust(dir: &Path, name: &str, hash: &str) -> Trust {
 /// without the CUDA toolkit's sanitizer must still be able to certify and time. What a kernel
 /// can bring about, a check that was started and could not run (it raised, crashed or hung
 /// when checked, or the tool's log does not read as the tool's), is a finding and fails the
-/// certificate (crates/harness/src/certify/checks.rs, crates/harness/src/certify/sanitize.rs), which bench never times.
+/// certificate (crates/harness/src/certify/checks/determinism.rs, crates/harness/src/certify/checks/sanitize.rs), which bench never times.
 pub(crate) fn checks_not_run(value: &serde_json::Value) -> Option<String> {
     let skipped: Vec<&str> = value["checks_skipped"]
         .as_array()?
