@@ -27,7 +27,7 @@ const WARM_UP: usize = 3;
 /// every run, so that no kernel can compute its timed calls' answers in advance from a seed it
 /// knows or can guess (halved: `first + i` never wraps).
 fn first_seed() -> u64 {
-    nvfp4_model::problem::unpredictable::unpredictable_seed() >> 1
+    nvfp4_harness::secrets::unpredictable_seed() >> 1
 }
 
 /// A benchmark shape of any problem.

@@ -328,7 +328,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     // kernel must not be able to know them in advance (the time of a run is easy to guess).
     let seed = args
         .seed
-        .unwrap_or_else(nvfp4_model::problem::unpredictable::unpredictable_seed);
+        .unwrap_or_else(nvfp4_harness::secrets::unpredictable_seed);
     // Before the campaign: a report directory that cannot be written is known now (a plan
     // writes none).
     if !args.plan {

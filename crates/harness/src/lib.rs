@@ -39,7 +39,6 @@
 
 pub mod certify;
 pub mod error;
-pub mod fuzzing;
 pub mod gpu;
 pub mod kernels;
 #[cfg(feature = "gpu")]
@@ -48,6 +47,7 @@ pub mod preflight;
 pub mod private_tmp;
 #[cfg(feature = "gpu")]
 pub mod sandbox;
+pub mod secrets;
 pub mod worker;
 
 pub use error::{Error, Result};

@@ -30,6 +30,7 @@ pub mod case_file;
 pub mod compare;
 pub mod error;
 pub mod formats;
+pub mod fuzzing;
 pub mod golden;
 pub mod layout;
 pub mod model;

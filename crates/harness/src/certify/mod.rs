@@ -44,5 +44,3 @@ pub use certificate::trust::{production_coverage_gap, timing_trust, Trust};
 pub use checks::determinism::{determinism, COULD_NOT_RUN};
 pub use checks::sanitize::{sanitize, Tool};
 pub use shrink::field_comparison::{mutant_table, render_table};
-
-pub(crate) use certificate::signing::secrets_dir;

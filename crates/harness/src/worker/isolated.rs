@@ -88,7 +88,7 @@ impl IsolatedKernel {
     ) -> Self {
         // A random tag, not the purpose or an order: the worker sees these paths, and a copy
         // started under compute-sanitizer must not be told apart from a plain one by them.
-        let tag = nvfp4_model::problem::unpredictable::unpredictable_seed();
+        let tag = crate::secrets::unpredictable_seed();
         // In this process's private temporary folder, removed when the command ends or is
         // interrupted; the system's temporary folder only where that one cannot be made.
         let base = crate::private_tmp::dir()

@@ -15,10 +15,10 @@
 //! exits with its harness-error code.
 
 use super::sampling::{rows_reference, RowSample};
+#[cfg(feature = "gpu")]
+use crate::secrets::unpredictable_seed;
 use nvfp4_model::model::bounds::KOrder;
 use nvfp4_model::model::{problem_reference, Reference};
-#[cfg(feature = "gpu")]
-use nvfp4_model::problem::unpredictable::unpredictable_seed;
 use nvfp4_model::problem::{ProblemInputs, Shape};
 use std::sync::Mutex;
 

@@ -1,10 +1,11 @@
 //! Certificates `bench` can trust: each certificate's JSON is signed with HMAC-SHA-256 under a
-//! key kept in the oracle's secrets directory ([`secrets_dir`]), which every worker's sandbox
+//! key kept in the oracle's secrets directory ([`crate::secrets::secrets_dir`]), which every worker's sandbox
 //! covers, so neither a kernel nor anything it left behind can forge or edit a certificate
 //! that `bench` then believes. The signature covers the whole certificate in a canonical form
 //! (serde_json's sorted keys), so no field can change without it failing.
 
 use crate::error::{Error, Result};
+use crate::secrets::secrets_dir;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 use std::path::PathBuf;
@@ -166,20 +167,6 @@ pub fn verify(certificate: &serde_json::Value) -> std::result::Result<(), Signat
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// The directory of the oracle's secrets (the key that signs certificates): covered by an
-/// empty tmpfs in every sandbox, readable by the oracle alone (0700). `NVFP4_ORACLE_SECRETS`
-/// names another; by default `$XDG_CONFIG_HOME/nvfp4-oracle` or `~/.config/nvfp4-oracle`.
-pub fn secrets_dir() -> PathBuf {
-    if let Some(dir) = std::env::var_os("NVFP4_ORACLE_SECRETS") {
-        return PathBuf::from(dir);
-    }
-    let config = std::env::var_os("XDG_CONFIG_HOME")
-        .map(PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".config")))
-        .unwrap_or_else(|| std::env::temp_dir().join("nvfp4-oracle-config"));
-    config.join("nvfp4-oracle")
 }
 
 #[cfg(test)]

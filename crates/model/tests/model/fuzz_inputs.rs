@@ -2,7 +2,7 @@
 //! files with random corruption, must never panic. (`fuzz/` runs the same functions under
 //! libFuzzer: see its README section in the main README.)
 
-use nvfp4_harness::fuzzing::{case_reader, encoders, manifest_reader};
+use nvfp4_model::fuzzing::{case_reader, encoders, manifest_reader};
 use proptest::prelude::*;
 
 fn valid_case() -> Vec<u8> {
