@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Standalone device test for kernels/hopper/baseline.cu (NVFP4 dual GEMM with SiLU).
+"""Standalone device test for crates/harness/kernels/hopper/baseline.cu (NVFP4 dual GEMM with SiLU).
 
 Needs a Hopper GPU, torch (CUDA build) and libnvrtc; no other package. It
 
@@ -21,7 +21,7 @@ must ignore them; `full_lo`: codes in [0x08, 0x28], so fewer outputs overflow fp
 Scales go through the permuted (blocked) layout with padding filled with 0x7F (NaN), so any
 read of padding that reaches an output shows up.
 
-Usage (on the device):  python3 kernels/test/baseline_harness.py [--cubin X] [--cases all|edge]
+Usage (on the device):  python3 crates/harness/kernels/test/baseline_harness.py [--cubin X] [--cases all|edge]
 """
 import argparse
 import ctypes
