@@ -160,17 +160,17 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         }
         if !report.findings.is_empty() {
             eprintln!("nothing timed: every timing failed (see above)");
-            return Ok(ExitCode::from(super::EXIT_FAIL));
+            return Ok(ExitCode::from(super::exit_code::EXIT_FAIL));
         }
         return Ok(
             if !unavailable.is_empty() || nvfp4_harness::gpu::device::device_info().is_err() {
                 eprintln!("nothing timed: no selected kernel can run on this machine");
-                ExitCode::from(super::EXIT_UNAVAILABLE)
+                ExitCode::from(super::exit_code::EXIT_UNAVAILABLE)
             } else {
                 eprintln!(
                 "nothing timed: no selected kernel has a certificate it can be timed on (see the lines above)"
             );
-                ExitCode::from(super::EXIT_FAIL)
+                ExitCode::from(super::exit_code::EXIT_FAIL)
             },
         );
     }
@@ -201,11 +201,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         for finding in &report.findings {
             eprintln!("{finding}");
         }
-        return Ok(ExitCode::from(super::EXIT_FAIL));
+        return Ok(ExitCode::from(super::exit_code::EXIT_FAIL));
     }
     if slower {
         eprintln!("slower than the baseline beyond the noise of both runs (see the table above)");
-        return Ok(ExitCode::from(super::EXIT_REGRESSION));
+        return Ok(ExitCode::from(super::exit_code::EXIT_REGRESSION));
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -1,9 +1,9 @@
 //! `nvfp4-oracle certify`: fuzz kernels against the model, shrink and diagnose the first failure,
 //! write certificates.
 
+use super::exit_code::{EXIT_FAIL, EXIT_NOT_EXACT};
 use super::external::ExternalArgs;
 use super::gate::{gate_reports, GateArgs};
-use super::{EXIT_FAIL, EXIT_NOT_EXACT};
 use clap::Args;
 use indicatif::{ProgressBar, ProgressStyle};
 use nvfp4_harness::certify::Shard;
@@ -26,13 +26,13 @@ pub struct CertifyArgs {
     pub kernels: Vec<String>,
     /// Random cases per kernel (after the golden and the fixed edge cases). Default: 2000 where
     /// the model's reference is computed on the GPU (see --reference), else 200.
-    #[arg(long, allow_negative_numbers = true, value_parser = super::whole::<usize>(0, super::MAX_CASES))]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::value_parsers::whole::<usize>(0, super::value_parsers::MAX_CASES))]
     pub cases: Option<usize>,
     /// GPU kernels: cases drawn in the deployment regimes (decode, narrow-wide, wide N, tall M,
     /// many batches, deep K, outputs past 2^30, past 16,384 tiles, public models' shapes): one
     /// at each regime's wide end, the rest at modest shapes inside the regimes, in turn.
     /// Default: 100 where the model's reference is computed on the GPU, else one per regime.
-    #[arg(long, value_name = "CASES", allow_negative_numbers = true, value_parser = super::whole::<usize>(0, super::MAX_CASES))]
+    #[arg(long, value_name = "CASES", allow_negative_numbers = true, value_parser = super::value_parsers::whole::<usize>(0, super::value_parsers::MAX_CASES))]
     pub regime_cases: Option<usize>,
     /// GPU kernels: cases drawn so that every pair of shape ranges (each of M, N, K and L cut
     /// into octaves: M 1-131071, N 1-262143, K 16-131071, L 1-511) holds at least one case that
@@ -68,16 +68,16 @@ pub struct CertifyArgs {
     /// The fixed cases (edge, golden, production-size, stagnation) always run first, whatever
     /// the budget: a campaign lasts at least their time (about 15 s for a CPU kernel on 2 cores;
     /// --quick skips the production-size ones).
-    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = super::whole::<u64>(0, 10 * 365 * 86_400))]
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true, value_parser = super::value_parsers::whole::<u64>(0, 10 * 365 * 86_400))]
     pub time_budget: Option<u64>,
     /// Seed of the case generator (every random, large and production-shape case's inputs);
     /// printed and recorded in the certificate, so any run can be repeated. Default: drawn from
     /// the operating system's random source, so that no kernel knows a campaign's inputs in
     /// advance. Shards of one campaign need one seed: --shard requires it.
-    #[arg(long, allow_negative_numbers = true, value_parser = super::whole::<u64>(0, u64::MAX))]
+    #[arg(long, allow_negative_numbers = true, value_parser = super::value_parsers::whole::<u64>(0, u64::MAX))]
     pub seed: Option<u64>,
     /// K orders the intervals accept (see `reference --help`).
-    #[arg(long, default_value = "contiguous", value_parser = super::named::<KOrder>())]
+    #[arg(long, default_value = "contiguous", value_parser = super::value_parsers::named::<KOrder>())]
     pub k_order: KOrder,
     /// Draw only the competition's gpumode distribution (shows what its weak inputs miss).
     #[arg(long)]
@@ -107,14 +107,14 @@ pub struct CertifyArgs {
     /// raised, crashed or hung under it) or a log that does not read as the tool's. Found on
     /// PATH, in the CUDA toolkit, or named by NVFP4_ORACLE_SANITIZER; where none is installed
     /// the certificate says so and bench still times it.
-    #[arg(long, value_name = "CASES", default_value_t = 2, allow_negative_numbers = true, value_parser = super::whole::<usize>(0, 10_000))]
+    #[arg(long, value_name = "CASES", default_value_t = 2, allow_negative_numbers = true, value_parser = super::value_parsers::whole::<usize>(0, 10_000))]
     pub sanitize: usize,
     /// GPU kernels: how many sampled cases are run four times each (shared memory filled with
     /// 0x00 first; again; again with other work on the GPU; with shared memory filled with 0xFF
     /// first); any bit that moves fails the certificate ("nondeterministic output", or "reads shared memory it never
     /// wrote"), and so does a run that fails (raises, crashes, hangs) when checked. 0 skips it;
     /// a manifest's `nondeterministic = true` skips it and says so.
-    #[arg(long, value_name = "CASES", default_value_t = 2, allow_negative_numbers = true, value_parser = super::whole::<usize>(0, 10_000))]
+    #[arg(long, value_name = "CASES", default_value_t = 2, allow_negative_numbers = true, value_parser = super::value_parsers::whole::<usize>(0, 10_000))]
     pub determinism: usize,
     #[command(flatten)]
     pub external: ExternalArgs,
@@ -139,7 +139,7 @@ pub struct CertifyArgs {
     pub shard: Option<String>,
     /// The number of shards where the scheduler gives only an index (JOB_COMPLETION_INDEX);
     /// also NVFP4_ORACLE_SHARD_COUNT.
-    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = super::whole::<usize>(1, 1_000_000))]
+    #[arg(long, value_name = "N", allow_negative_numbers = true, value_parser = super::value_parsers::whole::<usize>(1, 1_000_000))]
     pub shard_count: Option<usize>,
     #[command(flatten)]
     pub gate: GateArgs,
@@ -391,7 +391,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             Ok(on_gpu) => on_gpu,
             Err(why) => {
                 eprintln!("error: {why}");
-                return Ok(ExitCode::from(super::EXIT_UNAVAILABLE));
+                return Ok(ExitCode::from(super::exit_code::EXIT_UNAVAILABLE));
             }
         }
     };
@@ -625,17 +625,17 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
         eprintln!("error: harness error: {mismatch}");
     }
     Ok(if !unusable.is_empty() {
-        ExitCode::from(super::EXIT_BAD_INPUT)
+        ExitCode::from(super::exit_code::EXIT_BAD_INPUT)
     } else if !engine.mismatches.is_empty() {
-        ExitCode::from(super::EXIT_HARNESS_ERROR)
+        ExitCode::from(super::exit_code::EXIT_HARNESS_ERROR)
     } else if any_failed {
         ExitCode::from(EXIT_FAIL)
     } else if any_worse {
-        ExitCode::from(super::EXIT_REGRESSION)
+        ExitCode::from(super::exit_code::EXIT_REGRESSION)
     } else if any_not_exact {
         ExitCode::from(EXIT_NOT_EXACT)
     } else if any_unavailable && explicit {
-        ExitCode::from(super::EXIT_UNAVAILABLE)
+        ExitCode::from(super::exit_code::EXIT_UNAVAILABLE)
     } else {
         ExitCode::SUCCESS
     })

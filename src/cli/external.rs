@@ -33,10 +33,10 @@ pub struct ExternalArgs {
     /// (exit 2): a submission that blocks at import is stopped after it. While it starts, a line
     /// on stderr says how long it has waited.
     #[arg(long, value_name = "SECONDS", default_value_t = 600, allow_negative_numbers = true,
-          value_parser = super::whole::<u64>(1, 86_400))]
+          value_parser = super::value_parsers::whole::<u64>(1, 86_400))]
     pub start_timeout: u64,
     /// The problem a --submission or --library solves.
-    #[arg(long, default_value = "dual-gemm", value_parser = super::named::<ProblemKind>())]
+    #[arg(long, default_value = "dual-gemm", value_parser = super::value_parsers::named::<ProblemKind>())]
     pub problem: ProblemKind,
     /// Hand the parent's environment variable NAME to the kernel's workers (repeatable). They
     /// start from an allow-list (PATH, LD_LIBRARY_PATH, the locale, CUDA's, Triton's, torch's

@@ -1,6 +1,6 @@
 //! `nvfp4-oracle golden generate|verify`: the golden set.
 
-use super::EXIT_FAIL;
+use super::exit_code::EXIT_FAIL;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use nvfp4_harness::error::{Error, Result};

@@ -1,7 +1,7 @@
 //! `nvfp4-oracle merge`: shard certificates (`certify --shard I/N`) into one certificate per
 //! kernel, as the unsharded campaign would have written it (crates/harness/src/certify/certificate/merge.rs says how).
 
-use super::{EXIT_FAIL, EXIT_NOT_EXACT, EXIT_REGRESSION, EXIT_UNAVAILABLE};
+use super::exit_code::{EXIT_FAIL, EXIT_NOT_EXACT, EXIT_REGRESSION, EXIT_UNAVAILABLE};
 use clap::Args;
 use nvfp4_harness::certify::{merge, read_shard, ShardCertificate};
 use nvfp4_harness::certify::{Certificate, ExactOutcome, Status};

@@ -2,7 +2,7 @@
 //! machine, GPU or not: a PTX file, or a built-in variant compiled by NVRTC for its own
 //! architecture. What it reads and what it cannot see: docs/preflight.md.
 
-use super::EXIT_FAIL;
+use super::exit_code::EXIT_FAIL;
 use clap::Args;
 use nvfp4_harness::error::{Error, Result};
 use nvfp4_harness::preflight::bounded::Deadline;
@@ -29,7 +29,7 @@ pub struct PreflightArgs {
     /// Seconds the whole preflight may take, every step included (a submission's compilation,
     /// ptxas): past it the step running is killed with every process it started, its temporary
     /// files removed, and preflight exits 6.
-    #[arg(long, value_name = "SECONDS", default_value_t = nvfp4_harness::preflight::submission::COMPILE_TIMEOUT.as_secs(), allow_negative_numbers = true, value_parser = super::whole::<u64>(1, 7 * 86_400))]
+    #[arg(long, value_name = "SECONDS", default_value_t = nvfp4_harness::preflight::submission::COMPILE_TIMEOUT.as_secs(), allow_negative_numbers = true, value_parser = super::value_parsers::whole::<u64>(1, 7 * 86_400))]
     pub timeout: u64,
     /// Do not require block-scaled MMAs to be NVFP4's (kind::mxf4nvf4 block16).
     #[arg(long)]
@@ -43,7 +43,7 @@ pub struct PreflightArgs {
     pub arch: Option<String>,
     /// The dynamic shared memory the launch asks for, bytes (it is set by the host code, not in
     /// the PTX); a built-in variant's own is used by default.
-    #[arg(long, value_name = "BYTES", allow_negative_numbers = true, value_parser = super::whole::<u64>(0, 1 << 30))]
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true, value_parser = super::value_parsers::whole::<u64>(0, 1 << 30))]
     pub dynamic_smem: Option<u64>,
     /// Also write this preflight as JSON (the baseline of a later one).
     #[arg(long, value_name = "FILE")]
@@ -151,7 +151,7 @@ pub fn run(args: PreflightArgs) -> Result<ExitCode> {
     Ok(if !findings.is_empty() {
         ExitCode::from(EXIT_FAIL)
     } else if worse {
-        ExitCode::from(super::EXIT_REGRESSION)
+        ExitCode::from(super::exit_code::EXIT_REGRESSION)
     } else {
         ExitCode::SUCCESS
     })

@@ -9,7 +9,7 @@
 //! -inf and inf where the element is not judged); its metadata names the formats, alpha, the
 //! output type and the epilogue.
 
-use super::EXIT_FAIL;
+use super::exit_code::EXIT_FAIL;
 use clap::{Args, Subcommand};
 use nvfp4_harness::error::{Error, Result};
 use nvfp4_model::case_file::{
@@ -48,10 +48,10 @@ and optionally bias as the case file stores them (`scaled-gemm check --help` giv
 )]
 pub struct ScaledReferenceArgs {
     /// A's format.
-    #[arg(long, default_value = "nvfp4", value_parser = super::named::<OperandFormat>())]
+    #[arg(long, default_value = "nvfp4", value_parser = super::value_parsers::named::<OperandFormat>())]
     pub a_format: OperandFormat,
     /// B's format (B is N x K, as a weight is stored).
-    #[arg(long, default_value = "nvfp4", value_parser = super::named::<OperandFormat>())]
+    #[arg(long, default_value = "nvfp4", value_parser = super::value_parsers::named::<OperandFormat>())]
     pub b_format: OperandFormat,
     /// MxNxK of drawn operands (K a multiple of 32 for MX formats, of 16 otherwise).
     #[arg(long, required_unless_present = "inputs", conflicts_with = "inputs")]
@@ -63,7 +63,7 @@ pub struct ScaledReferenceArgs {
     /// NaN scales).
     #[arg(long, default_value = "normal", conflicts_with = "inputs")]
     pub dist: String,
-    #[arg(long, default_value_t = 1111, conflicts_with = "inputs", allow_negative_numbers = true, value_parser = super::whole::<u64>(0, u64::MAX))]
+    #[arg(long, default_value_t = 1111, conflicts_with = "inputs", allow_negative_numbers = true, value_parser = super::value_parsers::whole::<u64>(0, u64::MAX))]
     pub seed: u64,
     /// Your operands instead of drawn ones (a safetensors file).
     #[arg(long)]
@@ -81,10 +81,10 @@ pub struct ScaledReferenceArgs {
     #[arg(long)]
     pub bias: bool,
     /// The output type.
-    #[arg(long, default_value = "bf16", value_parser = super::named::<OutDtype>())]
+    #[arg(long, default_value = "bf16", value_parser = super::value_parsers::named::<OutDtype>())]
     pub out_dtype: OutDtype,
     /// Where alpha and the bias are applied (below).
-    #[arg(long, default_value = "f32", value_parser = super::named::<Epilogue>())]
+    #[arg(long, default_value = "f32", value_parser = super::value_parsers::named::<Epilogue>())]
     pub epilogue: Epilogue,
     /// Output case file (safetensors).
     #[arg(long)]

@@ -2,8 +2,8 @@
 //! of it: its signature holds (this machine's key), it was made under this model version, it is
 //! a whole campaign's (not one shard's), and its source hash is that of the kernel's files now.
 
+use super::exit_code::{EXIT_FAIL, EXIT_NOT_EXACT, EXIT_UNAVAILABLE};
 use super::external::ExternalArgs;
-use super::{EXIT_FAIL, EXIT_NOT_EXACT, EXIT_UNAVAILABLE};
 use clap::Args;
 use nvfp4_harness::certify::{Certificate, Status, BUILD};
 use nvfp4_harness::error::{Error, Result};
