@@ -396,13 +396,14 @@ fn certify(
         stopped: Mutex::new(None),
     };
     let request = CertifyRequest {
+        // The command line's defaults for a campaign judged by the CPU model (a Python callable
+        // runs in this process, beside it), with what the caller gave.
         limits: CampaignLimits {
             cases,
             time_budget,
-            seed,
             order,
             only_gpumode,
-            ..CampaignLimits::default()
+            ..CampaignLimits::defaults(false, seed)
         },
         golden: &[],
         report_dir: Path::new(report_dir),

@@ -7,7 +7,6 @@ mod bench_baseline;
 mod bench_external;
 mod bench_report;
 mod certify;
-mod certify_gpus;
 mod check;
 pub mod exit_code;
 mod external;

@@ -4,6 +4,7 @@
 
 pub(crate) mod cases;
 pub(crate) mod coverage;
+pub(crate) mod defaults;
 pub(crate) mod limits;
 pub(crate) mod models;
 pub(crate) mod pipeline;

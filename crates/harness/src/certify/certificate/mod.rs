@@ -8,6 +8,7 @@ pub(crate) mod report;
 pub(crate) mod report_markdown;
 pub(crate) mod shard;
 pub(crate) mod signing;
+pub(crate) mod summary_row;
 pub(crate) mod trust;
 
 // The modules of other rooms the certificate's files name.

@@ -1,11 +1,11 @@
 //! `certify --gpus all|LIST`: one campaign over several GPUs of this machine. Each GPU gets a
 //! shard of the campaign ([`nvfp4_harness::certify::shard`]) in a `certify` process of its own that sees
 //! only that GPU (`CUDA_VISIBLE_DEVICES`), all with one seed; their certificates are then merged
-//! ([`super::merge`]) into the report directory, recording every GPU used. The same process
+//! ([`crate::cli::merge`]) into the report directory, recording every GPU used. The same process
 //! split as on several machines, so that one machine with N GPUs and N machines give the same
 //! certificate.
 
-use super::merge::MergeArgs;
+use crate::cli::merge::MergeArgs;
 use nvfp4_harness::error::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -100,6 +100,16 @@ fn passed_on(args: &[String]) -> Vec<String> {
 }
 
 /// Runs the shards, one process per GPU, then merges them.
+/// `certify --gpus LIST` with the rest of `args`: the shards run, then merged as `merge` would.
+pub(super) fn run_on_gpus(list: &str, seed: u64, args: &super::CertifyArgs) -> Result<ExitCode> {
+    let gpus = gpu_list(list)?;
+    run(&gpus, seed, &args.report_dir, |shards| MergeArgs {
+        shards,
+        report_dir: args.report_dir.clone(),
+        gate: args.gate.clone(),
+    })
+}
+
 pub fn run(
     gpus: &[String],
     seed: u64,
@@ -162,7 +172,7 @@ pub fn run(
         })
         .collect();
     files.sort();
-    super::merge::run(merge(files))
+    crate::cli::merge::run(merge(files))
 }
 
 #[cfg(test)]
