@@ -6,6 +6,13 @@
 //! (F8_E4M3, the blocked layout as `[L, rest_mn, rest_k, 32, 4, 4]`, i.e. 512-byte atoms in memory
 //! order). For the plain GEMM the B operand is `b`, `sfb`, `sfb_permuted`.
 
+mod scaled_gemm;
+
+pub use scaled_gemm::{
+    read_scaled_gemm_case, read_scaled_gemm_operands, read_scaled_gemm_output,
+    write_scaled_gemm_case, ScaledGemmCase, SCALED_GEMM_CASE_LAYOUT,
+};
+
 use crate::error::{Error, Result};
 use crate::layout::BlockedScaleLayout;
 use crate::model::bounds::KOrder;
