@@ -23,7 +23,7 @@ mod variants;
 mod verify;
 
 use clap::{Parser, Subcommand};
-use nvfp4_harness::error::Result;
+use nvfp4_harness::error::{Error, Result};
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
@@ -92,44 +92,20 @@ pub enum Command {
     /// Generate or verify the golden files (regression without a GPU).
     Golden(golden::GoldenArgs),
     /// Internal: serve one GPU kernel's launches for `certify` (one process per kernel): a
-    /// built-in variant, or a symbol of a shared library (C ABI).
-    #[command(hide = true)]
+    /// built-in variant, or a symbol of a shared library (C ABI). Its arguments are the
+    /// harness's (`WorkerTarget::worker_args`), which writes them.
+    #[command(hide = true, disable_help_flag = true)]
     GpuWorker {
-        #[arg(long, required_unless_present_any = ["library", "timing_baseline"])]
-        variant: Option<String>,
-        #[arg(long, requires = "symbol", conflicts_with = "variant")]
-        library: Option<std::path::PathBuf>,
-        #[arg(long)]
-        symbol: Option<String>,
-        #[arg(long)]
-        arch: Option<String>,
-        /// Serve no kernel: the requests without the kernel that set a timing's clock.
-        #[arg(long, conflicts_with_all = ["variant", "library"])]
-        timing_baseline: bool,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
     /// Internal: run a worker inside the sandbox (crates/harness/src/sandbox/); `--probe` builds the
-    /// sandbox, checks it from inside and says what holds.
-    #[command(hide = true)]
+    /// sandbox, checks it from inside and says what holds. Its arguments are the harness's
+    /// (`sandbox::launcher_args`), which writes them.
+    #[command(hide = true, disable_help_flag = true)]
     Sandbox {
-        /// A directory the worker may write (bound in at the same path); repeatable.
-        #[arg(long)]
-        writable: Vec<std::path::PathBuf>,
-        /// A directory the worker may read (bound in read-only at the same path); repeatable.
-        #[arg(long)]
-        readable: Vec<std::path::PathBuf>,
-        /// A directory the worker must not see (covered by an empty tmpfs); repeatable.
-        #[arg(long)]
-        hide: Vec<std::path::PathBuf>,
-        #[arg(long)]
-        workdir: Option<std::path::PathBuf>,
-        /// The worker's compiler cache, bound in read-write at the one path every worker sees.
-        #[arg(long)]
-        cache: Option<std::path::PathBuf>,
-        #[arg(long)]
-        probe: bool,
-        /// The worker's program and arguments.
-        #[arg(last = true, required = true)]
-        command: Vec<String>,
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
     },
 }
 
@@ -146,54 +122,15 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Variants => variants::run(),
         Command::Bench(args) => bench::run(args),
         Command::Golden(args) => golden::run(args),
-        Command::Sandbox {
-            writable,
-            readable,
-            hide,
-            workdir,
-            cache,
-            probe,
-            command,
-        } => {
-            let args = nvfp4_harness::sandbox::LauncherArgs {
-                paths: nvfp4_harness::sandbox::SandboxPaths {
-                    writable,
-                    readable,
-                    hidden: hide,
-                    workdir,
-                    cache,
-                    declared: Vec::new(),
-                },
-                probe,
-                program: command[0].clone().into(),
-                args: command[1..].to_vec(),
-            };
+        Command::Sandbox { args } => {
+            let args = nvfp4_harness::sandbox::LauncherArgs::parse(&args).map_err(Error::Usage)?;
             let code = nvfp4_harness::sandbox::launch(&args);
             Ok(ExitCode::from(u8::try_from(code).unwrap_or(125)))
         }
-        Command::GpuWorker {
-            variant,
-            library,
-            symbol,
-            arch,
-            timing_baseline,
-        } => {
+        Command::GpuWorker { args } => {
             use nvfp4_harness::worker::serve::{serve, WorkerTarget};
-            let target = match (variant, library, symbol) {
-                _ if timing_baseline => WorkerTarget::Baseline,
-                (Some(name), _, _) => WorkerTarget::Variant(name),
-                (None, Some(path), Some(symbol)) => WorkerTarget::Library { path, symbol },
-                _ => {
-                    return Err(nvfp4_harness::Error::Usage(
-                        "gpu-worker needs --variant or --library and --symbol".into(),
-                    ))
-                }
-            };
-            let arch = arch.as_deref().map(|text| {
-                nvfp4_harness::kernels::manifest::ArchRequirement::parse(text)
-                    .ok_or_else(|| nvfp4_harness::Error::Usage(format!("bad --arch '{text}'")))
-            });
-            serve(target, arch.transpose()?).map(|()| ExitCode::SUCCESS)
+            let (target, arch) = WorkerTarget::parse_worker_args(&args)?;
+            serve(target, arch).map(|()| ExitCode::SUCCESS)
         }
     }
 }

@@ -29,6 +29,8 @@
 #[cfg(feature = "gpu")]
 pub mod command;
 #[cfg(feature = "gpu")]
+mod command_line;
+#[cfg(feature = "gpu")]
 pub mod environment;
 #[cfg(feature = "gpu")]
 pub mod external;
@@ -54,6 +56,8 @@ pub mod timing;
 
 #[cfg(feature = "gpu")]
 use crate::kernels::{cpu, cpu_fma, cpu_hopper_sim, KernelUnderTest};
+#[cfg(feature = "gpu")]
+pub use command_line::GPU_WORKER_COMMAND;
 
 /// The Python worker that serves submissions (`submission_worker.py`), embedded so that the
 /// binary alone can certify a submission; also handed to the Python package, whose

@@ -46,7 +46,7 @@ pub fn nvrtc_kernel(variant: &GpuVariant) -> IsolatedKernel {
         },
         WorkerCommand {
             program: worker_program(),
-            args: vec!["gpu-worker".into(), "--variant".into(), variant.name.into()],
+            args: super::serve::WorkerTarget::Variant(variant.name.into()).worker_args(None),
             // Every worker's compilers get a cache of its own (super::isolated); the oracle's
             // own compiled variants stay where runs share them, named here before that.
             env: vec![(
