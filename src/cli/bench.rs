@@ -2,10 +2,10 @@
 
 use super::bench_external::bench_external;
 use super::bench_report::{regime_covered, trusted, BenchArgs, BenchReport};
-use nvfp4_harness::error::{Error, Result};
 use nvfp4_harness::gpu::bench::bench_variant;
-use nvfp4_harness::gpu::variants::gpu_variants;
+use nvfp4_harness::gpu::gpu_variants;
 use nvfp4_harness::kernels::KernelUnderTest;
+use nvfp4_harness::{Error, Result};
 use nvfp4_model::golden::set::DUAL_GEMM_BENCHMARKS;
 use nvfp4_model::problem::{ProblemKind, Shape};
 use std::process::ExitCode;
@@ -101,7 +101,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     };
     let mut unavailable = Vec::new();
     for variant in &variants {
-        if let Err(reason) = nvfp4_harness::worker::nvrtc::gpu_availability(Some(variant.arch)) {
+        if let Err(reason) = nvfp4_harness::worker::gpu_availability(Some(variant.arch)) {
             eprintln!("skipping {}: cannot run here: {reason}", variant.name);
             unavailable.push(variant.name.to_string());
             continue;
@@ -163,7 +163,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(super::exit_code::EXIT_FAIL));
         }
         return Ok(
-            if !unavailable.is_empty() || nvfp4_harness::gpu::device::device_info().is_err() {
+            if !unavailable.is_empty() || nvfp4_harness::gpu::device_info().is_err() {
                 eprintln!("nothing timed: no selected kernel can run on this machine");
                 ExitCode::from(super::exit_code::EXIT_UNAVAILABLE)
             } else {

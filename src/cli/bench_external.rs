@@ -4,15 +4,15 @@
 //! reported samples, and a crash or hang while timed.
 
 use super::bench_report::{regime_covered, trusted, BenchArgs, BenchReport, Clocks, SpotCheck};
-use nvfp4_harness::error::{Error, Result};
 use nvfp4_harness::gpu::bench::Timing;
-use nvfp4_harness::gpu::device::device_info;
+use nvfp4_harness::gpu::device_info;
 use nvfp4_harness::gpu::l2::L2Reset;
 use nvfp4_harness::gpu::roofline::{self, below_floor_finding};
 use nvfp4_harness::kernels::{KernelCase, KernelUnderTest};
-use nvfp4_harness::worker::isolated::IsolatedKernel;
-use nvfp4_harness::worker::protocol::CaseFiles;
 use nvfp4_harness::worker::timing::median;
+use nvfp4_harness::worker::CaseFiles;
+use nvfp4_harness::worker::IsolatedKernel;
+use nvfp4_harness::{Error, Result};
 use nvfp4_model::compare::{judge, OutputShape};
 use nvfp4_model::golden::set::{DUAL_GEMM_BENCHMARKS, GROUP_GEMM_BENCHMARKS};
 use nvfp4_model::model::bounds::KOrder;

@@ -1,10 +1,10 @@
 //! The command-line flags that name external kernels, shared by `certify` and `bench`.
 
 use clap::Args;
-use nvfp4_harness::error::{Error, Result};
-use nvfp4_harness::kernels::manifest::{KernelCode, Manifest};
-use nvfp4_harness::worker::external::external_kernel;
-use nvfp4_harness::worker::isolated::IsolatedKernel;
+use nvfp4_harness::kernels::{KernelCode, Manifest};
+use nvfp4_harness::worker::external_kernel;
+use nvfp4_harness::worker::IsolatedKernel;
+use nvfp4_harness::{Error, Result};
 use nvfp4_model::problem::ProblemKind;
 use std::path::PathBuf;
 
@@ -53,8 +53,8 @@ impl ExternalArgs {
 
     /// The kernels named, in the order given (manifests, submissions, libraries).
     pub fn kernels(&self) -> Result<Vec<IsolatedKernel>> {
-        nvfp4_harness::worker::environment::pass_env(&self.pass_env).map_err(Error::Usage)?;
-        nvfp4_harness::worker::external::set_start_timeout(std::time::Duration::from_secs(
+        nvfp4_harness::worker::pass_env(&self.pass_env).map_err(Error::Usage)?;
+        nvfp4_harness::worker::set_start_timeout(std::time::Duration::from_secs(
             self.start_timeout,
         ));
         let mut manifests = Vec::new();

@@ -3,7 +3,7 @@
 
 use clap::Args;
 use nvfp4_harness::certify::Certificate;
-use nvfp4_harness::error::{Error, Result};
+use nvfp4_harness::{Error, Result};
 use std::path::PathBuf;
 
 /// What a CI gate asks of certify and merge: a baseline to compare with and reports to write.

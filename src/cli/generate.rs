@@ -1,7 +1,7 @@
 //! `nvfp4-oracle generate`: deterministic inputs as a safetensors case file.
 
 use clap::Args;
-use nvfp4_harness::error::Result;
+use nvfp4_harness::Result;
 use nvfp4_model::case_file::CaseWriter;
 use nvfp4_model::problem::generate::generate_problem;
 use nvfp4_model::problem::{Distribution, ProblemKind, Shape};

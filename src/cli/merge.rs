@@ -5,7 +5,7 @@ use super::exit_code::{EXIT_FAIL, EXIT_NOT_EXACT, EXIT_REGRESSION, EXIT_UNAVAILA
 use clap::Args;
 use nvfp4_harness::certify::{merge, read_shard, ShardCertificate};
 use nvfp4_harness::certify::{Certificate, ExactOutcome, Status};
-use nvfp4_harness::error::{Error, Result};
+use nvfp4_harness::{Error, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
 

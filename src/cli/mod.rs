@@ -23,7 +23,7 @@ mod variants;
 mod verify;
 
 use clap::{Parser, Subcommand};
-use nvfp4_harness::error::{Error, Result};
+use nvfp4_harness::{Error, Result};
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
@@ -128,7 +128,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::from(u8::try_from(code).unwrap_or(125)))
         }
         Command::GpuWorker { args } => {
-            use nvfp4_harness::worker::serve::{serve, WorkerTarget};
+            use nvfp4_harness::worker::{serve, WorkerTarget};
             let (target, arch) = WorkerTarget::parse_worker_args(&args)?;
             serve(target, arch).map(|()| ExitCode::SUCCESS)
         }

@@ -2,7 +2,7 @@
 
 use super::generate::{inputs_writer, CaseArgs};
 use clap::Args;
-use nvfp4_harness::error::{Error, Result};
+use nvfp4_harness::{Error, Result};
 use nvfp4_model::case_file::{CaseReader, CaseWriter};
 use nvfp4_model::model::bounds::{max_blocks, KOrder};
 use nvfp4_model::model::{output_rows, problem_reference_with_progress, Reference, MODEL_VERSION};

@@ -5,7 +5,7 @@
 
 use super::exit_code::EXIT_FAIL;
 use clap::{Args, Subcommand};
-use nvfp4_harness::error::{Error, Result};
+use nvfp4_harness::{Error, Result};
 use nvfp4_model::case_file::{
     read_scaled_gemm_case, read_scaled_gemm_operands, read_scaled_gemm_output,
     write_scaled_gemm_case, SCALED_GEMM_CASE_LAYOUT,

@@ -6,7 +6,7 @@
 //! certificate.
 
 use crate::cli::merge::MergeArgs;
-use nvfp4_harness::error::{Error, Result};
+use nvfp4_harness::{Error, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
 
@@ -29,7 +29,7 @@ pub const GPU_COUNT_ENV: &str = "NVFP4_ORACLE_TEST_GPU_COUNT";
 /// The GPUs `list` names: `all` (every GPU the driver sees) or indices `0,1,...`.
 pub fn gpu_list(list: &str) -> Result<Vec<String>> {
     if list.trim() == "all" {
-        let count = nvfp4_harness::gpu::device::device_count()
+        let count = nvfp4_harness::gpu::device_count()
             .map_err(|why| Error::Usage(format!("--gpus all: {why}")))?;
         if count == 0 {
             return Err(Error::Usage("--gpus all: the driver sees no GPU".into()));
@@ -61,7 +61,7 @@ pub fn gpu_list(list: &str) -> Result<Vec<String>> {
         .and_then(|n| n.parse().ok())
     {
         Some(count) => count,
-        None => nvfp4_harness::gpu::device::device_count()
+        None => nvfp4_harness::gpu::device_count()
             .map_err(|why| Error::Usage(format!("--gpus {list}: {why}")))?,
     };
     if let Some(missing) = gpus

@@ -16,8 +16,8 @@ use nvfp4_harness::certify::{
     certify_kernel, CampaignLimits, CaseSpec, Certificate, CertifyRequest, KernelOutcome,
     ModelShapes, Shard,
 };
-use nvfp4_harness::error::{Error, Result};
 use nvfp4_harness::kernels::KernelUnderTest;
+use nvfp4_harness::{Error, Result};
 use nvfp4_model::model::bounds::KOrder;
 use outcomes::Outcomes;
 use reference_choice::ReferenceChoice;

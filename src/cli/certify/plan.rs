@@ -1,8 +1,8 @@
 //! `certify --plan`: the cases each campaign would run, printed instead of run.
 
 use nvfp4_harness::certify::{CampaignLimits, CampaignPlan, CaseSpec, Coverage};
-use nvfp4_harness::error::{Error, Result};
 use nvfp4_harness::kernels::KernelUnderTest;
+use nvfp4_harness::{Error, Result};
 use std::process::ExitCode;
 
 /// `certify --plan`: each kernel's cases as JSON Lines on stdout, what they reach of the shape

@@ -1,8 +1,8 @@
 //! Which kernels a certify run takes: the names and `*` patterns of `--kernel`, else every
 //! kernel that can run here but the deliberately broken ones.
 
-use nvfp4_harness::error::Result;
 use nvfp4_harness::kernels::KernelUnderTest;
+use nvfp4_harness::Result;
 
 /// Whether `name` is what `pattern` names (`*` stands for any text); bench selects alike.
 pub(crate) fn matches(pattern: &str, name: &str) -> bool {
