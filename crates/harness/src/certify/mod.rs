@@ -5,8 +5,13 @@
 mod campaign;
 mod certificate;
 mod checks;
+mod run_campaign;
+mod sequence;
 mod shrink;
 mod trace;
+
+// The campaign's trace, as run_campaign.rs calls it (`super::trace`).
+use trace::trace;
 
 // The face: what the CLI, the Python package, the examples and the tests name. Everything else
 // stays inside its room.
@@ -25,12 +30,11 @@ pub use campaign::reference_engine::{
 };
 pub use campaign::regime_draw::{DEFAULT_CPU_REGIME_CASES, DEFAULT_GPU_REGIME_CASES};
 pub use campaign::regimes::{uncovered_regime, Regime, RegimeCount};
-pub use campaign::run::{certify_variant, CampaignResult};
 pub use campaign::sampling::{
     sample_for, sampled_reference, shape_products, RowSample, FULL_REFERENCE_PRODUCTS,
 };
-pub use campaign::sequence::{certify_kernel, CertifyRequest, KernelOutcome};
 pub use campaign::shape_ranges::uncovered_range;
+pub use campaign::shard::{Shard, SHARD_COUNT_ENV};
 pub use certificate::baseline::{compare_with_baseline, read_baseline, verdict};
 pub use certificate::ci_report::{junit as ci_junit, summary as ci_summary};
 pub use certificate::merge::{merge, read_shard, ShardCertificate};
@@ -38,9 +42,10 @@ pub use certificate::report::{
     check_dir_writable, check_file_writable, refuse_another_kernels, write_atomically, Certificate,
     ExactOutcome, Status, BUILD,
 };
-pub use certificate::shard::{Shard, SHARD_COUNT_ENV};
 pub use certificate::signing::{ensure_key, read_verified, sign, verify};
 pub use certificate::trust::{production_coverage_gap, timing_trust, Trust};
 pub use checks::determinism::{determinism, COULD_NOT_RUN};
 pub use checks::sanitize::{sanitize, Tool};
+pub use run_campaign::{certify_variant, CampaignResult};
+pub use sequence::{certify_kernel, CertifyRequest, KernelOutcome};
 pub use shrink::field_comparison::{mutant_table, render_table};

@@ -54,7 +54,7 @@ pub fn builtin_golden_campaign_cases() -> Vec<CaseSpec> {
         .collect()
 }
 
-pub(super) fn round_up(value: usize, multiple: usize) -> usize {
+pub(crate) fn round_up(value: usize, multiple: usize) -> usize {
     value.div_ceil(multiple).max(1) * multiple
 }
 
@@ -322,7 +322,7 @@ pub(super) fn fitted(support: ShapeSupport, (m, n, k, l): (usize, usize, usize, 
 
 /// The outcome judged on every element: a sampled case's verdict and reference redone with the
 /// model on the whole output (a failure's repro and diagnosis must describe all of it).
-pub(super) fn judged_whole(mut outcome: CaseOutcome, order: KOrder) -> CaseOutcome {
+pub(crate) fn judged_whole(mut outcome: CaseOutcome, order: KOrder) -> CaseOutcome {
     if outcome.sample.take().is_none() {
         return outcome;
     }

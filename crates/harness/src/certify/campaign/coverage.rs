@@ -96,7 +96,7 @@ pub struct ExactCoverage {
 }
 
 impl Coverage {
-    pub(super) fn record(&mut self, outcome: &CaseOutcome, class: &str, seconds: f64) {
+    pub(crate) fn record(&mut self, outcome: &CaseOutcome, class: &str, seconds: f64) {
         self.cases += 1;
         *self
             .seconds_by_shape_class

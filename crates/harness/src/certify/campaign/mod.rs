@@ -1,6 +1,7 @@
-//! The campaign: which cases a kernel runs (fixed, production, regime, range, model and random
-//! cases, drawn before anything runs), how each runs and is judged against the model, what the
-//! campaign covered, and the certify sequence around it.
+//! The parts of a campaign: which cases a kernel runs (fixed, production, regime, range, model
+//! and random cases, drawn before anything runs, and a shard's share of them), how each runs and
+//! is judged against the model, and what the campaign covered. `run_campaign.rs`, beside this
+//! room, runs them in order and shrinks the first failure.
 
 pub(crate) mod cases;
 pub(crate) mod coverage;
@@ -14,17 +15,9 @@ pub(crate) mod range_draw;
 pub(crate) mod reference_engine;
 pub(crate) mod regime_draw;
 pub(crate) mod regimes;
-pub(crate) mod run;
 pub(crate) mod sampling;
-pub(crate) mod sequence;
 pub(crate) mod shape_ranges;
-
-// The modules of other rooms the campaign's files name.
-use super::certificate::{report, shard};
-use super::checks;
-use super::shrink::{shrink_data, shrink_shape};
-use super::trace::trace;
+pub(crate) mod shard;
 
 pub(crate) use cases::CaseSpec;
 pub(crate) use limits::CampaignLimits;
-pub(crate) use run::CampaignResult;

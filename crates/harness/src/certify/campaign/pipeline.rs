@@ -16,7 +16,7 @@ use std::time::Instant;
 /// Runs `specs` in order, handing each outcome to `on_outcome` with the seconds the campaign
 /// spent on it (waiting for its inputs, its kernel run, waiting for its judgement: these add up
 /// to the pipeline's time), until `on_outcome` returns `Some`, which is returned.
-pub(super) fn run_in_pipeline<T>(
+pub(crate) fn run_in_pipeline<T>(
     kernel: &dyn KernelUnderTest,
     specs: &[CaseSpec],
     order: KOrder,

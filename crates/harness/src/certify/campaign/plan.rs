@@ -1,5 +1,5 @@
 //! A campaign's cases, in the order they run, drawn before anything runs. The campaign
-//! ([`super::run::certify_variant`]) runs exactly these, and `certify --plan` prints them
+//! ([`crate::certify::certify_variant`]) runs exactly these, and `certify --plan` prints them
 //! without running a kernel: what a certificate will have tested, on any machine.
 //!
 //! In order: the fixed edge cases (smallest shapes, tile edges, a K tail, L > 1), the golden

@@ -1,4 +1,4 @@
-//! Merging shard certificates ([`super::shard`]) into the certificate of the whole campaign.
+//! Merging shard certificates (`campaign/shard.rs`) into the certificate of the whole campaign.
 //!
 //! The shards must be of one campaign: the same kernel and source hash, the same oracle build and
 //! model version, the same seed, case count and options, the same shard count, every index

@@ -6,12 +6,11 @@ pub(crate) mod ci_report;
 pub(crate) mod merge;
 pub(crate) mod report;
 pub(crate) mod report_markdown;
-pub(crate) mod shard;
 pub(crate) mod signing;
 pub(crate) mod summary_row;
 pub(crate) mod trust;
 
 // The modules of other rooms the certificate's files name.
-use super::campaign::{self, coverage, reference_engine, regimes};
+use super::campaign::{self, coverage, reference_engine, regimes, shard};
 use super::checks::{self, sanitize};
 use super::shrink::{failure_class, shrink_data};

@@ -1,9 +1,10 @@
 //! Certificates: one JSON and one Markdown file per kernel and run, plus the minimal repro of a
 //! failure as two safetensors files that `nvfp4-oracle check` replays.
 
-use super::campaign::{CampaignLimits, CampaignResult, CaseSpec};
+use super::campaign::{CampaignLimits, CaseSpec};
 use super::coverage::{Coverage, ExactCoverage};
 use super::shrink_data::ShrunkData;
+use crate::certify::run_campaign::CampaignResult;
 use crate::error::{Error, Result};
 use crate::kernels::{KernelEnvironment, KernelUnderTest};
 use nvfp4_model::case_file::{fp16_bytes, CaseWriter};

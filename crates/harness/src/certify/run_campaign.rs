@@ -11,14 +11,14 @@
 //! against the intervals, and the result says "correct within the intervals, schedule differs
 //! from the declared one" with the first differing element.
 
-use super::cases::{judged_whole, round_up};
-use super::cases::{run_case, CaseOutcome, CaseSpec};
-use super::coverage::Coverage;
-use super::limits::CampaignLimits;
-use super::pipeline::run_in_pipeline;
-use super::plan::CampaignPlan;
-use super::sampling::{shape_products, FULL_REFERENCE_PRODUCTS};
-use super::shrink_shape::shrink_case;
+use super::campaign::cases::{judged_whole, round_up};
+use super::campaign::cases::{run_case, CaseOutcome, CaseSpec};
+use super::campaign::coverage::Coverage;
+use super::campaign::limits::CampaignLimits;
+use super::campaign::pipeline::run_in_pipeline;
+use super::campaign::plan::CampaignPlan;
+use super::campaign::sampling::{shape_products, FULL_REFERENCE_PRODUCTS};
+use super::shrink::shrink_shape::shrink_case;
 use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest};
 use nvfp4_model::compare::diagnosis::{diagnose, Diagnosis, Observation};
 use nvfp4_model::model::bounds::KOrder;
@@ -40,7 +40,7 @@ pub struct Failure {
     pub diagnosis: Option<Diagnosis>,
     pub shrink_steps: usize,
     /// The failing case's data shrunk further (dual GEMM, wrong outputs).
-    pub data: Option<super::shrink_data::ShrunkData>,
+    pub data: Option<super::shrink::shrink_data::ShrunkData>,
 }
 
 /// The result of one kernel's campaign.
@@ -304,7 +304,7 @@ fn diagnosed(
     let started = Instant::now();
     // Data shrinking only for wrong outputs: a crash or a hang would cost a watchdog per run.
     let data = match &minimal.result {
-        Ok(_) => super::shrink_data::shrink_data(
+        Ok(_) => super::shrink::shrink_data::shrink_data(
             kernel,
             &minimal.case.inputs,
             minimal.case.padding_fill,

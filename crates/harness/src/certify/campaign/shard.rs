@@ -4,7 +4,7 @@
 //! modulo N. Every shard draws every random case from the same seed and skips the ones that are
 //! not its own, so the N shards together run exactly the cases of the unsharded campaign, each
 //! once, and a failing case is shrunk from the same proptest tree as unsharded. `merge`
-//! ([`super::merge`]) combines the shards' certificates into one.
+//! (`certificate/merge.rs`) combines the shards' certificates into one.
 
 use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
