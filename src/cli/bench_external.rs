@@ -62,7 +62,7 @@ impl BenchShape {
     }
 }
 
-/// The competition's benchmark shapes of each problem (docs/problem.md; GPU MODE's task.yml).
+/// The competition's benchmark shapes of each problem (docs/reference/problem.md; GPU MODE's task.yml).
 fn default_bench_shapes(problem: ProblemKind) -> Vec<BenchShape> {
     let one = |m, n, k, l| BenchShape::One(Shape::new(m, n, k, l).expect("valid"));
     match problem {

@@ -20,7 +20,7 @@ pub struct CaseArgs {
     /// Shape as MxNxK or MxNxKxL, e.g. 256x4096x7168. K must be a multiple of 16.
     #[arg(long)]
     pub shape: Shape,
-    /// Input distribution (stagnation: per-product rounding at its worst, docs/numerics.md
+    /// Input distribution (stagnation: per-product rounding at its worst, docs/reference/numerics.md
     /// section 3).
     #[arg(long, default_value = "gpumode", value_parser = super::value_parsers::named::<Distribution>())]
     pub dist: Distribution,

@@ -33,11 +33,7 @@ use std::process::ExitCode;
     about = "Bit-exact NVFP4 reference model and correctness oracle for block-scaled GEMM kernels",
     long_about = "nvfp4-oracle models NVFP4 (e2m1 data, e4m3 block scales per 16 elements) exactly on \
 the CPU, generates deterministic inputs and reference cases, and judges kernel outputs against \
-per-element acceptance intervals.\n\nExit codes: 0 success, 1 failed verdict, 2 bad usage or input, 3 (certify --exact) \
-correct within the intervals but not certified exact, 4 (certify) a kernel named on the command \
-line cannot run on this machine, 5 (--baseline of certify, merge, bench, preflight) worse than the baseline, \
-6 (preflight) a step did not end within --timeout and was killed, 7 (certify) a harness error: \
-the GPU reference differed from the CPU model."
+per-element acceptance intervals.\n\nExit codes: docs/reference/exit-codes.md."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -51,7 +47,8 @@ pub enum Command {
     /// Write a case: inputs (generated, or yours with --inputs) plus the model's expected fp16
     /// output and acceptance interval.
     Reference(reference::ReferenceArgs),
-    /// Judge a kernel's output (tensor `c`) against a reference case. Exit 0 pass, 1 fail, 2 bad input.
+    /// Judge a kernel's output (tensor `c`) against a reference case (exit codes:
+    /// docs/reference/exit-codes.md).
     Check(check::CheckArgs),
     /// The block-scaled family as the libraries ship it (NVFP4, MXFP4, MXFP8, FP8 and bf16
     /// operands; a global scale, a bias, fp16/bf16/fp32 output): write a case with its
@@ -60,34 +57,24 @@ pub enum Command {
     ScaledGemm(scaled_gemm::ScaledGemmCommand),
     /// Fuzz kernels against the model, shrink and diagnose the first failure, write certificates.
     ///
-    /// Exit codes: 0 every selected kernel certified; 1 some kernel failed; 2 bad usage or input
-    /// (an unknown kernel, a broken submission, manifest or library); 3 (--exact only) none failed
-    /// but some kernel is not certified exact; 4 none failed but a kernel named on the command
-    /// line (--kernel, --submission, --library, --manifest) cannot run on this machine, so nothing
-    /// about it was judged; 7 a harness error (the GPU reference differed from the CPU model).
+    /// Exit codes: docs/reference/exit-codes.md.
     Certify(certify::CertifyArgs),
     /// Combine the certificates of `certify --shard I/N` into one per kernel.
     Merge(merge::MergeArgs),
     /// Check that a certificate is this oracle's (signature, model version, a whole campaign)
     /// and is of the kernel's files as they are now (source hash), and what its verdict is. Exit
-    /// codes follow the verdict as certify's did: 0 every check holds and every kernel is
-    /// certified; 1 a check fails or a kernel failed; 3 a schedule differs; 4 a certificate of a
-    /// kernel that could not run.
+    /// codes follow the verdict as certify's did (docs/reference/exit-codes.md).
     Verify(verify::VerifyArgs),
     /// What a kernel's compiled code shows before any GPU runs it: its MMA kind and scale block,
     /// a CTA pair, warp roles, TMA, the cluster, which variant it is.
     ///
-    /// Exit codes: 0 no finding; 1 a finding (or the compiler or ptxas refused the code); 2 bad
-    /// usage or input; 5 (--baseline) worse than the baseline; 6 a step (the compilation,
-    /// ptxas) did not end within --timeout and was killed.
+    /// Exit codes: docs/reference/exit-codes.md.
     Preflight(preflight::PreflightArgs),
     /// List every kernel under test, what it solves and whether it can run on this machine.
     Variants,
     /// Time certified GPU variants (CUDA events, L2 flushed, rotating inputs) against torch.
     ///
-    /// Exit codes: 0 timed, 1 a timing not trusted (a wrong timed output, the parent's clock
-    /// disagreeing, a crash or hang while timed) or nothing selected has a certificate to be
-    /// timed on, 2 bad usage or input, 4 nothing could be timed on this machine (no GPU).
+    /// Exit codes: docs/reference/exit-codes.md.
     Bench(bench_report::BenchArgs),
     /// Generate or verify the golden files (regression without a GPU).
     Golden(golden::GoldenArgs),

@@ -1,6 +1,6 @@
 //! `nvfp4-oracle preflight`: the instruction census of a kernel's PTX (crates/harness/src/preflight/), on any
 //! machine, GPU or not: a PTX file, or a built-in variant compiled by NVRTC for its own
-//! architecture. What it reads and what it cannot see: docs/preflight.md.
+//! architecture. What it reads and what it cannot see: docs/guides/preflight.md.
 
 use super::exit_code::EXIT_FAIL;
 use clap::Args;

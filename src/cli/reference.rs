@@ -32,7 +32,7 @@ pub struct ReferenceArgs {
     #[arg(long, required_unless_present = "inputs", conflicts_with = "inputs")]
     pub shape: Option<Shape>,
     /// Input distribution of generated inputs (stagnation: per-product rounding at its worst,
-    /// docs/numerics.md section 3).
+    /// docs/reference/numerics.md section 3).
     #[arg(long, default_value = "gpumode", conflicts_with = "inputs", value_parser = super::value_parsers::named::<Distribution>())]
     pub dist: Distribution,
     /// Seed of the portable generator: the same seed gives the same bytes on every machine.
@@ -86,7 +86,7 @@ pub fn run(args: ReferenceArgs) -> Result<ExitCode> {
     let blocks = inputs.operands()[0].1.k() / 16;
     if blocks > max_blocks(args.k_order) {
         return Err(Error::Usage(format!(
-            "K = {} is too deep for --k-order {}: its error bound holds up to K = {} (docs/numerics.md section 4)",
+            "K = {} is too deep for --k-order {}: its error bound holds up to K = {} (docs/reference/numerics.md section 4)",
             blocks * 16,
             args.k_order.name(),
             max_blocks(args.k_order) * 16

@@ -50,7 +50,7 @@ pub struct CertifyArgs {
     /// side, odd tile counts, K not a multiple of 64). The certificate lists the cells reached
     /// and those left (outside the kernel's support, past the per-case bound), and bench refuses
     /// a shape in a pair no case reached. Default: 700 where the model's reference is computed
-    /// on the GPU, else 0 (the CPU model cannot judge them in time). See docs/coverage.md.
+    /// on the GPU, else 0 (the CPU model cannot judge them in time). See docs/guides/coverage.md.
     #[arg(long, value_name = "CASES")]
     pub range_cases: Option<usize>,
     /// Also run a model's own feed-forward shapes, densely: a built-in name (llama-3-8b,
@@ -104,9 +104,8 @@ pub struct CertifyArgs {
     /// within interval, schedule differs from declared" (status schedule-differs, with the
     /// first differing element, shrunk); or the usual interval failure. Default selection: the
     /// kernels that declare a schedule. A kernel named with --kernel that declares none is
-    /// certified on the intervals only and reported "no schedule declared". Exit codes: 1 if any
-    /// kernel failed the intervals, else 3 if any kernel is not certified exact (schedule
-    /// differs, or none declared), else 0.
+    /// certified on the intervals only and reported "no schedule declared". A kernel not
+    /// certified exact is exit 3 (docs/reference/exit-codes.md).
     #[arg(long)]
     pub exact: bool,
     /// GPU kernels: how many sampled cases each compute-sanitizer tool (memcheck, racecheck,

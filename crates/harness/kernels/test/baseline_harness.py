@@ -186,7 +186,7 @@ def to_blocked(plain, fill=0x7F):
     pad[:, :R, :KS] = plain
     # rows i = mm*128 + mm4*32 + mm32, cols j = kk*4 + kk4 -> memory order (l, mm, kk, mm32, mm4, kk4)
     blocked = pad.view(L, rm, 4, 32, rk, 4).permute(0, 1, 4, 3, 2, 5).contiguous().view(-1)
-    # Self-check against the formula in docs/problem.md, byte for byte, and the padding count.
+    # Self-check against the formula in docs/reference/problem.md, byte for byte, and the padding count.
     off = blocked_offsets(L, R, KS).reshape(-1)
     assert torch.equal(blocked[off], plain.reshape(-1)), "permuted layout disagrees with formula"
     mask = torch.ones_like(blocked, dtype=torch.bool)

@@ -112,12 +112,12 @@ pub fn with_preflight_hint(reason: String, preflight: Option<&str>) -> String {
         format!(
             "{reason}; to check its code here without running it: `{command}` (it compiles \
              the kernels for that architecture and reads their instructions, registers and \
-             shared memory; docs/preflight.md)"
+             shared memory; docs/guides/preflight.md)"
         )
     } else if reason.starts_with("needs sm_") {
         format!(
             "{reason}; `nvfp4-oracle preflight` reads its compiled code for that architecture \
-             on any machine without running it (docs/preflight.md)"
+             on any machine without running it (docs/guides/preflight.md)"
         )
     } else {
         reason

@@ -1,5 +1,5 @@
 //! Timing an external kernel so that the kernel cannot falsify it (the threat model is in
-//! docs/threat-model.md). The kernel runs in its worker; the parent drives it
+//! docs/reference/threat-model.md). The kernel runs in its worker; the parent drives it
 //! ([`super::protocol::Request`]): load the warm-up sets and warm up, then one request per call,
 //! first without the kernel (the calls' own cost) and then timed, then fetch the outputs of a
 //! sample of the timed calls. What the parent can trust, it measures or checks itself:

@@ -78,7 +78,7 @@ impl BlockedScaleLayout {
         atom * ATOM_BYTES + mm32 * 16 + mm4 * 4 + kk4
     }
 
-    /// The logical shape `(32, 4, rest_mn, 4, rest_k, L)` of docs/problem.md, for tools that
+    /// The logical shape `(32, 4, rest_mn, 4, rest_k, L)` of docs/reference/problem.md, for tools that
     /// want it.
     pub fn logical_shape(&self) -> [usize; 6] {
         [32, 4, self.row_atoms(), 4, self.col_atoms(), self.0.batches]
@@ -175,7 +175,7 @@ fn for_each_index(dims: ScaleDims, mut visit: impl FnMut(usize, usize, usize)) {
 mod tests {
     use super::*;
 
-    /// Offsets worked out by hand from docs/problem.md's formula for a 300 x 10 x 2 scale tensor
+    /// Offsets worked out by hand from docs/reference/problem.md's formula for a 300 x 10 x 2 scale tensor
     /// (rest_mn = 3, rest_k = 3, so one batch is 9 atoms = 4608 bytes).
     #[test]
     fn hand_checked_offsets() {

@@ -47,7 +47,7 @@ pub const CPU_LARGE_CASES: usize = 2;
 /// fits.
 pub const CPU_LARGE_NKL: usize = 1 << 24;
 
-/// GEMM and GEMV shapes (M, N, K, L) the problem's benchmarks time (docs/problem.md); their test
+/// GEMM and GEMV shapes (M, N, K, L) the problem's benchmarks time (docs/reference/problem.md); their test
 /// shapes are not recorded.
 const GEMM_BENCHMARKS: [(usize, usize, usize, usize); 3] = [
     (128, 7168, 16384, 1),

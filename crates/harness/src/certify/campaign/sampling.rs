@@ -5,7 +5,7 @@
 //! every 128 x 128 output tile has judged elements. Every other element still gets the checks that
 //! cost nothing: a value where NaN is required (a NaN scale in its row or column) fails, and so
 //! does NaN where none belongs, which includes the harness's poison left in an unwritten element.
-//! What this can miss, and how likely: docs/numerics.md section 8.
+//! What this can miss, and how likely: docs/reference/numerics.md section 8.
 
 use half::f16;
 use nvfp4_model::model::bounds::KOrder;

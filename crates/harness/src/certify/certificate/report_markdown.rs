@@ -236,7 +236,7 @@ impl Certificate {
                 self.regimes_in_words()
             ));
             md.push_str(&format!(
-                "| shape ranges (octaves of M, N, K, L: docs/coverage.md) | {} |\n",
+                "| shape ranges (octaves of M, N, K, L: docs/guides/coverage.md) | {} |\n",
                 self.ranges_in_words()
             ));
             if !c.models.is_empty() {

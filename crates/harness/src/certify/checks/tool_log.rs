@@ -12,7 +12,7 @@
 //! [`audit`] reads it fail-closed: at most one banner, exactly one summary and nothing after it, every
 //! line the tool's, and the summary's count equal to the reports the log holds; anything else is
 //! a finding ("its findings cannot be trusted"), never a clean report. Reading is a race with the
-//! parent that docs/threat-model.md describes among what remains.
+//! parent that docs/reference/threat-model.md describes among what remains.
 
 use std::io::Read;
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
