@@ -1,5 +1,5 @@
 //! `certify --gpus all|LIST`: one campaign over several GPUs of this machine. Each GPU gets a
-//! shard of the campaign ([`nvfp4_harness::certify::shard`]) in a `certify` process of its own that sees
+//! shard of the campaign ([`nvfp4_harness::certify::Shard`]) in a `certify` process of its own that sees
 //! only that GPU (`CUDA_VISIBLE_DEVICES`), all with one seed; their certificates are then merged
 //! ([`crate::cli::merge`]) into the report directory, recording every GPU used. The same process
 //! split as on several machines, so that one machine with N GPUs and N machines give the same

@@ -1,6 +1,14 @@
 //! Certification: run any kernel under test (see [`crate::kernels`]) against the model on many
 //! cases, shrink the first failure, diagnose it, and write a certificate. The campaign knows only
 //! the [`crate::kernels::KernelUnderTest`] interface, never where a kernel comes from.
+//!
+//! Four rooms, each using only rooms named after it: `certificate/` (the certificate, its
+//! signature, trust, merge, baseline and CI reports), `checks/` (determinism and
+//! compute-sanitizer), `shrink/` (a failing case made minimal), `campaign/` (the cases and how
+//! each runs). Beside them, [`certify_variant`] (`run_campaign.rs`) runs one kernel's campaign
+//! over `campaign/` and `shrink/`, and [`certify_kernel`] (`sequence.rs`) is the whole sequence
+//! for one kernel: campaign, checks, certificate. The rooms are private: what callers need is
+//! re-exported below.
 
 mod campaign;
 mod certificate;
