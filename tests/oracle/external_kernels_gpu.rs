@@ -2,7 +2,7 @@
 //! on a short campaign and its deliberately broken copy rejected. Skips, saying why, where python3
 //! has no torch or torch sees no GPU (CI). On the GPU machine without Rust: build with
 //! `cargo test --release --test oracle --no-run`, carry the test binary and nvfp4-oracle, run
-//! `NVFP4_ORACLE_BIN=./nvfp4-oracle ./oracle-<hash> door_gpu::` from the repository root.
+//! `NVFP4_ORACLE_BIN=./nvfp4-oracle ./oracle-<hash> external_kernels_gpu::` from the repository root.
 
 use crate::common;
 
