@@ -1,4 +1,4 @@
-//! The built-in GPU variants (`kernels/`, compiled with NVRTC at run time) as kernels under
+//! The built-in GPU variants (their CUDA sources in this crate's `kernels/` folder, compiled with NVRTC at run time) as kernels under
 //! test: each runs in a `nvfp4-oracle gpu-worker --variant NAME` process.
 
 use super::command::{worker_program, WorkerCommand};
