@@ -81,7 +81,7 @@ pub enum Command {
     /// Internal: serve one GPU kernel's launches for `certify` (one process per kernel): a
     /// built-in variant, or a symbol of a shared library (C ABI). Its arguments are the
     /// harness's (`WorkerTarget::worker_args`), which writes them.
-    #[command(hide = true, disable_help_flag = true)]
+    #[command(hide = true)]
     GpuWorker {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,
@@ -89,7 +89,7 @@ pub enum Command {
     /// Internal: run a worker inside the sandbox (crates/harness/src/sandbox/); `--probe` builds the
     /// sandbox, checks it from inside and says what holds. Its arguments are the harness's
     /// (`sandbox::launcher_args`), which writes them.
-    #[command(hide = true, disable_help_flag = true)]
+    #[command(hide = true)]
     Sandbox {
         #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
         args: Vec<String>,

@@ -54,6 +54,13 @@ impl LauncherArgs {
                 parsed.probe = true;
                 continue;
             }
+            if !arg.starts_with('-') {
+                // A command line parser that took a leading `--` as its own escape hands the
+                // worker's program over without it.
+                parsed.program = PathBuf::from(arg);
+                parsed.args = rest.cloned().collect();
+                return Ok(parsed);
+            }
             let (flag, inline) = match arg.split_once('=') {
                 Some((flag, value)) => (flag, Some(value.to_string())),
                 None => (arg.as_str(), None),
@@ -115,5 +122,11 @@ mod tests {
             "no program"
         );
         assert!(LauncherArgs::parse(&["--bogus".into()]).is_err());
+        let bare: Vec<String> = ["/bin/worker", "-x"].map(String::from).into();
+        let parsed = LauncherArgs::parse(&bare).unwrap();
+        assert_eq!(
+            (parsed.program, parsed.args),
+            ("/bin/worker".into(), vec!["-x".into()])
+        );
     }
 }
