@@ -3,11 +3,8 @@
 //!     cargo run --release --example field_mutants
 
 fn main() {
-    match nvfp4_harness::certify::field_comparison::mutant_table(2026) {
-        Ok(table) => print!(
-            "{}",
-            nvfp4_harness::certify::field_comparison::render_table(&table)
-        ),
+    match nvfp4_harness::certify::mutant_table(2026) {
+        Ok(table) => print!("{}", nvfp4_harness::certify::render_table(&table)),
         Err(err) => {
             eprintln!("error: {err}");
             std::process::exit(1);

@@ -1,5 +1,5 @@
 //! Prints acceptance-interval width statistics (fp16 ulps) per distribution and shape, for
-//! docs/numerics.md. Run: `cargo run --release --example interval_widths`.
+//! docs/reference/numerics.md. Run: `cargo run --release --example interval_widths`.
 
 use nvfp4_model::model::bounds::{width_ulps, KOrder};
 use nvfp4_model::model::dual_gemm_reference;

@@ -4,8 +4,8 @@
 //!
 //!     cargo run --release --example kernel_ptx -- /tmp/ptx
 
-use nvfp4_harness::gpu::compile::compile_variant;
-use nvfp4_harness::gpu::variants::gpu_variants;
+use nvfp4_harness::gpu::compile_variant;
+use nvfp4_harness::gpu::gpu_variants;
 
 fn main() {
     let dir = std::env::args()

@@ -1,5 +1,5 @@
 //! The exact reference's speed next to numpy's float32 dual GEMM of the same shapes, from one run
-//! on one machine (results and discussion: docs/reference-speed.md). For each benchmark shape:
+//! on one machine (results and discussion: docs/research/reference-speed.md). For each benchmark shape:
 //! the median of `REPS` runs of the expected output alone (`dual_gemm_expected`) and of the full
 //! reference with intervals (`dual_gemm_reference`), and the median of numpy's
 //! `silu(A @ B1.T) * (A @ B2.T)` on float32 arrays (inputs made beforehand, not timed; numpy's

@@ -4,7 +4,7 @@
 //!
 //!     cargo run --release --example replay_timing [-- SHAPE [DIST]]
 //!
-//! docs/tensor-core-models.md records the times measured with it.
+//! docs/reference/tensor-core-models.md records the times measured with it.
 
 use nvfp4_model::model::bounds::KOrder;
 use nvfp4_model::model::dual_gemm_reference;

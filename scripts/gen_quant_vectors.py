@@ -5,7 +5,7 @@ Runs wherever `torch`, `torchao` (>= 0.18, the version these vectors were
 made with) and `safetensors` import. It always quantizes on the CPU; if CUDA
 is available it quantizes the same inputs on the GPU too and stores those
 results under a `cuda_` prefix (the two differ in a few designed places, see
-docs/torchao-nvfp4-semantics.md).
+docs/research/torchao-nvfp4-semantics.md).
 
 Output (default golden/conformance/nvfp4_quant.safetensors), for every
 recipe R in {single_level, two_level, two_level_fixed} and input dtype D in

@@ -13,10 +13,10 @@ fn main() -> ExitCode {
             eprintln!("error: {err}");
             match err {
                 nvfp4_harness::Error::Timeout { .. } => {
-                    ExitCode::from(nvfp4_oracle::cli::EXIT_TIMEOUT)
+                    ExitCode::from(nvfp4_oracle::cli::exit_code::EXIT_TIMEOUT)
                 }
                 nvfp4_harness::Error::Interrupted { signal } => end_by_signal(signal),
-                _ => ExitCode::from(nvfp4_oracle::cli::EXIT_BAD_INPUT),
+                _ => ExitCode::from(nvfp4_oracle::cli::exit_code::EXIT_BAD_INPUT),
             }
         }
     }

@@ -29,7 +29,7 @@ fn main() {
         "../../.git/refs/heads",
         "../../src",
         "../../crates",
-        "../../kernels",
+        "kernels",
         "../../Cargo.toml",
     ] {
         if std::path::Path::new(path).exists() {

@@ -14,7 +14,7 @@
 #SBATCH --output=nvfp4-oracle-certify-%a.log
 set -euo pipefail
 ORACLE=${ORACLE:-nvfp4-oracle}
-# What to certify: your kernel's manifest (docs/door.md), or any certify selection.
+# What to certify: your kernel's manifest (docs/guides/door.md), or any certify selection.
 read -r -a what <<< "${ORACLE_ARGS:---manifest kernel.toml}"
 SEED=${SEED:-2026}
 REPORTS=${REPORTS:-nvfp4-oracle-reports}

@@ -6,7 +6,7 @@ MXFP4, judged by `case.check` (the oracle's `assert_gemm`) on every drawn case.
 
 On moderate data (scales near 1) it passes. On the edge distribution (scale bytes 0x00, 0xFE and
 NaN) Hypothesis finds a case the oracle rejects and shrinks it: on Hopper, where `dot_scaled`
-scales each element in bf16, an element times 2^127 overflows (docs/findings.md). The second
+scales each element in bf16, an element times 2^127 overflows (docs/research/findings.md). The second
 test asserts that it is found, and prints the shrunk case.
 """
 import sys

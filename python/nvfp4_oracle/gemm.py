@@ -30,7 +30,7 @@ output type), `"after-cast"` (torchao: cast, times alpha in the output type, plu
 `out_dtype="bf16"`).
 
 Every output element must lie in the interval any correct kernel may produce (any accumulation
-order of whole 16- or 32-blocks in f32, up to 16 split-K partials; docs/numerics.md); NaN where
+order of whole 16- or 32-blocks in f32, up to 16 split-K partials; docs/reference/numerics.md); NaN where
 a NaN scale or element took part. Elements where the f32 accumulator could overflow are not
 judged and counted in the result.
 """

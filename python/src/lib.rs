@@ -5,10 +5,10 @@
 
 use half::f16;
 use numpy::{IntoPyArray, PyArrayDyn, PyReadonlyArrayDyn, PyUntypedArrayMethods};
-use nvfp4_harness::certify::report::{Certificate, Status};
 use nvfp4_harness::certify::{certify_kernel, CampaignLimits, CertifyRequest, KernelOutcome};
-use nvfp4_harness::kernels::interface::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
-use nvfp4_harness::worker::protocol::CaseFiles;
+use nvfp4_harness::certify::{Certificate, Status};
+use nvfp4_harness::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
+use nvfp4_harness::worker::CaseFiles;
 use nvfp4_model::compare::{judge, OutputShape};
 use nvfp4_model::layout::BlockedScaleLayout;
 use nvfp4_model::model::bounds::KOrder;
@@ -396,13 +396,14 @@ fn certify(
         stopped: Mutex::new(None),
     };
     let request = CertifyRequest {
+        // The command line's defaults for a campaign judged by the CPU model (a Python callable
+        // runs in this process, beside it), with what the caller gave.
         limits: CampaignLimits {
             cases,
             time_budget,
-            seed,
             order,
             only_gpumode,
-            ..CampaignLimits::default()
+            ..CampaignLimits::defaults(false, seed)
         },
         golden: &[],
         report_dir: Path::new(report_dir),

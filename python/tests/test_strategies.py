@@ -1,7 +1,7 @@
 """The Hypothesis strategies: every drawn case is judged, and a float64 numpy kernel (dequantize,
 multiply, the epilogue in float32) passes every one of them, edges included (NaN and infinite
 elements, UE8M0 0x00, 0xFE and NaN scales), in every format pairing, output type and epilogue.
-A bug near the underflow threshold can be legitimately invisible (docs/numerics.md section 10),
+A bug near the underflow threshold can be legitimately invisible (docs/reference/numerics.md section 10),
 so the planted bugs are tested on fixed cases (test_gemm.py, crates/harness/tests/harness/field_mutants.rs)."""
 import numpy as np
 import pytest

@@ -34,6 +34,6 @@ if [ -z "${SKIP_BENCH:-}" ]; then  # SKIP_BENCH=1: certify and the GPU test only
 run certify-torch timeout 200 $B certify --manifest $S/torch/kernel.toml --cases 200 --sanitize 0 --report-dir "$R/certs"
 run bench timeout 240 $B bench --manifest $S/cute_dsl/kernel.toml --manifest $S/torch/kernel.toml --reps 30 --no-torch --report-dir "$R/certs"
 fi
-[ -e .carry/oracle_test ] && run door-gpu-test env NVFP4_ORACLE_BIN=$B timeout 200 .carry/oracle_test door_gpu::the_cute_dsl_example --include-ignored --nocapture
+[ -e .carry/oracle_test ] && run door-gpu-test env NVFP4_ORACLE_BIN=$B timeout 200 .carry/oracle_test external_kernels_gpu::the_cute_dsl_example --include-ignored --nocapture
 cp "$R"/certs/*.md "$O/" 2>/dev/null
 cp "$R"/certs/*.json "$O/" 2>/dev/null

@@ -2,10 +2,10 @@
 
 use super::bench_external::bench_external;
 use super::bench_report::{regime_covered, trusted, BenchArgs, BenchReport};
-use nvfp4_harness::error::{Error, Result};
 use nvfp4_harness::gpu::bench::bench_variant;
-use nvfp4_harness::gpu::variants::gpu_variants;
+use nvfp4_harness::gpu::gpu_variants;
 use nvfp4_harness::kernels::KernelUnderTest;
+use nvfp4_harness::{Error, Result};
 use nvfp4_model::golden::set::DUAL_GEMM_BENCHMARKS;
 use nvfp4_model::problem::{ProblemKind, Shape};
 use std::process::ExitCode;
@@ -46,7 +46,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     // Before any worker starts: this process's memory out of a worker's reach, and the key that
     // signs certificates made (so that every sandbox hides it).
     nvfp4_harness::sandbox::protect_parent();
-    nvfp4_harness::certify::signing::ensure_key()?;
+    nvfp4_harness::certify::ensure_key()?;
     let shapes: Vec<Shape> = if args.shapes.is_empty() {
         DUAL_GEMM_BENCHMARKS
             .iter()
@@ -101,7 +101,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     };
     let mut unavailable = Vec::new();
     for variant in &variants {
-        if let Err(reason) = nvfp4_harness::worker::nvrtc::gpu_availability(Some(variant.arch)) {
+        if let Err(reason) = nvfp4_harness::worker::gpu_availability(Some(variant.arch)) {
             eprintln!("skipping {}: cannot run here: {reason}", variant.name);
             unavailable.push(variant.name.to_string());
             continue;
@@ -160,17 +160,17 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         }
         if !report.findings.is_empty() {
             eprintln!("nothing timed: every timing failed (see above)");
-            return Ok(ExitCode::from(super::EXIT_FAIL));
+            return Ok(ExitCode::from(super::exit_code::EXIT_FAIL));
         }
         return Ok(
-            if !unavailable.is_empty() || nvfp4_harness::gpu::device::device_info().is_err() {
+            if !unavailable.is_empty() || nvfp4_harness::gpu::device_info().is_err() {
                 eprintln!("nothing timed: no selected kernel can run on this machine");
-                ExitCode::from(super::EXIT_UNAVAILABLE)
+                ExitCode::from(super::exit_code::EXIT_UNAVAILABLE)
             } else {
                 eprintln!(
                 "nothing timed: no selected kernel has a certificate it can be timed on (see the lines above)"
             );
-                ExitCode::from(super::EXIT_FAIL)
+                ExitCode::from(super::exit_code::EXIT_FAIL)
             },
         );
     }
@@ -190,7 +190,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     std::fs::create_dir_all(&args.report_dir).map_err(|err| Error::file(&args.report_dir, err))?;
     // Signed, so that a later run can trust it as its baseline.
     let mut value = serde_json::to_value(&report).expect("reports serialize");
-    nvfp4_harness::certify::signing::sign(&mut value)?;
+    nvfp4_harness::certify::sign(&mut value)?;
     let json = serde_json::to_string_pretty(&value).expect("reports serialize");
     for (name, text) in [("bench.json", json), ("bench.md", markdown)] {
         let path = args.report_dir.join(name);
@@ -201,11 +201,11 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         for finding in &report.findings {
             eprintln!("{finding}");
         }
-        return Ok(ExitCode::from(super::EXIT_FAIL));
+        return Ok(ExitCode::from(super::exit_code::EXIT_FAIL));
     }
     if slower {
         eprintln!("slower than the baseline beyond the noise of both runs (see the table above)");
-        return Ok(ExitCode::from(super::EXIT_REGRESSION));
+        return Ok(ExitCode::from(super::exit_code::EXIT_REGRESSION));
     }
     Ok(ExitCode::SUCCESS)
 }

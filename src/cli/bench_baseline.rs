@@ -4,8 +4,8 @@
 //! runs of one binary on one machine measured on the H100 (up to 4.6%:
 //! results/sandbox/h100-medians/).
 
-use nvfp4_harness::error::{Error, Result};
 use nvfp4_harness::gpu::bench::Timing;
+use nvfp4_harness::{Error, Result};
 use std::path::Path;
 
 pub const MIN_NOISE: f64 = 0.05;
@@ -24,7 +24,7 @@ pub struct MedianChange {
 
 /// The baseline's timings (a bench.json this oracle wrote and signed).
 pub fn read_baseline(path: &Path) -> Result<Vec<Timing>> {
-    let value = nvfp4_harness::certify::signing::read_verified(path, "baseline")?;
+    let value = nvfp4_harness::certify::read_verified(path, "baseline")?;
     let timings: Vec<(Timing, bool)> = serde_json::from_value(value["timings"].clone())
         .map_err(|err| Error::file(path, format!("not a bench report of this oracle: {err}")))?;
     Ok(timings.into_iter().map(|(timing, _)| timing).collect())

@@ -4,15 +4,15 @@
 //! reported samples, and a crash or hang while timed.
 
 use super::bench_report::{regime_covered, trusted, BenchArgs, BenchReport, Clocks, SpotCheck};
-use nvfp4_harness::error::{Error, Result};
 use nvfp4_harness::gpu::bench::Timing;
-use nvfp4_harness::gpu::device::device_info;
+use nvfp4_harness::gpu::device_info;
 use nvfp4_harness::gpu::l2::L2Reset;
 use nvfp4_harness::gpu::roofline::{self, below_floor_finding};
 use nvfp4_harness::kernels::{KernelCase, KernelUnderTest};
-use nvfp4_harness::worker::isolated::IsolatedKernel;
-use nvfp4_harness::worker::protocol::CaseFiles;
 use nvfp4_harness::worker::timing::median;
+use nvfp4_harness::worker::CaseFiles;
+use nvfp4_harness::worker::IsolatedKernel;
+use nvfp4_harness::{Error, Result};
 use nvfp4_model::compare::{judge, OutputShape};
 use nvfp4_model::golden::set::{DUAL_GEMM_BENCHMARKS, GROUP_GEMM_BENCHMARKS};
 use nvfp4_model::model::bounds::KOrder;
@@ -27,7 +27,7 @@ const WARM_UP: usize = 3;
 /// every run, so that no kernel can compute its timed calls' answers in advance from a seed it
 /// knows or can guess (halved: `first + i` never wraps).
 fn first_seed() -> u64 {
-    nvfp4_model::problem::unpredictable::unpredictable_seed() >> 1
+    nvfp4_harness::secrets::unpredictable_seed() >> 1
 }
 
 /// A benchmark shape of any problem.
@@ -62,7 +62,7 @@ impl BenchShape {
     }
 }
 
-/// The competition's benchmark shapes of each problem (docs/problem.md; GPU MODE's task.yml).
+/// The competition's benchmark shapes of each problem (docs/reference/problem.md; GPU MODE's task.yml).
 fn default_bench_shapes(problem: ProblemKind) -> Vec<BenchShape> {
     let one = |m, n, k, l| BenchShape::One(Shape::new(m, n, k, l).expect("valid"));
     match problem {

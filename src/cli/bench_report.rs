@@ -4,7 +4,7 @@
 
 use super::external::ExternalArgs;
 use clap::Args;
-use nvfp4_harness::certify::trust::{timing_trust, Trust};
+use nvfp4_harness::certify::{timing_trust, Trust};
 use nvfp4_harness::gpu::bench::Timing;
 use nvfp4_model::problem::Shape;
 use serde::Serialize;
@@ -19,7 +19,7 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',')]
     pub shapes: Vec<Shape>,
     /// Timed repetitions per shape (after 3 warm-ups).
-    #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = super::whole::<usize>(1, 1_000_000))]
+    #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = super::value_parsers::whole::<usize>(1, 1_000_000))]
     pub reps: usize,
     /// Where certificates are read from and bench.json / bench.md written to.
     #[arg(long, default_value = "certify-report")]
@@ -33,7 +33,7 @@ pub struct BenchArgs {
     /// External kernels: how many timed calls per shape have their outputs judged against the
     /// model. Every timed call gets inputs no call has seen and its output is kept; which ones
     /// are judged is drawn after the timed loop, so a kernel cannot be right only when checked.
-    #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = super::whole::<usize>(0, 1_000_000))]
+    #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = super::value_parsers::whole::<usize>(0, 1_000_000))]
     pub spot_checks: usize,
     /// The main branch's bench.json: say which medians got slower beyond the noise of both
     /// runs (the larger spread, at least 5%) and exit 5 if any did. bench.json is signed;
@@ -143,8 +143,8 @@ pub(super) fn regime_covered(
     let Some(coverage) = certified else {
         return true;
     };
-    let why = nvfp4_harness::certify::regimes::uncovered_regime(coverage, shape)
-        .or_else(|| nvfp4_harness::certify::shape_ranges::uncovered_range(coverage, shape));
+    let why = nvfp4_harness::certify::uncovered_regime(coverage, shape)
+        .or_else(|| nvfp4_harness::certify::uncovered_range(coverage, shape));
     match why {
         Some(why) => {
             eprintln!("skipping {name} on {shape}: {why}");

@@ -1,8 +1,8 @@
 //! `nvfp4-oracle check`: judge a kernel's output against a reference case.
 
-use super::EXIT_FAIL;
+use super::exit_code::EXIT_FAIL;
 use clap::Args;
-use nvfp4_harness::error::{Error, Result};
+use nvfp4_harness::{Error, Result};
 use nvfp4_model::case_file::fp16_from_bytes;
 use nvfp4_model::case_file::{check_intervals, CaseReader};
 use nvfp4_model::compare::{judge, OutputShape};

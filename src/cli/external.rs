@@ -1,10 +1,10 @@
 //! The command-line flags that name external kernels, shared by `certify` and `bench`.
 
 use clap::Args;
-use nvfp4_harness::error::{Error, Result};
-use nvfp4_harness::kernels::manifest::{KernelCode, Manifest};
-use nvfp4_harness::worker::external::external_kernel;
-use nvfp4_harness::worker::isolated::IsolatedKernel;
+use nvfp4_harness::kernels::{KernelCode, Manifest};
+use nvfp4_harness::worker::external_kernel;
+use nvfp4_harness::worker::IsolatedKernel;
+use nvfp4_harness::{Error, Result};
 use nvfp4_model::problem::ProblemKind;
 use std::path::PathBuf;
 
@@ -33,10 +33,10 @@ pub struct ExternalArgs {
     /// (exit 2): a submission that blocks at import is stopped after it. While it starts, a line
     /// on stderr says how long it has waited.
     #[arg(long, value_name = "SECONDS", default_value_t = 600, allow_negative_numbers = true,
-          value_parser = super::whole::<u64>(1, 86_400))]
+          value_parser = super::value_parsers::whole::<u64>(1, 86_400))]
     pub start_timeout: u64,
     /// The problem a --submission or --library solves.
-    #[arg(long, default_value = "dual-gemm", value_parser = super::named::<ProblemKind>())]
+    #[arg(long, default_value = "dual-gemm", value_parser = super::value_parsers::named::<ProblemKind>())]
     pub problem: ProblemKind,
     /// Hand the parent's environment variable NAME to the kernel's workers (repeatable). They
     /// start from an allow-list (PATH, LD_LIBRARY_PATH, the locale, CUDA's, Triton's, torch's
@@ -53,8 +53,8 @@ impl ExternalArgs {
 
     /// The kernels named, in the order given (manifests, submissions, libraries).
     pub fn kernels(&self) -> Result<Vec<IsolatedKernel>> {
-        nvfp4_harness::worker::environment::pass_env(&self.pass_env).map_err(Error::Usage)?;
-        nvfp4_harness::worker::external::set_start_timeout(std::time::Duration::from_secs(
+        nvfp4_harness::worker::pass_env(&self.pass_env).map_err(Error::Usage)?;
+        nvfp4_harness::worker::set_start_timeout(std::time::Duration::from_secs(
             self.start_timeout,
         ));
         let mut manifests = Vec::new();

@@ -2,8 +2,8 @@
 //! (a verdict or coverage that got worse exits 5), and the JUnit and Markdown reports.
 
 use clap::Args;
-use nvfp4_harness::certify::report::Certificate;
-use nvfp4_harness::error::{Error, Result};
+use nvfp4_harness::certify::Certificate;
+use nvfp4_harness::{Error, Result};
 use std::path::PathBuf;
 
 /// What a CI gate asks of certify and merge: a baseline to compare with and reports to write.
@@ -33,7 +33,7 @@ impl GateArgs {
     pub(super) fn check_baseline(&self, kernels: &[&str]) -> Result<()> {
         for (flag, path) in [("--junit", &self.junit), ("--summary", &self.summary)] {
             if let Some(path) = path {
-                nvfp4_harness::certify::report::check_file_writable(path)
+                nvfp4_harness::certify::check_file_writable(path)
                     .map_err(|err| Error::Usage(format!("{flag}: {err}")))?;
             }
         }
@@ -54,16 +54,16 @@ impl GateArgs {
     }
 }
 
-/// [`nvfp4_harness::certify::baseline::read_baseline`], its errors naming --baseline.
+/// [`nvfp4_harness::certify::read_baseline`], its errors naming --baseline.
 fn read_baseline_of(path: &std::path::Path, kernel: &str) -> Result<Option<Certificate>> {
-    nvfp4_harness::certify::baseline::read_baseline(path, kernel)
+    nvfp4_harness::certify::read_baseline(path, kernel)
         .map_err(|err| Error::Usage(format!("--baseline: {err}")))
 }
 
 /// The baseline comparison (printed), the JUnit and Markdown reports; whether any kernel got
 /// worse than its baseline.
 pub(super) fn gate_reports(gate: &GateArgs, certificates: &[Certificate]) -> Result<bool> {
-    use nvfp4_harness::certify::baseline::compare;
+    use nvfp4_harness::certify::compare_with_baseline;
     let mut changes = Vec::new();
     if let Some(path) = &gate.baseline {
         println!("\nAgainst the baseline {}:\n", path.display());
@@ -72,7 +72,7 @@ pub(super) fn gate_reports(gate: &GateArgs, certificates: &[Certificate]) -> Res
             match read_baseline_of(path, &certificate.kernel)? {
                 None => println!("| {} | no baseline certificate | - |", certificate.kernel),
                 Some(old) => {
-                    let found = compare(&old, certificate);
+                    let found = compare_with_baseline(&old, certificate);
                     if found.is_empty() {
                         println!("| {} | unchanged | - |", certificate.kernel);
                     }
@@ -86,18 +86,18 @@ pub(super) fn gate_reports(gate: &GateArgs, certificates: &[Certificate]) -> Res
         }
     }
     let write = |path: &std::path::Path, text: String| {
-        nvfp4_harness::certify::report::write_atomically(path, text.as_bytes())
+        nvfp4_harness::certify::write_atomically(path, text.as_bytes())
     };
     if let Some(path) = &gate.junit {
         write(
             path,
-            nvfp4_harness::certify::ci_report::junit(certificates, &changes),
+            nvfp4_harness::certify::ci_junit(certificates, &changes),
         )?;
     }
     if let Some(path) = &gate.summary {
         write(
             path,
-            nvfp4_harness::certify::ci_report::summary(certificates, &changes),
+            nvfp4_harness::certify::ci_summary(certificates, &changes),
         )?;
     }
     Ok(changes.iter().flat_map(|(_, c)| c).any(|c| c.worse))

@@ -1,7 +1,7 @@
 //! `nvfp4-oracle generate`: deterministic inputs as a safetensors case file.
 
 use clap::Args;
-use nvfp4_harness::error::Result;
+use nvfp4_harness::Result;
 use nvfp4_model::case_file::CaseWriter;
 use nvfp4_model::problem::generate::generate_problem;
 use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
@@ -15,17 +15,17 @@ pub struct CaseArgs {
     /// group-gemm, L is the number of groups, all with the same K: the first is M x N, the others
     /// draw their M from 1..=M and their N from 1..=N with the seed (the file's `groups` metadata
     /// lists them).
-    #[arg(long, default_value = "dual-gemm", value_parser = super::named::<ProblemKind>())]
+    #[arg(long, default_value = "dual-gemm", value_parser = super::value_parsers::named::<ProblemKind>())]
     pub problem: ProblemKind,
     /// Shape as MxNxK or MxNxKxL, e.g. 256x4096x7168. K must be a multiple of 16.
     #[arg(long)]
     pub shape: Shape,
-    /// Input distribution (stagnation: per-product rounding at its worst, docs/numerics.md
+    /// Input distribution (stagnation: per-product rounding at its worst, docs/reference/numerics.md
     /// section 3).
-    #[arg(long, default_value = "gpumode", value_parser = super::named::<Distribution>())]
+    #[arg(long, default_value = "gpumode", value_parser = super::value_parsers::named::<Distribution>())]
     pub dist: Distribution,
     /// Seed of the portable generator: the same seed gives the same bytes on every machine.
-    #[arg(long, default_value_t = 1111, allow_negative_numbers = true, value_parser = super::whole::<u64>(0, u64::MAX))]
+    #[arg(long, default_value_t = 1111, allow_negative_numbers = true, value_parser = super::value_parsers::whole::<u64>(0, u64::MAX))]
     pub seed: u64,
 }
 

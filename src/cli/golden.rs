@@ -1,9 +1,9 @@
 //! `nvfp4-oracle golden generate|verify`: the golden set.
 
-use super::EXIT_FAIL;
+use super::exit_code::EXIT_FAIL;
 use clap::{Args, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use nvfp4_harness::error::{Error, Result};
+use nvfp4_harness::{Error, Result};
 use nvfp4_model::golden::scaled::{verify_scaled_manifest, write_scaled_manifest};
 use nvfp4_model::golden::{cost, generate, read_manifest, verify_case, CaseStatus};
 use nvfp4_model::model::bounds::KOrder;

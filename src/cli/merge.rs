@@ -1,11 +1,11 @@
 //! `nvfp4-oracle merge`: shard certificates (`certify --shard I/N`) into one certificate per
-//! kernel, as the unsharded campaign would have written it (crates/harness/src/certify/merge.rs says how).
+//! kernel, as the unsharded campaign would have written it (crates/harness/src/certify/certificate/merge.rs says how).
 
-use super::{EXIT_FAIL, EXIT_NOT_EXACT, EXIT_REGRESSION, EXIT_UNAVAILABLE};
+use super::exit_code::{EXIT_FAIL, EXIT_NOT_EXACT, EXIT_REGRESSION, EXIT_UNAVAILABLE};
 use clap::Args;
-use nvfp4_harness::certify::merge::{merge, read_shard, ShardCertificate};
-use nvfp4_harness::certify::report::{Certificate, ExactOutcome, Status};
-use nvfp4_harness::error::{Error, Result};
+use nvfp4_harness::certify::{merge, read_shard, ShardCertificate};
+use nvfp4_harness::certify::{Certificate, ExactOutcome, Status};
+use nvfp4_harness::{Error, Result};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -70,7 +70,7 @@ pub fn run(args: MergeArgs) -> Result<ExitCode> {
         };
         rows.push(format!(
             "| {kernel} | {count} | {} | {} | {repro} | {diagnosis} |",
-            nvfp4_harness::certify::baseline::verdict(&merged).0,
+            nvfp4_harness::certify::verdict(&merged).0,
             merged.coverage.cases
         ));
         certificates.push(merged);

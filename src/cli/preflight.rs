@@ -1,14 +1,14 @@
 //! `nvfp4-oracle preflight`: the instruction census of a kernel's PTX (crates/harness/src/preflight/), on any
 //! machine, GPU or not: a PTX file, or a built-in variant compiled by NVRTC for its own
-//! architecture. What it reads and what it cannot see: docs/preflight.md.
+//! architecture. What it reads and what it cannot see: docs/guides/preflight.md.
 
-use super::EXIT_FAIL;
+use super::exit_code::EXIT_FAIL;
 use clap::Args;
-use nvfp4_harness::error::{Error, Result};
-use nvfp4_harness::preflight::bounded::Deadline;
-use nvfp4_harness::preflight::census::{census, Variant};
-use nvfp4_harness::preflight::submission::{self, Compilation};
+use nvfp4_harness::preflight::Deadline;
 use nvfp4_harness::preflight::Resources;
+use nvfp4_harness::preflight::{census, Variant};
+use nvfp4_harness::preflight::{compile_submission, how_compiled, Compilation};
+use nvfp4_harness::{Error, Result};
 use nvfp4_model::bounded_read;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -29,7 +29,7 @@ pub struct PreflightArgs {
     /// Seconds the whole preflight may take, every step included (a submission's compilation,
     /// ptxas): past it the step running is killed with every process it started, its temporary
     /// files removed, and preflight exits 6.
-    #[arg(long, value_name = "SECONDS", default_value_t = nvfp4_harness::preflight::submission::COMPILE_TIMEOUT.as_secs(), allow_negative_numbers = true, value_parser = super::whole::<u64>(1, 7 * 86_400))]
+    #[arg(long, value_name = "SECONDS", default_value_t = nvfp4_harness::preflight::COMPILE_TIMEOUT.as_secs(), allow_negative_numbers = true, value_parser = super::value_parsers::whole::<u64>(1, 7 * 86_400))]
     pub timeout: u64,
     /// Do not require block-scaled MMAs to be NVFP4's (kind::mxf4nvf4 block16).
     #[arg(long)]
@@ -43,7 +43,7 @@ pub struct PreflightArgs {
     pub arch: Option<String>,
     /// The dynamic shared memory the launch asks for, bytes (it is set by the host code, not in
     /// the PTX); a built-in variant's own is used by default.
-    #[arg(long, value_name = "BYTES", allow_negative_numbers = true, value_parser = super::whole::<u64>(0, 1 << 30))]
+    #[arg(long, value_name = "BYTES", allow_negative_numbers = true, value_parser = super::value_parsers::whole::<u64>(0, 1 << 30))]
     pub dynamic_smem: Option<u64>,
     /// Also write this preflight as JSON (the baseline of a later one).
     #[arg(long, value_name = "FILE")]
@@ -68,8 +68,8 @@ pub enum Claim {
 pub fn run(args: PreflightArgs) -> Result<ExitCode> {
     let deadline = Deadline::new(std::time::Duration::from_secs(args.timeout));
     // An interrupted preflight kills what it started and removes its files before it ends.
-    nvfp4_harness::preflight::bounded::catch_interrupts();
-    nvfp4_harness::worker::environment::pass_env(&args.pass_env).map_err(Error::Usage)?;
+    nvfp4_harness::preflight::catch_interrupts();
+    nvfp4_harness::worker::pass_env(&args.pass_env).map_err(Error::Usage)?;
     let code = code_to_read(&args, &deadline)?;
     let (source, modules, threads, dynamic, compiled) = match code {
         Code::Read((source, modules, threads, dynamic)) => {
@@ -124,14 +124,14 @@ pub fn run(args: PreflightArgs) -> Result<ExitCode> {
     if let Some(compiled) = &compiled {
         println!("\n{compiled}");
     }
-    let record = nvfp4_harness::preflight::diff::record(&source, &entries, &resources);
+    let record = nvfp4_harness::preflight::record(&source, &entries, &resources);
     let mut worse = false;
     if let Some(path) = &args.baseline {
         let text = bounded_read::read_text(path, "preflight record", bounded_read::JSON_CAP)?;
-        let old: nvfp4_harness::preflight::diff::PreflightRecord = serde_json::from_str(&text)
+        let old: nvfp4_harness::preflight::PreflightRecord = serde_json::from_str(&text)
             .map_err(|err| Error::file(path, format!("not a preflight record: {err}")))?;
         println!("\nAgainst the baseline {}:\n", path.display());
-        let changes = nvfp4_harness::preflight::diff::diff(&old, &record);
+        let changes = nvfp4_harness::preflight::diff(&old, &record);
         if changes.is_empty() {
             println!("unchanged");
         }
@@ -151,7 +151,7 @@ pub fn run(args: PreflightArgs) -> Result<ExitCode> {
     Ok(if !findings.is_empty() {
         ExitCode::from(EXIT_FAIL)
     } else if worse {
-        ExitCode::from(super::EXIT_REGRESSION)
+        ExitCode::from(super::exit_code::EXIT_REGRESSION)
     } else {
         ExitCode::SUCCESS
     })
@@ -177,7 +177,7 @@ fn code_to_read(args: &PreflightArgs, deadline: &Deadline) -> Result<Code> {
     if let Some(path) = &args.submission {
         let arch = args.arch.as_deref().unwrap_or(SUBMISSION_ARCH);
         let source = format!("{} (CuTe DSL, compiled for {arch})", path.display());
-        return Ok(match submission::compile(path, arch, deadline)? {
+        return Ok(match compile_submission(path, arch, deadline)? {
             Compilation::Compiled {
                 ptx,
                 launches,
@@ -194,7 +194,7 @@ fn code_to_read(args: &PreflightArgs, deadline: &Deadline) -> Result<Code> {
                     } else {
                         ""
                     },
-                    submission::how_compiled(),
+                    how_compiled(),
                 ));
                 // Where launches differ, the largest: what must fit for every launch to start.
                 let dynamic = launches.iter().filter_map(|l| l.dynamic_shared).max();
@@ -221,11 +221,11 @@ fn code_to_read(args: &PreflightArgs, deadline: &Deadline) -> Result<Code> {
             "name the code to read: --ptx FILE, --submission FILE or --kernel NAME".into(),
         ));
     };
-    let variant = nvfp4_harness::gpu::variants::gpu_variants()
+    let variant = nvfp4_harness::gpu::gpu_variants()
         .into_iter()
         .find(|v| v.name == *name)
         .ok_or_else(|| Error::Usage(format!("no GPU variant '{name}'")))?;
-    let ptx = nvfp4_harness::gpu::compile::compile_variant(&variant)?;
+    let ptx = nvfp4_harness::gpu::compile_variant(&variant)?;
     Ok(Code::Read((
         format!("{name} ({})", variant.arch.target),
         vec![ptx.to_src()],
@@ -249,13 +249,13 @@ fn measure(
     dynamic: Option<u64>,
     deadline: &Deadline,
 ) -> Result<Resources> {
-    use nvfp4_harness::preflight::resources::{usage, Assembled};
-    let Some(arch) = arch.or_else(|| nvfp4_harness::preflight::census::target(ptx)) else {
+    use nvfp4_harness::preflight::{usage, Assembled};
+    let Some(arch) = arch.or_else(|| nvfp4_harness::preflight::target(ptx)) else {
         return Ok(Resources::Unavailable(
             "no --arch and no .target in the PTX".into(),
         ));
     };
-    let Some(ptxas) = nvfp4_harness::preflight::resources::find_ptxas() else {
+    let Some(ptxas) = nvfp4_harness::preflight::find_ptxas() else {
         return Ok(Resources::Unavailable(
             "no ptxas found (NVFP4_ORACLE_PTXAS, PATH, /usr/local/cuda/bin; PyPI's \
              nvidia-cuda-nvcc-cu12 has one)"

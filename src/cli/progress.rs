@@ -1,5 +1,6 @@
-//! Progress bars for the long computations of `reference` and `scaled-gemm reference`: a bar
-//! appears only where the work is long enough to leave the user waiting without one.
+//! Progress bars: each kernel's campaign in `certify`, and the long computations of `reference`
+//! and `scaled-gemm reference` (a bar appears only where the work is long enough to leave the
+//! user waiting without one).
 
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -21,6 +22,25 @@ pub fn rows_bar(what: &str, rows: usize, products: u128) -> Option<ProgressBar> 
         .progress_chars("=> "),
     );
     Some(bar)
+}
+
+/// A campaign's bar on stderr: `kernel`'s cases done of `cases` planned. On a terminal
+/// (indicatif draws nothing elsewhere), unless `quiet`; ticking, so that a long case (a
+/// production shape, a shrink) is seen to run.
+pub fn cases_bar(kernel: &str, cases: usize, quiet: bool) -> ProgressBar {
+    let bar = ProgressBar::new(cases as u64);
+    bar.set_style(
+        ProgressStyle::with_template("{prefix:>28} [{bar:30}] {pos}/{len} cases {elapsed}")
+            .expect("valid template")
+            .progress_chars("=> "),
+    );
+    bar.set_prefix(kernel.to_string());
+    if quiet {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    } else {
+        bar.enable_steady_tick(std::time::Duration::from_millis(500));
+    }
+    bar
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 
 use super::generate::{inputs_writer, CaseArgs};
 use clap::Args;
-use nvfp4_harness::error::{Error, Result};
+use nvfp4_harness::{Error, Result};
 use nvfp4_model::case_file::{CaseReader, CaseWriter};
 use nvfp4_model::model::bounds::{max_blocks, KOrder};
 use nvfp4_model::model::{output_rows, problem_reference_with_progress, Reference, MODEL_VERSION};
@@ -26,17 +26,17 @@ torch: x.permute(2, 0, 1).contiguous() for GPU MODE's [rows, K/2, L] tensors, vi
 pub struct ReferenceArgs {
     /// The problem, generated (--shape; see `generate --help` for what gemv and group-gemm make
     /// of it) or read from --inputs.
-    #[arg(long, default_value = "dual-gemm", value_parser = super::named::<ProblemKind>())]
+    #[arg(long, default_value = "dual-gemm", value_parser = super::value_parsers::named::<ProblemKind>())]
     pub problem: ProblemKind,
     /// Shape of generated inputs, MxNxK or MxNxKxL, e.g. 256x4096x7168 (K a multiple of 16).
     #[arg(long, required_unless_present = "inputs", conflicts_with = "inputs")]
     pub shape: Option<Shape>,
     /// Input distribution of generated inputs (stagnation: per-product rounding at its worst,
-    /// docs/numerics.md section 3).
-    #[arg(long, default_value = "gpumode", conflicts_with = "inputs", value_parser = super::named::<Distribution>())]
+    /// docs/reference/numerics.md section 3).
+    #[arg(long, default_value = "gpumode", conflicts_with = "inputs", value_parser = super::value_parsers::named::<Distribution>())]
     pub dist: Distribution,
     /// Seed of the portable generator: the same seed gives the same bytes on every machine.
-    #[arg(long, default_value_t = 1111, conflicts_with = "inputs", allow_negative_numbers = true, value_parser = super::whole::<u64>(0, u64::MAX))]
+    #[arg(long, default_value_t = 1111, conflicts_with = "inputs", allow_negative_numbers = true, value_parser = super::value_parsers::whole::<u64>(0, u64::MAX))]
     pub seed: u64,
     /// Your own inputs instead of generated ones (a safetensors file; layout below).
     #[arg(long)]
@@ -45,7 +45,7 @@ pub struct ReferenceArgs {
     /// K, at most 16 split-K partials: every main loop, split-K and stream-K kernel), `any`
     /// (blocks in any order; wider intervals) or `per-product` (one f32 fused multiply-add per
     /// product, as cuBLAS SGEMM and torch's fp32 matmul do).
-    #[arg(long, default_value = "contiguous", value_parser = super::named::<KOrder>())]
+    #[arg(long, default_value = "contiguous", value_parser = super::value_parsers::named::<KOrder>())]
     pub k_order: KOrder,
     /// Output case file (safetensors): the inputs plus `expected`, `lo`, `hi` (fp16 [M, N, L]).
     #[arg(long)]
@@ -86,7 +86,7 @@ pub fn run(args: ReferenceArgs) -> Result<ExitCode> {
     let blocks = inputs.operands()[0].1.k() / 16;
     if blocks > max_blocks(args.k_order) {
         return Err(Error::Usage(format!(
-            "K = {} is too deep for --k-order {}: its error bound holds up to K = {} (docs/numerics.md section 4)",
+            "K = {} is too deep for --k-order {}: its error bound holds up to K = {} (docs/reference/numerics.md section 4)",
             blocks * 16,
             args.k_order.name(),
             max_blocks(args.k_order) * 16

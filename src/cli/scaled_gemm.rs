@@ -1,29 +1,20 @@
 //! `nvfp4-oracle scaled-gemm`: the block-scaled family (`problem::scaled_gemm`) from the command
 //! line. `reference` writes a case file with the operands (drawn, or yours with --inputs) and the
-//! model's exact reference and interval; `check` judges a kernel's output against it.
-//!
-//! The case file (safetensors) holds `a` and `b` (packed FP4 as uint8 `[rows, K/2]`, FP8 as
-//! uint8 `[rows, K]`, bf16 as BF16 `[rows, K]`), `a_scale` and `b_scale` (uint8, plain
-//! `[rows, K/block]`, absent for FP8 and bf16), `bias` (F32 `[N]`, optional), and `expected`,
-//! `lo`, `hi` (F64 `[M, N]`: values of the output type; lo = hi = NaN where the answer is NaN,
-//! -inf and inf where the element is not judged); its metadata names the formats, alpha, the
-//! output type and the epilogue.
+//! model's exact reference and interval; `check` judges a kernel's output against it. The case
+//! file's layout is the model's (`nvfp4_model::case_file::SCALED_GEMM_CASE_LAYOUT`).
 
-use super::EXIT_FAIL;
+use super::exit_code::EXIT_FAIL;
 use clap::{Args, Subcommand};
-use nvfp4_harness::error::{Error, Result};
+use nvfp4_harness::{Error, Result};
 use nvfp4_model::case_file::{
-    check_intervals, f32_from_bytes, f64_bytes, f64_from_bytes, CaseReader, CaseWriter,
+    read_scaled_gemm_case, read_scaled_gemm_operands, read_scaled_gemm_output,
+    write_scaled_gemm_case, SCALED_GEMM_CASE_LAYOUT,
 };
-use nvfp4_model::formats::{pack_e2m1, unpack_e2m1, E2m1};
 use nvfp4_model::model::scaled_gemm::{scaled_gemm_reference_with_progress, Accepted};
 use nvfp4_model::model::MODEL_VERSION;
-use nvfp4_model::problem::scaled_gemm::{
-    Epilogue, OperandFormat, OutDtype, ScaledGemmInputs, ScaledOperand,
-};
+use nvfp4_model::problem::scaled_gemm::{Epilogue, OperandFormat, OutDtype, ScaledGemmInputs};
 use nvfp4_model::problem::Shape;
 use nvfp4_model::quant::family::{draw_scaled_gemm, ScaledDraw};
-use safetensors::Dtype;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -48,10 +39,10 @@ and optionally bias as the case file stores them (`scaled-gemm check --help` giv
 )]
 pub struct ScaledReferenceArgs {
     /// A's format.
-    #[arg(long, default_value = "nvfp4", value_parser = super::named::<OperandFormat>())]
+    #[arg(long, default_value = "nvfp4", value_parser = super::value_parsers::named::<OperandFormat>())]
     pub a_format: OperandFormat,
     /// B's format (B is N x K, as a weight is stored).
-    #[arg(long, default_value = "nvfp4", value_parser = super::named::<OperandFormat>())]
+    #[arg(long, default_value = "nvfp4", value_parser = super::value_parsers::named::<OperandFormat>())]
     pub b_format: OperandFormat,
     /// MxNxK of drawn operands (K a multiple of 32 for MX formats, of 16 otherwise).
     #[arg(long, required_unless_present = "inputs", conflicts_with = "inputs")]
@@ -63,7 +54,7 @@ pub struct ScaledReferenceArgs {
     /// NaN scales).
     #[arg(long, default_value = "normal", conflicts_with = "inputs")]
     pub dist: String,
-    #[arg(long, default_value_t = 1111, conflicts_with = "inputs", allow_negative_numbers = true, value_parser = super::whole::<u64>(0, u64::MAX))]
+    #[arg(long, default_value_t = 1111, conflicts_with = "inputs", allow_negative_numbers = true, value_parser = super::value_parsers::whole::<u64>(0, u64::MAX))]
     pub seed: u64,
     /// Your operands instead of drawn ones (a safetensors file).
     #[arg(long)]
@@ -81,10 +72,10 @@ pub struct ScaledReferenceArgs {
     #[arg(long)]
     pub bias: bool,
     /// The output type.
-    #[arg(long, default_value = "bf16", value_parser = super::named::<OutDtype>())]
+    #[arg(long, default_value = "bf16", value_parser = super::value_parsers::named::<OutDtype>())]
     pub out_dtype: OutDtype,
     /// Where alpha and the bias are applied (below).
-    #[arg(long, default_value = "f32", value_parser = super::named::<Epilogue>())]
+    #[arg(long, default_value = "f32", value_parser = super::value_parsers::named::<Epilogue>())]
     pub epilogue: Epilogue,
     /// Output case file (safetensors).
     #[arg(long)]
@@ -92,7 +83,7 @@ pub struct ScaledReferenceArgs {
 }
 
 #[derive(Args, Debug)]
-#[command(after_help = CASE_LAYOUT)]
+#[command(after_help = SCALED_GEMM_CASE_LAYOUT)]
 pub struct ScaledCheckArgs {
     /// A case written by `scaled-gemm reference`.
     #[arg(long)]
@@ -101,16 +92,6 @@ pub struct ScaledCheckArgs {
     #[arg(long)]
     pub output: PathBuf,
 }
-
-/// The case file's layout, for `scaled-gemm check --help` (and `--inputs` of `reference`, which
-/// reads the operands in the same form).
-const CASE_LAYOUT: &str = "The case file (safetensors) holds a and b (packed FP4 as uint8 \
-[rows, K/2], the low nibble the even k; FP8 as uint8 [rows, K]; bf16 as BF16 [rows, K]; B is N x K, as a \
-weight is stored), a_scale and b_scale (uint8, plain [rows, K/block]; absent for FP8 and bf16), \
-bias (F32 [N], optional) and expected, lo, hi (F64 [M, N]: values of the output type; lo = hi = \
-NaN where the answer is NaN, -inf and inf where the element is not judged); its metadata names \
-the formats, alpha, the output type and the epilogue. The output file holds c: F16, BF16 or F32 \
-[M, N], the case's output type.";
 
 pub fn run(command: ScaledGemmCommand) -> Result<ExitCode> {
     match command {
@@ -122,18 +103,7 @@ pub fn run(command: ScaledGemmCommand) -> Result<ExitCode> {
 fn reference(args: ScaledReferenceArgs) -> Result<ExitCode> {
     let (inputs, what) = match (&args.inputs, args.shape) {
         (Some(path), _) => {
-            let case = CaseReader::open(path)?;
-            let a = read_operand(&case, "a", args.a_format, None)?;
-            let b = read_operand(&case, "b", args.b_format, Some(a.k))?;
-            let bias = if case.has_tensor("bias")? {
-                Some(f32_from_bytes(&case.tensor(
-                    "bias",
-                    Dtype::F32,
-                    &[b.rows],
-                )?))
-            } else {
-                None
-            };
+            let (a, b, bias) = read_scaled_gemm_operands(path, args.a_format, args.b_format)?;
             let inputs =
                 ScaledGemmInputs::new(a, b, args.alpha, bias, args.out_dtype, args.epilogue)?;
             (inputs, format!("the operands of {}", path.display()))
@@ -166,32 +136,7 @@ fn reference(args: ScaledReferenceArgs) -> Result<ExitCode> {
     };
     let reference = with_progress(&inputs)?;
     let (m, n) = (inputs.m(), inputs.n());
-    let mut writer = CaseWriter::default();
-    for (name, operand) in [("a", &inputs.a), ("b", &inputs.b)] {
-        write_operand(&mut writer, name, operand);
-    }
-    if let Some(bias) = &inputs.bias {
-        writer.tensor(
-            "bias",
-            Dtype::F32,
-            vec![n],
-            bias.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        );
-    }
-    let (lo, hi): (Vec<f64>, Vec<f64>) = reference.accepted.iter().map(Accepted::bounds).unzip();
-    for (name, values) in [("expected", &reference.expected), ("lo", &lo), ("hi", &hi)] {
-        writer.tensor(name, Dtype::F64, vec![m, n], f64_bytes(values));
-    }
-    writer
-        .meta("problem", "scaled-gemm")
-        .meta("model_version", MODEL_VERSION)
-        .meta("a_format", inputs.a.format.name())
-        .meta("b_format", inputs.b.format.name())
-        .meta("alpha", format!("{:?}", inputs.alpha))
-        .meta("out_dtype", inputs.out.name())
-        .meta("epilogue", inputs.epilogue.name())
-        .meta("shape", format!("{m}x{n}x{}", inputs.k()))
-        .write(&args.out)?;
+    write_scaled_gemm_case(&inputs, &reference, &args.out)?;
     println!(
         "wrote {what} ({} x {}, alpha {:?}, {} output, {} epilogue) with the reference (model \
          version {MODEL_VERSION}) to {}; {} of {} elements not judged (the f32 accumulator \
@@ -268,137 +213,11 @@ fn with_progress(
     Ok(reference)
 }
 
-/// How an operand's elements are stored: (dtype, columns per row, bytes).
-fn storage(operand: &ScaledOperand) -> (Dtype, usize, Vec<u8>) {
-    match operand.format {
-        OperandFormat::Nvfp4 | OperandFormat::Mxfp4 => (
-            Dtype::U8,
-            operand.k / 2,
-            pack_e2m1(
-                &operand
-                    .codes
-                    .iter()
-                    .map(|&c| E2m1::from_bits(c as u8))
-                    .collect::<Vec<_>>(),
-            )
-            .expect("K is a multiple of 16"),
-        ),
-        OperandFormat::Bf16 => (
-            Dtype::BF16,
-            operand.k,
-            operand.codes.iter().flat_map(|c| c.to_le_bytes()).collect(),
-        ),
-        _ => (
-            Dtype::U8,
-            operand.k,
-            operand.codes.iter().map(|&c| c as u8).collect(),
-        ),
-    }
-}
-
-fn write_operand(writer: &mut CaseWriter, name: &str, operand: &ScaledOperand) {
-    let (dtype, cols, bytes) = storage(operand);
-    writer.tensor(name, dtype, vec![operand.rows, cols], bytes);
-    if let Some((_, block)) = operand.format.scale() {
-        writer.tensor(
-            &format!("{name}_scale"),
-            Dtype::U8,
-            vec![operand.rows, operand.k / block],
-            operand.scales.clone(),
-        );
-    }
-}
-
-/// Reads operand `name` of `format`; its shape from the file (K must equal `k` when given).
-fn read_operand(
-    case: &CaseReader,
-    name: &str,
-    format: OperandFormat,
-    k: Option<usize>,
-) -> Result<ScaledOperand> {
-    let shape = case.shape_of(name)?;
-    let [rows, cols] = shape[..] else {
-        return Err(Error::file(
-            case.path(),
-            format!("tensor '{name}' has shape {shape:?}; expected [rows, columns]"),
-        ));
-    };
-    let packed = matches!(format, OperandFormat::Nvfp4 | OperandFormat::Mxfp4);
-    let operand_k = if packed { cols * 2 } else { cols };
-    if let Some(k) = k {
-        if operand_k != k {
-            return Err(Error::file(
-                case.path(),
-                format!("'{name}' has K = {operand_k}, A has K = {k}"),
-            ));
-        }
-    }
-    let codes: Vec<u16> = match format {
-        OperandFormat::Bf16 => case
-            .tensor(name, Dtype::BF16, &shape)?
-            .chunks_exact(2)
-            .map(|b| u16::from_le_bytes([b[0], b[1]]))
-            .collect(),
-        _ if packed => unpack_e2m1(&case.tensor(name, Dtype::U8, &shape)?)
-            .iter()
-            .map(|code| u16::from(code.to_bits()))
-            .collect(),
-        _ => case
-            .tensor(name, Dtype::U8, &shape)?
-            .iter()
-            .map(|&b| u16::from(b))
-            .collect(),
-    };
-    let scales = match format.scale() {
-        None => Vec::new(),
-        Some((_, block)) => case.tensor(
-            &format!("{name}_scale"),
-            Dtype::U8,
-            &[rows, operand_k / block],
-        )?,
-    };
-    Ok(ScaledOperand::new(format, rows, operand_k, codes, scales)?)
-}
-
 fn check(args: ScaledCheckArgs) -> Result<ExitCode> {
-    let case = CaseReader::open(&args.case)?;
-    if case.meta("problem")? != "scaled-gemm" {
-        return Err(Error::file(
-            &args.case,
-            "is not a scaled-gemm case (write one with `scaled-gemm reference`)",
-        ));
-    }
-    let version = case.meta("model_version")?;
-    if version != MODEL_VERSION {
-        return Err(Error::file(&args.case, format!("was written by model version {version}; this tool is version {MODEL_VERSION}: regenerate the case")));
-    }
-    let out_dtype: OutDtype = case.meta("out_dtype")?.parse()?;
-    let [m, n] = case.shape_of("expected")?[..] else {
-        return Err(Error::file(&args.case, "tensor 'expected' is not [M, N]"));
-    };
-    let read = |name| {
-        case.tensor(name, Dtype::F64, &[m, n])
-            .map(|bytes| f64_from_bytes(&bytes))
-    };
-    let (expected, lo, hi) = (read("expected")?, read("lo")?, read("hi")?);
-    check_intervals(&args.case, &lo, &hi, &[m, n])?;
-    let output = CaseReader::open(&args.output)?;
-    let got: Vec<f64> = match out_dtype {
-        OutDtype::F16 => output
-            .tensor("c", Dtype::F16, &[m, n])?
-            .chunks_exact(2)
-            .map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f64())
-            .collect(),
-        OutDtype::Bf16 => output
-            .tensor("c", Dtype::BF16, &[m, n])?
-            .chunks_exact(2)
-            .map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f64())
-            .collect(),
-        OutDtype::F32 => f32_from_bytes(&output.tensor("c", Dtype::F32, &[m, n])?)
-            .into_iter()
-            .map(f64::from)
-            .collect(),
-    };
+    let case = read_scaled_gemm_case(&args.case)?;
+    let got = read_scaled_gemm_output(&args.output, &case)?;
+    let (m, n) = (case.m, case.n);
+    let (expected, lo, hi) = (case.expected, case.lo, case.hi);
     let accepted: Vec<Accepted> = lo
         .iter()
         .zip(&hi)

@@ -1,8 +1,8 @@
 //! `nvfp4-oracle variants`: every kernel under test, what it solves, whether it can run here.
 
-use nvfp4_harness::error::Result;
-use nvfp4_harness::gpu::device::device_info;
+use nvfp4_harness::gpu::device_info;
 use nvfp4_harness::worker::registry;
+use nvfp4_harness::Result;
 use std::process::ExitCode;
 
 pub fn run() -> Result<ExitCode> {

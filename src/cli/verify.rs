@@ -2,12 +2,12 @@
 //! of it: its signature holds (this machine's key), it was made under this model version, it is
 //! a whole campaign's (not one shard's), and its source hash is that of the kernel's files now.
 
+use super::exit_code::{EXIT_FAIL, EXIT_NOT_EXACT, EXIT_UNAVAILABLE};
 use super::external::ExternalArgs;
-use super::{EXIT_FAIL, EXIT_NOT_EXACT, EXIT_UNAVAILABLE};
 use clap::Args;
-use nvfp4_harness::certify::report::{Certificate, Status, BUILD};
-use nvfp4_harness::error::{Error, Result};
+use nvfp4_harness::certify::{Certificate, Status, BUILD};
 use nvfp4_harness::kernels::KernelUnderTest;
+use nvfp4_harness::{Error, Result};
 use nvfp4_model::model::MODEL_VERSION;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -45,7 +45,7 @@ pub fn run(args: VerifyArgs) -> Result<ExitCode> {
         )?;
         let value: serde_json::Value = serde_json::from_str(&text)
             .map_err(|err| Error::file(path, format!("not a certificate: {err}")))?;
-        let mut checks = vec![match nvfp4_harness::certify::signing::verify(&value) {
+        let mut checks = vec![match nvfp4_harness::certify::verify(&value) {
             Ok(()) => Check {
                 what: "signed with this machine's key".into(),
                 holds: true,
@@ -136,7 +136,7 @@ pub fn run(args: VerifyArgs) -> Result<ExitCode> {
         }
         // The verdict decides the exit code as certify's did: a failed kernel is not made
         // good by a sound certificate of its failure.
-        let (verdict, _) = nvfp4_harness::certify::baseline::verdict(&certificate);
+        let (verdict, _) = nvfp4_harness::certify::verdict(&certificate);
         let verdict_code = match certificate.status {
             Status::Certified => 0,
             Status::Failed => EXIT_FAIL,

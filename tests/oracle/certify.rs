@@ -2,8 +2,8 @@
 //! every planted-bug mutant is rejected and diagnosed, and the competition's gpumode inputs alone
 //! miss the FP4 decoding bug that the full campaign catches.
 
-use nvfp4_harness::certify::report::{Certificate, Status};
 use nvfp4_harness::certify::{certify_variant, CampaignLimits};
+use nvfp4_harness::certify::{Certificate, Status};
 use nvfp4_harness::kernels::cpu::{Bug, CpuKernel};
 use nvfp4_model::compare::diagnosis::WrongProblem;
 use nvfp4_model::model::bounds::KOrder;
@@ -460,7 +460,7 @@ fn a_quick_campaign_skips_the_production_size_cases_and_is_not_timed() {
         markdown.contains("production-size cases skipped (--quick)"),
         "{markdown}"
     );
-    let refusal = nvfp4_harness::certify::trust::production_coverage_gap(coverage).unwrap();
+    let refusal = nvfp4_harness::certify::production_coverage_gap(coverage).unwrap();
     assert!(refusal.contains("--quick"), "{refusal}");
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -471,8 +471,8 @@ fn a_quick_campaign_skips_the_production_size_cases_and_is_not_timed() {
 #[test]
 fn sampled_rows_catch_wrong_values_and_unwritten_elements_anywhere() {
     use half::f16;
-    use nvfp4_harness::certify::campaign::{run_case_within, CaseSpec};
-    use nvfp4_harness::certify::sampling::shape_products;
+    use nvfp4_harness::certify::shape_products;
+    use nvfp4_harness::certify::{run_case_within, CaseSpec};
     use nvfp4_harness::kernels::{KernelCase, KernelFailure, KernelUnderTest};
     use nvfp4_model::problem::POISON;
     use nvfp4_model::problem::{Distribution, Shape};
@@ -604,7 +604,7 @@ fn a_certificate_counts_the_deployment_regimes_its_cases_reached() {
     assert_eq!(deployment["sampled"], serde_json::json!(0));
     let decode = nvfp4_model::problem::Shape::new(8, 4096, 7168, 1).unwrap();
     assert_eq!(
-        nvfp4_harness::certify::regimes::uncovered_regime(coverage, decode),
+        nvfp4_harness::certify::uncovered_regime(coverage, decode),
         None
     );
     // No case past 16,384 tiles (nor tall M, nor N past 8192 at full rows): bench would not
@@ -612,7 +612,7 @@ fn a_certificate_counts_the_deployment_regimes_its_cases_reached() {
     assert_eq!(coverage["by_regime"]["many-tiles"], serde_json::Value::Null);
     let many_tiles = nvfp4_model::problem::Shape::new(16384, 16512, 256, 1).unwrap();
     assert!(
-        nvfp4_harness::certify::regimes::uncovered_regime(coverage, many_tiles)
+        nvfp4_harness::certify::uncovered_regime(coverage, many_tiles)
             .unwrap()
             .contains("ran no case there")
     );

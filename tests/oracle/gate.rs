@@ -1,8 +1,8 @@
 //! The pre-merge gate: `certify --baseline` against the main branch's certificates, and the
 //! reports a CI system reads (JUnit XML, a Markdown summary).
 
-use nvfp4_harness::certify::baseline::compare;
-use nvfp4_harness::certify::report::Certificate;
+use nvfp4_harness::certify::compare_with_baseline;
+use nvfp4_harness::certify::Certificate;
 use nvfp4_harness::certify::{certify_variant, CampaignLimits};
 use nvfp4_harness::kernels::cpu::{Bug, CpuKernel};
 use std::path::{Path, PathBuf};
@@ -29,7 +29,7 @@ fn a_verdict_that_got_worse_is_a_regression_and_a_better_one_is_not() {
     // The pull request's kernel: the same name, now with a planted bug.
     let mut pull_request = certificate(&CpuKernel::mutant(Bug::KTailDropped), &dir);
     pull_request.kernel = main.kernel.clone();
-    let changes = compare(&main, &pull_request);
+    let changes = compare_with_baseline(&main, &pull_request);
     let verdict = changes
         .iter()
         .find(|c| c.what.starts_with("verdict"))
@@ -37,9 +37,9 @@ fn a_verdict_that_got_worse_is_a_regression_and_a_better_one_is_not() {
     assert_eq!(verdict.what, "verdict: certified -> failed");
     assert!(verdict.worse);
     // Fixed again: better is not a regression.
-    let back = compare(&pull_request, &main);
+    let back = compare_with_baseline(&pull_request, &main);
     assert!(back.iter().all(|c| !c.worse), "{back:?}");
-    assert!(compare(&main, &main).is_empty());
+    assert!(compare_with_baseline(&main, &main).is_empty());
 }
 
 #[test]
@@ -50,15 +50,17 @@ fn a_deployment_regime_no_longer_reached_is_a_regression() {
     let mut pull_request = main.clone();
     pull_request.coverage.by_regime.insert(
         "decode".into(),
-        nvfp4_harness::certify::regimes::RegimeCount {
+        nvfp4_harness::certify::RegimeCount {
             cases: 3,
             sampled: 0,
         },
     );
     pull_request.coverage.planned_regime_cases = Some(9);
     // More regimes reached than the baseline: no regression.
-    assert!(compare(&main, &pull_request).iter().all(|c| !c.worse));
-    let back = compare(&pull_request, &main);
+    assert!(compare_with_baseline(&main, &pull_request)
+        .iter()
+        .all(|c| !c.worse));
+    let back = compare_with_baseline(&pull_request, &main);
     for expected in [
         "deployment regimes no longer reached: decode",
         "deployment-regime cases planned: 9 -> 0",

@@ -212,14 +212,14 @@ fn an_altered_golden_file_fails_verify_naming_the_case() {
 fn the_built_in_campaign_cases_are_the_committed_manifests() {
     // certify runs the golden cases built into the binary wherever it is started; they must be
     // the ones the committed manifest lists.
-    use nvfp4_harness::certify::cases::{builtin_golden_campaign_cases, golden_campaign_cases};
+    use nvfp4_harness::certify::{builtin_golden_campaign_cases, golden_campaign_cases};
     let manifest = read_manifest(&golden_dir()).unwrap();
     let (built_in, committed) = (
         builtin_golden_campaign_cases(),
         golden_campaign_cases(&manifest),
     );
     assert!(built_in.len() >= 10, "{}", built_in.len());
-    let key = |c: &nvfp4_harness::certify::campaign::CaseSpec| (c.shape, c.dist.name(), c.seed);
+    let key = |c: &nvfp4_harness::certify::CaseSpec| (c.shape, c.dist.name(), c.seed);
     assert_eq!(
         built_in.iter().map(key).collect::<Vec<_>>(),
         committed.iter().map(key).collect::<Vec<_>>()

@@ -5,7 +5,7 @@
 
 use crate::common;
 
-use nvfp4_harness::certify::campaign::{certify_variant, CampaignLimits};
+use nvfp4_harness::certify::{certify_variant, CampaignLimits};
 use nvfp4_harness::gpu::compile::{compile_variant, compile_variant_in, nvrtc_present};
 use nvfp4_harness::gpu::variants::gpu_variants;
 use nvfp4_harness::worker::nvrtc::nvrtc_kernels;

@@ -1,4 +1,4 @@
-//! The GPU reference (kernels/harness/exact_reference.cu) against the CPU model, which stays the
+//! The GPU reference (crates/harness/kernels/harness/exact_reference.cu) against the CPU model, which stays the
 //! definition. Compiling it needs only NVRTC (CI installs it); comparing and timing it need a
 //! GPU, so those tests are `#[ignore]`d and run on the GPU machine:
 //!
@@ -7,7 +7,7 @@
 //! (results/gpu-reference/run.sh runs them there and keeps the logs).
 
 use crate::common;
-use nvfp4_harness::certify::reference_engine::{
+use nvfp4_harness::certify::{
     cross_check, cross_check_rows, cross_check_sample, CROSS_CHECK_BATCHES, CROSS_CHECK_COLUMNS,
 };
 use nvfp4_harness::gpu::compile::nvrtc_present;

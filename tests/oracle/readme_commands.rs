@@ -1,4 +1,4 @@
-//! The README, docs/door.md and docs/b200-runbook.md as a new user reads them: every `nvfp4-oracle SUBCOMMAND --flag`
+//! The README and the guides as a new user reads them: every `nvfp4-oracle SUBCOMMAND --flag`
 //! they show must be a subcommand the tool has and a flag its `--help` lists, and the cheap
 //! commands they give to copy run as shown from a fresh checkout.
 
@@ -8,7 +8,14 @@ use crate::common::{code_and_text, repo_path, scratch_dir};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The documents whose commands are checked.
-const DOCUMENTS: [&str; 3] = ["README.md", "docs/door.md", "docs/b200-runbook.md"];
+const DOCUMENTS: [&str; 6] = [
+    "README.md",
+    "docs/guides/door.md",
+    "docs/guides/b200-runbook.md",
+    "docs/guides/commands.md",
+    "docs/guides/ci.md",
+    "docs/guides/gpu-machine.md",
+];
 /// Subcommands that have subcommands of their own.
 const NESTED: [&str; 2] = ["scaled-gemm", "golden"];
 
@@ -126,7 +133,7 @@ fn every_subcommand_and_flag_the_docs_show_exists() {
             }
         }
     }
-    // The extraction itself is checked: the README shows these.
+    // The extraction itself is checked: the documents show these.
     for (path, flag) in [
         (vec!["certify"], "--time-budget"),
         (vec!["scaled-gemm", "reference"], "--epilogue"),

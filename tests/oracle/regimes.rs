@@ -1,5 +1,5 @@
 //! The planted regime kernels (tests/regimes/*.py): each a torch submission that is correct
-//! everywhere but in one deployment regime (crates/harness/src/certify/regimes.rs), where it has
+//! everywhere but in one deployment regime (crates/harness/src/certify/campaign/regimes.rs), where it has
 //! the kind of bug that only shows there (a split-K decode epilogue, a tile table that wraps
 //! past N = 8192, a batch table of four, a 32-bit output offset...). Its docstring names the
 //! regime on a `REGIME:` line. Without a GPU the catalogue is checked against the regimes; on a
@@ -11,7 +11,7 @@
 
 use crate::common;
 
-use nvfp4_harness::certify::regimes::Regime;
+use nvfp4_harness::certify::Regime;
 use std::path::{Path, PathBuf};
 
 fn folder() -> PathBuf {

@@ -172,8 +172,8 @@ fn increasing_and_decreasing_orders_give_different_accumulators() {
 }
 
 mod certify_exact {
-    use nvfp4_harness::certify::report::{Certificate, ExactOutcome, Status};
     use nvfp4_harness::certify::{certify_variant, CampaignLimits};
+    use nvfp4_harness::certify::{Certificate, ExactOutcome, Status};
     use nvfp4_harness::kernels::cpu_hopper_sim::CpuHopperSim;
     use nvfp4_harness::kernels::KernelUnderTest;
     use nvfp4_model::model::mma::schedule::{KChunkOrder, MmaModel, HOPPER_F16_INCREASING_K};

@@ -385,7 +385,7 @@ fn exact_campaigns_merge_to_the_unsharded_outcome() {
 /// campaign's.
 #[test]
 fn a_campaign_draws_its_seed_per_run_records_it_and_repeats_it() {
-    use nvfp4_harness::certify::production::production_cases;
+    use nvfp4_harness::certify::production_cases;
     use nvfp4_harness::kernels::ShapeSupport;
     use nvfp4_model::problem::{Distribution, ProblemKind};
     let dir = scratch("seed");

@@ -1,46 +1,66 @@
 //! nvfp4-harness: what runs a kernel under test and judges it against the model (the
-//! `nvfp4-model` crate): the kernel contract, campaigns and certificates, the GPU backend, the
-//! worker processes and their sandbox, preflight. The certify sequence is a library call
-//! ([`certify::sequence`]); the `nvfp4-oracle` tool (the root crate) parses, prints and exits,
-//! and the Python package certifies through the same calls.
+//! `nvfp4-model` crate). The `nvfp4-oracle` tool (the root crate) parses, prints and exits on
+//! it; the Python package certifies callables through the same calls.
+//!
+//! Three ideas carry the crate:
+//! - a **kernel under test** ([`kernels::KernelUnderTest`]): anything that takes a case's inputs
+//!   and writes its output, in this process (the CPU kernels, a Python callable) or in a worker
+//!   process of its own ([`worker`]: a GPU variant, a user's submission or C-ABI library, in
+//!   the [`sandbox`]);
+//! - a **campaign** ([`certify::certify_variant`]): cases drawn from a seed and run against
+//!   the model, the first failure shrunk and diagnosed;
+//! - a **certificate** ([`certify::Certificate`]): what a campaign and the checks after it
+//!   found, signed, written as JSON and Markdown; [`certify::certify_kernel`] is the whole
+//!   sequence from starting a kernel to writing its certificate.
+//!
+//! ```
+//! use nvfp4_harness::certify::{certify_variant, CampaignLimits};
+//! use nvfp4_harness::kernels::cpu::{Bug, CpuKernel};
+//!
+//! // A short campaign (20 random cases, no production-size ones), drawn from seed 7.
+//! let limits = CampaignLimits { cases: 20, quick: true, ..CampaignLimits::defaults(false, 7) };
+//! // The CPU kernel passes every case ...
+//! let correct = certify_variant(&CpuKernel::correct(), limits.clone(), &[], |_, _| {});
+//! assert!(correct.failure.is_none());
+//! // ... and a planted bug (only the first GEMM computed) is caught, its case shrunk.
+//! let mutant = CpuKernel::mutant(Bug::GemmOnly);
+//! let failed = certify_variant(&mutant, limits, &[], |_, _| {});
+//! let failure = failed.failure.expect("the planted bug is caught");
+//! assert!(failure.minimal.spec.shape.m <= failure.first.shape.m);
+//! ```
 //!
 //! The `gpu` feature (on by default) brings [`gpu`]'s backend, [`worker`]'s processes,
 //! `sandbox` and `preflight`; without it the crate is the kernel contract, the campaign and
 //! its certificates, for kernels that run in the caller's process (what the Python package
 //! builds on, with neither CUDA's bindings nor seccomp).
 //!
-//! Map of the crate, every public module (the README maps the whole repository):
-//! - [`kernels`]: the interface every kernel under test meets, the CPU kernels and planted-bug
-//!   mutants that run in process, and the manifest that describes an external kernel; the
-//!   block-scaled family's CPU kernel and its planted bugs.
-//! - [`certify`]: campaigns of cases against the model (the production shapes, random large
-//!   shapes judged on sampled rows, and per-product rounding's worst case among them),
-//!   shrinking of the first failure, compute-sanitizer and determinism checks, signed
-//!   certificates and whether one lets bench time a kernel, shards of a campaign and their
-//!   merge, the gate against a baseline; the planted bugs judged by the libraries' checks and
-//!   by the oracle.
+//! Map of the crate, every public module, from the top down (a module uses those below it;
+//! docs/architecture.md follows one certify run and one bench run through them, and maps the
+//! repository):
 //! - [`preflight`]: what a kernel's compiled code shows before any GPU runs it (a CuTe DSL
 //!   submission compiled for sm_100a in the sandbox; the census of its PTX: MMA kind and scale
 //!   block, CTA pair, warp roles, TMA, cluster, variant).
-//! - [`gpu`]: device discovery, NVRTC compilation with a cache, the variant registry, the
-//!   fenced buffers every launch uses, the roofline floor bench checks times against, the
-//!   hardened launch, C-ABI libraries, the L2 reset and the in-process bench; CUDA is loaded at
-//!   run time.
-//! - [`worker`]: the process boundary: the worker protocol, the parent's side (starting workers,
-//!   the watchdog, worker-backed kernels: the built-in GPU variants, submissions and C-ABI
-//!   libraries, and the registry of every kernel), the serving sides (`gpu-worker` in Rust,
-//!   `submission_worker.py` in Python), timing that the kernel cannot falsify.
+//! - [`certify`]: campaigns of cases against the model, shrinking of the first failure,
+//!   compute-sanitizer and determinism checks, signed certificates, shards and their merge, the
+//!   gate against a baseline; rooms `campaign/`, `shrink/`, `checks/` and `certificate/`
+//!   behind one face.
+//! - [`worker`]: the process boundary: the worker protocol, the parent's side (starting
+//!   workers, the watchdog, worker-backed kernels, the registry of every kernel), the serving
+//!   sides (`gpu-worker` in Rust, `submission_worker.py` in Python).
+//! - [`gpu`]: device discovery, NVRTC compilation with a cache, the variant registry (its CUDA
+//!   sources in this crate's `kernels/`), the fenced buffers every launch uses, the hardened
+//!   launch, C-ABI libraries, the GPU reference; CUDA is loaded at run time.
+//! - [`kernels`]: the interface every kernel under test meets, the CPU kernels and planted-bug
+//!   mutants that run in process, and the manifest that describes an external kernel.
 //! - [`sandbox`]: the operating-system boundary around a worker process (namespaces, a
-//!   read-only file system, its own `/dev`, no capabilities, a seccomp filter), and where the
-//!   oracle's secrets live.
-//! - [`fuzzing`]: the bodies of the fuzz targets under `fuzz/`, shared with
-//!   `crates/harness/tests/harness/fuzz_inputs.rs`.
+//!   read-only file system, its own `/dev`, no capabilities, a seccomp filter).
+//! - [`secrets`]: what no kernel may know: the folder of the signing key, unpredictable seeds.
+//! - `private_tmp`: this run's private temporary folder, removed however the run ends.
 //! - [`error`]: the harness's error type (the model's, a GPU that failed, bad usage).
 
 pub mod certify;
 pub mod cores;
 pub mod error;
-pub mod fuzzing;
 pub mod gpu;
 pub mod kernels;
 #[cfg(feature = "gpu")]
@@ -49,6 +69,7 @@ pub mod preflight;
 pub mod private_tmp;
 #[cfg(feature = "gpu")]
 pub mod sandbox;
+pub mod secrets;
 pub mod worker;
 
 pub use error::{Error, Result};

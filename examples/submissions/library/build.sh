@@ -9,6 +9,6 @@ nvcc=${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 for target in "$here/libnvfp4_baseline.so:$here/baseline_abi.cu" \
               "$here/broken/libnvfp4_baseline_broken.so:$here/broken/baseline_abi.cu" \
               "$repo/tests/exploits/library/libnvfp4_hostile.so:$repo/tests/exploits/library/hostile_abi.cu"; do
-  "$nvcc" -O3 -arch=sm_90a -shared -Xcompiler -fPIC -I"$repo" -o "${target%%:*}" "${target#*:}"
+  "$nvcc" -O3 -arch=sm_90a -shared -Xcompiler -fPIC -I"$repo" -I"$repo/crates/harness" -o "${target%%:*}" "${target#*:}"
   echo "built ${target%%:*}"
 done

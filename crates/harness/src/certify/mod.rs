@@ -1,47 +1,60 @@
 //! Certification: run any kernel under test (see [`crate::kernels`]) against the model on many
 //! cases, shrink the first failure, diagnose it, and write a certificate. The campaign knows only
 //! the [`crate::kernels::KernelUnderTest`] interface, never where a kernel comes from.
+//!
+//! Four rooms, each using only rooms named after it: `certificate/` (the certificate, its
+//! signature, trust, merge, baseline and CI reports), `checks/` (determinism and
+//! compute-sanitizer), `shrink/` (a failing case made minimal), `campaign/` (the cases and how
+//! each runs). Beside them, [`certify_variant`] (`run_campaign.rs`) runs one kernel's campaign
+//! over `campaign/` and `shrink/`, and [`certify_kernel`] (`sequence.rs`) is the whole sequence
+//! for one kernel: campaign, checks, certificate. The rooms are private: what callers need is
+//! re-exported below.
 
-pub mod baseline;
-pub mod campaign;
-pub mod cases;
-pub mod checks;
-pub mod ci_report;
-pub mod coverage;
-mod failure_class;
-pub mod field_comparison;
-mod limits;
-pub mod merge;
-pub mod models;
-mod pipeline;
-pub mod plan;
-pub mod production;
-pub mod range_draw;
-pub mod reference_engine;
-pub mod regime_draw;
-pub mod regimes;
-pub mod report;
-mod report_markdown;
-pub mod sampling;
-pub mod sanitize;
-pub mod sequence;
-pub mod shape_ranges;
-pub mod shard;
-pub mod shrink_data;
-mod shrink_shape;
-pub mod signing;
-pub mod tool_log;
-pub mod trust;
+mod campaign;
+mod certificate;
+mod checks;
+mod run_campaign;
+mod sequence;
+mod shrink;
+mod trace;
 
-/// With NVFP4_ORACLE_TRACE set, a campaign says on stderr what it is doing (each case with its
-/// shape and seconds, each shrink run, the diagnosis and data shrinking): where a long run's
-/// time goes.
-pub(crate) fn trace(what: std::fmt::Arguments) {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if *ON.get_or_init(|| std::env::var_os("NVFP4_ORACLE_TRACE").is_some()) {
-        eprintln!("trace: {what}");
-    }
-}
+// The campaign's trace, as run_campaign.rs calls it (`super::trace`).
+use trace::trace;
 
-pub use campaign::{certify_variant, CampaignLimits, CampaignResult};
+// The face: what the CLI, the Python package, the examples and the tests name. Everything else
+// stays inside its room.
+pub use campaign::cases::{
+    builtin_golden_campaign_cases, golden_campaign_cases, run_case_within, stagnation_cases,
+    CaseSpec,
+};
+pub use campaign::coverage::Coverage;
+pub use campaign::limits::{CampaignLimits, DEFAULT_CASES, DEFAULT_GPU_CASES};
+pub use campaign::models::{load_model, ModelShapes, DEFAULT_MAX_TOKENS};
+pub use campaign::plan::CampaignPlan;
+pub use campaign::production::production_cases;
+pub use campaign::range_draw::DEFAULT_GPU_RANGE_CASES;
+pub use campaign::reference_engine::{
+    cross_check, cross_check_rows, cross_check_sample, report as reference_engine_report,
+    use_gpu_reference, CROSS_CHECK_BATCHES, CROSS_CHECK_COLUMNS,
+};
+pub use campaign::regime_draw::{DEFAULT_CPU_REGIME_CASES, DEFAULT_GPU_REGIME_CASES};
+pub use campaign::regimes::{uncovered_regime, Regime, RegimeCount};
+pub use campaign::sampling::{
+    sample_for, sampled_reference, shape_products, RowSample, FULL_REFERENCE_PRODUCTS,
+};
+pub use campaign::shape_ranges::uncovered_range;
+pub use campaign::shard::{Shard, SHARD_COUNT_ENV};
+pub use certificate::baseline::{compare_with_baseline, read_baseline, verdict};
+pub use certificate::ci_report::{junit as ci_junit, summary as ci_summary};
+pub use certificate::merge::{merge, read_shard, ShardCertificate};
+pub use certificate::report::{
+    check_dir_writable, check_file_writable, refuse_another_kernels, write_atomically, Certificate,
+    ExactOutcome, Status, BUILD,
+};
+pub use certificate::signing::{ensure_key, read_verified, sign, verify};
+pub use certificate::trust::{production_coverage_gap, timing_trust, Trust};
+pub use checks::determinism::{determinism, COULD_NOT_RUN};
+pub use checks::sanitize::{sanitize, Tool};
+pub use run_campaign::{certify_variant, CampaignResult};
 pub use sequence::{certify_kernel, CertifyRequest, KernelOutcome};
+pub use shrink::field_comparison::{mutant_table, render_table};

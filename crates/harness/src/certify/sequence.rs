@@ -3,9 +3,12 @@
 //! (compute-sanitizer, determinism), and write the certificate. What to print, and which exit
 //! code the outcomes of several kernels add up to, is the caller's.
 
-use super::campaign::{certify_variant, CampaignLimits, CaseSpec};
-use super::checks::run_checks;
-use super::report::Certificate;
+use super::campaign::cases::CaseSpec;
+use super::campaign::limits::CampaignLimits;
+use super::campaign::reference_engine;
+use super::certificate::report::Certificate;
+use super::checks::determinism::run_checks;
+use super::run_campaign::certify_variant;
 use crate::error::Result;
 use crate::kernels::{KernelUnderTest, PrepareError};
 use std::path::Path;
@@ -62,11 +65,11 @@ pub fn certify_kernel(
             with_preflight_hint(reason, request.preflight),
         ),
         Ok(()) => {
-            let before = super::reference_engine::report();
+            let before = reference_engine::report();
             let result = certify_variant(kernel, limits.clone(), request.golden, progress);
             let mut certificate =
                 Certificate::from_campaign(kernel, limits, result, request.report_dir)?;
-            let reference = super::reference_engine::report().since(&before);
+            let reference = reference_engine::report().since(&before);
             certificate.reference = (reference.cases + reference.declined > 0
                 || !reference.mismatches.is_empty())
             .then_some(reference);
@@ -109,12 +112,12 @@ pub fn with_preflight_hint(reason: String, preflight: Option<&str>) -> String {
         format!(
             "{reason}; to check its code here without running it: `{command}` (it compiles \
              the kernels for that architecture and reads their instructions, registers and \
-             shared memory; docs/preflight.md)"
+             shared memory; docs/guides/preflight.md)"
         )
     } else if reason.starts_with("needs sm_") {
         format!(
             "{reason}; `nvfp4-oracle preflight` reads its compiled code for that architecture \
-             on any machine without running it (docs/preflight.md)"
+             on any machine without running it (docs/guides/preflight.md)"
         )
     } else {
         reason
@@ -123,15 +126,17 @@ pub fn with_preflight_hint(reason: String, preflight: Option<&str>) -> String {
 
 #[cfg(test)]
 mod tests {
+    use super::with_preflight_hint;
+
     #[test]
     fn a_kernel_for_another_architecture_is_pointed_to_preflight() {
-        let hinted = super::with_preflight_hint("needs sm_100a; this GPU is sm_90".into(), None);
+        let hinted = with_preflight_hint("needs sm_100a; this GPU is sm_90".into(), None);
         assert!(hinted.starts_with("needs sm_100a; this GPU is sm_90; `nvfp4-oracle preflight`"));
-        let other = super::with_preflight_hint("no CUDA driver found".into(), None);
+        let other = with_preflight_hint("no CUDA driver found".into(), None);
         assert_eq!(other, "no CUDA driver found");
         // A submission: its own command, whatever kept it from running here.
         let command = "nvfp4-oracle preflight --submission /s/submission.py --arch sm_100a";
-        let hinted = super::with_preflight_hint("torch sees no CUDA GPU".into(), Some(command));
+        let hinted = with_preflight_hint("torch sees no CUDA GPU".into(), Some(command));
         assert!(
             hinted.starts_with("torch sees no CUDA GPU; to check its code here without running it")
                 && hinted.contains(&format!("`{command}`")),

@@ -11,7 +11,7 @@ use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use std::sync::Arc;
 
-const SOURCE: &str = include_str!("../../../../kernels/harness/conditions.cu");
+const SOURCE: &str = include_str!("../../kernels/harness/conditions.cu");
 
 /// How long the other work spins: longer than the kernel under test runs on the shapes the
 /// determinism check draws (well under a millisecond on a Hopper GPU).

@@ -23,7 +23,7 @@ use nvfp4_model::problem::{BlockScaledMatrix, ProblemInputs, SCALE_BLOCK};
 use rayon::iter::ParallelExtend;
 use std::sync::Arc;
 
-const SOURCE: &str = include_str!("../../../../kernels/harness/exact_reference.cu");
+const SOURCE: &str = include_str!("../../kernels/harness/exact_reference.cu");
 const KERNEL: &str = "nvfp4_oracle_exact_reference";
 /// The kernel's output tile and threads (TILE_M, TILE_N, THREADS_X, THREADS_Y in the source).
 const TILE: u32 = 32;

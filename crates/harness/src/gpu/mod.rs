@@ -62,3 +62,11 @@ pub mod launch;
 pub mod library;
 pub mod roofline;
 pub mod variants;
+
+// What the command line and the examples name of the GPU backend.
+#[cfg(feature = "gpu")]
+pub use compile::{compile_variant, nvrtc_present};
+#[cfg(feature = "gpu")]
+pub use device::device_count;
+pub use device::device_info;
+pub use variants::gpu_variants;

@@ -11,7 +11,9 @@ use nvfp4_model::model::mma::schedule::{
 use nvfp4_model::problem::Shape;
 use sha2::{Digest, Sha256};
 
-/// A kernel source file, embedded so that the binary alone can run on a GPU machine.
+/// A kernel source file, embedded so that the binary alone can run on a GPU machine. The path is
+/// the file's place in this crate's folder (`crates/harness/kernels/...` in the repository); it
+/// is part of each variant's source hash, through the `#line` directives.
 #[derive(Debug, Clone, Copy)]
 pub struct SourceFile {
     pub path: &'static str,
@@ -22,7 +24,7 @@ macro_rules! kernel_file {
     ($path:literal) => {
         SourceFile {
             path: $path,
-            text: include_str!(concat!("../../../../", $path)),
+            text: include_str!(concat!("../../", $path)),
         }
     };
 }

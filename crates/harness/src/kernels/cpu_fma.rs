@@ -6,7 +6,7 @@
 //!
 //! It is correct, but outside the default contract (which sums each 16-block before one rounding):
 //! it declares [`KOrder::PerProduct`], whose intervals account for one rounding per product
-//! (docs/numerics.md section 3).
+//! (docs/reference/numerics.md section 3).
 
 use super::interface::{KernelCase, KernelFailure, KernelUnderTest};
 use half::f16;

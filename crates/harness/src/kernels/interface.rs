@@ -230,7 +230,7 @@ pub struct KernelEnvironment {
 }
 
 /// What else happens on the GPU around one run: the determinism and shared-memory checks
-/// (crates/harness/src/certify/checks.rs; the conditions are made on the GPU by crates/harness/src/gpu/conditions.rs) run a
+/// (crates/harness/src/certify/checks/determinism.rs; the conditions are made on the GPU by crates/harness/src/gpu/conditions.rs) run a
 /// case again under other conditions and compare the bits.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct RunConditions {
@@ -272,7 +272,7 @@ pub struct ToolWrapper {
     /// How much longer than usual the worker may take to start and to run a case.
     pub slowdown: u32,
     // No writable directory either: the tool's log is a FIFO the parent reads
-    // (crates/harness/src/certify/tool_log.rs), which a read-only file system lets the tool write into, and a
+    // (crates/harness/src/certify/checks/tool_log.rs), which a read-only file system lets the tool write into, and a
     // directory the tool could write the kernel could write too.
 }
 

@@ -486,7 +486,7 @@ impl Manifest {
     /// A manifest for a kernel given on the command line without one: any shape, no schedule,
     /// and the per-product intervals. Nothing says how such a kernel accumulates, and those
     /// intervals contain the default ones: a correct kernel passes them whether it sums blocks
-    /// of 16 on tensor cores or adds product by product in fp32 (docs/numerics.md section 3).
+    /// of 16 on tensor cores or adds product by product in fp32 (docs/reference/numerics.md section 3).
     pub fn for_code(code: KernelCode, problem: ProblemKind) -> Result<Manifest> {
         let (file, name) = match &code {
             KernelCode::Submission(p) => {

@@ -23,3 +23,4 @@ pub use interface::{
     DualGemmCase, KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError,
     RunConditions, ShapeSupport, ToolWrapper, Unavailable,
 };
+pub use manifest::{ArchRequirement, KernelCode, Manifest};

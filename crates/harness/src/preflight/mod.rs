@@ -14,7 +14,14 @@ pub mod resources;
 pub mod scale_ids;
 pub mod submission;
 
-use census::{Census, Variant};
+// What the command line names of preflight beyond this file.
+pub use bounded::{catch_interrupts, Deadline};
+pub use census::{census, target, Variant};
+pub use diff::{diff, record, PreflightRecord};
+pub use resources::{find_ptxas, usage, Assembled};
+pub use submission::{compile as compile_submission, how_compiled, Compilation, COMPILE_TIMEOUT};
+
+use census::Census;
 use host::LaunchCluster;
 use resources::{ctas_per_sm, Usage};
 use std::collections::BTreeMap;

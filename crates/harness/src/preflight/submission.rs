@@ -7,9 +7,9 @@
 
 use super::bounded::{self, Deadline};
 pub use super::host::{host_launches, Launch};
-use crate::certify::signing::secrets_dir;
 use crate::error::{Error, Result};
 use crate::sandbox::SandboxPaths;
+use crate::secrets::secrets_dir;
 use crate::worker::command::python_program;
 use crate::worker::command::{wrap, WorkerCommand};
 use std::path::Path;

@@ -40,6 +40,7 @@
 use std::path::Path;
 use std::sync::OnceLock;
 
+mod command_line;
 pub mod dev;
 #[cfg(target_os = "linux")]
 mod filter;
@@ -48,6 +49,7 @@ pub mod root;
 #[cfg(target_os = "linux")]
 mod syscalls;
 
+pub use command_line::{launcher_args, SANDBOX_COMMAND};
 pub use launcher::{launch, LauncherArgs, SandboxPaths, CACHE_INSIDE};
 
 /// Why the boundary could not be built, or does not hold (a system call refused, a layer the
@@ -95,31 +97,6 @@ impl Isolation {
     }
 }
 
-/// The launcher's arguments for `paths` and the worker's `program` and `args`, to run as
-/// `launcher ARGS`.
-pub fn launcher_args(paths: &SandboxPaths, program: &Path, args: &[String]) -> Vec<String> {
-    let mut out = vec!["sandbox".to_string()];
-    for dir in &paths.writable {
-        out.extend(["--writable".into(), dir.display().to_string()]);
-    }
-    for dir in &paths.readable {
-        out.extend(["--readable".into(), dir.display().to_string()]);
-    }
-    for dir in &paths.hidden {
-        out.extend(["--hide".into(), dir.display().to_string()]);
-    }
-    if let Some(dir) = &paths.workdir {
-        out.extend(["--workdir".into(), dir.display().to_string()]);
-    }
-    if let Some(dir) = &paths.cache {
-        out.extend(["--cache".into(), dir.display().to_string()]);
-    }
-    out.push("--".into());
-    out.push(program.display().to_string());
-    out.extend(args.iter().cloned());
-    out
-}
-
 /// The isolation workers get on this machine: the launcher is tried once (`launcher sandbox
 /// --probe`, which builds the whole boundary and checks it from inside) and the answer kept.
 pub fn isolation(launcher: &Path) -> &'static Isolation {
@@ -158,7 +135,7 @@ fn probe(launcher: &Path) -> Isolation {
         .envs(crate::worker::environment::allow_listed_env(Path::new(
             "/tmp",
         )))
-        .args(["sandbox", "--probe", "--", "true"])
+        .args([SANDBOX_COMMAND, "--probe", "--", "true"])
         .stdin(std::process::Stdio::null())
         .output();
     match out {

@@ -177,7 +177,7 @@ fn ask(program: &Path) -> Option<Interpreter> {
     let dir = std::env::temp_dir().join(format!(
         "nvfp4-oracle-{}-ask-{:016x}",
         std::process::id(),
-        nvfp4_model::problem::unpredictable::unpredictable_seed()
+        crate::secrets::unpredictable_seed()
     ));
     std::fs::create_dir(&dir).ok()?;
     let answer = asked_in(program, &dir);

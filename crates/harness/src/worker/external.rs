@@ -7,11 +7,12 @@ use super::command::worker_program;
 use super::command::WorkerCommand;
 use super::isolated::{IsolatedKernel, KernelInfo};
 use super::nvrtc::CASE_TIMEOUT;
-use crate::certify::signing::secrets_dir;
+use super::serve::WorkerTarget;
 use crate::error::{Error, Result};
 use crate::gpu::device::device_info;
 use crate::kernels::manifest::{KernelCode, Manifest};
 use crate::sandbox::SandboxPaths;
+use crate::secrets::secrets_dir;
 use nvfp4_model::problem::ProblemKind;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -109,10 +110,6 @@ fn python_path_env(folders: &[PathBuf]) -> Vec<(String, String)> {
 
 /// The kernel a manifest describes.
 pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
-    let arch_args: Vec<String> = manifest
-        .arch
-        .map(|arch| vec!["--arch".to_string(), arch.to_string()])
-        .unwrap_or_default();
     // Untrusted code runs in the sandbox, which must let it read its own folder (a submission
     // imports its neighbours; a library may load others) and the worker script.
     let parent_dir = |path: &Path| absolute(path).parent().map(Path::to_path_buf);
@@ -160,7 +157,13 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
                     manifest.problem.name().to_string(),
                 ]
                 .into_iter()
-                .chain(arch_args)
+                .chain(
+                    manifest
+                        .arch
+                        .map(|arch| ["--arch".to_string(), arch.to_string()])
+                        .into_iter()
+                        .flatten(),
+                )
                 .collect(),
                 env: python_path_env(&manifest.python_path),
                 start_timeout: submission_start_timeout(),
@@ -172,16 +175,11 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
             WorkerCommand {
                 sandbox: sandbox(parent_dir(path).into_iter().collect()),
                 program: worker_program(),
-                args: [
-                    "gpu-worker".to_string(),
-                    "--library".to_string(),
-                    absolute(path).display().to_string(),
-                    "--symbol".to_string(),
-                    symbol.clone(),
-                ]
-                .into_iter()
-                .chain(arch_args)
-                .collect(),
+                args: WorkerTarget::Library {
+                    path: absolute(path),
+                    symbol: symbol.clone(),
+                }
+                .worker_args(manifest.arch.map(|arch| arch.to_string()).as_deref()),
                 env: Vec::new(),
                 start_timeout: Duration::from_secs(60),
                 clean_env: false,
@@ -210,7 +208,7 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
         }
         KernelCode::Library { .. } => WorkerCommand {
             sandbox: sandbox(Vec::new()),
-            args: vec!["gpu-worker".into(), "--timing-baseline".into()],
+            args: WorkerTarget::Baseline.worker_args(None),
             ..command.clone()
         },
     };

@@ -88,7 +88,7 @@ impl IsolatedKernel {
     ) -> Self {
         // A random tag, not the purpose or an order: the worker sees these paths, and a copy
         // started under compute-sanitizer must not be told apart from a plain one by them.
-        let tag = nvfp4_model::problem::unpredictable::unpredictable_seed();
+        let tag = crate::secrets::unpredictable_seed();
         // In this process's private temporary folder, removed when the command ends or is
         // interrupted; the system's temporary folder only where that one cannot be made.
         let base = crate::private_tmp::dir()
@@ -363,7 +363,7 @@ impl KernelUnderTest for IsolatedKernel {
             start_timeout: start_timeout_under_tool(self.command.start_timeout, tool.slowdown),
             // The tool runs inside the sandbox with the worker, and writes nothing there but
             // its log's FIFO, whose folder the sandbox binds in read-only like every path on
-            // the command line (crates/harness/src/certify/tool_log.rs).
+            // the command line (crates/harness/src/certify/checks/tool_log.rs).
             sandbox: self.command.sandbox.clone(),
             clean_env: false,
         };

@@ -29,6 +29,8 @@
 #[cfg(feature = "gpu")]
 pub mod command;
 #[cfg(feature = "gpu")]
+mod command_line;
+#[cfg(feature = "gpu")]
 pub mod environment;
 #[cfg(feature = "gpu")]
 pub mod external;
@@ -54,6 +56,20 @@ pub mod timing;
 
 #[cfg(feature = "gpu")]
 use crate::kernels::{cpu, cpu_fma, cpu_hopper_sim, KernelUnderTest};
+// What the command line, the Python package and the examples name of the workers.
+#[cfg(feature = "gpu")]
+pub use command_line::GPU_WORKER_COMMAND;
+#[cfg(feature = "gpu")]
+pub use environment::pass_env;
+#[cfg(feature = "gpu")]
+pub use external::{external_kernel, set_start_timeout};
+#[cfg(feature = "gpu")]
+pub use isolated::IsolatedKernel;
+#[cfg(feature = "gpu")]
+pub use nvrtc::gpu_availability;
+pub use protocol::CaseFiles;
+#[cfg(feature = "gpu")]
+pub use serve::{serve, WorkerTarget};
 
 /// The Python worker that serves submissions (`submission_worker.py`), embedded so that the
 /// binary alone can certify a submission; also handed to the Python package, whose

@@ -1,4 +1,4 @@
-//! The built-in GPU variants (`kernels/`, compiled with NVRTC at run time) as kernels under
+//! The built-in GPU variants (their CUDA sources in this crate's `kernels/` folder, compiled with NVRTC at run time) as kernels under
 //! test: each runs in a `nvfp4-oracle gpu-worker --variant NAME` process.
 
 use super::command::{worker_program, WorkerCommand};
@@ -46,7 +46,7 @@ pub fn nvrtc_kernel(variant: &GpuVariant) -> IsolatedKernel {
         },
         WorkerCommand {
             program: worker_program(),
-            args: vec!["gpu-worker".into(), "--variant".into(), variant.name.into()],
+            args: super::serve::WorkerTarget::Variant(variant.name.into()).worker_args(None),
             // Every worker's compilers get a cache of its own (super::isolated); the oracle's
             // own compiled variants stay where runs share them, named here before that.
             env: vec![(

@@ -1,5 +1,5 @@
 //! Timing an external kernel so that the kernel cannot falsify it (the threat model is in
-//! docs/threat-model.md). The kernel runs in its worker; the parent drives it
+//! docs/reference/threat-model.md). The kernel runs in its worker; the parent drives it
 //! ([`super::protocol::Request`]): load the warm-up sets and warm up, then one request per call,
 //! first without the kernel (the calls' own cost) and then timed, then fetch the outputs of a
 //! sample of the timed calls. What the parent can trust, it measures or checks itself:
@@ -434,10 +434,7 @@ pub fn time_against_baseline(
     let (mut calls, mut parent_call_us) = (empty(), Vec::new());
     let (mut worker_wall_us, mut null_worker_wall_us) = (Vec::new(), Vec::new());
     let mut held = Vec::with_capacity(timed);
-    let order = request_order(
-        timed,
-        nvfp4_model::problem::unpredictable::unpredictable_seed(),
-    );
+    let order = request_order(timed, crate::secrets::unpredictable_seed());
     let (mut next_timed, mut next_null) = (0usize, 0usize);
     for is_timed in order {
         if !is_timed {

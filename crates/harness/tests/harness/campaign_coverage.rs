@@ -2,13 +2,13 @@
 //! shape ranges where real deployments run and where a kernel's code path plausibly changes,
 //! each written against a public model's shapes. Every one must lie inside at least one case of
 //! at least 95% of campaigns (19 of 20 seeds). They are not the draw's input: the draw knows
-//! only octaves of M, N, K and L (crates/harness/src/certify/range_draw.rs).
+//! only octaves of M, N, K and L (crates/harness/src/certify/campaign/range_draw.rs).
 
-use nvfp4_harness::certify::campaign::{CampaignLimits, DEFAULT_GPU_CASES};
-use nvfp4_harness::certify::coverage::Coverage;
-use nvfp4_harness::certify::plan::CampaignPlan;
-use nvfp4_harness::certify::range_draw::DEFAULT_GPU_RANGE_CASES;
-use nvfp4_harness::certify::regime_draw::DEFAULT_GPU_REGIME_CASES;
+use nvfp4_harness::certify::CampaignPlan;
+use nvfp4_harness::certify::Coverage;
+use nvfp4_harness::certify::DEFAULT_GPU_RANGE_CASES;
+use nvfp4_harness::certify::DEFAULT_GPU_REGIME_CASES;
+use nvfp4_harness::certify::{CampaignLimits, DEFAULT_GPU_CASES};
 use nvfp4_harness::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
 use nvfp4_model::problem::Shape;
 
@@ -181,7 +181,7 @@ fn every_conjunction_is_reached_by_95_percent_of_gpu_campaigns() {
 /// that declares the model reaches each every time (its shapes are fixed, not drawn).
 #[test]
 fn conjunctions_past_the_budget_are_reached_by_declaring_the_model() {
-    use nvfp4_harness::certify::models::{load_model, DEFAULT_MAX_TOKENS};
+    use nvfp4_harness::certify::{load_model, DEFAULT_MAX_TOKENS};
     for (what, inside, model) in PAST_THE_DEFAULT_BUDGET {
         let reached = (0..20)
             .filter(|seed| {

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use nvfp4_harness::certify::field_comparison::{mutant_table, render_table};
+use nvfp4_harness::certify::{mutant_table, render_table};
 use nvfp4_model::compare::field_checks::FieldCheck;
 
 #[test]

@@ -6,9 +6,7 @@
 //!     SHAPE=8192,8192,16384,4 cargo test --release -p nvfp4-harness --test harness host_profile:: -- --ignored --nocapture
 
 use half::f16;
-use nvfp4_harness::certify::sampling::{
-    sample_for, sampled_reference, RowSample, FULL_REFERENCE_PRODUCTS,
-};
+use nvfp4_harness::certify::{sample_for, sampled_reference, RowSample, FULL_REFERENCE_PRODUCTS};
 use nvfp4_harness::kernels::KernelCase;
 use nvfp4_harness::worker::protocol::CaseFiles;
 use nvfp4_model::compare::{judge, OutputShape};

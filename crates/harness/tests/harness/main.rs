@@ -7,6 +7,5 @@ mod common;
 mod campaign_coverage;
 
 mod field_mutants;
-mod fuzz_inputs;
 mod host_profile;
 mod per_product;

@@ -5,8 +5,8 @@
 //! rejects a kernel that accumulates in fp16.
 
 use half::f16;
-use nvfp4_harness::certify::campaign::{stagnation_cases, CaseSpec};
 use nvfp4_harness::certify::{certify_variant, CampaignLimits};
+use nvfp4_harness::certify::{stagnation_cases, CaseSpec};
 use nvfp4_harness::kernels::cpu::{Bug, CpuKernel};
 use nvfp4_harness::kernels::cpu_fma::CpuFmaPerProduct;
 use nvfp4_harness::kernels::{KernelCase, KernelUnderTest, ShapeSupport};

@@ -267,7 +267,7 @@ fn describe(f: &Failure) -> String {
             f.expected
         ),
         // A NaN `expected` with a numeric interval: a row a large case did not sample, whose
-        // element only had to be a number (crates/harness/src/certify/sampling.rs).
+        // element only had to be a number (crates/harness/src/certify/campaign/sampling.rs).
         FailureKind::UnexpectedNan if f.expected.is_nan() => format!(
             "{position} = NaN, expected a number (its row was not sampled: the model's answer \
              was not computed)"

@@ -1,4 +1,4 @@
-//! The golden set: every competition test and benchmark shape of docs/problem.md (dual GEMM and the
+//! The golden set: every competition test and benchmark shape of docs/reference/problem.md (dual GEMM and the
 //! grouped-GEMM benchmark groups) in the gpumode and full distributions, and small cases each
 //! built to expose one named bug.
 
@@ -26,7 +26,7 @@ pub const DUAL_GEMM_BENCHMARKS: [(usize, usize, usize); 4] = [
     (512, 3072, 7168),
 ];
 
-/// Grouped-GEMM benchmarks: (group M values, N, K). docs/problem.md gives the M ranges; these M
+/// Grouped-GEMM benchmarks: (group M values, N, K). docs/reference/problem.md gives the M ranges; these M
 /// values spread over them (multiples of 8, as the competition's).
 pub const GROUP_GEMM_BENCHMARKS: [(&[usize], usize, usize); 4] = [
     (&[40, 72, 104, 136, 168, 200, 232, 248], 4096, 7168),

@@ -1,5 +1,5 @@
 //! Acceptance intervals: which fp16 outputs a correct kernel may produce. The derivation is in
-//! docs/numerics.md; this file implements it and names each constant there.
+//! docs/reference/numerics.md; this file implements it and names each constant there.
 //!
 //! The accumulation contract a kernel must meet (every tensor-core NVFP4 kernel does):
 //! - K is consumed in steps of one or more whole 16-element scale blocks by one or more f32
@@ -209,7 +209,7 @@ pub fn accumulator_range_in(
 /// What blocks aligned above their value can cost a Blackwell kernel (as MMA-Sim models its
 /// adder): each such block, aligned at `Z`, can cut the other operands of its step, the
 /// accumulator included, below 2^(Z - 35), five operands: less than 2^(Z - 32) per block
-/// (docs/numerics.md, section 10, "Zero blocks raise Blackwell's maximum"). Nothing where every
+/// (docs/reference/numerics.md, section 10, "Zero blocks raise Blackwell's maximum"). Nothing where every
 /// product is zero: the accumulator is exactly zero throughout.
 fn raised_maximum_error(dot: &ExactDot) -> f64 {
     if dot.raised_blocks == 0 || dot.abs_terms == 0 {

@@ -40,7 +40,7 @@ pub struct ExactDot {
     /// Blocks whose term is zero, and the largest `Z` among them, `Z` the sum of their two scales'
     /// alignment exponents ([`scale_alignment`]): Blackwell's block-scaled adder (as MMA-Sim
     /// models it) aligns a block at `Z` whatever its value, so a zero block can raise the step's
-    /// maximum above every operand and cut the accumulator (docs/numerics.md, section 10). The
+    /// maximum above every operand and cut the accumulator (docs/reference/numerics.md, section 10). The
     /// bound needs every block below 2^(Z - 10) (above it the cut is under 2^-25 of the block);
     /// with UE4M3 scales those are exactly the zero ones: a nonzero block is at least
     /// 1/4 * 2^(Za - 3) * 2^(Zb - 3) = 2^(Z - 8) (a subnormal scale, aligned at -6, is at least

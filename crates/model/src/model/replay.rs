@@ -2,7 +2,7 @@
 //! [`Schedule`], for every element of the full matrix. `certify --exact` compares a kernel's
 //! output with it at zero tolerance.
 //!
-//! Semantics (docs/tensor-core-models.md has the derivations):
+//! Semantics (docs/reference/tensor-core-models.md has the derivations):
 //! - each output's two f32 accumulators start at +0 and receive K in steps, in the schedule's
 //!   [`KChunkOrder`] (`Decreasing` visits the last step first; `SplitHalvesIncreasing` gives
 //!   each K half its own accumulator from +0, then adds them once in f32):

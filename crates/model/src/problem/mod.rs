@@ -9,7 +9,6 @@ pub mod scaled_generate;
 pub mod shape;
 pub mod stagnation;
 pub mod tensors;
-pub mod unpredictable;
 
 pub use generate::Distribution;
 pub use operand::BlockScaledMatrix;

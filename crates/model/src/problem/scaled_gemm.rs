@@ -2,7 +2,7 @@
 //! with A (M x K) and B (N x K) each in one of the operand formats below, an FP32 global scale
 //! `alpha`, an optional bias per output column, and an fp16, bf16 or f32 output. What each
 //! library does where (alpha before or after the output cast, bias in f32 or in the output type)
-//! is in docs/mx-formats.md; [`Epilogue`] names the three orders.
+//! is in docs/research/mx-formats.md; [`Epilogue`] names the three orders.
 //!
 //! Operands are held one code per element (a nibble, a byte, or bf16's two bytes) with their
 //! block scales in the plain row-major layout `(rows, K / block)`; the libraries' 128x4 layout is

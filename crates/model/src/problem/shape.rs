@@ -47,7 +47,7 @@ impl Shape {
                 });
             }
         }
-        // The accumulator error bound (docs/numerics.md section 4) holds up to K near 10.7
+        // The accumulator error bound (docs/reference/numerics.md section 4) holds up to K near 10.7
         // million in any order; K stops well before it.
         const K_LIMIT: usize = 1 << 22;
         if k > K_LIMIT {
@@ -138,7 +138,7 @@ mod tests {
         };
         // Would panic if the bound were not valid at this depth (the default, contiguous order;
         // `any` charges its combining adds quadratically in the number of blocks and is valid
-        // to far smaller K: docs/numerics.md section 4).
+        // to far smaller K: docs/reference/numerics.md section 4).
         crate::model::bounds::accumulator_range(
             &dot,
             deepest.scale_cols(),

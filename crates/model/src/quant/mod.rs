@@ -1,5 +1,5 @@
 //! NVFP4 quantization and dequantization with torchao's semantics (torchao 0.18.0; the exact
-//! arithmetic, step by step, is in docs/torchao-nvfp4-semantics.md, and the conformance vectors in
+//! arithmetic, step by step, is in docs/research/torchao-nvfp4-semantics.md, and the conformance vectors in
 //! golden/conformance/nvfp4_quant.safetensors prove this file equal to it bit for bit).
 //!
 //! Blocks of 16 consecutive values along K. Every intermediate is f32 with one round-to-nearest-

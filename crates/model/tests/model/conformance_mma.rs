@@ -1,7 +1,7 @@
 //! The Hopper mma.sync f16 -> f32 model against vectors the H100 itself produced
 //! (golden/conformance/hopper_mma_f16_f32.bin: 1,024 dot products from each of the probe's 17
 //! input families; regenerate with kernels/probe/run_device.sh and `probe_mma.py export
-//! --per-family 1024`). The full 3,915,776-product run is in docs/tensor-core-models-hopper-findings.md.
+//! --per-family 1024`). The full 3,915,776-product run is in docs/research/tensor-core-models-hopper-findings.md.
 
 use crate::common;
 use nvfp4_model::model::mma::probe::parse_records;

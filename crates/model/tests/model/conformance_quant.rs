@@ -1,6 +1,6 @@
 //! Bit-for-bit conformance of NVFP4 quantization against torchao 0.18.0 (torch 2.11), on the CPU
 //! and on CUDA (golden/conformance/nvfp4_quant.safetensors, written by
-//! scripts/gen_quant_vectors.py; the semantics are in docs/torchao-nvfp4-semantics.md).
+//! scripts/gen_quant_vectors.py; the semantics are in docs/research/torchao-nvfp4-semantics.md).
 
 use crate::common::{as_f32, float_input, load_vectors, tensor};
 use nvfp4_model::quant::{per_tensor_scale, quantize_nvfp4, QuantRecipe, TorchDevice};

@@ -11,6 +11,7 @@ mod conformance_mma;
 mod conformance_mx_fp8;
 mod conformance_quant;
 mod exact_grid;
+mod fuzz_inputs;
 mod generators_and_layouts;
 mod interval_properties;
 mod mma_fast;

@@ -356,7 +356,7 @@ fn one_large_product_then_many_small_ones_stays_inside() {
 /// `kind::mxf8f6f4` model (`model::mma::mxf8f6f4`): one instruction per 32 of K chained through
 /// its f32 C, then each epilogue. Every judged element must be accepted, in every distribution
 /// (a step of zero products under large scales may drop C: the intervals charge it,
-/// docs/numerics.md, section 10).
+/// docs/reference/numerics.md, section 10).
 #[test]
 fn a_simulated_blackwell_mxf8f6f4_kernel_lands_inside_its_intervals() {
     use nvfp4_model::model::mma::mxf8f6f4::{blackwell_mxf8f6f4_step, Fp8Type, MXF8F6F4_K};

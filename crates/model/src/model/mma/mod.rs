@@ -24,13 +24,13 @@
 //!   and one UE8M0 scale per 32, K = 32 ([`mxf8f6f4`]): each product a term of its own, aligned
 //!   by the sum of its elements' and scales' exponents, 25 fractional bits;
 //! - `hopper-hmma-f16-f32`: `mma.sync m16n8k16` f16 -> f32 as measured on the H100
-//!   (docs/tensor-core-models-hopper-findings.md: this function matches 100% of 3,915,776 H100
+//!   (docs/research/tensor-core-models-hopper-findings.md: this function matches 100% of 3,915,776 H100
 //!   dot products, crates/model/tests/model/conformance_mma.rs checks 17,408 of them on every run): C and
 //!   the 16 exact products in one fused step, each product aligned by the SUM of its factors'
 //!   exponents (subnormals at -14), zero terms ignored for the maximum, 25 fractional bits cut
 //!   toward zero, the sum truncated to f32; NaN results are 0x7FFFFFFF;
 //! - `hopper-hmma-f16-f32-published`: the published variant that aligns each product by its
-//!   leading bit (docs/problem.md: 81.6% on the H100), kept for comparison.
+//!   leading bit (docs/reference/problem.md: 81.6% on the H100), kept for comparison.
 
 pub mod adder;
 pub mod fast;

@@ -197,7 +197,7 @@ mod tests {
         // Zero elements align at -126 plus the other element's and both scales' exponents:
         // 1 * 0 under 2^127 * 2^127 aligns at 128, and C = 1 falls 128 bits below the maximum.
         // The exact sum is 1; the model (and MMA-Sim) gives 0: the family's intervals charge
-        // it (docs/numerics.md, section 10, "Zero blocks raise Blackwell's maximum").
+        // it (docs/reference/numerics.md, section 10, "Zero blocks raise Blackwell's maximum").
         assert_eq!(step(1.0, 0x00, 254, 0x3C, 254), 0.0);
         assert_eq!(step(1.0, 0x00, 127, 0x3C, 127), 1.0);
     }

@@ -7,7 +7,7 @@
 //! ([`Epilogue`]; for [`Epilogue::F32`] the multiply and the add rounded separately).
 //!
 //! **The acceptance interval** holds every output of a kernel that meets the accumulation
-//! contract of docs/numerics.md ("The block-scaled family"):
+//! contract of docs/reference/numerics.md ("The block-scaled family"):
 //! - K is consumed in steps of at most 32 products, each step's error at most [`STEP_ULPS`] f32
 //!   ulps of (|accumulator| + the step's sum of |products|) (per-product FMAs, Hopper's 16-term
 //!   fused adders, Blackwell's exact 16- or 32-blocks, an upcast to bf16 followed by wgmma), by
@@ -341,7 +341,7 @@ fn scale_alignment(format: ScaleFormat, byte: u8) -> Option<i32> {
 }
 
 /// E: the largest distance from the exact sum a contract-abiding f32 accumulator can end at, or
-/// `None` where it could overflow. The derivation is the NVFP4 bound's (docs/numerics.md) with
+/// `None` where it could overflow. The derivation is the NVFP4 bound's (docs/reference/numerics.md) with
 /// the family's step error and the underflow term.
 fn accumulator_error(sum: f64, mag: &Magnitudes, k: usize) -> Option<f64> {
     let steps = k.div_ceil(GROUP) as f64;

@@ -1,0 +1,443 @@
+//! One case of a campaign: what regenerates it ([`CaseSpec`]), how it runs and is judged (whole,
+//! or on sampled rows past [`FULL_REFERENCE_PRODUCTS`] products: crates/harness/src/certify/campaign/sampling.rs), and
+//! the fixed cases every campaign runs (edge shapes, per-product rounding's worst case).
+
+use super::reference_engine;
+use super::sampling::FULL_REFERENCE_PRODUCTS;
+use super::sampling::{products, sample_for, sampled_reference, RowSample};
+use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
+use crate::secrets::unpredictable_seed;
+use half::f16;
+use nvfp4_model::compare::{judge, OutputShape, Verdict};
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::model::mma::schedule::Schedule;
+use nvfp4_model::model::replay::{replay_dual_gemm, ExactComparison};
+use nvfp4_model::model::{problem_reference, Reference};
+use nvfp4_model::problem::generate::generate_problem;
+use nvfp4_model::problem::POISON;
+use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
+use std::time::Instant;
+
+/// One generated case: everything needed to regenerate its inputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct CaseSpec {
+    pub shape: Shape,
+    pub dist: Distribution,
+    pub seed: u64,
+}
+
+/// The dual-GEMM cases stored whole, as campaign cases (certification runs them first).
+pub fn golden_campaign_cases(manifest: &nvfp4_model::golden::Manifest) -> Vec<CaseSpec> {
+    manifest
+        .cases
+        .iter()
+        .filter(|case| case.problem == ProblemKind::DualGemm && case.file.is_some())
+        .map(|case| CaseSpec {
+            shape: case.shapes[0],
+            dist: case.distribution,
+            seed: case.seed,
+        })
+        .collect()
+}
+
+/// The same cases from the golden set built into the binary (the definitions a manifest is
+/// written from), so that a campaign runs them wherever it is started.
+pub fn builtin_golden_campaign_cases() -> Vec<CaseSpec> {
+    nvfp4_model::golden::set::golden_set()
+        .into_iter()
+        .filter(|case| case.problem == ProblemKind::DualGemm && case.stored_whole)
+        .map(|case| CaseSpec {
+            shape: case.shapes[0],
+            dist: case.dist,
+            seed: case.seed,
+        })
+        .collect()
+}
+
+pub(crate) fn round_up(value: usize, multiple: usize) -> usize {
+    value.div_ceil(multiple).max(1) * multiple
+}
+
+/// What one case's run produced.
+pub struct CaseOutcome {
+    pub spec: CaseSpec,
+    pub case: KernelCase,
+    pub reference: Reference,
+    pub output: Vec<f16>,
+    pub result: Result<Verdict, KernelFailure>,
+    /// The output against the replay of the declared schedule (exact mode, outputs that pass
+    /// the interval check only, cases judged whole only).
+    pub exact: Option<ExactComparison>,
+    /// The rows judged against the model when the case was too large to judge whole (every
+    /// other element had the whole-output checks alone: crates/harness/src/certify/campaign/sampling.rs).
+    pub sample: Option<RowSample>,
+    pub phases: CasePhases,
+}
+
+/// Seconds one case spent in each phase: making its inputs; the kernel's run (for a worker
+/// process that includes writing the inputs' files, the worker reading and copying them to the
+/// GPU and the output's way back); the model; the judgement (and exact mode's replay). On a case
+/// judged whole the model runs beside the kernel, and a campaign's fixed cases overlap their
+/// inputs and judgement with their neighbours' kernel runs (crates/harness/src/certify/campaign/pipeline.rs): the phases
+/// add up to more than the campaign's time.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CasePhases {
+    pub inputs: f64,
+    pub kernel: f64,
+    pub model: f64,
+    pub judge: f64,
+}
+
+impl CaseOutcome {
+    pub fn failed(&self) -> bool {
+        !matches!(&self.result, Ok(verdict) if verdict.pass)
+    }
+
+    /// Inside the intervals, but not what the declared schedule gives.
+    pub fn exact_mismatch(&self) -> bool {
+        self.exact.is_some_and(|e| e.mismatches > 0)
+    }
+}
+
+/// Runs one case: fresh inputs, a poisoned output, the kernel, the verdict, and with a
+/// `schedule` the comparison of a passing output with its replay. A case past
+/// [`FULL_REFERENCE_PRODUCTS`] is judged on sampled rows, drawn after the kernel has returned.
+pub fn run_case(
+    kernel: &dyn KernelUnderTest,
+    spec: CaseSpec,
+    order: KOrder,
+    schedule: Option<Schedule>,
+) -> CaseOutcome {
+    run_case_within(kernel, spec, order, schedule, FULL_REFERENCE_PRODUCTS)
+}
+
+/// [`run_case`] with the number of products past which rows are sampled.
+pub fn run_case_within(
+    kernel: &dyn KernelUnderTest,
+    spec: CaseSpec,
+    order: KOrder,
+    schedule: Option<Schedule>,
+    full_reference_products: u64,
+) -> CaseOutcome {
+    let prepared = PreparedCase::new(kernel.problem(), spec);
+    run_prepared(kernel, prepared, order, schedule, full_reference_products)
+}
+
+/// A case's inputs, made before its run (a campaign makes the next case's while the kernel
+/// runs this one: crates/harness/src/certify/campaign/run.rs).
+pub struct PreparedCase {
+    spec: CaseSpec,
+    case: KernelCase,
+    seconds: f64,
+}
+
+impl PreparedCase {
+    /// The inputs of `spec` (its shape normalized for `problem`).
+    pub fn new(problem: ProblemKind, spec: CaseSpec) -> PreparedCase {
+        let spec = CaseSpec {
+            shape: problem.normalize(spec.shape),
+            ..spec
+        };
+        let (case, seconds) = timed(|| {
+            let inputs = generate_problem(problem, spec.shape, spec.dist, spec.seed);
+            KernelCase::new(inputs, spec.dist.blocked_padding_fill())
+        });
+        PreparedCase {
+            spec,
+            case,
+            seconds,
+        }
+    }
+}
+
+/// Runs and judges a prepared case (as [`run_case_within`]).
+pub fn run_prepared(
+    kernel: &dyn KernelUnderTest,
+    prepared: PreparedCase,
+    order: KOrder,
+    schedule: Option<Schedule>,
+    full_reference_products: u64,
+) -> CaseOutcome {
+    run_kernel(kernel, prepared, order, full_reference_products).judged(order, schedule)
+}
+
+/// A case the kernel has run and that is not judged yet: a campaign judges it while the kernel
+/// runs the next one (crates/harness/src/certify/campaign/pipeline.rs).
+pub struct RanCase {
+    spec: CaseSpec,
+    case: KernelCase,
+    output: Vec<f16>,
+    run: Result<(), KernelFailure>,
+    /// The model of a case judged whole, computed while the kernel ran.
+    whole_reference: Option<Reference>,
+    full_reference_products: u64,
+    phases: CasePhases,
+}
+
+/// Runs the kernel on a prepared case: its output starts as poison. A case judged whole has its
+/// model computed on this machine's cores while the kernel runs (what keeps a GPU campaign at
+/// the GPU's pace); a sampled case's rows are drawn only after the kernel has returned.
+pub fn run_kernel(
+    kernel: &dyn KernelUnderTest,
+    prepared: PreparedCase,
+    order: KOrder,
+    full_reference_products: u64,
+) -> RanCase {
+    let PreparedCase {
+        spec,
+        case,
+        seconds,
+    } = prepared;
+    let mut phases = CasePhases {
+        inputs: seconds,
+        ..CasePhases::default()
+    };
+    let (m, n, l) = case.inputs.output_dims();
+    let mut output = poisoned_output(m * n * l);
+    let within_cpu_budget = products(&case.inputs) <= full_reference_products;
+    let judged_whole = within_cpu_budget || reference_engine::gpu_takes(&case.inputs);
+    let ((run, kernel_seconds), whole_reference) = if judged_whole {
+        // Past the CPU model's budget only the GPU computes a whole reference. It is asked
+        // again when the case runs, and with less free memory by then it may decline, or it
+        // may fail: the case is then judged on sampled rows, never by the CPU model whole.
+        let reference = || {
+            timed(|| {
+                if within_cpu_budget {
+                    Some(reference_engine::whole_reference(&case.inputs, order))
+                } else {
+                    reference_engine::gpu_whole_reference(&case.inputs, order)
+                }
+            })
+        };
+        let (run, (reference, model_seconds)) =
+            if reference_engine::fits_beside_a_kernel(&case.inputs) {
+                rayon::join(|| timed(|| kernel.run(&case, &mut output)), reference)
+            } else {
+                let run = timed(|| kernel.run(&case, &mut output));
+                (run, reference())
+            };
+        phases.model = model_seconds;
+        (run, reference)
+    } else {
+        (timed(|| kernel.run(&case, &mut output)), None)
+    };
+    phases.kernel = kernel_seconds;
+    RanCase {
+        spec,
+        case,
+        output,
+        run,
+        whole_reference,
+        full_reference_products,
+        phases,
+    }
+}
+
+impl RanCase {
+    /// The kernel did not produce an output to judge (it crashed, hung or refused the case).
+    pub fn kernel_failed(&self) -> bool {
+        self.run.is_err()
+    }
+
+    /// The verdict, and with a `schedule` the comparison of a passing output with its replay.
+    pub fn judged(self, order: KOrder, schedule: Option<Schedule>) -> CaseOutcome {
+        let RanCase {
+            spec,
+            case,
+            output,
+            run,
+            whole_reference,
+            full_reference_products,
+            mut phases,
+        } = self;
+        let (m, n, l) = case.inputs.output_dims();
+        // Rows drawn from a seed no kernel can know, after it returned: a kernel cannot compute
+        // the judged rows alone (the case seeds of the fixed cases are public).
+        // A case whose whole reference was computed (on the GPU past the CPU's budget) is
+        // judged whole: no sample.
+        let sample = if whole_reference.is_some() {
+            None
+        } else {
+            sample_for(&case.inputs, full_reference_products, unpredictable_seed())
+        };
+        let (reference, seconds) = timed(|| match (whole_reference, &sample) {
+            (Some(reference), _) => reference,
+            (None, Some(sample)) => sampled_reference(&case.inputs, order, sample),
+            (None, None) => problem_reference(&case.inputs, order),
+        });
+        phases.model += seconds;
+        let ((result, exact), seconds) = timed(|| {
+            let result = run.map(|()| {
+                judge(
+                    OutputShape { m, n, l },
+                    &output,
+                    &reference.expected,
+                    &reference.lo,
+                    &reference.hi,
+                )
+            });
+            // Replay costs more than the CPU model: only cases the CPU model would judge whole
+            // are replayed (not those judged whole because the GPU computed their reference).
+            let replayable = products(&case.inputs) <= full_reference_products;
+            let exact = match (&result, schedule, case.dual()) {
+                (Ok(verdict), Some(schedule), Some(dual)) if verdict.pass && replayable => {
+                    Some(replay_dual_gemm(dual.inputs, schedule).compare(&output))
+                }
+                _ => None,
+            };
+            (result, exact)
+        });
+        phases.judge = seconds;
+        CaseOutcome {
+            spec,
+            case,
+            reference,
+            output,
+            result,
+            exact,
+            sample,
+            phases,
+        }
+    }
+}
+
+/// An output buffer of `len` elements, poison everywhere, written on every core: a
+/// deployment case's output is gigabytes, and filling it on one thread (each page faulted in
+/// on the way) took a tenth of a second per 2^28 elements on the H100 host.
+pub(super) fn poisoned_output(len: usize) -> Vec<f16> {
+    use rayon::iter::ParallelExtend;
+    let mut output = Vec::with_capacity(len);
+    output.par_extend(rayon::iter::repeat_n(POISON, len));
+    output
+}
+
+/// `work`'s result and the seconds it took.
+fn timed<T>(work: impl FnOnce() -> T) -> (T, f64) {
+    let started = Instant::now();
+    let result = work();
+    (result, started.elapsed().as_secs_f64())
+}
+
+/// The shape `(m, n, k, l)` made one that `support` takes: each dimension rounded up to its
+/// multiple, L capped. How every fixed case's shape is fitted to a kernel.
+pub(super) fn fitted(support: ShapeSupport, (m, n, k, l): (usize, usize, usize, usize)) -> Shape {
+    Shape::new(
+        round_up(m, support.m_multiple),
+        round_up(n, support.n_multiple),
+        round_up(k, support.k_multiple),
+        l.min(support.max_l),
+    )
+    .expect("a fixed case's shape fitted to a support is valid")
+}
+
+/// The outcome judged on every element: a sampled case's verdict and reference redone with the
+/// model on the whole output (a failure's repro and diagnosis must describe all of it).
+pub(crate) fn judged_whole(mut outcome: CaseOutcome, order: KOrder) -> CaseOutcome {
+    if outcome.sample.take().is_none() {
+        return outcome;
+    }
+    outcome.reference = reference_engine::whole_reference(&outcome.case.inputs, order);
+    let (m, n, l) = outcome.case.inputs.output_dims();
+    if let Ok(verdict) = &mut outcome.result {
+        *verdict = judge(
+            OutputShape { m, n, l },
+            &outcome.output,
+            &outcome.reference.expected,
+            &outcome.reference.lo,
+            &outcome.reference.hi,
+        );
+    }
+    outcome
+}
+
+/// The fixed cases every campaign starts with: the smallest shape, tile edges, a K tail, L > 1,
+/// each distribution.
+///
+/// Their seeds stay fixed (below 100), unlike the production cases': public inputs are a risk
+/// only where a kernel can be right on them alone, and these shapes are the edge list the random
+/// cases draw half their shapes from, with inputs from the run's seed; fixed, they keep a bug's
+/// first failure and its minimal repro the same from one run to the next.
+pub fn edge_cases(support: ShapeSupport) -> Vec<CaseSpec> {
+    let shapes = [
+        (1, 1, 16, 1),
+        (128, 128, 256, 1),
+        (129, 200, 272, 1),
+        (200, 130, 96, 2),
+        (256, 64, 512, 1),
+    ];
+    let mut cases = Vec::new();
+    for (i, &dims) in shapes.iter().enumerate() {
+        let shape = fitted(support, dims);
+        for (j, dist) in Distribution::ALL.into_iter().enumerate() {
+            cases.push(CaseSpec {
+                shape,
+                dist,
+                seed: (i * 16 + j) as u64,
+            });
+        }
+    }
+    cases
+}
+
+/// The fixed cases of per-product rounding's worst case (crates/model/src/problem/stagnation.rs): deep K,
+/// where a per-product kernel's lost half-ulps add up past the block-sum intervals. Every correct
+/// kernel passes them under its own contract; one that declares per-product accumulation is
+/// judged by the per-product intervals, which hold them. Fixed seeds, like the edge cases': they
+/// are a construction (any seed stagnates) whose outcome crates/harness/tests/harness/per_product.rs pins, at shapes
+/// of at most 4 rows, where being right on known inputs alone gains a kernel nothing.
+pub fn stagnation_cases(support: ShapeSupport) -> Vec<CaseSpec> {
+    let shapes = [
+        (1, 64, 16384, 1),
+        (2, 128, 16384, 2),
+        (3, 96, 7168, 1),
+        (4, 256, 4096, 1),
+    ];
+    shapes
+        .iter()
+        .enumerate()
+        .map(|(i, &dims)| CaseSpec {
+            shape: fitted(support, dims),
+            dist: Distribution::Stagnation,
+            seed: 9000 + i as u64,
+        })
+        .collect()
+}
+
+/// The shapes the checks draw from: partial tiles, a K tail, several batches (each rounded up to
+/// what the kernel supports). Small, because compute-sanitizer makes every access slow.
+const CHECK_SHAPES: [(usize, usize, usize, usize); 3] =
+    [(129, 200, 272, 1), (200, 130, 96, 2), (256, 256, 512, 1)];
+
+/// `count` cases for the checks: the shapes above in turn, GPU MODE's distribution and the
+/// adversarial one in turn, seeds from `seed`.
+pub fn check_cases(
+    kernel: &dyn KernelUnderTest,
+    count: usize,
+    seed: u64,
+) -> Vec<(CaseSpec, KernelCase)> {
+    let support = kernel.support();
+    let problem = kernel.problem();
+    let round = |x: usize, multiple: usize| x.div_ceil(multiple.max(1)) * multiple.max(1);
+    (0..count)
+        .filter_map(|i| {
+            let (m, n, k, l) = CHECK_SHAPES[i % CHECK_SHAPES.len()];
+            let shape = Shape::new(
+                round(m, support.m_multiple),
+                round(n, support.n_multiple),
+                round(k, support.k_multiple),
+                l.min(support.max_l),
+            )
+            .ok()?;
+            let spec = CaseSpec {
+                shape: problem.normalize(shape),
+                dist: [Distribution::Gpumode, Distribution::Adversarial][i % 2],
+                seed: seed.wrapping_add(1_000_003 * (i as u64 + 1)),
+            };
+            let inputs = generate_problem(problem, spec.shape, spec.dist, spec.seed);
+            Some((
+                spec,
+                KernelCase::new(inputs, spec.dist.blocked_padding_fill()),
+            ))
+        })
+        .collect()
+}

@@ -1,0 +1,474 @@
+//! Where a campaign's references come from: the CPU model, or, once a command has switched it on
+//! ([`use_gpu_reference`]), the GPU reference (crates/harness/src/gpu/exact_reference.rs)
+//! checked against the CPU model on rows of every case.
+//!
+//! Why a process-wide switch and not a campaign's parameter: the engine belongs to the machine
+//! (one GPU context in the parent, compiled once), as rayon's thread pool does, and every path
+//! that judges a case whole (the pipeline, the random cases, the shrinker's repeats) must use
+//! the same one.
+//!
+//! The CPU model is the definition. Every case the GPU computes is compared, bit for bit
+//! (expected, lo and hi), with the CPU model on the elements of [`CROSS_CHECK_ROWS`] rows drawn
+//! per case from an unpredictable seed plus the last row, and of at most
+//! [`CROSS_CHECK_COLUMNS`] columns (every column of a narrower case): the first and last, the
+//! two either side of each 128-column edge among the first four, the rest drawn; in at most
+//! [`CROSS_CHECK_BATCHES`] batches (the first, the last, the rest drawn). Why columns and
+//! batches are sampled too: three whole rows of a case of N 2^17 and K 2^16 are 2^35 products,
+//! and the cross-check of whole rows was a third of a default GPU campaign's time; sampled
+//! columns and batches keep every case checked at a cost that depends on K alone. A difference is a harness error, never a verdict on
+//! the kernel: the GPU reference is switched off for the rest of the process, the case is
+//! judged with the CPU model, the difference is printed and kept ([`mismatches`]), and `certify`
+//! exits with its harness-error code.
+
+use super::sampling::{elements_reference, RowSample};
+#[cfg(feature = "gpu")]
+use crate::secrets::unpredictable_seed;
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::model::{problem_reference, Reference};
+use nvfp4_model::problem::{ProblemInputs, Shape};
+use std::sync::Mutex;
+
+/// Rows of every GPU-computed case that the CPU model computes too (besides the last row).
+pub const CROSS_CHECK_ROWS: usize = 2;
+/// Columns of those rows the CPU model computes, at most (every column of a narrower case).
+pub const CROSS_CHECK_COLUMNS: usize = 64;
+/// Batches of those elements it computes, at most: the first, the last and drawn ones.
+pub const CROSS_CHECK_BATCHES: usize = 4;
+
+/// What the GPU reference has done in this process: for the certificate and the time table.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EngineReport {
+    /// The GPU, in words; `None` when the CPU model computed every reference.
+    pub device: Option<String>,
+    /// Cases whose whole reference the GPU computed.
+    pub cases: usize,
+    /// Output elements the GPU computed, and how many of them the CPU model computed too and
+    /// found bit-identical.
+    pub elements: u64,
+    pub elements_cross_checked: u64,
+    /// Seconds on the GPU reference (uploads, kernel, downloads) and on the CPU cross-check.
+    pub gpu_seconds: f64,
+    pub cross_check_seconds: f64,
+    /// Cases the GPU reference declined (K too deep for 64-bit sums, or too large for its
+    /// share of GPU memory), computed by the CPU model instead.
+    pub declined: usize,
+    /// Differences from the CPU model: harness errors.
+    pub mismatches: Vec<String>,
+}
+
+impl EngineReport {
+    /// What happened after `before` was taken (the same process): one campaign's share.
+    pub fn since(&self, before: &EngineReport) -> EngineReport {
+        EngineReport {
+            device: self.device.clone(),
+            cases: self.cases - before.cases,
+            elements: self.elements - before.elements,
+            elements_cross_checked: self.elements_cross_checked - before.elements_cross_checked,
+            gpu_seconds: self.gpu_seconds - before.gpu_seconds,
+            cross_check_seconds: self.cross_check_seconds - before.cross_check_seconds,
+            declined: self.declined - before.declined,
+            mismatches: self.mismatches[before.mismatches.len().min(self.mismatches.len())..]
+                .to_vec(),
+        }
+    }
+
+    /// Two shards' reports as one campaign's.
+    pub fn add(&mut self, other: &EngineReport) {
+        self.device = self.device.take().or_else(|| other.device.clone());
+        self.cases += other.cases;
+        self.elements += other.elements;
+        self.elements_cross_checked += other.elements_cross_checked;
+        self.gpu_seconds += other.gpu_seconds;
+        self.cross_check_seconds += other.cross_check_seconds;
+        self.declined += other.declined;
+        self.mismatches.extend(other.mismatches.iter().cloned());
+    }
+
+    /// The certificate's row, in words.
+    pub fn in_words(&self) -> String {
+        let device = self.device.as_deref().unwrap_or("no GPU");
+        let mut words = format!(
+            "{} case(s) computed whole on the GPU ({device}), {} elements; the CPU model \
+             recomputed {} of them: {}",
+            self.cases,
+            self.elements,
+            self.elements_cross_checked,
+            match self.mismatches.len() {
+                0 => "identical".to_string(),
+                n => format!(
+                    "HARNESS ERROR, {n} difference(s): {}",
+                    self.mismatches.join("; ")
+                ),
+            }
+        );
+        if self.declined > 0 {
+            words.push_str(&format!(
+                "; {} case(s) too large for it, computed by the CPU model",
+                self.declined
+            ));
+        }
+        words
+    }
+}
+
+/// The GPU side, when there is one.
+#[cfg(feature = "gpu")]
+mod gpu_side {
+    use crate::gpu::exact_reference::GpuReference;
+    use std::sync::{Mutex, OnceLock};
+
+    pub struct Engine {
+        pub reference: Mutex<Option<GpuReference>>,
+    }
+
+    pub static ENGINE: OnceLock<Engine> = OnceLock::new();
+}
+
+static REPORT: Mutex<Option<EngineReport>> = Mutex::new(None);
+
+fn with_report<T>(change: impl FnOnce(&mut EngineReport) -> T) -> T {
+    let mut guard = REPORT
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    change(guard.get_or_insert_with(EngineReport::default))
+}
+
+/// Switches the GPU reference on for this process: returns the GPU's description, or why it
+/// cannot be used (then the CPU model goes on computing every reference).
+pub fn use_gpu_reference() -> Result<String, String> {
+    #[cfg(feature = "gpu")]
+    {
+        use crate::gpu::exact_reference::GpuReference;
+        if let Some(engine) = gpu_side::ENGINE.get() {
+            let guard = engine.reference.lock().unwrap_or_else(|p| p.into_inner());
+            return guard
+                .as_ref()
+                .map(|r| r.device().to_string())
+                .ok_or_else(|| "the GPU reference was switched off".to_string());
+        }
+        let reference = GpuReference::new().map_err(|err| err.0)?;
+        let device = reference.device().to_string();
+        with_report(|report| report.device = Some(device.clone()));
+        let _ = gpu_side::ENGINE.set(gpu_side::Engine {
+            reference: Mutex::new(Some(reference)),
+        });
+        Ok(device)
+    }
+    #[cfg(not(feature = "gpu"))]
+    Err("this build has no GPU backend".into())
+}
+
+/// What the engine did so far in this process.
+pub fn report() -> EngineReport {
+    with_report(|report| report.clone())
+}
+
+/// Whether the GPU reference would compute `inputs` whole.
+pub fn gpu_takes(inputs: &ProblemInputs) -> bool {
+    #[cfg(feature = "gpu")]
+    if let Some(engine) = gpu_side::ENGINE.get() {
+        let guard = engine.reference.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(gpu) = guard.as_ref() else {
+            return false;
+        };
+        if matches!(inputs, ProblemInputs::GroupGemm(_)) {
+            return false;
+        }
+        // Counted here, where the case is sent to the CPU model instead.
+        let declined = gpu.declines(inputs).is_some();
+        if declined {
+            with_report(|report| report.declined += 1);
+        }
+        return !declined;
+    }
+    let _ = inputs;
+    false
+}
+
+/// Whether the reference of `inputs` may be computed while the kernel runs: always for the CPU
+/// model (it takes no GPU memory), for the GPU reference only where its memory is a small share
+/// of the GPU's, so that the harness never takes memory the kernel's run needs.
+pub fn fits_beside_a_kernel(inputs: &ProblemInputs) -> bool {
+    #[cfg(feature = "gpu")]
+    if let Some(engine) = gpu_side::ENGINE.get() {
+        let guard = engine.reference.lock().unwrap_or_else(|p| p.into_inner());
+        return guard
+            .as_ref()
+            .is_none_or(|gpu| gpu.fits_beside_a_kernel(inputs));
+    }
+    let _ = inputs;
+    true
+}
+
+/// The whole reference of `inputs`: on the GPU where it is switched on and takes the case
+/// (checked against the CPU model on sampled rows), else the CPU model's.
+pub fn whole_reference(inputs: &ProblemInputs, order: KOrder) -> Reference {
+    gpu_whole_reference(inputs, order).unwrap_or_else(|| problem_reference(inputs, order))
+}
+
+/// The whole reference of `inputs` on the GPU, or None where there is no GPU reference or it
+/// declines the case now or fails: for cases past the CPU model's budget, which are then
+/// judged on sampled rows rather than by the CPU model for hours.
+pub fn gpu_whole_reference(inputs: &ProblemInputs, order: KOrder) -> Option<Reference> {
+    #[cfg(feature = "gpu")]
+    return gpu_reference(inputs, order);
+    #[cfg(not(feature = "gpu"))]
+    {
+        let _ = (inputs, order);
+        None
+    }
+}
+
+#[cfg(feature = "gpu")]
+fn gpu_reference(inputs: &ProblemInputs, order: KOrder) -> Option<Reference> {
+    let engine = gpu_side::ENGINE.get()?;
+    if matches!(inputs, ProblemInputs::GroupGemm(_)) {
+        return None;
+    }
+    let started = std::time::Instant::now();
+    let computed = {
+        let guard = engine.reference.lock().unwrap_or_else(|p| p.into_inner());
+        let gpu = guard.as_ref()?;
+        if gpu.declines(inputs).is_some() {
+            with_report(|report| report.declined += 1);
+            return None;
+        }
+        gpu.reference(inputs, order)
+    };
+    let gpu_seconds = started.elapsed().as_secs_f64();
+    let reference = match computed {
+        Ok(reference) => reference,
+        Err(err) => {
+            switch_off(engine, format!("the GPU reference failed: {}", err.0));
+            return None;
+        }
+    };
+    let started = std::time::Instant::now();
+    let checked = cross_check(inputs, order, &reference, unpredictable_seed());
+    let cross_check_seconds = started.elapsed().as_secs_f64();
+    match checked {
+        Ok(compared) => {
+            with_report(|report| {
+                report.cases += 1;
+                report.elements += reference.len() as u64;
+                report.elements_cross_checked += compared;
+                report.gpu_seconds += gpu_seconds;
+                report.cross_check_seconds += cross_check_seconds;
+            });
+            Some(reference)
+        }
+        Err(difference) => {
+            switch_off(engine, difference);
+            None
+        }
+    }
+}
+
+#[cfg(feature = "gpu")]
+fn switch_off(engine: &gpu_side::Engine, why: String) {
+    eprintln!(
+        "HARNESS ERROR: {why}. The GPU reference is switched off for the rest of this run; \
+         every case is judged by the CPU model. Please report this with the command line."
+    );
+    *engine.reference.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    with_report(|report| report.mismatches.push(why));
+}
+
+/// The elements of a case the CPU model recomputes: the rows, columns and batches, each
+/// ascending.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrossCheckSample {
+    pub rows: Vec<usize>,
+    pub cols: Vec<usize>,
+    pub batches: Vec<usize>,
+}
+
+/// The rows of a case the CPU model recomputes: [`CROSS_CHECK_ROWS`] distinct rows drawn from
+/// `seed`, and the last one (the edge of a partial tile).
+pub fn cross_check_rows(shape: Shape, seed: u64) -> RowSample {
+    use rand_core::{RngCore, SeedableRng};
+    let m = shape.m;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let mut rows = vec![m - 1];
+    for _ in 0..CROSS_CHECK_ROWS.min(m - 1) {
+        loop {
+            let row = (rng.next_u64() % (m - 1) as u64) as usize;
+            if !rows.contains(&row) {
+                rows.push(row);
+                break;
+            }
+        }
+    }
+    rows.sort_unstable();
+    RowSample { rows, of: m }
+}
+
+/// The columns of those rows it recomputes: every column up to [`CROSS_CHECK_COLUMNS`];
+/// past that the first and the last, the columns either side of the first four 128-column
+/// edges (where a tiled kernel's and a tiled reference's indexing change), and the rest drawn
+/// from `seed` (a different stream from the rows').
+pub fn cross_check_columns(n: usize, seed: u64) -> Vec<usize> {
+    use rand_core::{RngCore, SeedableRng};
+    if n <= CROSS_CHECK_COLUMNS {
+        return (0..n).collect();
+    }
+    let mut cols = vec![0, n - 1];
+    for edge in (1..=4).map(|tile| tile * 128).filter(|&edge| edge < n) {
+        cols.extend([edge - 1, edge]);
+    }
+    cols.sort_unstable();
+    cols.dedup();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x636F_6C75_6D6E_73);
+    while cols.len() < CROSS_CHECK_COLUMNS {
+        let col = (rng.next_u64() % n as u64) as usize;
+        if let Err(at) = cols.binary_search(&col) {
+            cols.insert(at, col);
+        }
+    }
+    cols
+}
+
+/// The batches of those elements it recomputes: every batch up to [`CROSS_CHECK_BATCHES`];
+/// past that the first and the last and the rest drawn from `seed`.
+pub fn cross_check_batches(l: usize, seed: u64) -> Vec<usize> {
+    use rand_core::{RngCore, SeedableRng};
+    if l <= CROSS_CHECK_BATCHES {
+        return (0..l).collect();
+    }
+    let mut batches = vec![0, l - 1];
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed ^ 0x6261_7463_6865_73);
+    while batches.len() < CROSS_CHECK_BATCHES {
+        let batch = (rng.next_u64() % l as u64) as usize;
+        if let Err(at) = batches.binary_search(&batch) {
+            batches.insert(at, batch);
+        }
+    }
+    batches
+}
+
+/// The elements of a case of `shape` the cross-check computes, from `seed`.
+pub fn cross_check_sample(shape: Shape, seed: u64) -> CrossCheckSample {
+    CrossCheckSample {
+        rows: cross_check_rows(shape, seed).rows,
+        cols: cross_check_columns(shape.n, seed),
+        batches: cross_check_batches(shape.l, seed),
+    }
+}
+
+/// Compares `reference` with the CPU model on the elements drawn from `seed`
+/// ([`cross_check_sample`]): the number of elements compared, or the first difference in words.
+pub fn cross_check(
+    inputs: &ProblemInputs,
+    order: KOrder,
+    reference: &Reference,
+    seed: u64,
+) -> Result<u64, String> {
+    let (shape, name) = match inputs {
+        ProblemInputs::DualGemm(d) => (d.shape, "dual GEMM"),
+        ProblemInputs::Gemm(g) => (g.shape, "GEMM"),
+        ProblemInputs::Gemv(g) => (g.shape, "GEMV"),
+        ProblemInputs::GroupGemm(_) => {
+            let cpu = problem_reference(inputs, order);
+            return compare_all(&cpu, reference, "grouped GEMM");
+        }
+    };
+    if reference.len() != shape.m * shape.n * shape.l {
+        return Err(format!(
+            "the GPU reference of a {name} of {shape} has {} elements",
+            reference.len()
+        ));
+    }
+    let sample = cross_check_sample(shape, seed);
+    // The sampled elements alone (a whole-output array would be gigabytes for the large cases).
+    let cpu = elements_reference(
+        inputs,
+        order,
+        &sample.rows,
+        Some(&sample.cols),
+        Some(&sample.batches),
+    );
+    let (l, checked_batches) = (shape.l, sample.batches.len());
+    let mut compared = 0u64;
+    for (row_at, &row) in sample.rows.iter().enumerate() {
+        for (col_at, &col) in sample.cols.iter().enumerate() {
+            for (batch_at, &batch) in sample.batches.iter().enumerate() {
+                let i = (row * shape.n + col) * l + batch;
+                let j = (row_at * sample.cols.len() + col_at) * checked_batches + batch_at;
+                let pairs = [
+                    ("expected", cpu.expected[j], reference.expected[i]),
+                    ("lo", cpu.lo[j], reference.lo[i]),
+                    ("hi", cpu.hi[j], reference.hi[i]),
+                ];
+                for (what, model, gpu) in pairs {
+                    if model.to_bits() != gpu.to_bits() {
+                        return Err(format!(
+                            "the GPU reference differs from the CPU model on a {name} of {shape} \
+                             ({order:?} order) at row {row}, column {col}, batch {batch}: {what} \
+                             is {gpu} (0x{:04X}) on the GPU and {model} (0x{:04X}) in the model",
+                            gpu.to_bits(),
+                            model.to_bits()
+                        ));
+                    }
+                }
+                compared += 1;
+            }
+        }
+    }
+    Ok(compared)
+}
+
+fn compare_all(cpu: &Reference, gpu: &Reference, name: &str) -> Result<u64, String> {
+    if cpu != gpu {
+        let differing = cpu
+            .expected
+            .iter()
+            .zip(&gpu.expected)
+            .position(|(a, b)| a.to_bits() != b.to_bits());
+        return Err(format!(
+            "the GPU reference of a {name} differs from the CPU model (first expected at {differing:?})"
+        ));
+    }
+    Ok(cpu.len() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(cases: usize, mismatches: &[&str]) -> EngineReport {
+        EngineReport {
+            device: Some("a GPU".into()),
+            cases,
+            elements: 10 * cases as u64,
+            elements_cross_checked: cases as u64,
+            gpu_seconds: cases as f64,
+            cross_check_seconds: 0.5 * cases as f64,
+            declined: 0,
+            mismatches: mismatches.iter().map(|m| m.to_string()).collect(),
+        }
+    }
+
+    /// A campaign's share is what happened after it started; shards add up; a difference is
+    /// written as a harness error in the certificate's row.
+    #[test]
+    fn a_campaigns_share_of_the_engine_and_its_words() {
+        let before = report(3, &[]);
+        let after = report(8, &["row 2 differs"]);
+        let share = after.since(&before);
+        assert_eq!((share.cases, share.elements), (5, 50));
+        assert_eq!(share.mismatches, vec!["row 2 differs".to_string()]);
+        assert!(share
+            .in_words()
+            .contains("HARNESS ERROR, 1 difference(s): row 2 differs"));
+        let mut merged = EngineReport::default();
+        merged.add(&report(2, &[]));
+        merged.add(&report(4, &[]));
+        assert_eq!((merged.cases, merged.elements_cross_checked), (6, 6));
+        assert_eq!(merged.device.as_deref(), Some("a GPU"));
+        assert!(
+            merged.in_words().ends_with("identical"),
+            "{}",
+            merged.in_words()
+        );
+    }
+}

@@ -1,0 +1,67 @@
+//! The door with torch and a GPU: each example submission under examples/submissions/ certified
+//! on a short campaign and its deliberately broken copy rejected. Skips, saying why, where python3
+//! has no torch or torch sees no GPU (CI). On the GPU machine without Rust: build with
+//! `cargo test --release --test oracle --no-run`, carry the test binary and nvfp4-oracle, run
+//! `NVFP4_ORACLE_BIN=./nvfp4-oracle ./oracle-<hash> external_kernels_gpu::` from the repository root.
+
+use crate::common;
+
+use std::path::{Path, PathBuf};
+
+fn certify(manifest: &Path, cases: usize) -> (i32, String) {
+    let report = std::env::temp_dir().join(format!("nvfp4-door-gpu-{}", std::process::id()));
+    let out = common::oracle_command()
+        .args(["certify", "--manifest"])
+        .arg(manifest)
+        .args(["--cases", &cases.to_string(), "--seed", "5", "--report-dir"])
+        .arg(&report)
+        .output()
+        .expect("nvfp4-oracle runs");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.code().unwrap_or(-1), text)
+}
+
+fn examples() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/submissions");
+    if root.exists() {
+        root
+    } else {
+        PathBuf::from("examples/submissions")
+    }
+}
+
+#[test]
+#[ignore = "needs torch and a CUDA GPU: run with -- --include-ignored on a GPU machine"]
+fn python_examples_certified_and_their_broken_copies_rejected() {
+    common::require_torch_gpu();
+    let root = examples();
+    for example in ["torch", "triton", "cuda_inline"] {
+        let (code, text) = certify(&root.join(example).join("kernel.toml"), 30);
+        assert_eq!(code, 0, "{example} should be certified:\n{text}");
+        let (code, text) = certify(&root.join(example).join("broken/kernel.toml"), 200);
+        assert_eq!(code, 1, "{example}'s broken copy should fail:\n{text}");
+        eprintln!("{example}: certified; broken copy rejected");
+    }
+}
+
+/// The CuTe DSL example (its GEMMs in CuTe DSL, warp MMAs on sm_90a), with CuTe DSL installed in
+/// its folder as its README says (`pip install --target examples/submissions/cute_dsl/pkgs
+/// nvidia-cutlass-dsl==4.8.1`); its manifest's `python_path` gives the worker the packages.
+#[test]
+#[ignore = "needs torch, a Hopper GPU and CuTe DSL installed in examples/submissions/cute_dsl/pkgs"]
+fn the_cute_dsl_example_is_certified_on_hopper() {
+    common::require_torch_gpu();
+    let manifest = examples().join("cute_dsl/kernel.toml");
+    let pkgs = examples().join("cute_dsl/pkgs");
+    assert!(
+        pkgs.is_dir(),
+        "CuTe DSL is not installed for the example: pip install --target {} nvidia-cutlass-dsl==4.8.1",
+        pkgs.display()
+    );
+    let (code, text) = certify(&manifest, 30);
+    assert_eq!(code, 0, "the CuTe DSL example should be certified:\n{text}");
+}
