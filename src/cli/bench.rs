@@ -94,7 +94,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
         command: std::env::args().collect::<Vec<_>>().join(" "),
         timings: Vec::new(),
         torch: None,
-        spot_checks: Vec::new(),
+        judged: Vec::new(),
+        batches: Vec::new(),
         clocks: Vec::new(),
         findings: Vec::new(),
         clock_notes: Vec::new(),
@@ -259,25 +260,32 @@ fn render(report: &BenchReport) -> String {
             }
         ));
     }
-    if !report.spot_checks.is_empty() {
-        md.push_str("\nSpot checks (timed calls on fresh inputs, outputs judged against the model):\n\n| kernel | shape | call | seed | verdict |\n|---|---|---|---|---|\n");
-        for c in &report.spot_checks {
+    if !report.batches.is_empty() {
+        md.push_str("\nThe batch clock of the external kernels (the median above is the time per call in a stream): per shape, batches of calls on fresh inputs (together at least 4x the L2, which the parent flushes after writing them), each batch one request timed by the parent, less the fastest same request served by a baseline worker without the kernel, divided by the calls; the median over the batches; beside it the cold-call latency (CUDA events around calls made one at a time, L2 flushed before each), trusted only where it is not below the batch figure by more than 5%:\n\n| kernel | shape | per call in a stream us | batches x calls | kernel batch ms | baseline batch ms | cold-call latency us | latency |\n|---|---|---|---|---|---|---|---|\n");
+        let ms = |v: &[f64]| v.iter().map(|x| format!("{:.2}", x / 1000.0)).collect::<Vec<_>>().join(", ");
+        for b in &report.batches {
             md.push_str(&format!(
-                "| {} | {} | {} | {} | {} |\n",
-                c.kernel,
-                c.shape,
-                c.at_call,
-                c.seed,
-                if c.pass {
-                    "pass".to_string()
-                } else {
-                    format!("FAIL ({} elements): timing not trusted", c.failed_elements)
-                }
+                "| {} | {} | {:.1} | {} x {} | {} | {} | {:.1} | {} |\n",
+                b.kernel,
+                b.shape,
+                b.per_call_us,
+                b.batches,
+                b.slots,
+                ms(&b.kernel_batch_us),
+                ms(&b.baseline_batch_us),
+                b.latency_us,
+                if b.latency_trusted { "trusted" } else { "NOT TRUSTED" }
             ));
         }
     }
+    if !report.judged.is_empty() {
+        md.push_str("\nOutputs judged (every timed call's, inputs never seen before):\n\n| kernel | shape | calls judged | wrong |\n|---|---|---|---|\n");
+        for j in &report.judged {
+            md.push_str(&format!("| {} | {} | {} | {} |\n", j.kernel, j.shape, j.calls, j.wrong));
+        }
+    }
     if !report.clocks.is_empty() {
-        md.push_str("\nClocks around the external kernels' timed calls: the CUDA-event median (reported above) and mean (they must agree); the parent's clock around a request (the call and a device-wide synchronize; the inputs are in place before it starts), median, for the kernel and, fastest, for a baseline worker that never loaded it; the median time per call the samples do not account for beyond that fastest baseline request, and how much is allowed (a tenth of the call plus 300 us) before it is a finding; the median time the device stayed busy after a call's end event, with and without the kernel; the floor no kernel can beat on this GPU (its memory and compute rooflines), below which a median is a finding:\n\n| kernel | shape | events median us | events mean us | request us | fastest baseline request us | unaccounted us | allowed us | busy after end us | busy after end, baseline us | floor us |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+        md.push_str("\nClocks around the external kernels' timed calls: the CUDA-event median (reported above) and mean (they must agree); the parent's clock around a request (the call and a device-wide synchronize; the inputs are in place before it starts), median, for the kernel and, fastest, for a baseline worker that never loaded it; the median time per call the samples do not account for beyond that fastest baseline request, and the allowance that was a finding before the batch clock (a tenth of the call plus 300 us; now a note below); the median time the device stayed busy after a call's end event, with and without the kernel; the floor no kernel can beat on this GPU (its memory and compute rooflines), below which a median is a finding:\n\n| kernel | shape | events median us | events mean us | request us | fastest baseline request us | unaccounted us | allowed us | busy after end us | busy after end, baseline us | floor us |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
         for c in &report.clocks {
             let num = |v: Option<f64>| v.map_or("unknown".to_string(), |v| format!("{v:.1}"));
             md.push_str(&format!(

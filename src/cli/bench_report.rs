@@ -18,7 +18,8 @@ pub struct BenchArgs {
     /// Shapes MxNxK, comma separated (default: the four dual-GEMM benchmark shapes).
     #[arg(long, value_delimiter = ',')]
     pub shapes: Vec<Shape>,
-    /// Timed repetitions per shape (after 3 warm-ups).
+    /// Calls timed one at a time per shape (after 3 warm-ups): a built-in variant's time; an
+    /// external kernel's cold-call latency (its time is the batch clock's).
     #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = super::whole::<usize>(1, 1_000_000))]
     pub reps: usize,
     /// Where certificates are read from and bench.json / bench.md written to.
@@ -30,11 +31,6 @@ pub struct BenchArgs {
     /// Skip the torch comparison even if python3 with torch is present.
     #[arg(long)]
     pub no_torch: bool,
-    /// External kernels: how many timed calls per shape have their outputs judged against the
-    /// model. Every timed call gets inputs no call has seen and its output is kept; which ones
-    /// are judged is drawn after the timed loop, so a kernel cannot be right only when checked.
-    #[arg(long, default_value_t = 4, allow_negative_numbers = true, value_parser = super::whole::<usize>(0, 1_000_000))]
-    pub spot_checks: usize,
     /// The main branch's bench.json: say which medians got slower beyond the noise of both
     /// runs (the larger spread, at least 5%) and exit 5 if any did. bench.json is signed;
     /// a baseline must be signed with this machine's key.
@@ -54,8 +50,10 @@ pub(super) struct BenchReport {
     pub command: String,
     pub timings: Vec<(Timing, bool)>,
     pub torch: Option<serde_json::Value>,
-    /// External kernels: the timed calls whose outputs were judged.
-    pub spot_checks: Vec<SpotCheck>,
+    /// External kernels: how many timed calls' outputs were judged per shape (every one).
+    pub judged: Vec<Judged>,
+    /// External kernels: the batch clock per shape.
+    pub batches: Vec<BatchRow>,
     /// External kernels: the clocks around each timed loop.
     pub clocks: Vec<Clocks>,
     /// Why a timing is not trusted (a wrong timed output, the parent's clock disagreeing with
@@ -66,15 +64,37 @@ pub(super) struct BenchReport {
     pub clock_notes: Vec<String>,
 }
 
-/// One timed call of an external kernel whose output was judged.
+/// The timed calls of an external kernel on one shape whose outputs were judged: all of them.
 #[derive(Serialize)]
-pub struct SpotCheck {
+pub struct Judged {
     pub kernel: String,
     pub shape: Shape,
-    pub at_call: usize,
-    pub seed: u64,
-    pub pass: bool,
-    pub failed_elements: usize,
+    pub calls: usize,
+    pub wrong: usize,
+}
+
+/// One external kernel's batches on one shape (nvfp4_harness::bench::batch_clock).
+#[derive(Serialize, Clone)]
+pub struct BatchRow {
+    pub kernel: String,
+    pub shape: Shape,
+    /// Calls a batch, and batches.
+    pub slots: usize,
+    pub batches: usize,
+    /// The parent's clock around each batch request, the kernel's and the baseline's.
+    pub kernel_batch_us: Vec<f64>,
+    pub baseline_batch_us: Vec<f64>,
+    /// Each batch's time per call, and their median: the time reported.
+    pub figures_us: Vec<f64>,
+    pub per_call_us: f64,
+    /// The cold-call latency (the per-call CUDA-event median) and whether it is trusted
+    /// beside the batch figure.
+    pub latency_us: f64,
+    pub latency_trusted: bool,
+    /// The kernel's worker's CUDA events over each batch (its word, for diagnosis).
+    pub batch_events_us: Vec<f64>,
+    /// Why the batch's memory bound made the timing untrusted, if it did.
+    pub memory_note: Option<String>,
 }
 
 /// The clocks around one external kernel's timed loop on one shape, per call.

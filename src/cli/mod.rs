@@ -108,10 +108,20 @@ pub enum Command {
     Preflight(preflight::PreflightArgs),
     /// List every kernel under test, what it solves and whether it can run on this machine.
     Variants,
-    /// Time certified GPU variants (CUDA events, L2 flushed, rotating inputs) against torch.
+    /// Time certified kernels: built-in variants in process (CUDA events, L2 flushed, rotating
+    /// inputs) against torch; external kernels in their worker, by the parent's batch clock.
     ///
-    /// Exit codes: 0 timed, 1 a timing not trusted (a wrong timed output, the parent's clock
-    /// disagreeing, a crash or hang while timed) or nothing selected has a certificate to be
+    /// An external kernel's time per call is the parent's own clock over a batch: fresh inputs
+    /// for every call (together at least 4x the L2, which the parent flushes after writing
+    /// them), the kernel run on all of them in one request, less the same request served by a
+    /// baseline worker without the kernel, divided by the calls; a batch lasts tens of
+    /// milliseconds, the median of 3 batches is reported. Every timed call's output is judged.
+    /// The per-call CUDA-event time (each call alone, L2 flushed first) is reported beside it
+    /// as the cold-call latency, trusted only where it is not below the batch figure by more
+    /// than 5%.
+    ///
+    /// Exit codes: 0 timed, 1 a timing not trusted (a wrong timed output, a latency below the
+    /// batch figure, a crash or hang while timed) or nothing selected has a certificate to be
     /// timed on, 2 bad usage or input, 4 nothing could be timed on this machine (no GPU).
     Bench(bench_report::BenchArgs),
     /// Generate or verify the golden files (regression without a GPU).

@@ -19,6 +19,9 @@
 //!   certificates and whether one lets bench time a kernel, shards of a campaign and their
 //!   merge, the gate against a baseline; the planted bugs judged by the libraries' checks and
 //!   by the oracle.
+//! - [`bench`]: timing a certified kernel so that the kernel cannot move the clock: batches
+//!   timed by the parent against a baseline worker, every timed output judged, the per-call
+//!   latency trusted only where it agrees.
 //! - [`preflight`]: what a kernel's compiled code shows before any GPU runs it (a CuTe DSL
 //!   submission compiled for sm_100a in the sandbox; the census of its PTX: MMA kind and scale
 //!   block, CTA pair, warp roles, TMA, cluster, variant).
@@ -37,6 +40,7 @@
 //!   `crates/harness/tests/harness/fuzz_inputs.rs`.
 //! - [`error`]: the harness's error type (the model's, a GPU that failed, bad usage).
 
+pub mod bench;
 pub mod certify;
 pub mod error;
 pub mod fuzzing;

@@ -267,6 +267,49 @@ impl IsolatedKernel {
     }
 }
 
+#[cfg(feature = "gpu")]
+impl IsolatedKernel {
+    /// Whether the kernel's timed calls travel in shared device memory (the parent's decision
+    /// from the worker's kind): only then can it be timed in batches.
+    pub fn shares_timed_inputs(&self) -> bool {
+        self.shared_timing
+    }
+
+    /// Times batches of calls in the workers a [`Self::time`] left running (see
+    /// [`crate::bench::batch`]): the kernel's and its baseline's.
+    pub fn time_batches(
+        &self,
+        l2: &mut dyn crate::gpu::l2::CacheReset,
+        memory: &dyn crate::bench::batch::BatchSlots,
+        described: &CaseFiles,
+        batches: usize,
+        make_case: impl Fn(usize, usize) -> KernelCase + Sync,
+        judge: impl FnMut(usize, usize, &KernelCase, Vec<u8>),
+        timeout: Duration,
+    ) -> Result<crate::bench::batch::BatchRun, KernelFailure> {
+        let Some(baseline) = &self.baseline else {
+            return Err(KernelFailure::Crashed(
+                "this kernel has no timing baseline: it is not timed in a worker".into(),
+            ));
+        };
+        let mut slot = self.worker.lock().unwrap_or_else(|p| p.into_inner());
+        let mut baseline_slot = baseline.worker.lock().unwrap_or_else(|p| p.into_inner());
+        let (Some(kernel), Some(null)) = (slot.as_mut(), baseline_slot.as_mut()) else {
+            return Err(KernelFailure::Crashed(
+                "a batch needs the workers of a per-call timing".into(),
+            ));
+        };
+        let result = crate::bench::batch::time_batches(
+            kernel, null, l2, memory, described, batches, make_case, judge, timeout,
+        );
+        if result.is_err() {
+            *slot = None;
+            *baseline_slot = None;
+        }
+        result
+    }
+}
+
 impl Drop for IsolatedKernel {
     fn drop(&mut self) {
         // The worker first (it may hold files open), then its scratch directory.
