@@ -10,9 +10,6 @@
 //! model). clap's own usage errors also exit 2.
 
 mod bench;
-mod bench_baseline;
-mod bench_external;
-mod bench_report;
 mod certify;
 mod certify_gpus;
 mod check;
@@ -123,7 +120,7 @@ pub enum Command {
     /// Exit codes: 0 timed, 1 a timing not trusted (a wrong timed output, a latency below the
     /// batch figure, a crash or hang while timed) or nothing selected has a certificate to be
     /// timed on, 2 bad usage or input, 4 nothing could be timed on this machine (no GPU).
-    Bench(bench_report::BenchArgs),
+    Bench(bench::BenchArgs),
     /// Generate or verify the golden files (regression without a GPU).
     Golden(golden::GoldenArgs),
     /// Internal: serve one GPU kernel's launches for `certify` (one process per kernel): a

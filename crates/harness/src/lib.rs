@@ -26,13 +26,12 @@
 //!   submission compiled for sm_100a in the sandbox; the census of its PTX: MMA kind and scale
 //!   block, CTA pair, warp roles, TMA, cluster, variant).
 //! - [`gpu`]: device discovery, NVRTC compilation with a cache, the variant registry, the
-//!   fenced buffers every launch uses, the roofline floor bench checks times against, the
-//!   hardened launch, C-ABI libraries, the L2 reset and the in-process bench; CUDA is loaded at
-//!   run time.
+//!   fenced buffers every launch uses, the hardened launch, C-ABI libraries, the L2 reset
+//!   before every timed call; CUDA is loaded at run time.
 //! - [`worker`]: the process boundary: the worker protocol, the parent's side (starting workers,
 //!   the watchdog, worker-backed kernels: the built-in GPU variants, submissions and C-ABI
 //!   libraries, and the registry of every kernel), the serving sides (`gpu-worker` in Rust,
-//!   `submission_worker.py` in Python), timing that the kernel cannot falsify.
+//!   `submission_worker.py` in Python) and the device memory they share with the parent.
 //! - [`sandbox`]: the operating-system boundary around a worker process (namespaces, a
 //!   read-only file system, its own `/dev`, no capabilities, a seccomp filter), and where the
 //!   oracle's secrets live.

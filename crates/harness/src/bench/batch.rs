@@ -1,6 +1,6 @@
 //! A timed batch on the GPU: the parent's side ([`super::batch_clock`] holds its rules; the
 //! workers' sides are `PrepareBatch` and `TimedBatch` in `submission_worker.py` and
-//! `worker/library_timing.rs`).
+//! `bench/library_worker.rs`).
 //!
 //! Per shape, the parent makes one exportable fenced buffer per tensor of the data tuple, each
 //! holding R slots ([`crate::worker::protocol::slot_stride`] apart), and shares them with the
@@ -221,7 +221,7 @@ pub fn time_batches(
             _ => return Err(crashed("the worker answered out of turn")),
         }
     }
-    let spin = crate::worker::timing::spinning_pays();
+    let spin = super::per_call::spinning_pays();
     kernel.spin_while_waiting(spin);
     baseline.spin_while_waiting(spin);
     let timed = |worker: &mut Worker, l2: &mut dyn CacheReset, null: bool| {

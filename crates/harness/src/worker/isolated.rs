@@ -7,7 +7,7 @@ use super::fresh_start::{start_worker, StartingCache, CACHE};
 use super::parent::Worker;
 use super::protocol::CaseFiles;
 use super::shared_run::{run_shared, runs_shared, OutputOrder};
-use super::timing::TimedRun;
+use crate::bench::per_call::TimedRun;
 use crate::kernels::{
     KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError, RunConditions,
     ShapeSupport, ToolWrapper, Unavailable,
@@ -199,7 +199,7 @@ impl IsolatedKernel {
 
 impl IsolatedKernel {
     /// Times the kernel in its worker against its baseline's requests without a kernel (see
-    /// [`super::timing`]): warm-up calls on `warmup_sets`, then `timed` calls, call i on the
+    /// [`crate::bench::per_call`]): warm-up calls on `warmup_sets`, then `timed` calls, call i on the
     /// case `make_case(i)`, delivered just before its call (in shared device memory, or as
     /// files in the input directory); `pick` chooses, after the timed loop, which timed calls'
     /// outputs are judged. `per_call` is the watchdog of one call; `l2` the parent's reset.
@@ -238,7 +238,7 @@ impl IsolatedKernel {
                     .map_err(|err| why(&err))
             })
             .collect::<Result<Vec<_>, KernelFailure>>()?;
-        let plan = super::timing::TimingPlan {
+        let plan = crate::bench::per_call::TimingPlan {
             warmup_sets,
             baseline_sets: &baseline_sets,
             timed,
@@ -250,7 +250,7 @@ impl IsolatedKernel {
                 .join("timed-output.bin"),
             timeout: self.case_timeout_base + per_call * (warmup_sets.len() + 1) as u32,
         };
-        let result = super::timing::time_against_baseline(
+        let result = crate::bench::per_call::time_against_baseline(
             slot.as_mut().expect("started above"),
             baseline_slot.as_mut().expect("started above"),
             l2,

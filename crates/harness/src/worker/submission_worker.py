@@ -619,7 +619,7 @@ class TrustedCuda:
 
 
 class Timing:
-    """The worker's side of a timing (crates/harness/src/worker/timing.rs drives it). Nothing here is trusted:
+    """The worker's side of a timing (crates/harness/src/bench/per_call.rs drives it). Nothing here is trusted:
     it runs in the kernel's process, and every fact the verdict rests on is held by the parent
     (the outputs it copies out of shared memory after each reply, its own clock around each
     request, the L2 state it resets before each call, the requests without the kernel that a

@@ -1,25 +1,21 @@
 //! `bench` for external kernels: timed in their worker so that the kernel cannot falsify the
 //! result. Per shape, calls one at a time between CUDA events (the cold-call latency,
-//! [`nvfp4_harness::worker::timing`]), then batches of calls timed by the parent's clock
-//! against a baseline worker ([`nvfp4_harness::bench::batch`]): the batch figure is the time
+//! [`super::per_call`]), then batches of calls timed by the parent's clock
+//! against a baseline worker ([`super::batch`]): the batch figure is the time
 //! reported, the latency is trusted only where it agrees; every timed output is judged.
 
-use super::bench_report::{
-    regime_covered, trusted, BatchRow, BenchArgs, BenchReport, Clocks, Judged,
-};
-use nvfp4_harness::bench::batch::{free_memory, slot_bytes, BatchMemory};
-use nvfp4_harness::bench::batch_clock::{
-    choose_slots, latency_finding, median, wrong_outputs_finding, BATCHES,
-};
-use nvfp4_harness::bench::judge::{f16_values, OutputJudge};
-use nvfp4_harness::error::{Error, Result};
-use nvfp4_harness::gpu::bench::Timing;
-use nvfp4_harness::gpu::device::device_info;
-use nvfp4_harness::gpu::l2::L2Reset;
-use nvfp4_harness::gpu::roofline::{self, below_floor_finding};
-use nvfp4_harness::kernels::{KernelCase, KernelUnderTest};
-use nvfp4_harness::worker::isolated::IsolatedKernel;
-use nvfp4_harness::worker::protocol::CaseFiles;
+use super::batch::{free_memory, slot_bytes, BatchMemory};
+use super::batch_clock::{choose_slots, latency_finding, median, wrong_outputs_finding, BATCHES};
+use super::judge::{f16_values, OutputJudge};
+use super::report::{regime_covered, trusted, BatchRow, BenchReport, Clocks, Judged};
+use super::roofline::{self, below_floor_finding};
+use super::variants::Timing;
+use crate::error::{Error, Result};
+use crate::gpu::device::device_info;
+use crate::gpu::l2::L2Reset;
+use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest};
+use crate::worker::isolated::IsolatedKernel;
+use crate::worker::protocol::CaseFiles;
 use nvfp4_model::golden::set::{DUAL_GEMM_BENCHMARKS, GROUP_GEMM_BENCHMARKS};
 use nvfp4_model::problem::generate::{generate_group_gemm, generate_problem};
 use nvfp4_model::problem::{Distribution, ProblemInputs, ProblemKind, Shape};
@@ -104,11 +100,22 @@ fn beyond(walls: &[f64], samples: &[f64]) -> Option<f64> {
     median(&differences)
 }
 
+/// What a bench run asks of each external kernel.
+pub struct ExternalOptions<'a> {
+    /// The shapes to time; empty: the competition's benchmark shapes of the kernel's problem.
+    pub shapes: &'a [Shape],
+    /// Calls timed one at a time per shape (the cold-call latency).
+    pub reps: usize,
+    /// Where its certificate is read.
+    pub report_dir: &'a std::path::Path,
+    /// Time it without a certificate of its files.
+    pub force_untrusted: bool,
+}
+
 /// Times a certified external kernel in its worker on every shape it supports.
 pub fn bench_external(
     kernel: &IsolatedKernel,
-    shapes: &[Shape],
-    args: &BenchArgs,
+    args: &ExternalOptions<'_>,
     report: &mut BenchReport,
 ) -> Result<()> {
     let name = kernel.name().to_string();
@@ -137,7 +144,7 @@ pub fn bench_external(
     let bench_shapes: Vec<BenchShape> = if args.shapes.is_empty() {
         default_bench_shapes(problem)
     } else {
-        shapes.iter().map(|&s| BenchShape::One(s)).collect()
+        args.shapes.iter().map(|&s| BenchShape::One(s)).collect()
     };
     // The timed sets live in the kernel's input directory, read-only to a sandboxed worker.
     let scratch = kernel.input_dir().join("bench");
@@ -303,7 +310,7 @@ pub fn bench_external(
     Ok(())
 }
 
-/// Times `kernel` on `bench_shape` in batches ([`nvfp4_harness::bench::batch`]) in the workers
+/// Times `kernel` on `bench_shape` in batches ([`super::batch`]) in the workers
 /// the per-call timing left, every output judged: the batch row, the wrong calls, and how
 /// many were judged.
 #[allow(clippy::too_many_arguments)]
@@ -318,9 +325,8 @@ fn time_in_batches(
     judge: &OutputJudge,
     l2_bytes: usize,
     per_call: Duration,
-) -> std::result::Result<(BatchRow, Vec<(String, usize)>, usize), nvfp4_harness::kernels::KernelFailure>
+) -> std::result::Result<(BatchRow, Vec<(String, usize)>, usize), KernelFailure>
 {
-    use nvfp4_harness::kernels::KernelFailure;
     let (slot_bytes, input_bytes) = slot_bytes(first_case)
         .ok_or_else(|| KernelFailure::Crashed("no batch for host tensors".into()))?;
     // A quarter of the free memory: the rest is the kernel's and the judge's.
@@ -342,7 +348,7 @@ fn time_in_batches(
             judged += 1;
             let d = &described;
             let shape = Shape { m: d.m, n: d.n, k: d.k, l: d.l };
-            let output = f16_values(&nvfp4_harness::gpu::library::lmn_to_mnl(bytes, shape));
+            let output = f16_values(&crate::gpu::library::lmn_to_mnl(bytes, shape));
             let failed = judge.failed_elements(&case.inputs, &output);
             if failed > 0 {
                 wrong.push((format!("batch {b} call {i} (seed {})", seed(b, i)), failed));
@@ -356,7 +362,7 @@ fn time_in_batches(
         format!(
             "timing not trusted: the device memory held only {slots} calls a batch, whose \
              inputs are less than {} times the L2: calls may read inputs from L2",
-            nvfp4_harness::bench::batch_clock::L2_TIMES
+            super::batch_clock::L2_TIMES
         )
     });
     if let Some(most) = batch.worker.other_threads.iter().copied().max().filter(|&n| n > 0) {
