@@ -47,9 +47,18 @@ pub struct BenchArgs {
 
 fn torch_baseline(shapes: &[Shape], reps: usize) -> Option<serde_json::Value> {
     // In this process's private folder: a fixed name in /tmp could be a link planted there.
-    let script = nvfp4_harness::private_tmp::dir().ok()?.join("torch-bench.py");
-    std::fs::write(&script, include_str!("../../scripts/torch_dual_gemm_bench.py")).ok()?;
-    let list: Vec<String> = shapes.iter().map(|s| format!("{}x{}x{}", s.m, s.n, s.k)).collect();
+    let script = nvfp4_harness::private_tmp::dir()
+        .ok()?
+        .join("torch-bench.py");
+    std::fs::write(
+        &script,
+        include_str!("../../scripts/torch_dual_gemm_bench.py"),
+    )
+    .ok()?;
+    let list: Vec<String> = shapes
+        .iter()
+        .map(|s| format!("{}x{}x{}", s.m, s.n, s.k))
+        .collect();
     let out = std::process::Command::new("python3")
         .arg(&script)
         .args(["--shapes", &list.join(","), "--reps", &reps.to_string()])
@@ -80,10 +89,19 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     // Named as certify names them: wildcards too ('hopper-*'), and a name that matches no GPU
     // variant is refused with the list.
     let named = |pattern: &String, name: &str| super::certify::matches(pattern, name);
-    if let Some(pattern) = args.kernels.iter().find(|p| !all.iter().any(|v| named(p, v.name))) {
+    if let Some(pattern) = args
+        .kernels
+        .iter()
+        .find(|p| !all.iter().any(|v| named(p, v.name)))
+    {
         let expected = all.iter().map(|v| v.name).collect::<Vec<_>>().join(", ");
         let given = pattern.clone();
-        return Err(nvfp4_model::Error::UnknownName { what: "GPU variant", given, expected }.into());
+        return Err(nvfp4_model::Error::UnknownName {
+            what: "GPU variant",
+            given,
+            expected,
+        }
+        .into());
     }
     // External kernels alone unless built-in ones are named too.
     let variants: Vec<_> = all
@@ -120,7 +138,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     if report.timings.is_empty() {
         // Nothing was timed: no table to write, and no success to report; a timing that failed
         // (a hang, a crash, a wrong output while timed) is said first.
-        report.findings.iter().for_each(|finding| eprintln!("{finding}"));
+        report
+            .findings
+            .iter()
+            .for_each(|finding| eprintln!("{finding}"));
         if !report.findings.is_empty() {
             eprintln!("nothing timed: every timing failed (see above)");
             return Ok(ExitCode::from(super::EXIT_FAIL));
@@ -140,7 +161,10 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     print!("{markdown}");
     write_signed(&report, &markdown, &args.report_dir)?;
     if !report.findings.is_empty() {
-        report.findings.iter().for_each(|finding| eprintln!("{finding}"));
+        report
+            .findings
+            .iter()
+            .for_each(|finding| eprintln!("{finding}"));
         return Ok(ExitCode::from(super::EXIT_FAIL));
     }
     if slower {

@@ -759,7 +759,8 @@ fn a_batch_is_timed_by_the_parents_clock_and_every_output_is_judged() {
         }
     }
     let shape = Shape::new(3, 5, 32, 2).unwrap();
-    let fresh = |seed: u64| KernelCase::new(generate_dual_gemm(shape, Distribution::Full, seed), 0x7F);
+    let fresh =
+        |seed: u64| KernelCase::new(generate_dual_gemm(shape, Distribution::Full, seed), 0x7F);
     for mode in ["time-honest", "time-liar", "time-lazy-batch"] {
         let baseline = fake_kernel("time-baseline", &["time-baseline"], Duration::from_secs(5));
         let kernel = fake_kernel(mode, &[mode], Duration::from_secs(5))
@@ -795,7 +796,11 @@ fn a_batch_is_timed_by_the_parents_clock_and_every_output_is_judged() {
                 Duration::from_secs(10),
             )
             .unwrap();
-        assert_eq!(judged.len(), 24, "{mode}: 3 batches of 8 calls, every output");
+        assert_eq!(
+            judged.len(),
+            24,
+            "{mode}: 3 batches of 8 calls, every output"
+        );
         let wrong: Vec<_> = judged.iter().filter(|(_, _, right)| !right).collect();
         if mode == "time-lazy-batch" {
             // One call in eight left its poison: each batch's middle call, found every time.
@@ -806,18 +811,27 @@ fn a_batch_is_timed_by_the_parents_clock_and_every_output_is_judged() {
         } else {
             assert!(wrong.is_empty(), "{mode}: {wrong:?}");
         }
-        assert_eq!(resets.0, 6, "the cache reset before each batch, the kernel's and the baseline's");
+        assert_eq!(
+            resets.0, 6,
+            "the cache reset before each batch, the kernel's and the baseline's"
+        );
         assert_eq!(batch.clock.kernel_batch_us.len(), 3);
         assert_eq!(batch.clock.baseline_batch_us.len(), 3);
         // The parent's clock holds the 2 ms each call sleeps, whatever the worker reports.
         let per_call = batch.clock.median_per_call_us().unwrap();
-        assert!(per_call > 1_900.0 && per_call < 20_000.0, "{mode}: {per_call} us a call");
+        assert!(
+            per_call > 1_900.0 && per_call < 20_000.0,
+            "{mode}: {per_call} us a call"
+        );
         let finding = latency_finding(latency, per_call);
         if mode == "time-liar" {
             let text = finding.expect("the liar's 10 us latency is not trusted");
             assert!(text.contains("10.0 us"), "{text}");
         } else {
-            assert_eq!(finding, None, "{mode}: latency {latency} us, batch {per_call} us");
+            assert_eq!(
+                finding, None,
+                "{mode}: latency {latency} us, batch {per_call} us"
+            );
         }
     }
     let _ = std::fs::remove_dir_all(dir);

@@ -4,8 +4,8 @@
 //! runs of one binary on one machine measured on the H100 (up to 4.6%:
 //! results/sandbox/h100-medians/).
 
-use crate::error::{Error, Result};
 use super::variants::Timing;
+use crate::error::{Error, Result};
 use std::path::Path;
 
 pub const MIN_NOISE: f64 = 0.05;

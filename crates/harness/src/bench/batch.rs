@@ -102,7 +102,6 @@ impl BatchMemory {
             slots,
         })
     }
-
 }
 
 impl BatchSlots for BatchMemory {
@@ -131,7 +130,9 @@ impl BatchSlots for BatchMemory {
             .map_err(|e| e.to_string())?;
         for (slot, case) in cases.iter().enumerate() {
             let tensors = device_tensors(case).ok_or("a grouped GEMM case")?;
-            for ((key, bytes), (buffer, t)) in tensors.iter().zip(self.buffers.iter().zip(&self.layout)) {
+            for ((key, bytes), (buffer, t)) in
+                tensors.iter().zip(self.buffers.iter().zip(&self.layout))
+            {
                 if *key != t.key || bytes.len() != t.len {
                     return Err("a batch's case is not shaped like the first".into());
                 }

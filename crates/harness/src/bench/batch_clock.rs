@@ -96,7 +96,11 @@ impl BatchClock {
     /// worker that never loaded the kernel: nothing of the kernel's can raise it), divided by
     /// the calls. Empty without a baseline request.
     pub fn per_call_us(&self) -> Vec<f64> {
-        let Some(baseline) = self.baseline_batch_us.iter().copied().min_by(f64::total_cmp)
+        let Some(baseline) = self
+            .baseline_batch_us
+            .iter()
+            .copied()
+            .min_by(f64::total_cmp)
         else {
             return Vec::new();
         };
@@ -153,9 +157,15 @@ mod tests {
         assert_eq!(choice.slots, 25);
         assert!(!choice.below_l2 && !choice.shorter_than_target);
         // 20 ms calls: the L2 bound rules (6 calls, 120 ms).
-        assert_eq!(choose_slots(34 * MB, 38 * MB, 50 * MB, 20_000.0, 20_000 * MB).slots, 6);
+        assert_eq!(
+            choose_slots(34 * MB, 38 * MB, 50 * MB, 20_000.0, 20_000 * MB).slots,
+            6
+        );
         // A 25 us call on small inputs: 2000 calls for 50 ms.
-        assert_eq!(choose_slots(MB, MB + 4096, 50 * MB, 25.0, 20_000 * MB).slots, 2000);
+        assert_eq!(
+            choose_slots(MB, MB + 4096, 50 * MB, 25.0, 20_000 * MB).slots,
+            2000
+        );
         // A kernel that reports 0 us gets the largest batch, not a division by zero.
         assert_eq!(choose_slots(MB, MB, 50 * MB, 0.0, 1 << 40).slots, MAX_SLOTS);
     }
@@ -200,7 +210,10 @@ mod tests {
         assert_eq!(latency_finding(1920.0, 2000.0), None);
         // Forged by 6% at a call as long in a stream as alone: found, both numbers said.
         let finding = latency_finding(1880.0, 2000.0).expect("a finding");
-        assert!(finding.contains("1880.0 us") && finding.contains("2000.0 us"), "{finding}");
+        assert!(
+            finding.contains("1880.0 us") && finding.contains("2000.0 us"),
+            "{finding}"
+        );
         assert!(finding.contains("6.0%"), "{finding}");
         // 20 us taken off a 40 us call.
         assert!(latency_finding(20.0, 40.0).is_some());

@@ -244,7 +244,9 @@ pub fn bench_external(
         // The parent's clock around each single request: reported only. Its round trip's noise
         // on a busy host is as large as a call, so the batch below is the clock bench trusts.
         if let Some(text) = run.wall_clock_finding() {
-            report.clock_notes.push(format!("{name} on {shape}: {text}"));
+            report
+                .clock_notes
+                .push(format!("{name} on {shape}: {text}"));
         }
         let judged_calls = run.outputs.len();
         let mut wrong = Vec::new();
@@ -256,27 +258,35 @@ pub fn bench_external(
             }
         }
         let latency_us = median(&run.calls.samples_us).unwrap_or(0.0);
-        let batch = run
-            .shared_inputs
-            .then(|| {
-                time_in_batches(
-                    kernel, &mut l2, bench_shape, problem, &first_case, latency_us,
-                    first + (WARM_UP + args.reps) as u64, judge, info.l2_bytes, per_call,
-                )
-            });
+        let batch = run.shared_inputs.then(|| {
+            time_in_batches(
+                kernel,
+                &mut l2,
+                bench_shape,
+                problem,
+                &first_case,
+                latency_us,
+                first + (WARM_UP + args.reps) as u64,
+                judge,
+                info.l2_bytes,
+                per_call,
+            )
+        });
         let (batch_row, batch_wrong, batch_judged) = match batch {
             Some(Ok((row, wrong, judged))) => (Some(row), wrong, judged),
             Some(Err(failure)) => {
-                report
-                    .findings
-                    .push(format!("timing failed: {name} on {shape}: in a batch: {failure}"));
+                report.findings.push(format!(
+                    "timing failed: {name} on {shape}: in a batch: {failure}"
+                ));
                 continue;
             }
             None => (None, Vec::new(), 0),
         };
         wrong.extend(batch_wrong);
         if let Some(finding) = wrong_outputs_finding(judged_calls + batch_judged, &wrong) {
-            report.findings.push(format!("{name} on {shape}: {finding}"));
+            report
+                .findings
+                .push(format!("{name} on {shape}: {finding}"));
         }
         report.judged.push(Judged {
             kernel: name.clone(),
@@ -293,13 +303,17 @@ pub fn bench_external(
         };
         for finding in [
             latency_finding(latency_us, row.per_call_us),
-            floor.as_ref().and_then(|floor| below_floor_finding(row.per_call_us, floor)),
+            floor
+                .as_ref()
+                .and_then(|floor| below_floor_finding(row.per_call_us, floor)),
             row.memory_note.clone(),
         ]
         .into_iter()
         .flatten()
         {
-            report.findings.push(format!("{name} on {shape}: {finding}"));
+            report
+                .findings
+                .push(format!("{name} on {shape}: {finding}"));
         }
         report.timings.push((
             Timing::from_samples(&name, shape, row.figures_us.clone(), row.slots),
@@ -325,12 +339,17 @@ fn time_in_batches(
     judge: &OutputJudge,
     l2_bytes: usize,
     per_call: Duration,
-) -> std::result::Result<(BatchRow, Vec<(String, usize)>, usize), KernelFailure>
-{
+) -> std::result::Result<(BatchRow, Vec<(String, usize)>, usize), KernelFailure> {
     let (slot_bytes, input_bytes) = slot_bytes(first_case)
         .ok_or_else(|| KernelFailure::Crashed("no batch for host tensors".into()))?;
     // A quarter of the free memory: the rest is the kernel's and the judge's.
-    let choice = choose_slots(input_bytes, slot_bytes, l2_bytes, latency_us, free_memory() / 4);
+    let choice = choose_slots(
+        input_bytes,
+        slot_bytes,
+        l2_bytes,
+        latency_us,
+        free_memory() / 4,
+    );
     let memory = BatchMemory::new(first_case, choice.slots)
         .map_err(|why| KernelFailure::Crashed(format!("the batch's memory: {why}")))?;
     let slots = choice.slots;
@@ -347,7 +366,12 @@ fn time_in_batches(
         |b, i, case, bytes| {
             judged += 1;
             let d = &described;
-            let shape = Shape { m: d.m, n: d.n, k: d.k, l: d.l };
+            let shape = Shape {
+                m: d.m,
+                n: d.n,
+                k: d.k,
+                l: d.l,
+            };
             let output = f16_values(&crate::gpu::library::lmn_to_mnl(bytes, shape));
             let failed = judge.failed_elements(&case.inputs, &output);
             if failed > 0 {
@@ -365,7 +389,14 @@ fn time_in_batches(
             super::batch_clock::L2_TIMES
         )
     });
-    if let Some(most) = batch.worker.other_threads.iter().copied().max().filter(|&n| n > 0) {
+    if let Some(most) = batch
+        .worker
+        .other_threads
+        .iter()
+        .copied()
+        .max()
+        .filter(|&n| n > 0)
+    {
         return Err(KernelFailure::Crashed(format!(
             "the kernel kept {most} Python thread(s) of its own alive beside a batch"
         )));

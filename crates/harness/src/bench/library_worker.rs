@@ -6,12 +6,12 @@
 //! ([`crate::worker::serve::WorkerTarget::Baseline`]) it serves the requests without the kernel that
 //! set the parent's clock.
 
-use crate::worker::protocol::{CaseFiles, Reply, Request, SharedTensor, TimedCalls};
-use crate::worker::shared_inputs::{map_dual_gemm_tensors, SHARED_KEYS};
 use crate::gpu::fenced::FencedBuffer;
 use crate::gpu::launch::LaunchBuffers;
 use crate::gpu::library::LoadedLibrary;
 use crate::kernels::{DualGemmCase, KernelFailure};
+use crate::worker::protocol::{CaseFiles, Reply, Request, SharedTensor, TimedCalls};
+use crate::worker::shared_inputs::{map_dual_gemm_tensors, SHARED_KEYS};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError};
 use nvfp4_model::problem::Shape;
@@ -321,7 +321,9 @@ impl LibraryTiming {
     ) -> Result<TimedCalls, KernelFailure> {
         let arrived = std::time::Instant::now();
         let Some(shape) = self.batch_shape else {
-            return Err(KernelFailure::Crashed("a batch before its memory was shared".into()));
+            return Err(KernelFailure::Crashed(
+                "a batch before its memory was shared".into(),
+            ));
         };
         let ctx = stream.context();
         let start = ctx

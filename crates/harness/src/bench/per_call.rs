@@ -26,11 +26,11 @@
 //! - after each call's end event the worker synchronizes the whole device and reports how long
 //!   that took: work still running then (a side stream) is measured call by call.
 
+use crate::gpu::l2::CacheReset;
+use crate::kernels::{KernelCase, KernelFailure};
 use crate::worker::parent::Worker;
 use crate::worker::protocol::{CaseFiles, Reply, Request, TimedCalls};
 use crate::worker::shared_inputs::{KeptOutput, SharedCalls};
-use crate::gpu::l2::CacheReset;
-use crate::kernels::{KernelCase, KernelFailure};
 use half::f16;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

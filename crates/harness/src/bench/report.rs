@@ -158,11 +158,7 @@ pub fn trusted(dir: &Path, name: &str, hash: &str) -> Option<serde_json::Value> 
 /// (`None`: untrusted, timed only with --force-untrusted, which says so elsewhere): not where the
 /// shape lies in a deployment regime, or a pair of shape ranges, the campaign never reached;
 /// says why on stderr.
-pub fn regime_covered(
-    certified: Option<&serde_json::Value>,
-    name: &str,
-    shape: Shape,
-) -> bool {
+pub fn regime_covered(certified: Option<&serde_json::Value>, name: &str, shape: Shape) -> bool {
     let Some(coverage) = certified else {
         return true;
     };
@@ -230,7 +226,12 @@ pub fn render(report: &BenchReport) -> String {
     }
     if !report.batches.is_empty() {
         md.push_str("\nThe batch clock of the external kernels (the median above is the time per call in a stream): per shape, batches of calls on fresh inputs (together at least 4x the L2, which the parent flushes after writing them), each batch one request timed by the parent, less the fastest same request served by a baseline worker without the kernel, divided by the calls; the median over the batches; beside it the cold-call latency (CUDA events around calls made one at a time, L2 flushed before each), trusted only where it is not below the batch figure by more than 5%:\n\n| kernel | shape | per call in a stream us | batches x calls | kernel batch ms | baseline batch ms | cold-call latency us | latency |\n|---|---|---|---|---|---|---|---|\n");
-        let ms = |v: &[f64]| v.iter().map(|x| format!("{:.2}", x / 1000.0)).collect::<Vec<_>>().join(", ");
+        let ms = |v: &[f64]| {
+            v.iter()
+                .map(|x| format!("{:.2}", x / 1000.0))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
         for b in &report.batches {
             md.push_str(&format!(
                 "| {} | {} | {:.1} | {} x {} | {} | {} | {:.1} | {} |\n",
@@ -242,14 +243,21 @@ pub fn render(report: &BenchReport) -> String {
                 ms(&b.kernel_batch_us),
                 ms(&b.baseline_batch_us),
                 b.latency_us,
-                if b.latency_trusted { "trusted" } else { "NOT TRUSTED" }
+                if b.latency_trusted {
+                    "trusted"
+                } else {
+                    "NOT TRUSTED"
+                }
             ));
         }
     }
     if !report.judged.is_empty() {
         md.push_str("\nOutputs judged (every timed call's, inputs never seen before):\n\n| kernel | shape | calls judged | wrong |\n|---|---|---|---|\n");
         for j in &report.judged {
-            md.push_str(&format!("| {} | {} | {} | {} |\n", j.kernel, j.shape, j.calls, j.wrong));
+            md.push_str(&format!(
+                "| {} | {} | {} | {} |\n",
+                j.kernel, j.shape, j.calls, j.wrong
+            ));
         }
     }
     if !report.clocks.is_empty() {

@@ -2,11 +2,11 @@
 //! needed): CUDA events around each launch, warm-up, L2 flushed between iterations, inputs rotated
 //! among enough sets to exceed L2, median and spread over the repetitions.
 
+use crate::error::{Error, Result};
 use crate::gpu::compile::compile_variant;
 use crate::gpu::device::{open_device, DeviceInfo};
 use crate::gpu::launch::{configure_function, LaunchBuffers, PreparedLaunch};
 use crate::gpu::variants::GpuVariant;
-use crate::error::{Error, Result};
 use crate::kernels::KernelCase;
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
