@@ -785,15 +785,17 @@ fn a_batch_is_timed_by_the_parents_clock_and_every_output_is_judged() {
         let batch = kernel
             .time_batches(
                 &mut resets,
-                &slots,
-                &described,
-                3,
+                &nvfp4_harness::bench::batch::BatchPlan {
+                    memory: &slots,
+                    described: &described,
+                    batches: 3,
+                    timeout: Duration::from_secs(10),
+                },
                 |b, i| fresh(100 + (b * 8 + i) as u64),
                 |b, i, case, output| {
                     let a = case.inputs.operands()[0].1.data().to_vec();
                     judged.push((b, i, output == a[..output.len()]));
                 },
-                Duration::from_secs(10),
             )
             .unwrap();
         assert_eq!(

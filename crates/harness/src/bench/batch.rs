@@ -193,23 +193,37 @@ fn expect_timed(reply: Reply) -> Result<TimedCalls, KernelFailure> {
     }
 }
 
-/// Times `batches` batches of `memory.slots()` calls of the kernel served by `kernel` against
-/// the same requests without it served by `baseline` (both have served a per-call timing
-/// before: their warm-up is done). Batch b's slot i gets `make_case(b, i)`; after each batch
-/// `judge(b, i, case, output bytes)` sees every slot's output. `described` gives the shape;
-/// `timeout` bounds each request.
+/// What one shape's batches are timed on.
+pub struct BatchPlan<'a> {
+    /// The slots, shared with both workers.
+    pub memory: &'a dyn BatchSlots,
+    /// The calls' shape (its directory is empty).
+    pub described: &'a CaseFiles,
+    /// How many batches.
+    pub batches: usize,
+    /// Bounds each request.
+    pub timeout: Duration,
+}
+
+/// Times `plan.batches` batches of `memory.slots()` calls of the kernel served by `kernel`
+/// against the same requests without it served by `baseline` (both have served a per-call
+/// timing before: their warm-up is done). Batch b's slot i gets `make_case(b, i)`; after each
+/// batch `judge(b, i, case, output bytes)` sees every slot's output.
 pub fn time_batches(
     kernel: &mut Worker,
     baseline: &mut Worker,
     l2: &mut dyn CacheReset,
-    memory: &dyn BatchSlots,
-    described: &CaseFiles,
-    batches: usize,
+    plan: &BatchPlan<'_>,
     make_case: impl Fn(usize, usize) -> KernelCase + Sync,
     mut judge: impl FnMut(usize, usize, &KernelCase, Vec<u8>),
-    timeout: Duration,
 ) -> Result<BatchRun, KernelFailure> {
     use rayon::prelude::*;
+    let BatchPlan {
+        memory,
+        described,
+        batches,
+        timeout,
+    } = *plan;
     for worker in [&mut *kernel, &mut *baseline] {
         memory.send_to(&worker.input_socket).map_err(crashed)?;
         worker.send(&Request::PrepareBatch {

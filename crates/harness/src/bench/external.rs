@@ -4,7 +4,7 @@
 //! against a baseline worker ([`super::batch`]): the batch figure is the time
 //! reported, the latency is trusted only where it agrees; every timed output is judged.
 
-use super::batch::{free_memory, slot_bytes, BatchMemory};
+use super::batch::{free_memory, slot_bytes, BatchMemory, BatchPlan};
 use super::batch_clock::{choose_slots, latency_finding, median, wrong_outputs_finding, BATCHES};
 use super::judge::{f16_values, OutputJudge};
 use super::report::{regime_covered, trusted, BatchRow, BenchReport, Clocks, Judged};
@@ -119,7 +119,7 @@ pub fn bench_external(
     report: &mut BenchReport,
 ) -> Result<()> {
     let name = kernel.name().to_string();
-    let certified = trusted(&args.report_dir, &name, &kernel.info.source_hash);
+    let certified = trusted(args.report_dir, &name, &kernel.info.source_hash);
     let is_trusted = certified.is_some();
     if !is_trusted && !args.force_untrusted {
         eprintln!(
@@ -273,7 +273,7 @@ pub fn bench_external(
             )
         });
         let (batch_row, batch_wrong, batch_judged) = match batch {
-            Some(Ok((row, wrong, judged))) => (Some(row), wrong, judged),
+            Some(Ok(outcome)) => (Some(outcome.row), outcome.wrong, outcome.judged),
             Some(Err(failure)) => {
                 report.findings.push(format!(
                     "timing failed: {name} on {shape}: in a batch: {failure}"
@@ -324,9 +324,16 @@ pub fn bench_external(
     Ok(())
 }
 
+/// One shape's batches: the report's row, the calls whose outputs were wrong (named, with the
+/// elements wrong) and how many outputs were judged.
+struct BatchOutcome {
+    row: BatchRow,
+    wrong: Vec<(String, usize)>,
+    judged: usize,
+}
+
 /// Times `kernel` on `bench_shape` in batches ([`super::batch`]) in the workers
-/// the per-call timing left, every output judged: the batch row, the wrong calls, and how
-/// many were judged.
+/// the per-call timing left, every output judged.
 #[allow(clippy::too_many_arguments)]
 fn time_in_batches(
     kernel: &IsolatedKernel,
@@ -339,7 +346,7 @@ fn time_in_batches(
     judge: &OutputJudge,
     l2_bytes: usize,
     per_call: Duration,
-) -> std::result::Result<(BatchRow, Vec<(String, usize)>, usize), KernelFailure> {
+) -> std::result::Result<BatchOutcome, KernelFailure> {
     let (slot_bytes, input_bytes) = slot_bytes(first_case)
         .ok_or_else(|| KernelFailure::Crashed("no batch for host tensors".into()))?;
     // A quarter of the free memory: the rest is the kernel's and the judge's.
@@ -357,11 +364,15 @@ fn time_in_batches(
     let mut wrong = Vec::new();
     let mut judged = 0;
     let described = CaseFiles::describe(first_case, Path::new(""));
+    let plan = BatchPlan {
+        memory: &memory,
+        described: &described,
+        batches: BATCHES,
+        timeout: per_call * slots as u32 + Duration::from_secs(30),
+    };
     let batch = kernel.time_batches(
         l2,
-        &memory,
-        &described,
-        BATCHES,
+        &plan,
         |b, i| KernelCase::new(bench_shape.inputs(problem, seed(b, i)), 0),
         |b, i, case, bytes| {
             judged += 1;
@@ -378,7 +389,6 @@ fn time_in_batches(
                 wrong.push((format!("batch {b} call {i} (seed {})", seed(b, i)), failed));
             }
         },
-        per_call * slots as u32 + Duration::from_secs(30),
     )?;
     let figures_us = batch.clock.per_call_us();
     let per_call_us = median(&figures_us).unwrap_or(0.0);
@@ -401,8 +411,8 @@ fn time_in_batches(
             "the kernel kept {most} Python thread(s) of its own alive beside a batch"
         )));
     }
-    Ok((
-        BatchRow {
+    Ok(BatchOutcome {
+        row: BatchRow {
             kernel: kernel.name().to_string(),
             shape: bench_shape.label(problem),
             slots,
@@ -418,5 +428,5 @@ fn time_in_batches(
         },
         wrong,
         judged,
-    ))
+    })
 }

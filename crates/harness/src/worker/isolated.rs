@@ -280,12 +280,9 @@ impl IsolatedKernel {
     pub fn time_batches(
         &self,
         l2: &mut dyn crate::gpu::l2::CacheReset,
-        memory: &dyn crate::bench::batch::BatchSlots,
-        described: &CaseFiles,
-        batches: usize,
+        plan: &crate::bench::batch::BatchPlan<'_>,
         make_case: impl Fn(usize, usize) -> KernelCase + Sync,
         judge: impl FnMut(usize, usize, &KernelCase, Vec<u8>),
-        timeout: Duration,
     ) -> Result<crate::bench::batch::BatchRun, KernelFailure> {
         let Some(baseline) = &self.baseline else {
             return Err(KernelFailure::Crashed(
@@ -299,9 +296,7 @@ impl IsolatedKernel {
                 "a batch needs the workers of a per-call timing".into(),
             ));
         };
-        let result = crate::bench::batch::time_batches(
-            kernel, null, l2, memory, described, batches, make_case, judge, timeout,
-        );
+        let result = crate::bench::batch::time_batches(kernel, null, l2, plan, make_case, judge);
         if result.is_err() {
             *slot = None;
             *baseline_slot = None;
