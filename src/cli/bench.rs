@@ -1,14 +1,49 @@
-//! `nvfp4-oracle bench`: time GPU variants that passed certification, against torch in one run.
+//! `nvfp4-oracle bench`: its arguments, and the run: certified built-in variants timed in
+//! process, external kernels in their worker by the batch clock (`nvfp4_harness::bench`), torch
+//! beside them; the report printed and written.
 
-use super::bench_external::bench_external;
-use super::bench_report::{regime_covered, trusted, BenchArgs, BenchReport};
-use nvfp4_harness::gpu::bench::bench_variant;
+use super::external::ExternalArgs;
+use clap::Args;
+use nvfp4_harness::bench::{
+    bench_certified, bench_external, render, write_signed, BenchReport, ExternalOptions,
+};
 use nvfp4_harness::gpu::gpu_variants;
-use nvfp4_harness::kernels::KernelUnderTest;
 use nvfp4_harness::{Error, Result};
+use nvfp4_harness::kernels::KernelUnderTest;
 use nvfp4_model::golden::set::DUAL_GEMM_BENCHMARKS;
 use nvfp4_model::problem::{ProblemKind, Shape};
+use std::path::PathBuf;
 use std::process::ExitCode;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Variants to time (default: every non-test GPU variant).
+    #[arg(long = "kernel")]
+    pub kernels: Vec<String>,
+    /// Shapes MxNxK, comma separated (default: the four dual-GEMM benchmark shapes).
+    #[arg(long, value_delimiter = ',')]
+    pub shapes: Vec<Shape>,
+    /// Calls timed one at a time per shape (after 3 warm-ups): a built-in variant's time; an
+    /// external kernel's cold-call latency (its time is the batch clock's).
+    #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = crate::cli::value_parsers::whole::<usize>(1, 1_000_000))]
+    pub reps: usize,
+    /// Where certificates are read from and bench.json / bench.md written to.
+    #[arg(long, default_value = "certify-report")]
+    pub report_dir: PathBuf,
+    /// Time variants without a certificate of the same source hash; the report says so.
+    #[arg(long)]
+    pub force_untrusted: bool,
+    /// Skip the torch comparison even if python3 with torch is present.
+    #[arg(long)]
+    pub no_torch: bool,
+    /// The main branch's bench.json: say which medians got slower beyond the noise of both
+    /// runs (the larger spread, at least 5%) and exit 5 if any did. bench.json is signed;
+    /// a baseline must be signed with this machine's key.
+    #[arg(long, value_name = "BENCH.json")]
+    pub baseline: Option<PathBuf>,
+    #[command(flatten)]
+    pub external: ExternalArgs,
+}
 
 fn torch_baseline(shapes: &[Shape], reps: usize) -> Option<serde_json::Value> {
     // In this process's private folder: a fixed name in /tmp could be a link planted there.
@@ -30,13 +65,9 @@ fn torch_baseline(shapes: &[Shape], reps: usize) -> Option<serde_json::Value> {
         .output()
         .ok()?;
     if !out.status.success() {
-        eprintln!(
-            "note: torch comparison skipped: {}",
-            String::from_utf8_lossy(&out.stderr)
-                .lines()
-                .last()
-                .unwrap_or("python3 failed")
-        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let why = stderr.lines().last().unwrap_or("python3 failed");
+        eprintln!("note: torch comparison skipped: {why}");
         return None;
     }
     serde_json::from_slice(&out.stdout).ok()
@@ -48,10 +79,8 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     nvfp4_harness::sandbox::protect_parent();
     nvfp4_harness::certify::ensure_key()?;
     let shapes: Vec<Shape> = if args.shapes.is_empty() {
-        DUAL_GEMM_BENCHMARKS
-            .iter()
-            .map(|&(m, n, k)| Shape::new(m, n, k, 1).expect("valid"))
-            .collect()
+        let shape = |&(m, n, k): &(usize, usize, usize)| Shape::new(m, n, k, 1).expect("valid");
+        DUAL_GEMM_BENCHMARKS.iter().map(shape).collect()
     } else {
         args.shapes.clone()
     };
@@ -59,266 +88,88 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
     let all = gpu_variants();
     // Named as certify names them: wildcards too ('hopper-*'), and a name that matches no GPU
     // variant is refused with the list.
-    for pattern in &args.kernels {
-        if !all.iter().any(|v| super::certify::matches(pattern, v.name)) {
-            return Err(nvfp4_model::Error::UnknownName {
-                what: "GPU variant",
-                given: pattern.clone(),
-                expected: all.iter().map(|v| v.name).collect::<Vec<_>>().join(", "),
-            }
-            .into());
+    let named = |pattern: &String, name: &str| super::certify::matches(pattern, name);
+    if let Some(pattern) = args
+        .kernels
+        .iter()
+        .find(|p| !all.iter().any(|v| named(p, v.name)))
+    {
+        let expected = all.iter().map(|v| v.name).collect::<Vec<_>>().join(", ");
+        let given = pattern.clone();
+        return Err(nvfp4_model::Error::UnknownName {
+            what: "GPU variant",
+            given,
+            expected,
         }
+        .into());
     }
+    // External kernels alone unless built-in ones are named too.
     let variants: Vec<_> = all
         .into_iter()
-        .filter(|v| {
-            if args.kernels.is_empty() {
-                // External kernels alone unless built-in ones are named too.
-                external.is_empty() && !v.test_kernel
-            } else {
-                args.kernels
-                    .iter()
-                    .any(|k| super::certify::matches(k, v.name))
-            }
+        .filter(|v| match args.kernels.is_empty() {
+            true => external.is_empty() && !v.test_kernel,
+            false => args.kernels.iter().any(|k| named(k, v.name)),
         })
         .collect();
     if variants.is_empty() && external.is_empty() {
-        return Err(Error::Usage(
-            "no GPU variant selected; see `nvfp4-oracle variants`".into(),
-        ));
+        let why = "no GPU variant selected; see `nvfp4-oracle variants`";
+        return Err(Error::Usage(why.into()));
     }
-    let mut report = BenchReport {
-        device: String::new(),
-        isolation: Vec::new(),
-        delivery: Vec::new(),
-        command: std::env::args().collect::<Vec<_>>().join(" "),
-        timings: Vec::new(),
-        torch: None,
-        spot_checks: Vec::new(),
-        clocks: Vec::new(),
-        findings: Vec::new(),
-        clock_notes: Vec::new(),
-    };
-    let mut unavailable = Vec::new();
+    let mut report = BenchReport::new(std::env::args().collect::<Vec<_>>().join(" "));
+    let mut unavailable = false;
     for variant in &variants {
-        if let Err(reason) = nvfp4_harness::worker::gpu_availability(Some(variant.arch)) {
-            eprintln!("skipping {}: cannot run here: {reason}", variant.name);
-            unavailable.push(variant.name.to_string());
-            continue;
-        }
-        let certified = trusted(&args.report_dir, variant.name, &variant.source_hash());
-        let is_trusted = certified.is_some();
-        if !is_trusted && !args.force_untrusted {
-            eprintln!(
-                "skipping {}: no certificate of this source in {} (run `nvfp4-oracle certify --kernel {}` first, or --force-untrusted)",
-                variant.name,
-                args.report_dir.display(),
-                variant.name
-            );
-            continue;
-        }
-        let unsupported: Vec<String> = shapes
-            .iter()
-            .filter(|s| !variant.support.supports(**s))
-            .map(|s| s.to_string())
-            .collect();
-        if !unsupported.is_empty() {
-            eprintln!(
-                "skipping {} on {}: outside its declared support",
-                variant.name,
-                unsupported.join(", ")
-            );
-        }
-        let supported: Vec<Shape> = shapes
-            .iter()
-            .copied()
-            .filter(|s| variant.support.supports(*s))
-            .filter(|s| regime_covered(certified.as_ref(), variant.name, *s))
-            .collect();
-        let (info, timings) = bench_variant(variant, &supported, args.reps)?;
-        report.device = info.describe();
-        report
-            .timings
-            .extend(timings.into_iter().map(|t| (t, is_trusted)));
+        let (dir, force) = (&args.report_dir, args.force_untrusted);
+        unavailable |= !bench_certified(variant, &shapes, args.reps, dir, force, &mut report)?;
     }
+    let options = ExternalOptions {
+        shapes: &args.shapes,
+        reps: args.reps,
+        report_dir: &args.report_dir,
+        force_untrusted: args.force_untrusted,
+    };
     for kernel in &external {
-        bench_external(kernel, &shapes, &args, &mut report)?;
+        bench_external(kernel, &options, &mut report)?;
     }
     // The torch comparison is of the dual GEMM.
-    let any_dual = !variants.is_empty()
-        || external
-            .iter()
-            .any(|k| k.problem() == ProblemKind::DualGemm);
-    if !args.no_torch && any_dual {
+    let dual = |k: &&_| KernelUnderTest::problem(*k) == ProblemKind::DualGemm;
+    if !args.no_torch && (!variants.is_empty() || external.iter().any(|k| dual(&k))) {
         report.torch = torch_baseline(&shapes, args.reps);
     }
     if report.timings.is_empty() {
         // Nothing was timed: no table to write, and no success to report; a timing that failed
         // (a hang, a crash, a wrong output while timed) is said first.
-        for finding in &report.findings {
-            eprintln!("{finding}");
-        }
+        report
+            .findings
+            .iter()
+            .for_each(|finding| eprintln!("{finding}"));
         if !report.findings.is_empty() {
             eprintln!("nothing timed: every timing failed (see above)");
-            return Ok(ExitCode::from(super::exit_code::EXIT_FAIL));
+            return Ok(ExitCode::from(crate::cli::exit_code::EXIT_FAIL));
         }
-        return Ok(
-            if !unavailable.is_empty() || nvfp4_harness::gpu::device_info().is_err() {
-                eprintln!("nothing timed: no selected kernel can run on this machine");
-                ExitCode::from(super::exit_code::EXIT_UNAVAILABLE)
-            } else {
-                eprintln!(
-                "nothing timed: no selected kernel has a certificate it can be timed on (see the lines above)"
-            );
-                ExitCode::from(super::exit_code::EXIT_FAIL)
-            },
-        );
+        if unavailable || nvfp4_harness::gpu::device::device_info().is_err() {
+            eprintln!("nothing timed: no selected kernel can run on this machine");
+            return Ok(ExitCode::from(crate::cli::exit_code::EXIT_UNAVAILABLE));
+        }
+        eprintln!("nothing timed: no selected kernel has a certificate it can be timed on (see the lines above)");
+        return Ok(ExitCode::from(crate::cli::exit_code::EXIT_FAIL));
     }
     let mut markdown = render(&report);
-    // Read before this run's report is written: the baseline may be the same file.
     let slower = match &args.baseline {
-        Some(path) => {
-            let baseline = super::bench_baseline::read_baseline(path)?;
-            let timings: Vec<_> = report.timings.iter().map(|(t, _)| t.clone()).collect();
-            let changes = super::bench_baseline::compare(&baseline, &timings);
-            markdown.push_str(&super::bench_baseline::render(path, &changes));
-            changes.iter().any(|c| c.slower)
-        }
+        Some(path) => nvfp4_harness::bench::compare_with(path, &report, &mut markdown)?,
         None => false,
     };
     print!("{markdown}");
-    std::fs::create_dir_all(&args.report_dir).map_err(|err| Error::file(&args.report_dir, err))?;
-    // Signed, so that a later run can trust it as its baseline.
-    let mut value = serde_json::to_value(&report).expect("reports serialize");
-    nvfp4_harness::certify::sign(&mut value)?;
-    let json = serde_json::to_string_pretty(&value).expect("reports serialize");
-    for (name, text) in [("bench.json", json), ("bench.md", markdown)] {
-        let path = args.report_dir.join(name);
-        std::fs::write(&path, text)
-            .map_err(|err| Error::file(&path, format!("cannot write: {err}")))?;
-    }
+    write_signed(&report, &markdown, &args.report_dir)?;
     if !report.findings.is_empty() {
-        for finding in &report.findings {
-            eprintln!("{finding}");
-        }
-        return Ok(ExitCode::from(super::exit_code::EXIT_FAIL));
+        report
+            .findings
+            .iter()
+            .for_each(|finding| eprintln!("{finding}"));
+        return Ok(ExitCode::from(crate::cli::exit_code::EXIT_FAIL));
     }
     if slower {
         eprintln!("slower than the baseline beyond the noise of both runs (see the table above)");
-        return Ok(ExitCode::from(super::exit_code::EXIT_REGRESSION));
+        return Ok(ExitCode::from(crate::cli::exit_code::EXIT_REGRESSION));
     }
     Ok(ExitCode::SUCCESS)
-}
-
-fn render(report: &BenchReport) -> String {
-    let torch = report.torch.as_ref();
-    let ceiling = torch.and_then(|t| t["ceiling_tflops"].as_f64());
-    let mut md =
-        format!(
-            "Device: {}\n\nCommand: `{}`\n\n{}",
-            report.device,
-            report.command,
-            report
-                .isolation
-                .iter()
-                .map(|(kernel, isolation)| format!("Worker isolation of {kernel}: {isolation}\n\n"))
-                .chain(report.delivery.iter().map(|(kernel, delivery)| {
-                    format!("Timed inputs of {kernel}: {delivery}\n\n")
-                }))
-                .collect::<String>()
-        );
-    if let Some(c) = ceiling {
-        md.push_str(&format!(
-            "Measured fp16 tensor-core ceiling (torch 8192^3 matmul, same run): {c:.0} TFLOP/s\n\n"
-        ));
-    }
-    md.push_str("| variant | shape | median us | min | max | spread | TFLOP/s | of ceiling | vs torch dequant+cuBLAS | vs cuBLAS fp16 pre-dequantized | certified |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
-    for (t, trusted) in &report.timings {
-        let key = format!("{}x{}x{}", t.shape.m, t.shape.n, t.shape.k);
-        let ratio = |field: &str| {
-            torch
-                .and_then(|v| v["shapes"][&key][field].as_f64())
-                .map_or("-".to_string(), |us| format!("{:.2}x", us / t.median_us))
-        };
-        md.push_str(&format!(
-            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1}% | {:.0} | {} | {} | {} | {} |\n",
-            t.variant,
-            t.shape,
-            t.median_us,
-            t.min_us,
-            t.max_us,
-            100.0 * t.spread,
-            t.tflops,
-            ceiling.map_or("-".to_string(), |c| format!("{:.0}%", 100.0 * t.tflops / c)),
-            ratio("torch_dequant_us"),
-            ratio("fp16_predequant_us"),
-            if *trusted {
-                "yes"
-            } else {
-                "NO (--force-untrusted)"
-            }
-        ));
-    }
-    if !report.spot_checks.is_empty() {
-        md.push_str("\nSpot checks (timed calls on fresh inputs, outputs judged against the model):\n\n| kernel | shape | call | seed | verdict |\n|---|---|---|---|---|\n");
-        for c in &report.spot_checks {
-            md.push_str(&format!(
-                "| {} | {} | {} | {} | {} |\n",
-                c.kernel,
-                c.shape,
-                c.at_call,
-                c.seed,
-                if c.pass {
-                    "pass".to_string()
-                } else {
-                    format!("FAIL ({} elements): timing not trusted", c.failed_elements)
-                }
-            ));
-        }
-    }
-    if !report.clocks.is_empty() {
-        md.push_str("\nClocks around the external kernels' timed calls: the CUDA-event median (reported above) and mean (they must agree); the parent's clock around a request (the call and a device-wide synchronize; the inputs are in place before it starts), median, for the kernel and, fastest, for a baseline worker that never loaded it; the median time per call the samples do not account for beyond that fastest baseline request, and how much is allowed (a tenth of the call plus 300 us) before it is a finding; the median time the device stayed busy after a call's end event, with and without the kernel; the floor no kernel can beat on this GPU (its memory and compute rooflines), below which a median is a finding:\n\n| kernel | shape | events median us | events mean us | request us | fastest baseline request us | unaccounted us | allowed us | busy after end us | busy after end, baseline us | floor us |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
-        for c in &report.clocks {
-            let num = |v: Option<f64>| v.map_or("unknown".to_string(), |v| format!("{v:.1}"));
-            md.push_str(&format!(
-                "| {} | {} | {:.1} | {:.1} | {:.1} | {} | {} | {} | {:.1} | {:.1} | {} |\n",
-                c.kernel,
-                c.shape,
-                c.events_us_median,
-                c.events_us_mean,
-                c.parent_call_us_median,
-                num(c.baseline_call_us_min),
-                num(c.unaccounted_us),
-                num(c.allowed_us),
-                c.after_end_us_median,
-                c.null_after_end_us_median,
-                num(c.floor_us)
-            ));
-        }
-    }
-    if !report.clock_notes.is_empty() {
-        md.push_str("\nNotes of the parent's per-call clock (reported, not findings):\n\n");
-        for note in &report.clock_notes {
-            md.push_str(&format!("- {note}\n"));
-        }
-    }
-    if !report.findings.is_empty() {
-        md.push_str("\nFindings (timings not trusted):\n\n");
-        for finding in &report.findings {
-            md.push_str(&format!("- {finding}\n"));
-        }
-    }
-    if let Some(t) = torch {
-        md.push_str("\nTorch paths (same run):\n\n| shape | torch dequant + cuBLAS us | cuBLAS fp16 pre-dequantized us |\n|---|---|---|\n");
-        if let Some(shapes) = t["shapes"].as_object() {
-            for (shape, v) in shapes {
-                md.push_str(&format!(
-                    "| {shape} | {:.1} | {:.1} |\n",
-                    v["torch_dequant_us"].as_f64().unwrap_or(f64::NAN),
-                    v["fp16_predequant_us"].as_f64().unwrap_or(f64::NAN)
-                ));
-            }
-        }
-    }
-    md
 }

@@ -647,7 +647,7 @@ fn the_parents_clock_bounds_the_times_a_worker_reports() {
         assert_eq!(resets.0, 40, "the cache reset before every call");
         assert_eq!(run.outputs.len(), 2, "the two picked outputs came back");
         assert!(run.outputs.iter().all(|(_, o)| o.len() == 3 * 5 * 2));
-        // The fake hides 2 ms a call when it lies, nothing when honest. The slack itself is
+        // The fake hides 3 ms a call when it lies, nothing when honest. The slack itself is
         // measured on the GPU (results/parent-owned/); a busy CI machine's jitter is not
         // what this test is about, so the honest side is held to a millisecond.
         let unaccounted = run.unaccounted_us().unwrap();
@@ -661,6 +661,181 @@ fn the_parents_clock_bounds_the_times_a_worker_reports() {
         }
         // Each timed call's inputs existed during its call (the fake worker checks) and not after.
         assert!(!kernel.input_dir().join("timed-call").exists());
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A timed batch's slots in files (no GPU): one file per tensor of the data tuple, slot i at i
+/// strides, shared with the workers as descriptors, as the GPU's batch memory is.
+struct FileSlots {
+    tensors: Vec<(nvfp4_harness::worker::protocol::SharedTensor, std::fs::File)>,
+    slots: usize,
+}
+
+impl FileSlots {
+    fn new(case: &KernelCase, slots: usize, dir: &Path) -> FileSlots {
+        use nvfp4_harness::worker::protocol::{slot_stride, SharedTensor};
+        std::fs::create_dir_all(dir).unwrap();
+        let tensors = nvfp4_harness::worker::shared_inputs::device_tensors(case)
+            .unwrap()
+            .into_iter()
+            .map(|(key, bytes)| {
+                let len = slot_stride(bytes.len()) * (slots - 1) + bytes.len();
+                let file = std::fs::OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(dir.join(&key))
+                    .unwrap();
+                file.set_len(len as u64).unwrap();
+                let tensor = SharedTensor {
+                    key,
+                    len: bytes.len(),
+                    mapped: len,
+                    start: 0,
+                };
+                (tensor, file)
+            })
+            .collect();
+        FileSlots { tensors, slots }
+    }
+}
+
+impl nvfp4_harness::bench::batch::BatchSlots for FileSlots {
+    fn slots(&self) -> usize {
+        self.slots
+    }
+
+    fn layout(&self) -> Vec<nvfp4_harness::worker::protocol::SharedTensor> {
+        self.tensors.iter().map(|(t, _)| t.clone()).collect()
+    }
+
+    fn send_to(
+        &self,
+        socket: &std::os::unix::net::UnixStream,
+    ) -> Result<(), nvfp4_harness::gpu::GpuError> {
+        use std::os::fd::AsRawFd;
+        let fds: Vec<_> = self.tensors.iter().map(|(_, f)| f.as_raw_fd()).collect();
+        nvfp4_harness::worker::shared_inputs::send_fds(socket, &fds)
+            .map_err(|e| nvfp4_harness::gpu::GpuError(e.to_string()))
+    }
+
+    fn write(&self, cases: &[KernelCase]) -> Result<(), nvfp4_harness::gpu::GpuError> {
+        use nvfp4_harness::worker::protocol::slot_stride;
+        use std::os::unix::fs::FileExt;
+        for (slot, case) in cases.iter().enumerate() {
+            let tensors = nvfp4_harness::worker::shared_inputs::device_tensors(case).unwrap();
+            for ((_, bytes), (t, file)) in tensors.iter().zip(&self.tensors) {
+                file.write_all_at(bytes, (slot * slot_stride(t.len)) as u64)
+                    .unwrap();
+            }
+        }
+        Ok(())
+    }
+
+    fn output(&self, slot: usize) -> Result<Vec<u8>, nvfp4_harness::gpu::GpuError> {
+        use nvfp4_harness::worker::protocol::slot_stride;
+        use std::os::unix::fs::FileExt;
+        let (t, file) = self.tensors.last().unwrap();
+        let mut bytes = vec![0u8; t.len];
+        file.read_exact_at(&mut bytes, (slot * slot_stride(t.len)) as u64)
+            .unwrap();
+        Ok(bytes)
+    }
+}
+
+#[test]
+fn a_batch_is_timed_by_the_parents_clock_and_every_output_is_judged() {
+    use nvfp4_harness::bench::batch_clock::{latency_finding, median};
+    need_python!();
+    let dir = std::env::temp_dir().join(format!("nvfp4-door-batch-{}", std::process::id()));
+    let warmup = vec![CaseFiles::write(&small_case().0, &dir.join("set0")).unwrap()];
+    struct CountingReset(usize);
+    impl nvfp4_harness::gpu::l2::CacheReset for CountingReset {
+        fn reset(&mut self) -> Result<(), nvfp4_harness::gpu::GpuError> {
+            self.0 += 1;
+            Ok(())
+        }
+    }
+    let shape = Shape::new(3, 5, 32, 2).unwrap();
+    let fresh =
+        |seed: u64| KernelCase::new(generate_dual_gemm(shape, Distribution::Full, seed), 0x7F);
+    for mode in ["time-honest", "time-liar", "time-lazy-batch"] {
+        let baseline = fake_kernel("time-baseline", &["time-baseline"], Duration::from_secs(5));
+        let kernel = fake_kernel(mode, &[mode], Duration::from_secs(5))
+            .with_timing_baseline(baseline, false);
+        let run = kernel
+            .time(
+                &mut CountingReset(0),
+                &warmup,
+                5,
+                |_| small_case().0,
+                |n| (0..n).collect(),
+                Duration::from_secs(1),
+            )
+            .unwrap();
+        let latency = median(&run.calls.samples_us).unwrap();
+        let slots = FileSlots::new(&fresh(0), 8, &dir.join(mode));
+        let described = CaseFiles::describe(&fresh(0), Path::new(""));
+        let mut resets = CountingReset(0);
+        // Every output of every call, and whether it was made from its own call's inputs (the
+        // fake writes the first bytes of `a` as its output).
+        let mut judged = Vec::new();
+        let batch = kernel
+            .time_batches(
+                &mut resets,
+                &nvfp4_harness::bench::batch::BatchPlan {
+                    memory: &slots,
+                    described: &described,
+                    batches: 3,
+                    timeout: Duration::from_secs(10),
+                },
+                |b, i| fresh(100 + (b * 8 + i) as u64),
+                |b, i, case, output| {
+                    let a = case.inputs.operands()[0].1.data().to_vec();
+                    judged.push((b, i, output == a[..output.len()]));
+                },
+            )
+            .unwrap();
+        assert_eq!(
+            judged.len(),
+            24,
+            "{mode}: 3 batches of 8 calls, every output"
+        );
+        let wrong: Vec<_> = judged.iter().filter(|(_, _, right)| !right).collect();
+        if mode == "time-lazy-batch" {
+            // One call in eight left its poison: each batch's middle call, found every time.
+            assert_eq!(
+                wrong.iter().map(|(b, i, _)| (*b, *i)).collect::<Vec<_>>(),
+                vec![(0, 4), (1, 4), (2, 4)]
+            );
+        } else {
+            assert!(wrong.is_empty(), "{mode}: {wrong:?}");
+        }
+        assert_eq!(
+            resets.0, 6,
+            "the cache reset before each batch, the kernel's and the baseline's"
+        );
+        assert_eq!(batch.clock.kernel_batch_us.len(), 3);
+        assert_eq!(batch.clock.baseline_batch_us.len(), 3);
+        // The parent's clock holds the 2 ms each call of a batch sleeps, whatever the worker
+        // reports; the fake's calls one at a time sleep 3 ms, as a cold call costs more.
+        let per_call = batch.clock.median_per_call_us().unwrap();
+        assert!(
+            per_call > 1_900.0 && per_call < 20_000.0,
+            "{mode}: {per_call} us a call"
+        );
+        let finding = latency_finding(latency, per_call);
+        if mode == "time-liar" {
+            let text = finding.expect("the liar's 10 us latency is not trusted");
+            assert!(text.contains("10.0 us"), "{text}");
+        } else {
+            assert_eq!(
+                finding, None,
+                "{mode}: latency {latency} us, batch {per_call} us"
+            );
+        }
     }
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -44,6 +44,9 @@
 //!   compute-sanitizer and determinism checks, signed certificates, shards and their merge, the
 //!   gate against a baseline; rooms `campaign/`, `shrink/`, `checks/` and `certificate/`
 //!   behind one face.
+//! - [`bench`]: timing a certified kernel so that the kernel cannot move the clock: batches
+//!   timed by the parent against a baseline worker, every timed output judged, the per-call
+//!   latency trusted only where it agrees; the roofline and the bench report.
 //! - [`worker`]: the process boundary: the worker protocol, the parent's side (starting
 //!   workers, the watchdog, worker-backed kernels, the registry of every kernel), the serving
 //!   sides (`gpu-worker` in Rust, `submission_worker.py` in Python).
@@ -56,8 +59,10 @@
 //!   read-only file system, its own `/dev`, no capabilities, a seccomp filter).
 //! - [`secrets`]: what no kernel may know: the folder of the signing key, unpredictable seeds.
 //! - `private_tmp`: this run's private temporary folder, removed however the run ends.
+//! - [`cores`]: the campaign's share of the host's cores (one GPU of several: its share).
 //! - [`error`]: the harness's error type (the model's, a GPU that failed, bad usage).
 
+pub mod bench;
 pub mod certify;
 pub mod cores;
 pub mod error;

@@ -1,7 +1,6 @@
 //! The GPU backend: device discovery, NVRTC compilation with a cache, the variant registry, the
-//! hardened launch, the C-ABI library loader, the determinism check's conditions, the
-//! in-process bench of the built-in variants and the parent's L2 reset before a worker's timed
-//! calls ([`l2`]). CUDA is loaded at run time: on a machine without
+//! hardened launch, the C-ABI library loader, the determinism check's conditions and the
+//! parent's L2 reset before a worker's timed calls ([`l2`]) (timing itself is `crate::bench`'s). CUDA is loaded at run time: on a machine without
 //! it every GPU variant reports why it cannot run. The worker processes that run each GPU kernel
 //! in isolation, and the `gpu-worker` serving loop built on this module, are in the `worker`
 //! module, which uses this one.
@@ -44,8 +43,6 @@ impl From<GpuError> for crate::error::Error {
 }
 
 #[cfg(feature = "gpu")]
-pub mod bench;
-#[cfg(feature = "gpu")]
 pub mod compile;
 #[cfg(feature = "gpu")]
 pub mod conditions;
@@ -60,7 +57,6 @@ pub mod l2;
 pub mod launch;
 #[cfg(feature = "gpu")]
 pub mod library;
-pub mod roofline;
 pub mod variants;
 
 // What the command line and the examples name of the GPU backend.

@@ -224,7 +224,7 @@ pub struct KernelEnvironment {
     #[serde(default)]
     pub guard_pages: Option<String>,
     /// The worker can map device memory the parent shares with it and be timed on inputs the
-    /// parent copies there just before each call (`crate::worker::timing`).
+    /// parent copies there just before each call (`crate::bench::per_call`).
     #[serde(default)]
     pub shared_inputs: bool,
 }

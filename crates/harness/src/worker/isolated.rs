@@ -7,7 +7,7 @@ use super::fresh_start::{start_worker, StartingCache, CACHE};
 use super::parent::Worker;
 use super::protocol::CaseFiles;
 use super::shared_run::{run_shared, runs_shared, OutputOrder};
-use super::timing::TimedRun;
+use crate::bench::per_call::TimedRun;
 use crate::kernels::{
     KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError, RunConditions,
     ShapeSupport, ToolWrapper, Unavailable,
@@ -199,7 +199,7 @@ impl IsolatedKernel {
 
 impl IsolatedKernel {
     /// Times the kernel in its worker against its baseline's requests without a kernel (see
-    /// [`super::timing`]): warm-up calls on `warmup_sets`, then `timed` calls, call i on the
+    /// [`crate::bench::per_call`]): warm-up calls on `warmup_sets`, then `timed` calls, call i on the
     /// case `make_case(i)`, delivered just before its call (in shared device memory, or as
     /// files in the input directory); `pick` chooses, after the timed loop, which timed calls'
     /// outputs are judged. `per_call` is the watchdog of one call; `l2` the parent's reset.
@@ -238,7 +238,7 @@ impl IsolatedKernel {
                     .map_err(|err| why(&err))
             })
             .collect::<Result<Vec<_>, KernelFailure>>()?;
-        let plan = super::timing::TimingPlan {
+        let plan = crate::bench::per_call::TimingPlan {
             warmup_sets,
             baseline_sets: &baseline_sets,
             timed,
@@ -250,7 +250,7 @@ impl IsolatedKernel {
                 .join("timed-output.bin"),
             timeout: self.case_timeout_base + per_call * (warmup_sets.len() + 1) as u32,
         };
-        let result = super::timing::time_against_baseline(
+        let result = crate::bench::per_call::time_against_baseline(
             slot.as_mut().expect("started above"),
             baseline_slot.as_mut().expect("started above"),
             l2,
@@ -260,6 +260,44 @@ impl IsolatedKernel {
         );
         if result.is_err() {
             // Either worker may be mid-request: both start afresh.
+            *slot = None;
+            *baseline_slot = None;
+        }
+        result
+    }
+}
+
+#[cfg(feature = "gpu")]
+impl IsolatedKernel {
+    /// Whether the kernel's timed calls travel in shared device memory (the parent's decision
+    /// from the worker's kind): only then can it be timed in batches.
+    pub fn shares_timed_inputs(&self) -> bool {
+        self.shared_timing
+    }
+
+    /// Times batches of calls in the workers a [`Self::time`] left running (see
+    /// [`crate::bench::batch`]): the kernel's and its baseline's.
+    pub fn time_batches(
+        &self,
+        l2: &mut dyn crate::gpu::l2::CacheReset,
+        plan: &crate::bench::batch::BatchPlan<'_>,
+        make_case: impl Fn(usize, usize) -> KernelCase + Sync,
+        judge: impl FnMut(usize, usize, &KernelCase, Vec<u8>),
+    ) -> Result<crate::bench::batch::BatchRun, KernelFailure> {
+        let Some(baseline) = &self.baseline else {
+            return Err(KernelFailure::Crashed(
+                "this kernel has no timing baseline: it is not timed in a worker".into(),
+            ));
+        };
+        let mut slot = self.worker.lock().unwrap_or_else(|p| p.into_inner());
+        let mut baseline_slot = baseline.worker.lock().unwrap_or_else(|p| p.into_inner());
+        let (Some(kernel), Some(null)) = (slot.as_mut(), baseline_slot.as_mut()) else {
+            return Err(KernelFailure::Crashed(
+                "a batch needs the workers of a per-call timing".into(),
+            ));
+        };
+        let result = crate::bench::batch::time_batches(kernel, null, l2, plan, make_case, judge);
+        if result.is_err() {
             *slot = None;
             *baseline_slot = None;
         }

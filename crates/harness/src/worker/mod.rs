@@ -11,10 +11,9 @@
 //! - the serving sides: [`serve`], the `nvfp4-oracle gpu-worker` loop in Rust (variants and C-ABI
 //!   libraries, on `crate::gpu`), and `submission_worker.py`, the Python one (submissions,
 //!   embedded in the binary as [`SUBMISSION_WORKER`]);
-//! - timing an external kernel on facts the parent holds: [`timing`] is the parent's side (its
-//!   clock set against a baseline worker that never loaded the kernel: `timing_baseline.py`, or
-//!   `gpu-worker --timing-baseline`), [`library_timing`] the Rust worker's side (the Python
-//!   worker's is in `submission_worker.py`); [`shared_inputs`] hands a timed call's inputs over,
+//! - timing an external kernel on facts the parent holds is `crate::bench`'s (the baseline
+//!   worker it sets its clock against: `timing_baseline.py`, or `gpu-worker --timing-baseline`);
+//!   [`shared_inputs`] hands a timed call's inputs over,
 //!   and its output back, in device memory shared with the worker; [`shared_run`] does the
 //!   same for a campaign's large cases run by the Rust worker (both sides);
 //! - [`command`]: how a worker is started, and wrapped in the sandbox (`crate::sandbox`, the
@@ -39,8 +38,6 @@ pub mod fresh_start;
 #[cfg(feature = "gpu")]
 pub mod isolated;
 #[cfg(feature = "gpu")]
-pub mod library_timing;
-#[cfg(feature = "gpu")]
 pub mod nvrtc;
 #[cfg(feature = "gpu")]
 pub mod parent;
@@ -51,8 +48,6 @@ pub mod serve;
 pub mod shared_inputs;
 #[cfg(feature = "gpu")]
 pub mod shared_run;
-#[cfg(feature = "gpu")]
-pub mod timing;
 
 #[cfg(feature = "gpu")]
 use crate::kernels::{cpu, cpu_fma, cpu_hopper_sim, KernelUnderTest};

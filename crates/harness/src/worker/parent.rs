@@ -445,7 +445,7 @@ impl Worker {
     /// the longer it slept (measured on the H100 as 100-400 us more around millisecond calls
     /// than around the baseline's short ones), which the parent's clock would count against
     /// the call. It costs a busy core per waiting thread while on, so a timing turns it on only
-    /// where there are cores to spare (`super::timing::SPIN_MIN_CORES`).
+    /// where there are cores to spare (`crate::bench::per_call::SPIN_MIN_CORES`).
     pub fn spin_while_waiting(&self, on: bool) {
         self.spin.store(on, Ordering::Relaxed);
     }

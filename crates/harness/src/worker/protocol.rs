@@ -211,6 +211,32 @@ pub enum Request {
         #[serde(default)]
         output: Option<PathBuf>,
     },
+    /// A timed batch, step 1 (after the calls above): map the batch's device memory. The
+    /// parent has sent one file descriptor per entry of `shared` on the input socket, in order;
+    /// each tensor holds `slots` copies of one call's tensor, slot i's `len` bytes at
+    /// `start + i * slot_stride(len)` ([`slot_stride`]), the last ending at the unmapped
+    /// granule. `set` gives the shape alone. The worker builds every slot's data tuple once, so
+    /// that a batch runs no code of the worker's between calls but the loop. Answered `Done`.
+    PrepareBatch {
+        set: CaseFiles,
+        slots: usize,
+        shared: Vec<SharedTensor>,
+    },
+    /// A timed batch, step 2: the parent has written fresh inputs into every slot, poisoned
+    /// every output and flushed L2. Call the kernel on slot 0, 1, ... in order on the caller's
+    /// stream (each output put in its slot's `c` when the kernel returned another tensor),
+    /// with no synchronize between calls, then synchronize the device and reply once: `Timed`
+    /// with one sample (CUDA events around the whole batch: the kernel's word, never a
+    /// verdict), the after-end time and the threads alive. With `null`, the same loop without
+    /// the kernel (a baseline worker: the request's own cost). The parent's clock around this
+    /// request is the batch's time.
+    TimedBatch { null: bool },
+}
+
+/// The distance between two slots of one tensor in a batch's shared memory: its length rounded
+/// up to 256 bytes, the alignment every tensor of a data tuple starts at.
+pub fn slot_stride(len: usize) -> usize {
+    len.div_ceil(256).max(1) * 256
 }
 
 /// The environment variable that gives a worker the descriptor number of its input socket: a

@@ -307,6 +307,23 @@ class Guarded:
             (self.buffer[self.start + self.n:] == CANARY_BYTE).all())
 
 
+class BatchSlot:
+    """Slot i of a tensor in a timed batch's shared memory (crates/harness/src/worker/protocol.rs,
+    PrepareBatch): the slot's bytes inside the tensor's mapping, at the body's start plus i
+    strides; the last slot ends at the unmapped granule."""
+
+    def __init__(self, mapped, n, start):
+        self.buffer, self.n, self.start, self.host = mapped.buffer, n, start, None
+
+    def body(self):
+        return self.buffer[self.start:self.start + self.n]
+
+
+def slot_stride(n):
+    """protocol.rs's slot_stride: a slot's length rounded up to 256 bytes."""
+    return max(1, -(-n // 256)) * 256
+
+
 class SharedGuarded(Guarded):
     """A tensor in device memory the parent shares (crates/harness/src/worker/shared_inputs.rs), mapped once:
     the parent lays it out as Guarded lays out its own (the body ends at unmapped memory,
@@ -602,7 +619,7 @@ class TrustedCuda:
 
 
 class Timing:
-    """The worker's side of a timing (crates/harness/src/worker/timing.rs drives it). Nothing here is trusted:
+    """The worker's side of a timing (crates/harness/src/bench/per_call.rs drives it). Nothing here is trusted:
     it runs in the kernel's process, and every fact the verdict rests on is held by the parent
     (the outputs it copies out of shared memory after each reply, its own clock around each
     request, the L2 state it resets before each call, the requests without the kernel that a
@@ -617,6 +634,7 @@ class Timing:
         self.cuda, self.submission = trusted, submission
         self.sets, self.flush, self.calls = [], None, 0
         self.shared, self.scratch, self.received = None, None, 0.0
+        self.batch_slots, self.batch_memory = [], None
 
     def serve(self, name, body):
         try:
@@ -645,6 +663,11 @@ class Timing:
                 self.calls += 1
                 self.cuda.synchronize()
                 return {"Done": {"Ok": None}}
+            if name == "PrepareBatch":
+                self.prepare_batch(body)
+                return {"Done": {"Ok": None}}
+            if name == "TimedBatch":
+                return {"Timed": self.batch(bool(body["null"]))}
             if name == "Call":
                 self.received = self.cuda.perf_counter()
                 shared = self.shared if body.get("shared") else None
@@ -653,8 +676,55 @@ class Timing:
                 return {"Timed": self.call(body["set"], body["null"], shared, body.get("output"))}
         except Exception as exc:
             failure = {"Raised": exception_text(exc, self.submission)}
-            return {"Timed": {"Err": failure}} if name == "Call" else {"Done": {"Err": failure}}
+            timed = name in ("Call", "TimedBatch")
+            return {"Timed": {"Err": failure}} if timed else {"Done": {"Err": failure}}
         return {"Done": {"Err": {"Crashed": f"unknown timing request {name}"}}}
+
+    def prepare_batch(self, body):
+        """Maps a batch's shared memory and builds every slot's data tuple once, so that the
+        timed batch runs nothing of the worker's between calls but the loop."""
+        layout, slots, case = body["shared"], body["slots"], body["set"]
+        fds = receive_fds(len(layout))
+        mapped = {t["key"]: SharedGuarded(self.torch, t, fd, self.device)
+                  for t, fd in zip(layout, fds)}
+        self.batch_slots = []
+        for i in range(slots):
+            views = {t["key"]: BatchSlot(mapped[t["key"]], t["len"],
+                                         t["start"] + i * slot_stride(t["len"]))
+                     for t in layout}
+            data, _, shapes = build_data(self.torch, case, self.device, views)
+            self.batch_slots.append((data, shapes))
+        self.batch_memory = mapped
+
+    def batch(self, null):
+        """Every slot's call in order on the caller's stream, no synchronize between them; an
+        output that is not the slot's own buffer is copied there on the same stream."""
+        torch, cuda = self.torch, self.cuda
+        received = cuda.perf_counter()
+        slots = self.batch_slots
+        if not slots:
+            raise RuntimeError("a batch before its memory was shared")
+        threads = len(cuda.current_frames()) - 1
+        start, end = cuda.event(), cuda.event()
+        cuda.record(start)
+        if not null:
+            for data, shapes in slots:
+                out = self.kernel(data)
+                c = data[-1]
+                if not (isinstance(out, torch.Tensor) and out.data_ptr() == c.data_ptr()
+                        and out.stride() == c.stride()):
+                    failure = output_failure(torch, out, shapes)
+                    if failure is not None:
+                        return {"Err": failure}
+                    with cuda.on_stream(cuda.stream):
+                        c.copy_(out)
+        cuda.record(end)
+        sample = cuda.elapsed_us(start, end)
+        after = cuda.perf_counter()
+        cuda.synchronize()
+        after_end = (cuda.perf_counter() - after) * 1e6
+        return {"Ok": {"samples_us": [sample], "wall_us": (cuda.perf_counter() - received) * 1e6,
+                       "after_end_us": [after_end], "other_threads": [threads]}}
 
     def call(self, case, null, shared, output):
         torch, cuda = self.torch, self.cuda

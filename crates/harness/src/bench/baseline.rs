@@ -4,8 +4,8 @@
 //! runs of one binary on one machine measured on the H100 (up to 4.6%:
 //! results/sandbox/h100-medians/).
 
-use nvfp4_harness::gpu::bench::Timing;
-use nvfp4_harness::{Error, Result};
+use super::variants::Timing;
+use crate::error::{Error, Result};
 use std::path::Path;
 
 pub const MIN_NOISE: f64 = 0.05;
@@ -24,7 +24,7 @@ pub struct MedianChange {
 
 /// The baseline's timings (a bench.json this oracle wrote and signed).
 pub fn read_baseline(path: &Path) -> Result<Vec<Timing>> {
-    let value = nvfp4_harness::certify::read_verified(path, "baseline")?;
+    let value = crate::certify::read_verified(path, "baseline")?;
     let timings: Vec<(Timing, bool)> = serde_json::from_value(value["timings"].clone())
         .map_err(|err| Error::file(path, format!("not a bench report of this oracle: {err}")))?;
     Ok(timings.into_iter().map(|(timing, _)| timing).collect())
@@ -72,6 +72,21 @@ pub fn render(path: &Path, changes: &[MedianChange]) -> String {
         ));
     }
     md
+}
+
+/// Compares `report`'s medians with the signed baseline report at `path` (read before this run's
+/// report is written: it may be the same file), appends the comparison to `markdown`, and says
+/// whether any median got slower beyond the noise.
+pub fn compare_with(
+    path: &Path,
+    report: &super::report::BenchReport,
+    markdown: &mut String,
+) -> Result<bool> {
+    let baseline = read_baseline(path)?;
+    let timings: Vec<_> = report.timings.iter().map(|(t, _)| t.clone()).collect();
+    let changes = compare(&baseline, &timings);
+    markdown.push_str(&render(path, &changes));
+    Ok(changes.iter().any(|c| c.slower))
 }
 
 #[cfg(test)]

@@ -1,17 +1,17 @@
-//! The worker's side of timing a C-ABI library ([`super::timing`] drives it): the warm-up sets
+//! The worker's side of timing a C-ABI library ([`super::per_call`] and [`super::batch`] drive it): the warm-up sets
 //! uploaded and run, an untimed warm call before each timed one in a request of its own, then
 //! the timed call between CUDA events. Its inputs arrive in device memory the parent shares
-//! ([`super::shared_inputs`]: mapped once, filled and L2-flushed by the parent just before each
+//! ([`crate::worker::shared_inputs`]: mapped once, filled and L2-flushed by the parent just before each
 //! call), and its output stays in the shared buffer, which the parent reads. With no library
-//! ([`super::serve::WorkerTarget::Baseline`]) it serves the requests without the kernel that
+//! ([`crate::worker::serve::WorkerTarget::Baseline`]) it serves the requests without the kernel that
 //! set the parent's clock.
 
-use super::protocol::{CaseFiles, Reply, Request, SharedTensor, TimedCalls};
-use super::shared_inputs::{map_dual_gemm_tensors, SHARED_KEYS};
 use crate::gpu::fenced::FencedBuffer;
 use crate::gpu::launch::LaunchBuffers;
 use crate::gpu::library::LoadedLibrary;
 use crate::kernels::{DualGemmCase, KernelFailure};
+use crate::worker::protocol::{CaseFiles, Reply, Request, SharedTensor, TimedCalls};
+use crate::worker::shared_inputs::{map_dual_gemm_tensors, SHARED_KEYS};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError};
 use nvfp4_model::problem::Shape;
@@ -108,6 +108,11 @@ pub struct LibraryTiming {
     sets: Vec<Uploaded>,
     /// Calls served so far (which warm-up set warms the next).
     calls: usize,
+    /// A timed batch's shared buffers ([`Request::PrepareBatch`]), in [`SHARED_KEYS`] order,
+    /// and every slot's launch buffers, made once.
+    batch: Vec<FencedBuffer>,
+    batch_slots: Vec<LaunchBuffers>,
+    batch_shape: Option<Shape>,
 }
 
 impl LibraryTiming {
@@ -158,6 +163,13 @@ impl LibraryTiming {
                  shared device memory only"
                     .into(),
             ))),
+            Request::PrepareBatch { set, slots, shared } => {
+                Reply::Done(self.prepare_batch(stream, &set, slots, &shared))
+            }
+            Request::TimedBatch { null } => {
+                let library = if null { None } else { library };
+                Reply::Timed(self.batch(stream, library))
+            }
             Request::Run { .. } | Request::RunShared { .. } => Reply::Done(Err(
                 KernelFailure::Crashed("a case request reached the timing".into()),
             )),
@@ -254,5 +266,88 @@ impl LibraryTiming {
             output: body(9),
         };
         timed_call(stream, library, &buffers, shape, arrived)
+    }
+}
+
+impl LibraryTiming {
+    /// Maps a batch's buffers and computes every slot's launch buffers (slot i of each tensor
+    /// at its body plus i strides).
+    fn prepare_batch(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        set: &CaseFiles,
+        slots: usize,
+        layout: &[SharedTensor],
+    ) -> Result<(), KernelFailure> {
+        self.batch.clear();
+        self.batch_slots.clear();
+        let mapped = map_dual_gemm_tensors(self.input_socket.as_ref(), stream, layout)?;
+        // The layout's lengths are one slot's, in layout order; the mapped buffers are in
+        // SHARED_KEYS order.
+        let strides: Vec<usize> = SHARED_KEYS
+            .iter()
+            .map(|key| {
+                layout
+                    .iter()
+                    .find(|t| t.key == *key)
+                    .map(|t| crate::worker::protocol::slot_stride(t.len))
+                    .ok_or_else(|| KernelFailure::Crashed(format!("no batch tensor {key}")))
+            })
+            .collect::<Result<_, _>>()?;
+        for slot in 0..slots {
+            let at = |i: usize| mapped[i].body_ptr() + (slot * strides[i]) as u64;
+            self.batch_slots.push(LaunchBuffers {
+                inputs: std::array::from_fn(at),
+                plain_scales: std::array::from_fn(|i| at(6 + i)),
+                output: at(9),
+            });
+        }
+        self.batch = mapped;
+        self.batch_shape = Some(Shape {
+            m: set.m,
+            n: set.n,
+            k: set.k,
+            l: set.l,
+        });
+        Ok(())
+    }
+
+    /// Every slot's call in order on `stream` (`library` None: the loop alone), events around
+    /// the whole, then a device-wide synchronize.
+    fn batch(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        library: Option<&LoadedLibrary>,
+    ) -> Result<TimedCalls, KernelFailure> {
+        let arrived = std::time::Instant::now();
+        let Some(shape) = self.batch_shape else {
+            return Err(KernelFailure::Crashed(
+                "a batch before its memory was shared".into(),
+            ));
+        };
+        let ctx = stream.context();
+        let start = ctx
+            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(crashed)?;
+        let end = ctx
+            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(crashed)?;
+        start.record(stream).map_err(crashed)?;
+        if let Some(library) = library {
+            for buffers in &self.batch_slots {
+                library.call(buffers, shape, stream)?;
+            }
+        }
+        end.record(stream).map_err(crashed)?;
+        end.synchronize().map_err(crashed)?;
+        let sample = f64::from(start.elapsed_ms(&end).map_err(crashed)?) * 1000.0;
+        let after_end = std::time::Instant::now();
+        ctx.synchronize().map_err(crashed)?;
+        Ok(TimedCalls {
+            samples_us: vec![sample],
+            wall_us: arrived.elapsed().as_secs_f64() * 1e6,
+            after_end_us: vec![after_end.elapsed().as_secs_f64() * 1e6],
+            other_threads: Vec::new(),
+        })
     }
 }

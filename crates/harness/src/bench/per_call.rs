@@ -1,12 +1,13 @@
-//! Timing an external kernel so that the kernel cannot falsify it (the threat model is in
+//! Timing an external kernel's calls one at a time (the cold-call latency; the batches that give
+//! the time reported are [`super::batch`]) so that the kernel cannot falsify it (the threat model is in
 //! docs/reference/threat-model.md). The kernel runs in its worker; the parent drives it
-//! ([`super::protocol::Request`]): load the warm-up sets and warm up, then one request per call,
+//! ([`crate::worker::protocol::Request`]): load the warm-up sets and warm up, then one request per call,
 //! first without the kernel (the calls' own cost) and then timed, then fetch the outputs of a
 //! sample of the timed calls. What the parent can trust, it measures or checks itself:
 //! - a timed call's inputs exist in the worker only from just before its own request on, so no
 //!   kernel can read them ahead (in its memory, on the GPU or on disk) and compute answers in
 //!   advance: the parent copies them into device memory it shares with the worker
-//!   ([`super::shared_inputs`]: until then they are in the parent's own device memory, which
+//!   ([`crate::worker::shared_inputs`]: until then they are in the parent's own device memory, which
 //!   no other process can address), or, for the grouped GEMM (host tensors), writes them
 //!   as files just before the request and removes them after;
 //! - every timed call gets inputs no call has seen, from seeds drawn per run, so an answer
@@ -25,11 +26,11 @@
 //! - after each call's end event the worker synchronizes the whole device and reports how long
 //!   that took: work still running then (a side stream) is measured call by call.
 
-use super::parent::Worker;
-use super::protocol::{CaseFiles, Reply, Request, TimedCalls};
-use super::shared_inputs::{KeptOutput, SharedCalls};
 use crate::gpu::l2::CacheReset;
 use crate::kernels::{KernelCase, KernelFailure};
+use crate::worker::parent::Worker;
+use crate::worker::protocol::{CaseFiles, Reply, Request, TimedCalls};
+use crate::worker::shared_inputs::{KeptOutput, SharedCalls};
 use half::f16;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -244,7 +245,7 @@ fn call_watchdog(warmup_took: Duration, warmup: usize) -> Duration {
 
 fn expect_done(reply: Reply) -> Result<(), KernelFailure> {
     match reply {
-        Reply::Done(result) => result.map_err(super::parent::quoted_failure),
+        Reply::Done(result) => result.map_err(crate::worker::parent::quoted_failure),
         _ => Err(KernelFailure::Crashed(
             "the worker answered out of turn".into(),
         )),
@@ -253,7 +254,7 @@ fn expect_done(reply: Reply) -> Result<(), KernelFailure> {
 
 fn expect_timed(reply: Reply) -> Result<TimedCalls, KernelFailure> {
     match reply {
-        Reply::Timed(result) => result.map_err(super::parent::quoted_failure),
+        Reply::Timed(result) => result.map_err(crate::worker::parent::quoted_failure),
         _ => Err(KernelFailure::Crashed(
             "the worker answered out of turn".into(),
         )),
@@ -434,7 +435,10 @@ pub fn time_against_baseline(
     let (mut calls, mut parent_call_us) = (empty(), Vec::new());
     let (mut worker_wall_us, mut null_worker_wall_us) = (Vec::new(), Vec::new());
     let mut held = Vec::with_capacity(timed);
-    let order = request_order(timed, crate::secrets::unpredictable_seed());
+    let order = request_order(
+        timed,
+        crate::secrets::unpredictable_seed(),
+    );
     let (mut next_timed, mut next_null) = (0usize, 0usize);
     for is_timed in order {
         if !is_timed {
@@ -477,7 +481,7 @@ pub fn time_against_baseline(
                 // The output is read right after the reply; inputs and output are removed
                 // whatever happened.
                 let result = call(kernel, l2, set, false, Some(output.clone())).and_then(|timed| {
-                    let bytes = super::parent::read_output(&output)
+                    let bytes = crate::worker::parent::read_output(&output)
                         .map_err(|err| crashed(format!("timed call {i}'s output: {err}")))?;
                     Ok((timed, bytes))
                 });

@@ -2,11 +2,11 @@
 //! needed): CUDA events around each launch, warm-up, L2 flushed between iterations, inputs rotated
 //! among enough sets to exceed L2, median and spread over the repetitions.
 
-use super::compile::compile_variant;
-use super::device::{open_device, DeviceInfo};
-use super::launch::{configure_function, LaunchBuffers, PreparedLaunch};
-use super::variants::GpuVariant;
 use crate::error::{Error, Result};
+use crate::gpu::compile::compile_variant;
+use crate::gpu::device::{open_device, DeviceInfo};
+use crate::gpu::launch::{configure_function, LaunchBuffers, PreparedLaunch};
+use crate::gpu::variants::GpuVariant;
 use crate::kernels::KernelCase;
 use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
@@ -159,4 +159,56 @@ pub fn bench_variant(
         timings.push(Timing::from_samples(variant.name, shape, samples, sets));
     }
     Ok((info, timings))
+}
+
+/// Times a built-in variant on the `shapes` it supports and its certificate in `report_dir`
+/// covers, into `report` (without a certificate only with `force_untrusted`, and the report says
+/// so). Returns false where the variant cannot run on this machine (said on stderr).
+pub fn bench_certified(
+    variant: &GpuVariant,
+    shapes: &[Shape],
+    reps: usize,
+    report_dir: &std::path::Path,
+    force_untrusted: bool,
+    report: &mut super::report::BenchReport,
+) -> Result<bool> {
+    if let Err(reason) = crate::worker::nvrtc::gpu_availability(Some(variant.arch)) {
+        eprintln!("skipping {}: cannot run here: {reason}", variant.name);
+        return Ok(false);
+    }
+    let certified = super::report::trusted(report_dir, variant.name, &variant.source_hash());
+    let is_trusted = certified.is_some();
+    if !is_trusted && !force_untrusted {
+        eprintln!(
+            "skipping {}: no certificate of this source in {} (run `nvfp4-oracle certify --kernel {}` first, or --force-untrusted)",
+            variant.name,
+            report_dir.display(),
+            variant.name
+        );
+        return Ok(true);
+    }
+    let unsupported: Vec<String> = shapes
+        .iter()
+        .filter(|s| !variant.support.supports(**s))
+        .map(|s| s.to_string())
+        .collect();
+    if !unsupported.is_empty() {
+        eprintln!(
+            "skipping {} on {}: outside its declared support",
+            variant.name,
+            unsupported.join(", ")
+        );
+    }
+    let supported: Vec<Shape> = shapes
+        .iter()
+        .copied()
+        .filter(|s| variant.support.supports(*s))
+        .filter(|s| super::report::regime_covered(certified.as_ref(), variant.name, *s))
+        .collect();
+    let (info, timings) = bench_variant(variant, &supported, reps)?;
+    report.device = info.describe();
+    report
+        .timings
+        .extend(timings.into_iter().map(|t| (t, is_trusted)));
+    Ok(true)
 }

@@ -6,7 +6,7 @@
 //! (a patched `cudaEventElapsedTime`, work done before the timed call): bench makes it a finding
 //! whatever else passed.
 
-use super::device::DeviceInfo;
+use crate::gpu::device::DeviceInfo;
 use nvfp4_model::problem::ProblemInputs;
 
 /// The densest multiply-add rate of one SM per clock, in floating-point operations (one

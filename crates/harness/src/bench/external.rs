@@ -1,24 +1,25 @@
 //! `bench` for external kernels: timed in their worker so that the kernel cannot falsify the
-//! result ([`nvfp4_harness::worker::timing`]), every shape's timing checked three ways: outputs of timed
-//! calls drawn after the loop and judged against the model, the parent's wall clock against the
-//! reported samples, and a crash or hang while timed.
+//! result. Per shape, calls one at a time between CUDA events (the cold-call latency,
+//! [`super::per_call`]), then batches of calls timed by the parent's clock
+//! against a baseline worker ([`super::batch`]): the batch figure is the time
+//! reported, the latency is trusted only where it agrees; every timed output is judged.
 
-use super::bench_report::{regime_covered, trusted, BenchArgs, BenchReport, Clocks, SpotCheck};
-use nvfp4_harness::gpu::bench::Timing;
-use nvfp4_harness::gpu::device_info;
-use nvfp4_harness::gpu::l2::L2Reset;
-use nvfp4_harness::gpu::roofline::{self, below_floor_finding};
-use nvfp4_harness::kernels::{KernelCase, KernelUnderTest};
-use nvfp4_harness::worker::timing::median;
-use nvfp4_harness::worker::CaseFiles;
-use nvfp4_harness::worker::IsolatedKernel;
-use nvfp4_harness::{Error, Result};
-use nvfp4_model::compare::{judge, OutputShape};
+use super::batch::{free_memory, slot_bytes, BatchMemory, BatchPlan};
+use super::batch_clock::{choose_slots, latency_finding, median, wrong_outputs_finding, BATCHES};
+use super::judge::{f16_values, OutputJudge};
+use super::report::{regime_covered, trusted, BatchRow, BenchReport, Clocks, Judged};
+use super::roofline::{self, below_floor_finding};
+use super::variants::Timing;
+use crate::error::{Error, Result};
+use crate::gpu::device::device_info;
+use crate::gpu::l2::L2Reset;
+use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest};
+use crate::worker::isolated::IsolatedKernel;
+use crate::worker::protocol::CaseFiles;
 use nvfp4_model::golden::set::{DUAL_GEMM_BENCHMARKS, GROUP_GEMM_BENCHMARKS};
-use nvfp4_model::model::bounds::KOrder;
-use nvfp4_model::model::problem_reference;
 use nvfp4_model::problem::generate::{generate_group_gemm, generate_problem};
 use nvfp4_model::problem::{Distribution, ProblemInputs, ProblemKind, Shape};
+use std::path::Path;
 use std::time::Duration;
 
 /// Warm-up calls before each timed loop (each on its own inputs).
@@ -27,7 +28,7 @@ const WARM_UP: usize = 3;
 /// every run, so that no kernel can compute its timed calls' answers in advance from a seed it
 /// knows or can guess (halved: `first + i` never wraps).
 fn first_seed() -> u64 {
-    nvfp4_harness::secrets::unpredictable_seed() >> 1
+    crate::secrets::unpredictable_seed() >> 1
 }
 
 /// A benchmark shape of any problem.
@@ -93,43 +94,32 @@ fn default_bench_shapes(problem: ProblemKind) -> Vec<BenchShape> {
     }
 }
 
-/// `count` distinct indices below `n`, drawn from the clock: chosen after the timed loop, so
-/// the kernel could not have known them.
-fn draw_after_the_fact(n: usize, count: usize) -> Vec<usize> {
-    let mut state = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64)
-        | 1;
-    let mut picked: Vec<usize> = Vec::new();
-    while picked.len() < count.min(n) {
-        // xorshift64: enough to pick a few indices nobody could predict.
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        let i = (state % n as u64) as usize;
-        if !picked.contains(&i) {
-            picked.push(i);
-        }
-    }
-    picked.sort_unstable();
-    picked
-}
-
 /// The median of `walls` less `samples`, call by call.
 fn beyond(walls: &[f64], samples: &[f64]) -> Option<f64> {
     let differences: Vec<f64> = walls.iter().zip(samples).map(|(w, s)| w - s).collect();
     median(&differences)
 }
 
+/// What a bench run asks of each external kernel.
+pub struct ExternalOptions<'a> {
+    /// The shapes to time; empty: the competition's benchmark shapes of the kernel's problem.
+    pub shapes: &'a [Shape],
+    /// Calls timed one at a time per shape (the cold-call latency).
+    pub reps: usize,
+    /// Where its certificate is read.
+    pub report_dir: &'a std::path::Path,
+    /// Time it without a certificate of its files.
+    pub force_untrusted: bool,
+}
+
 /// Times a certified external kernel in its worker on every shape it supports.
 pub fn bench_external(
     kernel: &IsolatedKernel,
-    shapes: &[Shape],
-    args: &BenchArgs,
+    args: &ExternalOptions<'_>,
     report: &mut BenchReport,
 ) -> Result<()> {
     let name = kernel.name().to_string();
-    let certified = trusted(&args.report_dir, &name, &kernel.info.source_hash);
+    let certified = trusted(args.report_dir, &name, &kernel.info.source_hash);
     let is_trusted = certified.is_some();
     if !is_trusted && !args.force_untrusted {
         eprintln!(
@@ -154,10 +144,11 @@ pub fn bench_external(
     let bench_shapes: Vec<BenchShape> = if args.shapes.is_empty() {
         default_bench_shapes(problem)
     } else {
-        shapes.iter().map(|&s| BenchShape::One(s)).collect()
+        args.shapes.iter().map(|&s| BenchShape::One(s)).collect()
     };
     // The timed sets live in the kernel's input directory, read-only to a sandboxed worker.
     let scratch = kernel.input_dir().join("bench");
+    let judge = &OutputJudge::new();
     let first = first_seed();
     for bench_shape in &bench_shapes {
         let shape = bench_shape.label(problem);
@@ -193,7 +184,8 @@ pub fn bench_external(
                     0,
                 )
             },
-            |n| draw_after_the_fact(n, args.spot_checks),
+            // Every timed call's output is judged.
+            |n| (0..n).collect(),
             per_call,
         );
         let _ = std::fs::remove_dir_all(&scratch);
@@ -249,51 +241,192 @@ pub fn bench_external(
                 .findings
                 .push(format!("{name} on {shape}: {finding}"));
         }
-        // The parent's clock around each request: a finding where the inputs came in shared
-        // device memory (then a timed request costs what the baseline's costs besides the
-        // call: results/parent-owned/). Where they came as files (the C-ABI library, the
-        // grouped GEMM), reported only: loading them varies by milliseconds between requests,
-        // more than the slack, and raised false alarms on honest kernels
-        // (results/sandbox/).
+        // The parent's clock around each single request: reported only. Its round trip's noise
+        // on a busy host is as large as a call, so the batch below is the clock bench trusts.
         if let Some(text) = run.wall_clock_finding() {
-            let line = format!("{name} on {shape}: {text}");
-            if run.shared_inputs {
-                report.findings.push(line);
-            } else {
-                report.clock_notes.push(line);
-            }
+            report
+                .clock_notes
+                .push(format!("{name} on {shape}: {text}"));
         }
+        let judged_calls = run.outputs.len();
+        let mut wrong = Vec::new();
         for (call, output) in &run.outputs {
             let seed = first + (WARM_UP + call) as u64;
-            let inputs = bench_shape.inputs(problem, seed);
-            let reference = problem_reference(&inputs, KOrder::Contiguous);
-            let (m, n, l) = inputs.output_dims();
-            let verdict = judge(
-                OutputShape { m, n, l },
-                output,
-                &reference.expected,
-                &reference.lo,
-                &reference.hi,
-            );
-            if !verdict.pass {
-                report.findings.push(format!(
-                    "timing not trusted: {name} on {shape}: the output of timed call {call} (inputs never seen before, seed {seed}) was wrong in {} elements",
-                    verdict.failed
-                ));
+            let failed = judge.failed_elements(&bench_shape.inputs(problem, seed), output);
+            if failed > 0 {
+                wrong.push((format!("call {call} (seed {seed})"), failed));
             }
-            report.spot_checks.push(SpotCheck {
-                kernel: name.clone(),
-                shape,
-                at_call: *call,
-                seed,
-                pass: verdict.pass,
-                failed_elements: verdict.failed,
-            });
+        }
+        let latency_us = median(&run.calls.samples_us).unwrap_or(0.0);
+        let batch = run.shared_inputs.then(|| {
+            time_in_batches(
+                kernel,
+                &mut l2,
+                bench_shape,
+                problem,
+                &first_case,
+                latency_us,
+                first + (WARM_UP + args.reps) as u64,
+                judge,
+                info.l2_bytes,
+                per_call,
+            )
+        });
+        let (batch_row, batch_wrong, batch_judged) = match batch {
+            Some(Ok(outcome)) => (Some(outcome.row), outcome.wrong, outcome.judged),
+            Some(Err(failure)) => {
+                report.findings.push(format!(
+                    "timing failed: {name} on {shape}: in a batch: {failure}"
+                ));
+                continue;
+            }
+            None => (None, Vec::new(), 0),
+        };
+        wrong.extend(batch_wrong);
+        if let Some(finding) = wrong_outputs_finding(judged_calls + batch_judged, &wrong) {
+            report
+                .findings
+                .push(format!("{name} on {shape}: {finding}"));
+        }
+        report.judged.push(Judged {
+            kernel: name.clone(),
+            shape,
+            calls: judged_calls + batch_judged,
+            wrong: wrong.len(),
+        });
+        let Some(row) = batch_row else {
+            report.timings.push((
+                Timing::from_samples(&name, shape, run.calls.samples_us, WARM_UP + args.reps),
+                is_trusted,
+            ));
+            continue;
+        };
+        for finding in [
+            latency_finding(latency_us, row.per_call_us),
+            floor
+                .as_ref()
+                .and_then(|floor| below_floor_finding(row.per_call_us, floor)),
+            row.memory_note.clone(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            report
+                .findings
+                .push(format!("{name} on {shape}: {finding}"));
         }
         report.timings.push((
-            Timing::from_samples(&name, shape, run.calls.samples_us, WARM_UP + args.reps),
+            Timing::from_samples(&name, shape, row.figures_us.clone(), row.slots),
             is_trusted,
         ));
+        report.batches.push(row);
     }
     Ok(())
+}
+
+/// One shape's batches: the report's row, the calls whose outputs were wrong (named, with the
+/// elements wrong) and how many outputs were judged.
+struct BatchOutcome {
+    row: BatchRow,
+    wrong: Vec<(String, usize)>,
+    judged: usize,
+}
+
+/// Times `kernel` on `bench_shape` in batches ([`super::batch`]) in the workers
+/// the per-call timing left, every output judged.
+#[allow(clippy::too_many_arguments)]
+fn time_in_batches(
+    kernel: &IsolatedKernel,
+    l2: &mut L2Reset,
+    bench_shape: &BenchShape,
+    problem: ProblemKind,
+    first_case: &KernelCase,
+    latency_us: f64,
+    first_seed: u64,
+    judge: &OutputJudge,
+    l2_bytes: usize,
+    per_call: Duration,
+) -> std::result::Result<BatchOutcome, KernelFailure> {
+    let (slot_bytes, input_bytes) = slot_bytes(first_case)
+        .ok_or_else(|| KernelFailure::Crashed("no batch for host tensors".into()))?;
+    // A quarter of the free memory: the rest is the kernel's and the judge's.
+    let choice = choose_slots(
+        input_bytes,
+        slot_bytes,
+        l2_bytes,
+        latency_us,
+        free_memory() / 4,
+    );
+    let memory = BatchMemory::new(first_case, choice.slots)
+        .map_err(|why| KernelFailure::Crashed(format!("the batch's memory: {why}")))?;
+    let slots = choice.slots;
+    let seed = |b: usize, i: usize| first_seed + (b * slots + i) as u64;
+    let mut wrong = Vec::new();
+    let mut judged = 0;
+    let described = CaseFiles::describe(first_case, Path::new(""));
+    let plan = BatchPlan {
+        memory: &memory,
+        described: &described,
+        batches: BATCHES,
+        timeout: per_call * slots as u32 + Duration::from_secs(30),
+    };
+    let batch = kernel.time_batches(
+        l2,
+        &plan,
+        |b, i| KernelCase::new(bench_shape.inputs(problem, seed(b, i)), 0),
+        |b, i, case, bytes| {
+            judged += 1;
+            let d = &described;
+            let shape = Shape {
+                m: d.m,
+                n: d.n,
+                k: d.k,
+                l: d.l,
+            };
+            let output = f16_values(&crate::gpu::library::lmn_to_mnl(bytes, shape));
+            let failed = judge.failed_elements(&case.inputs, &output);
+            if failed > 0 {
+                wrong.push((format!("batch {b} call {i} (seed {})", seed(b, i)), failed));
+            }
+        },
+    )?;
+    let figures_us = batch.clock.per_call_us();
+    let per_call_us = median(&figures_us).unwrap_or(0.0);
+    let memory_note = choice.below_l2.then(|| {
+        format!(
+            "timing not trusted: the device memory held only {slots} calls a batch, whose \
+             inputs are less than {} times the L2: calls may read inputs from L2",
+            super::batch_clock::L2_TIMES
+        )
+    });
+    if let Some(most) = batch
+        .worker
+        .other_threads
+        .iter()
+        .copied()
+        .max()
+        .filter(|&n| n > 0)
+    {
+        return Err(KernelFailure::Crashed(format!(
+            "the kernel kept {most} Python thread(s) of its own alive beside a batch"
+        )));
+    }
+    Ok(BatchOutcome {
+        row: BatchRow {
+            kernel: kernel.name().to_string(),
+            shape: bench_shape.label(problem),
+            slots,
+            batches: BATCHES,
+            kernel_batch_us: batch.clock.kernel_batch_us.clone(),
+            baseline_batch_us: batch.clock.baseline_batch_us.clone(),
+            figures_us,
+            per_call_us,
+            latency_us,
+            latency_trusted: latency_finding(latency_us, per_call_us).is_none(),
+            batch_events_us: batch.worker.samples_us.clone(),
+            memory_note,
+        },
+        wrong,
+        judged,
+    })
 }
