@@ -124,7 +124,7 @@ pub fn run_case_within(
 }
 
 /// A case's inputs, made before its run (a campaign makes the next case's while the kernel
-/// runs this one: crates/harness/src/certify/campaign/run.rs).
+/// runs this one: crates/harness/src/certify/run_campaign.rs).
 pub struct PreparedCase {
     spec: CaseSpec,
     case: KernelCase,
