@@ -8,8 +8,8 @@ use nvfp4_harness::bench::{
     bench_certified, bench_external, render, write_signed, BenchReport, ExternalOptions,
 };
 use nvfp4_harness::gpu::gpu_variants;
-use nvfp4_harness::{Error, Result};
 use nvfp4_harness::kernels::KernelUnderTest;
+use nvfp4_harness::{Error, Result};
 use nvfp4_model::golden::set::DUAL_GEMM_BENCHMARKS;
 use nvfp4_model::problem::{ProblemKind, Shape};
 use std::path::PathBuf;

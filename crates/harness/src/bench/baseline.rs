@@ -4,7 +4,7 @@
 //! runs of one binary on one machine measured on the H100 (up to 4.6%:
 //! results/sandbox/h100-medians/).
 
-use super::variants::Timing;
+use super::timing::Timing;
 use crate::error::{Error, Result};
 use std::path::Path;
 

@@ -9,7 +9,7 @@ use super::batch_clock::{choose_slots, latency_finding, median, wrong_outputs_fi
 use super::judge::{f16_values, OutputJudge};
 use super::report::{regime_covered, trusted, BatchRow, BenchReport, Clocks, Judged};
 use super::roofline::{self, below_floor_finding};
-use super::variants::Timing;
+use super::timing::Timing;
 use crate::error::{Error, Result};
 use crate::gpu::device::device_info;
 use crate::gpu::l2::L2Reset;

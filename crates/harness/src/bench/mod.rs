@@ -20,7 +20,7 @@
 //!   takes the case, else the CPU model.
 
 //! - [`roofline`]: the least time any kernel can take for a shape on a GPU, below which a time
-//!   is a finding.
+//!   is a finding; [`timing`]: one timed shape's figures, what every way of timing produces.
 //! - [`report`] (GPU): the report, its Markdown, and the certificates bench trusts;
 //!   [`baseline`] (GPU): medians against a signed earlier report (`--baseline`).
 
@@ -40,6 +40,7 @@ pub mod per_call;
 #[cfg(feature = "gpu")]
 pub mod report;
 pub mod roofline;
+pub mod timing;
 #[cfg(feature = "gpu")]
 pub mod variants;
 

@@ -435,10 +435,7 @@ pub fn time_against_baseline(
     let (mut calls, mut parent_call_us) = (empty(), Vec::new());
     let (mut worker_wall_us, mut null_worker_wall_us) = (Vec::new(), Vec::new());
     let mut held = Vec::with_capacity(timed);
-    let order = request_order(
-        timed,
-        crate::secrets::unpredictable_seed(),
-    );
+    let order = request_order(timed, crate::secrets::unpredictable_seed());
     let (mut next_timed, mut next_null) = (0usize, 0usize);
     for is_timed in order {
         if !is_timed {

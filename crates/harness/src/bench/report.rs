@@ -2,7 +2,7 @@
 //! external kernels ([`super::external`]), and its Markdown; the certificates it trusts, said on
 //! stderr.
 
-use super::variants::Timing;
+use super::timing::Timing;
 use crate::certify::{timing_trust, Trust};
 use nvfp4_model::problem::Shape;
 use serde::Serialize;

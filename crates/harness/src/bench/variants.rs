@@ -2,6 +2,7 @@
 //! needed): CUDA events around each launch, warm-up, L2 flushed between iterations, inputs rotated
 //! among enough sets to exceed L2, median and spread over the repetitions.
 
+pub use super::timing::Timing;
 use crate::error::{Error, Result};
 use crate::gpu::compile::compile_variant;
 use crate::gpu::device::{open_device, DeviceInfo};
@@ -12,24 +13,8 @@ use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
 use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut};
 use nvfp4_model::problem::generate::generate_dual_gemm;
 use nvfp4_model::problem::{Distribution, Shape};
-use serde::{Deserialize, Serialize};
 
 const WARM_UP: usize = 3;
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Timing {
-    pub variant: String,
-    pub shape: Shape,
-    pub median_us: f64,
-    pub min_us: f64,
-    pub max_us: f64,
-    /// (p90 - p10) / median.
-    pub spread: f64,
-    pub reps: usize,
-    pub input_sets: usize,
-    /// Both GEMMs: 4 M N K / time.
-    pub tflops: f64,
-}
 
 /// How many input sets a timing rotates over so that each call's inputs are out of L2: enough
 /// to fill twice the L2, at least 2.
@@ -42,31 +27,6 @@ pub fn input_sets(case: &KernelCase, l2_bytes: usize) -> usize {
         .chain(case.blocked.iter().map(Vec::len))
         .sum();
     (2 * l2_bytes).div_ceil(set_bytes).max(2)
-}
-
-impl Timing {
-    /// Median, extremes and spread of `samples` (microseconds, one per timed call).
-    pub fn from_samples(
-        name: &str,
-        shape: Shape,
-        mut samples: Vec<f64>,
-        input_sets: usize,
-    ) -> Timing {
-        samples.sort_by(f64::total_cmp);
-        let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
-        let median = at(0.5);
-        Timing {
-            variant: name.to_string(),
-            shape,
-            median_us: median,
-            min_us: samples[0],
-            max_us: samples[samples.len() - 1],
-            spread: (at(0.9) - at(0.1)) / median,
-            reps: samples.len(),
-            input_sets,
-            tflops: 4.0 * (shape.m * shape.n * shape.k * shape.l) as f64 / median / 1e6,
-        }
-    }
 }
 
 fn gpu(err: impl std::fmt::Display) -> Error {
