@@ -18,7 +18,7 @@ use crate::gpu::GpuError;
 use crate::kernels::{KernelCase, KernelFailure};
 use crate::worker::parent::Worker;
 use crate::worker::protocol::{slot_stride, CaseFiles, Reply, Request, SharedTensor, TimedCalls};
-use crate::worker::shared_inputs::{device_tensors, send_fds};
+use crate::worker::shared_inputs::{device_tensors, fenced_tensors, send_fds};
 use cudarc::driver::{sys, CudaStream};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
@@ -79,22 +79,8 @@ impl BatchMemory {
         let tensors = device_tensors(case).ok_or(
             "the grouped GEMM's data tuple holds host tensors: it has no batch in shared memory",
         )?;
-        let (ctx, _) = crate::gpu::device::open_device()?;
-        let stream = ctx.default_stream();
-        let mut buffers = Vec::new();
-        let mut layout = Vec::new();
-        for (key, bytes) in &tensors {
-            let len = slot_stride(bytes.len()) * (slots - 1) + bytes.len();
-            let buffer = FencedBuffer::canaries(&stream, len, true)?;
-            layout.push(SharedTensor {
-                key: key.clone(),
-                len: bytes.len(),
-                mapped: buffer.mapped_len(),
-                start: buffer.body_offset(),
-            });
-            buffers.push(buffer);
-        }
-        stream.synchronize().map_err(|e| e.to_string())?;
+        let (stream, buffers, layout) =
+            fenced_tensors(&tensors, |len| slot_stride(len) * (slots - 1) + len)?;
         Ok(BatchMemory {
             stream,
             buffers,

@@ -77,6 +77,31 @@ pub fn device_tensors(case: &KernelCase) -> Option<Vec<(String, Vec<u8>)>> {
     Some(tensors)
 }
 
+/// One exportable fenced buffer per tensor of `tensors` (`buffer_len` of its length: one call's
+/// bytes, or a batch's slots), canaries written, on the default stream of the parent's context,
+/// and the layout the worker maps them by (`len`: one call's bytes of the tensor).
+pub(crate) fn fenced_tensors(
+    tensors: &[(String, Vec<u8>)],
+    buffer_len: impl Fn(usize) -> usize,
+) -> Result<(Arc<CudaStream>, Vec<FencedBuffer>, Vec<SharedTensor>), GpuError> {
+    let (ctx, _) = crate::gpu::device::open_device()?;
+    let stream = ctx.default_stream();
+    let mut buffers = Vec::new();
+    let mut layout = Vec::new();
+    for (key, bytes) in tensors {
+        let buffer = FencedBuffer::canaries(&stream, buffer_len(bytes.len()), true)?;
+        layout.push(SharedTensor {
+            key: key.clone(),
+            len: bytes.len(),
+            mapped: buffer.mapped_len(),
+            start: buffer.body_offset(),
+        });
+        buffers.push(buffer);
+    }
+    stream.synchronize().map_err(|e| e.to_string())?;
+    Ok((stream, buffers, layout))
+}
+
 /// The tensors of a dual-GEMM call in the parent's shared memory, by their data-tuple keys
 /// ([`super::shared_inputs::device_tensors`]), in the C ABI's order: a, b1, b2, the blocked
 /// scales, the plain scales, the output.
@@ -144,21 +169,7 @@ impl SharedInputs {
         let tensors = device_tensors(case).ok_or(
             "the grouped GEMM's data tuple holds host tensors: its inputs are sent as files",
         )?;
-        let (ctx, _) = crate::gpu::device::open_device()?;
-        let stream = ctx.default_stream();
-        let mut buffers = Vec::new();
-        let mut layout = Vec::new();
-        for (key, bytes) in &tensors {
-            let buffer = FencedBuffer::canaries(&stream, bytes.len(), true)?;
-            layout.push(SharedTensor {
-                key: key.clone(),
-                len: bytes.len(),
-                mapped: buffer.mapped_len(),
-                start: buffer.body_offset(),
-            });
-            buffers.push(buffer);
-        }
-        stream.synchronize().map_err(|e| e.to_string())?;
+        let (stream, buffers, layout) = fenced_tensors(&tensors, |len| len)?;
         Ok(SharedInputs {
             stream,
             buffers,
