@@ -65,3 +65,50 @@ fn the_cute_dsl_example_is_certified_on_hopper() {
     let (code, text) = certify(&manifest, 30);
     assert_eq!(code, 0, "the CuTe DSL example should be certified:\n{text}");
 }
+
+/// A Python submission's large dual-GEMM case runs on device memory the parent shares (no
+/// files): the torch example's output there is its output on files, bit for bit, and a
+/// submission that uses an input as scratch space is caught by the parent's own check of it.
+#[test]
+#[ignore = "needs torch and a CUDA GPU: run with -- --include-ignored on a GPU machine"]
+fn a_python_submissions_large_case_on_shared_memory_is_its_case_on_files() {
+    use half::f16;
+    use nvfp4_harness::kernels::manifest::{KernelCode, Manifest};
+    use nvfp4_harness::kernels::{KernelCase, KernelFailure, KernelUnderTest};
+    use nvfp4_harness::worker::external::external_kernel;
+    use nvfp4_harness::worker::shared_run::runs_shared;
+    use nvfp4_model::problem::generate::generate_problem;
+    use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
+    common::require_torch_gpu();
+    common::oracle_as_worker();
+    let shape = Shape::new(40, 4096, 2048, 2).unwrap();
+    let case = KernelCase::new(
+        generate_problem(ProblemKind::DualGemm, shape, Distribution::Full, 7),
+        Distribution::Full.blocked_padding_fill(),
+    );
+    assert!(runs_shared(&case), "the case is large enough to be shared");
+    let run = |kernel: &dyn KernelUnderTest| {
+        let mut output = vec![f16::ZERO; 40 * 4096 * 2];
+        kernel.run(&case, &mut output).map(|()| output)
+    };
+    let manifest = Manifest::read(&examples().join("torch/kernel.toml")).expect("manifest");
+    let shared = external_kernel(&manifest).expect("torch example");
+    let on_files = external_kernel(&manifest)
+        .expect("torch example")
+        .with_shared_runs(None);
+    let (a, b) = (run(&shared).unwrap(), run(&on_files).unwrap());
+    assert!(
+        a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+        "shared and file outputs differ"
+    );
+    assert!(a.iter().any(|x| x.to_bits() != 0), "an output was written");
+    let scratch = common::repo_path("tests/exploits/answer_into_input.py");
+    let hostile = Manifest::for_code(KernelCode::Submission(scratch), ProblemKind::DualGemm)
+        .expect("manifest");
+    match run(&external_kernel(&hostile).expect("exploit")) {
+        Err(KernelFailure::ModifiedInputs(why)) => {
+            assert!(why.contains("input sfa"), "{why}")
+        }
+        other => panic!("expected modified inputs, got {:?}", other.map(|_| ())),
+    }
+}

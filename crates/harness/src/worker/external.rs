@@ -264,12 +264,11 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
     )
     .with_production_shapes(manifest.production_shapes.clone())
     .with_timing_baseline(baseline, shared)
-    // A library's Rust worker runs a dual GEMM's large cases on shared memory (its C ABI's c
-    // is [L][M][N]); a Python submission's worker takes every case as files.
+    // A dual GEMM's large cases run on shared memory, where the worker says it can map it:
+    // the library's Rust worker (its C ABI's c is [L][M][N]) and a Python submission's (whose
+    // c is made as GPU MODE makes it, (L, M, N) storage permuted to [M, N, L]).
     .with_shared_runs(
-        (matches!(manifest.code, KernelCode::Library { .. })
-            && manifest.problem == ProblemKind::DualGemm)
-            .then_some(super::shared_run::OutputOrder::Lmn),
+        (manifest.problem == ProblemKind::DualGemm).then_some(super::shared_run::OutputOrder::Lmn),
     );
     Ok(match preflight {
         Some(command) => kernel.with_preflight(command),

@@ -149,8 +149,8 @@ impl IsolatedKernel {
     }
 
     /// Large cases (`shared_run.rs`) run on device memory shared with the worker, whose kernel
-    /// stores its output in `order`; `None`: every case on files. For the Rust worker's
-    /// kernels, whose worker serves such runs.
+    /// stores its output in `order`; `None`: every case on files. Taken only where the
+    /// worker's Ready says it can map shared memory; otherwise the case goes on files.
     pub fn with_shared_runs(mut self, order: Option<OutputOrder>) -> Self {
         self.shared_runs = order;
         self
@@ -443,9 +443,11 @@ impl KernelUnderTest for IsolatedKernel {
         self.ensure_started(&mut slot)
             .map_err(|err| KernelFailure::Crashed(format!("restarting the worker: {err}")))?;
         let worker = slot.as_mut().expect("started above");
-        let on_shared_memory = self
-            .shared_runs
-            .filter(|_| conditions == RunConditions::default() && runs_shared(case));
+        let on_shared_memory = self.shared_runs.filter(|_| {
+            conditions == RunConditions::default()
+                && runs_shared(case)
+                && worker.environment.shared_inputs
+        });
         let timeout = self.case_timeout(case);
         let result = match on_shared_memory
             .map(|order| run_shared(worker, case, order, output, timeout))

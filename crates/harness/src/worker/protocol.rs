@@ -165,7 +165,8 @@ pub enum Request {
     /// input socket, in order, with the inputs in place and the output `c` poisoned; `set`
     /// gives the shape alone (its directory is empty). The worker maps them, calls the kernel,
     /// waits for its stream and unmaps them; the output stays in `c`, where the parent reads
-    /// and checks it. Answered `Done`.
+    /// and checks it. Sent only to a worker whose Ready said
+    /// [`crate::kernels::KernelEnvironment::shared_inputs`]. Answered `Done`.
     RunShared {
         set: CaseFiles,
         shared: Vec<SharedTensor>,

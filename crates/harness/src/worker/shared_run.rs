@@ -1,5 +1,7 @@
-//! A campaign's large case run on device memory the parent shares with the Rust worker (the
-//! built-in variants and C-ABI libraries) instead of files: both sides of that boundary.
+//! A campaign's large case run on device memory the parent shares with the worker (the Rust
+//! worker of the built-in variants and C-ABI libraries, and a Python submission's worker where it
+//! says it can map such memory) instead of files: the parent's side and the Rust worker's; the
+//! Python worker's is `run_on_shared_memory` in `submission_worker.py`.
 //!
 //! Why: a deployment-size case moves hundreds of megabytes of inputs. On files the parent
 //! wrote them, the worker read them, uploaded them into fresh buffers and downloaded them again

@@ -946,41 +946,86 @@ def main():
         request = json.loads(line)
         # serde's external tagging: {"Name": body}, or "Name" for a request without fields.
         name, body = (request, None) if isinstance(request, str) else next(iter(request.items()))
-        if name != "Run":
+        if name not in ("Run", "RunShared"):
             reply(timing.serve(name, body))
             continue
-        run = body
-        case = run["case"]
-        data, guarded, shapes = build_data(torch, case, device)
-        trusted.synchronize()
-        try:
-            around(torch, trusted, run.get("conditions") or {}, device)
-            deliver_on_stream(torch, trusted, guarded)
-            out = kernel(data)
-            # Read the output as the calling program would: a copy enqueued on the caller's
-            # stream right after the call returns sees only the work ordered before it.
-            early = ordered_copy(torch, trusted, out)
-            trusted.synchronize()
-        except Exception as exc:
-            text = exception_text(exc, submission)
-            try:
-                trusted.synchronize()
-            except Exception:
-                done({"Crashed": f"CUDA error: {text}"})
-                return  # the context is unusable
-            done({"Raised": text})
-            continue
-        failure = check_after(torch, guarded)
-        if failure is None:
-            body, failure = output_bytes(torch, out, shapes, device)
-        if failure is None:
-            failure = unordered(torch, early, out)
-        if failure is None:
-            with open(run["output"], "wb") as f:
-                f.write(body)
+        if name == "RunShared":
+            failure, fatal = run_on_shared_memory(torch, trusted, kernel, body, device, submission)
+        else:
+            failure, fatal = run_on_files(torch, trusted, kernel, body, device, submission)
         done(failure)
-        del data, guarded, out
+        if fatal:
+            return  # the context is unusable
 
+
+def call_kernel(torch, trusted, kernel, data, guarded, conditions, device, submission):
+    """One campaign call, as a calling program makes it: (output, its copy ordered on the
+    caller's stream, failure, fatal). A failure is the kernel's exception; fatal when the CUDA
+    context is left unusable."""
+    trusted.synchronize()
+    try:
+        around(torch, trusted, conditions, device)
+        deliver_on_stream(torch, trusted, guarded)
+        out = kernel(data)
+        # Read the output as the calling program would: a copy enqueued on the caller's
+        # stream right after the call returns sees only the work ordered before it.
+        early = ordered_copy(torch, trusted, out)
+        trusted.synchronize()
+    except Exception as exc:
+        text = exception_text(exc, submission)
+        try:
+            trusted.synchronize()
+        except Exception:
+            return None, None, {"Crashed": f"CUDA error: {text}"}, True
+        return None, None, {"Raised": text}, False
+    return out, early, None, False
+
+
+def run_on_files(torch, trusted, kernel, run, device, submission):
+    """A `Run` request: the case's inputs from its files into guarded buffers of the worker's,
+    the output written to the file the request names. (failure, fatal)."""
+    data, guarded, shapes = build_data(torch, run["case"], device)
+    out, early, failure, fatal = call_kernel(torch, trusted, kernel, data, guarded,
+                                             run.get("conditions") or {}, device, submission)
+    if failure is not None:
+        return failure, fatal
+    failure = check_after(torch, guarded)
+    if failure is None:
+        body, failure = output_bytes(torch, out, shapes, device)
+    if failure is None:
+        failure = unordered(torch, early, out)
+    if failure is None:
+        with open(run["output"], "wb") as f:
+            f.write(body)
+    return failure, False
+
+
+def run_on_shared_memory(torch, trusted, kernel, run, device, submission):
+    """A `RunShared` request (crates/harness/src/worker/shared_run.rs): the case's tensors are
+    views of device memory the parent shares, inputs in place and the output `c` poisoned; the
+    output goes into `c` (copied there on the caller's stream unless the kernel returned `c`
+    itself). The parent reads `c` and checks every input and canary itself after the reply;
+    every mapping is released before it. (failure, fatal)."""
+    layout = run["shared"]
+    try:
+        fds = receive_fds(len(layout))
+        shared = {t["key"]: SharedGuarded(torch, t, fd, device) for t, fd in zip(layout, fds)}
+        data, guarded, shapes = build_data(torch, run["set"], device, shared)
+    except Exception as exc:
+        return {"Crashed": f"mapping the shared memory: {type(exc).__name__}: {exc}"}, False
+    out, early, failure, fatal = call_kernel(torch, trusted, kernel, data, guarded, {}, device,
+                                             submission)
+    if failure is None:
+        failure = output_failure(torch, out, shapes) or unordered(torch, early, out)
+    if failure is None:
+        c = data[-1]
+        if not (out.data_ptr() == c.data_ptr() and out.stride() == c.stride()):
+            with trusted.on_stream(trusted.stream):
+                c.copy_(out)
+        trusted.synchronize()
+    # The mappings go with the last tensor viewing them: none is kept past the reply.
+    del data, guarded, shared, out, early
+    return failure, fatal
 
 if __name__ == "__main__":
     main()

@@ -252,6 +252,22 @@ impl Source {
         Source(rng)
     }
 
+    /// The stream from its word `word` on (ChaCha is a counter mode: any word is reached at
+    /// once).
+    fn at(seed: u64, stream: u64, word: u128) -> Self {
+        let mut source = Source::new(seed, stream);
+        source.seek(word);
+        source
+    }
+
+    fn seek(&mut self, word: u128) {
+        self.0.set_word_pos(word);
+    }
+
+    fn word_pos(&self) -> u128 {
+        self.0.get_word_pos()
+    }
+
     fn byte(&mut self) -> u8 {
         (self.0.next_u32() >> 24) as u8
     }
@@ -321,6 +337,26 @@ impl KBlockPlan {
     }
 }
 
+/// An operand's rows are made on every core, each task from the word of its operand's stream
+/// where its first row starts, and give the bytes one sequential pass gives (`generate.rs`'s
+/// tests): what a row draws is fixed by a few of its words, which [`row_starts`] reads ahead.
+/// A task makes at least this many bytes of data.
+const TASK_DATA_BYTES: usize = 256 << 10;
+
+/// What one operand's rows are drawn from and how.
+struct OperandDraw<'a> {
+    role: Role,
+    dist: Distribution,
+    gpumode_scales: GpumodeScales,
+    plan: &'a KBlockPlan,
+    seed: u64,
+    stream: u64,
+    /// K / 2: the data bytes of a row.
+    row_bytes: usize,
+    /// K / 16: the scales of a row.
+    blocks: usize,
+}
+
 #[allow(clippy::too_many_arguments)]
 fn generate_operand(
     role: Role,
@@ -332,23 +368,133 @@ fn generate_operand(
     seed: u64,
     stream: u64,
 ) -> BlockScaledMatrix {
-    let mut source = Source::new(seed, stream);
-    let (k, batches, blocks) = (shape.k, shape.l, shape.scale_cols());
-    let mut data = vec![0u8; rows * k / 2 * batches];
-    let mut scales = vec![0u8; rows * blocks * batches];
-    let block_bytes = SCALE_BLOCK / 2;
-    for (row_data, row_scales) in data
-        .chunks_exact_mut(k / 2)
-        .zip(scales.chunks_exact_mut(blocks))
-    {
-        match dist {
+    let draw = OperandDraw {
+        role,
+        dist,
+        gpumode_scales,
+        plan,
+        seed,
+        stream,
+        row_bytes: shape.k / 2,
+        blocks: shape.scale_cols(),
+    };
+    let task_rows = TASK_DATA_BYTES.div_ceil(draw.row_bytes).max(1);
+    draw.matrix(rows, shape, task_rows)
+}
+
+impl OperandDraw<'_> {
+    /// The operand's `rows` x L rows, `task_rows` of them to a task.
+    fn matrix(&self, rows: usize, shape: Shape, task_rows: usize) -> BlockScaledMatrix {
+        use rayon::prelude::*;
+        let all_rows = rows * shape.l;
+        let mut data = vec![0u8; all_rows * self.row_bytes];
+        let mut scales = vec![0u8; all_rows * self.blocks];
+        let starts = self.row_starts(all_rows, task_rows);
+        data.par_chunks_mut(task_rows * self.row_bytes)
+            .zip(scales.par_chunks_mut(task_rows * self.blocks))
+            .zip(starts.par_windows(2))
+            .for_each(|((data, scales), start_end)| {
+                let mut source = Source::at(self.seed, self.stream, start_end[0]);
+                for (row_data, row_scales) in data
+                    .chunks_exact_mut(self.row_bytes)
+                    .zip(scales.chunks_exact_mut(self.blocks))
+                {
+                    self.row(row_data, row_scales, &mut source);
+                }
+                // A task that ends elsewhere than where the next begins would make other bytes
+                // than one sequential pass: row_starts and row disagree, a bug of this file.
+                assert_eq!(
+                    source.word_pos(),
+                    start_end[1],
+                    "rows of {} drawn from other words than row_starts counted",
+                    self.dist.name()
+                );
+            });
+        BlockScaledMatrix::new(
+            if self.role == Role::A { "a" } else { "b" },
+            rows,
+            shape.k,
+            shape.l,
+            data,
+            scales,
+        )
+        .expect("generated buffers match their dimensions")
+    }
+
+    /// The stream's word position at the first row of each task of `task_rows` rows, and where
+    /// the last row ends: each row's length read from the few words that decide it.
+    fn row_starts(&self, all_rows: usize, task_rows: usize) -> Vec<u128> {
+        let mut peek = Source::at(self.seed, self.stream, 0);
+        let mut starts = Vec::with_capacity(all_rows.div_ceil(task_rows) + 1);
+        let mut at = 0u128;
+        for row in 0..all_rows {
+            if row % task_rows == 0 {
+                starts.push(at);
+            }
+            at += self.row_words(at, &mut peek);
+        }
+        starts.push(at);
+        starts
+    }
+
+    /// How many words of the stream the row starting at word `at` draws ([`Self::row`]).
+    fn row_words(&self, at: u128, peek: &mut Source) -> u128 {
+        let (row_bytes, blocks) = (self.row_bytes as u128, self.blocks as u128);
+        // One word per draw: a byte, a scale, a chance.
+        let mut chance_at = |at: u128, numerator, denominator| {
+            peek.seek(at);
+            peek.chance(numerator, denominator)
+        };
+        match self.dist {
+            Distribution::Gpumode => row_bytes + blocks,
+            Distribution::Full => {
+                // A wide row draws a chance before each of its scales.
+                let wide_row = chance_at(at + row_bytes, 1, 8);
+                row_bytes + 1 + blocks * if wide_row { 2 } else { 1 }
+            }
+            Distribution::Stagnation => unreachable!("built whole by problem::stagnation"),
+            Distribution::Adversarial | Distribution::AdversarialNan => {
+                let block_bytes = (SCALE_BLOCK / 2) as u128;
+                let mut end = at
+                    + self
+                        .plan
+                        .0
+                        .iter()
+                        .map(|mode| match (mode, self.role) {
+                            (KBlockMode::Random, _) | (KBlockMode::Zero, Role::B) => {
+                                block_bytes + 1
+                            }
+                            (KBlockMode::Zero, Role::A) => 1,
+                            (KBlockMode::CancelFirst | KBlockMode::Max, _) => block_bytes,
+                            (KBlockMode::CancelSecond, _) => 0,
+                        })
+                        .sum::<u128>();
+                if self.role == Role::A {
+                    // The maximal block: its position, then its bytes.
+                    end += if chance_at(end, 1, 16) { 2 + block_bytes } else { 1 };
+                    // The single kept block: its position.
+                    end += if chance_at(end, 1, 8) { 2 } else { 1 };
+                }
+                if self.dist == Distribution::AdversarialNan {
+                    end += if chance_at(end, 1, 16) { 2 } else { 1 };
+                }
+                end - at
+            }
+        }
+    }
+
+    /// One row's data and scales, drawn from `source`.
+    fn row(&self, row_data: &mut [u8], row_scales: &mut [u8], source: &mut Source) {
+        let (role, blocks) = (self.role, self.blocks);
+        let block_bytes = SCALE_BLOCK / 2;
+        match self.dist {
             Distribution::Gpumode => {
                 row_data
                     .iter_mut()
                     .for_each(|byte| *byte = source.byte() & GPUMODE_FP4_MASK);
                 row_scales
                     .iter_mut()
-                    .for_each(|scale| *scale = gpumode_scale(&mut source, gpumode_scales));
+                    .for_each(|scale| *scale = gpumode_scale(source, self.gpumode_scales));
             }
             Distribution::Full => {
                 row_data.iter_mut().for_each(|byte| *byte = source.byte());
@@ -364,9 +510,9 @@ fn generate_operand(
             }
             Distribution::Stagnation => unreachable!("built whole by problem::stagnation"),
             Distribution::Adversarial | Distribution::AdversarialNan => {
-                for (j, mode) in plan.0.iter().enumerate() {
+                for (j, mode) in self.plan.0.iter().enumerate() {
                     let block = &mut row_data[j * block_bytes..(j + 1) * block_bytes];
-                    adversarial_block(role, *mode, block, &mut row_scales[j], &mut source);
+                    adversarial_block(role, *mode, block, &mut row_scales[j], source);
                     if *mode == KBlockMode::CancelSecond {
                         let (previous, current) = row_data.split_at_mut(j * block_bytes);
                         let previous = &previous[(j - 1) * block_bytes..];
@@ -387,7 +533,7 @@ fn generate_operand(
                         KBlockMode::Max,
                         &mut row_data[j * block_bytes..(j + 1) * block_bytes],
                         &mut row_scales[j],
-                        &mut source,
+                        source,
                     );
                 }
                 // One A row in eight keeps a single nonzero K-block.
@@ -397,21 +543,12 @@ fn generate_operand(
                         row_data[j * block_bytes..(j + 1) * block_bytes].fill(0);
                     }
                 }
-                if dist == Distribution::AdversarialNan && source.chance(1, 16) {
+                if self.dist == Distribution::AdversarialNan && source.chance(1, 16) {
                     row_scales[source.below(blocks as u32) as usize] = E4M3_NAN_CODE;
                 }
             }
         }
     }
-    BlockScaledMatrix::new(
-        if role == Role::A { "a" } else { "b" },
-        rows,
-        k,
-        batches,
-        data,
-        scales,
-    )
-    .expect("generated buffers match their dimensions")
 }
 
 /// Scales vary by block and by row over 2^-6 .. 2.
@@ -471,5 +608,48 @@ fn adversarial_block(
         }
         // Filled from the previous block by the caller; draw nothing so streams stay aligned.
         KBlockMode::CancelSecond => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Rows made by tasks of 1 and of 7 rows, each task from the word its first row starts at,
+    /// are the rows one sequential pass makes, for every distribution, both roles and both
+    /// families of GPU MODE scales (the golden files pin the sequential pass's bytes).
+    #[test]
+    fn rows_made_in_tasks_are_the_rows_of_one_pass() {
+        let shape = Shape::new(37, 37, 160, 3).unwrap();
+        for dist in Distribution::ALL {
+            for seed in 0..6 {
+                let plan = KBlockPlan::new(shape.scale_cols(), dist, seed);
+                for (role, gpumode_scales) in [
+                    (Role::A, GpumodeScales::UniformUnit),
+                    (Role::B, GpumodeScales::OneOrTwo),
+                ] {
+                    let draw = OperandDraw {
+                        role,
+                        dist,
+                        gpumode_scales,
+                        plan: &plan,
+                        seed,
+                        stream: 1,
+                        row_bytes: shape.k / 2,
+                        blocks: shape.scale_cols(),
+                    };
+                    let one_pass = draw.matrix(shape.m, shape, shape.m * shape.l);
+                    for task_rows in [1, 7] {
+                        let in_tasks = draw.matrix(shape.m, shape, task_rows);
+                        assert_eq!(
+                            (in_tasks.data(), in_tasks.scales()),
+                            (one_pass.data(), one_pass.scales()),
+                            "{} seed {seed} {role:?}, tasks of {task_rows} rows",
+                            dist.name()
+                        );
+                    }
+                }
+            }
+        }
     }
 }
