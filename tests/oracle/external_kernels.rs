@@ -1255,3 +1255,108 @@ print("ok")
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("ok"), "{text}");
 }
+
+/// Cases of M = 3, 5, 7 and 9 (the fake batch worker writes each case's M as its output).
+fn batch_cases() -> Vec<KernelCase> {
+    [3, 5, 7, 9]
+        .iter()
+        .map(|&m| {
+            let shape = Shape::new(m, 4, 32, 2).unwrap();
+            KernelCase::new(generate_dual_gemm(shape, Distribution::Full, m as u64), 0x7F)
+        })
+        .collect()
+}
+
+/// Runs `cases` as one batch of `kernel`'s; the results and the outputs.
+fn run_batch(
+    kernel: &IsolatedKernel,
+    cases: &[KernelCase],
+) -> (Vec<Result<(), KernelFailure>>, Vec<Vec<f16>>) {
+    let refs: Vec<&KernelCase> = cases.iter().collect();
+    let mut outputs: Vec<Vec<f16>> = cases
+        .iter()
+        .map(|case| vec![f16::NAN; case.inputs.output_len()])
+        .collect();
+    let results = kernel.run_batch(&refs, &mut outputs);
+    (results, outputs)
+}
+
+/// Each output holds its own case's M, everywhere: it landed in its own buffer.
+fn landed_in_own_buffer(case: &KernelCase, output: &[f16]) -> bool {
+    let m = case.shape().m as u16;
+    output.iter().all(|x| x.to_bits() == m)
+}
+
+/// A batch in one request: every case's output lands in its own buffer; a case the worker
+/// raised on is that case's failure alone and the batch goes on.
+#[test]
+fn a_batchs_outputs_land_in_their_own_buffers_and_a_raise_is_its_cases() {
+    need_python!();
+    let cases = batch_cases();
+    let kernel = fake_kernel("batch", &["batch"], Duration::from_secs(5));
+    kernel.prepare().unwrap();
+    assert!(kernel.environment().batches, "the fake says it serves batches");
+    let (results, outputs) = run_batch(&kernel, &cases);
+    assert_eq!(results.len(), 4);
+    for ((case, output), result) in cases.iter().zip(&outputs).zip(&results) {
+        assert!(result.is_ok(), "{result:?}");
+        assert!(landed_in_own_buffer(case, output), "M = {}", case.shape().m);
+    }
+    let counter = std::env::temp_dir().join(format!("nvfp4-batch-raise-{}", std::process::id()));
+    let _ = std::fs::remove_file(&counter);
+    let raising = fake_kernel(
+        "batch-raise",
+        &["batch-raise-on-7", &counter.display().to_string()],
+        Duration::from_secs(5),
+    );
+    let (results, outputs) = run_batch(&raising, &cases);
+    for (i, (result, (case, output))) in results.iter().zip(cases.iter().zip(&outputs)).enumerate() {
+        if i == 2 {
+            assert!(
+                matches!(result, Err(KernelFailure::Raised(why)) if why.contains("M = 7")),
+                "{result:?}"
+            );
+        } else {
+            assert!(result.is_ok() && landed_in_own_buffer(case, output), "case {i}: {result:?}");
+        }
+    }
+    // One worker served the whole batch: a raise does not end it.
+    assert_eq!(std::fs::read_to_string(&counter).unwrap(), "1");
+    let _ = std::fs::remove_file(counter);
+}
+
+/// A worker that dies inside a batch: the batch's cases run again one by one in a fresh
+/// worker, so that the verdict names the case that crashes, and the others' outputs land in
+/// their own buffers. Where no case fails alone, the batch's failure is its first case's,
+/// never a pass.
+#[test]
+fn a_crash_inside_a_batch_is_narrowed_to_its_case() {
+    need_python!();
+    let cases = batch_cases();
+    let kernel = fake_kernel("batch-crash", &["batch-crash-on-7"], Duration::from_secs(5));
+    let (results, outputs) = run_batch(&kernel, &cases);
+    for (i, (result, (case, output))) in results.iter().zip(cases.iter().zip(&outputs)).enumerate() {
+        if i == 2 {
+            assert!(
+                matches!(result, Err(KernelFailure::Crashed(why)) if why.contains("M = 7")),
+                "{result:?}"
+            );
+        } else {
+            assert!(result.is_ok() && landed_in_own_buffer(case, output), "case {i}: {result:?}");
+        }
+    }
+    let only_in_batches = fake_kernel(
+        "batch-crash-in-batch",
+        &["batch-crash-in-batch"],
+        Duration::from_secs(5),
+    );
+    let (results, outputs) = run_batch(&only_in_batches, &cases);
+    assert!(
+        matches!(&results[0], Err(KernelFailure::Crashed(why)) if why.contains("depends on the cases run before it")),
+        "{:?}",
+        results[0]
+    );
+    for (result, (case, output)) in results.iter().zip(cases.iter().zip(&outputs)).skip(1) {
+        assert!(result.is_ok() && landed_in_own_buffer(case, output), "{result:?}");
+    }
+}

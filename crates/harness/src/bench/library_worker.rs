@@ -170,7 +170,7 @@ impl LibraryTiming {
                 let library = if null { None } else { library };
                 Reply::Timed(self.batch(stream, library))
             }
-            Request::Run { .. } | Request::RunShared { .. } => Reply::Done(Err(
+            Request::Run { .. } | Request::RunShared { .. } | Request::RunBatch { .. } => Reply::Done(Err(
                 KernelFailure::Crashed("a case request reached the timing".into()),
             )),
         }

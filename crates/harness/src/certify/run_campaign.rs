@@ -12,7 +12,7 @@
 //! from the declared one" with the first differing element.
 
 use super::campaign::cases::{judged_whole, round_up};
-use super::campaign::cases::{run_case, CaseOutcome, CaseSpec};
+use super::campaign::cases::{run_case, run_cases, CaseOutcome, CaseSpec, RANDOM_BATCH};
 use super::campaign::coverage::Coverage;
 use super::campaign::limits::CampaignLimits;
 use super::campaign::pipeline::run_in_pipeline;
@@ -182,21 +182,26 @@ pub fn certify_variant(
     });
     if failure.is_none() {
         let mut draws = plan.random_draws();
-        for index in fixed.len()..planned {
-            if out_of_time() {
-                break;
+        let mut index = fixed.len();
+        while index < planned && failure.is_none() && !out_of_time() {
+            // The next cases this campaign owns, in campaign order, run as one batch and
+            // judged in order. Every case is drawn, so that each shard's cases are the
+            // unsharded campaign's.
+            let mut batch = Vec::with_capacity(RANDOM_BATCH);
+            while batch.len() < RANDOM_BATCH && index < planned {
+                let tree = draws.next().expect("one draw per random case");
+                if owns(index) {
+                    batch.push((index, tree));
+                }
+                index += 1;
             }
-            // Every case is drawn, so that each shard's cases are the unsharded campaign's.
-            let mut tree = draws.next().expect("one draw per random case");
-            if !owns(index) {
-                continue;
-            }
-            let case_started = Instant::now();
-            let outcome = run_case(kernel, tree.current(), order, schedule);
-            let seconds = case_started.elapsed().as_secs_f64();
-            failure = judge_case(outcome, seconds, index, Some(tree.as_mut()), &mut coverage);
-            if failure.is_some() {
-                break;
+            let specs: Vec<CaseSpec> = batch.iter().map(|(_, tree)| tree.current()).collect();
+            let outcomes = run_cases(kernel, &specs, order, schedule);
+            for ((index, mut tree), (outcome, seconds)) in batch.into_iter().zip(outcomes) {
+                failure = judge_case(outcome, seconds, index, Some(tree.as_mut()), &mut coverage);
+                if failure.is_some() {
+                    break;
+                }
             }
         }
     }

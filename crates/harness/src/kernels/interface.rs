@@ -227,6 +227,9 @@ pub struct KernelEnvironment {
     /// parent copies there just before each call (`crate::bench::per_call`).
     #[serde(default)]
     pub shared_inputs: bool,
+    /// The worker serves several cases in one request ([`crate::worker::protocol::Request::RunBatch`]).
+    #[serde(default)]
+    pub batches: bool,
 }
 
 /// What else happens on the GPU around one run: the determinism and shared-memory checks
@@ -328,6 +331,21 @@ pub trait KernelUnderTest: Sync {
     /// Runs one case (of [`Self::problem`]); `output` has [`ProblemInputs::output_len`]
     /// elements.
     fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure>;
+    /// Runs `cases` one after another, each output into its own buffer of `outputs`: one
+    /// result per case, in order. A worker's kernel takes small cases in one request
+    /// (`crate::worker::isolated`), and a crash there is narrowed to its case; every other
+    /// kernel runs them one by one.
+    fn run_batch(
+        &self,
+        cases: &[&KernelCase],
+        outputs: &mut [Vec<f16>],
+    ) -> Vec<Result<(), KernelFailure>> {
+        cases
+            .iter()
+            .zip(outputs.iter_mut())
+            .map(|(case, output)| self.run(case, output))
+            .collect()
+    }
     /// Runs one case under `conditions` (other work on the GPU, shared memory filled first):
     /// the determinism checks. A kernel that does not run on a GPU has none to honour.
     fn run_under(

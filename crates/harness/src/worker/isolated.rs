@@ -313,6 +313,109 @@ impl Drop for IsolatedKernel {
     }
 }
 
+impl IsolatedKernel {
+    /// Why the kernel does not take `case` (another problem, a shape outside its support).
+    fn refusal(&self, case: &KernelCase) -> Option<KernelFailure> {
+        let shape = case.shape();
+        if case.problem() != self.info.problem {
+            return Some(KernelFailure::Refused(format!(
+                "a {} case: {} solves {}",
+                case.problem().name(),
+                self.info.name,
+                self.info.problem.name()
+            )));
+        }
+        if !self.info.support.supports(shape) {
+            return Some(KernelFailure::Refused(format!(
+                "{shape}: {} supports {}",
+                self.info.name,
+                self.info.support.describe()
+            )));
+        }
+        None
+    }
+
+    /// The cases of a batch in one request to the worker, or None where they go one by one
+    /// (fewer than two, one refused or large enough for shared memory, a worker that serves
+    /// no batches). A request that fails as a whole is narrowed: its cases are run again one by
+    /// one in a fresh worker, so that the failure is one case's.
+    fn run_in_one_request(
+        &self,
+        cases: &[&KernelCase],
+        outputs: &mut [Vec<f16>],
+    ) -> Option<Vec<Result<(), KernelFailure>>> {
+        let one_by_one = cases.len() < 2
+            || cases
+                .iter()
+                .any(|case| self.refusal(case).is_some() || runs_shared(case));
+        if one_by_one {
+            return None;
+        }
+        let mut slot = self.worker.lock().unwrap_or_else(|p| p.into_inner());
+        if self.ensure_started(&mut slot).is_err() {
+            // The first case's own run says why.
+            return None;
+        }
+        let worker = slot.as_mut().expect("started above");
+        if !worker.environment.batches {
+            return None;
+        }
+        let timeout = cases.iter().map(|case| self.case_timeout(case)).sum();
+        let answered = worker.run_batch(cases, outputs, &self.scratch, timeout);
+        let lost = |result: &Result<(), KernelFailure>| {
+            matches!(
+                result,
+                Err(KernelFailure::Hung(_) | KernelFailure::Crashed(_))
+            )
+        };
+        let mut results = match answered {
+            Ok(results) => {
+                if results.last().is_some_and(lost) || results.len() < cases.len() {
+                    *slot = None;
+                }
+                results
+            }
+            Err(whole) => {
+                *slot = None;
+                drop(slot);
+                return Some(self.narrowed(cases, outputs, whole));
+            }
+        };
+        drop(slot);
+        // Cases after one the worker could not go on from: one by one, in a fresh worker.
+        let answered = results.len();
+        for (case, output) in cases[answered..].iter().zip(&mut outputs[answered..]) {
+            results.push(self.run(case, output));
+        }
+        Some(results)
+    }
+
+    /// The results of `cases` run one by one after their batch's request failed as a whole
+    /// (`whole`): where no case fails alone, the failure depends on the cases run before it in
+    /// one process, and is the first case's, with what happened (never a pass).
+    fn narrowed(
+        &self,
+        cases: &[&KernelCase],
+        outputs: &mut [Vec<f16>],
+        whole: KernelFailure,
+    ) -> Vec<Result<(), KernelFailure>> {
+        let mut results: Vec<Result<(), KernelFailure>> = cases
+            .iter()
+            .zip(outputs.iter_mut())
+            .map(|(case, output)| self.run(case, output))
+            .collect();
+        if results.iter().all(|result| result.is_ok()) {
+            results[0] = Err(KernelFailure::Crashed(format!(
+                "the worker failed during a batch of {} cases ({whole}), and each case passed \
+                 when run again alone in a fresh worker: the failure depends on the cases run \
+                 before it in one process",
+                cases.len()
+            )));
+        }
+        results
+    }
+}
+
 impl KernelUnderTest for IsolatedKernel {
     fn name(&self) -> &str {
         &self.info.name
@@ -376,6 +479,20 @@ impl KernelUnderTest for IsolatedKernel {
         self.run_under(case, RunConditions::default(), output)
     }
 
+    fn run_batch(
+        &self,
+        cases: &[&KernelCase],
+        outputs: &mut [Vec<f16>],
+    ) -> Vec<Result<(), KernelFailure>> {
+        self.run_in_one_request(cases, outputs).unwrap_or_else(|| {
+            cases
+                .iter()
+                .zip(outputs.iter_mut())
+                .map(|(case, output)| self.run(case, output))
+                .collect()
+        })
+    }
+
     fn declares_nondeterminism(&self) -> bool {
         self.info.nondeterministic
     }
@@ -422,21 +539,8 @@ impl KernelUnderTest for IsolatedKernel {
         conditions: RunConditions,
         output: &mut [f16],
     ) -> Result<(), KernelFailure> {
-        let shape = case.shape();
-        if case.problem() != self.info.problem {
-            return Err(KernelFailure::Refused(format!(
-                "a {} case: {} solves {}",
-                case.problem().name(),
-                self.info.name,
-                self.info.problem.name()
-            )));
-        }
-        if !self.info.support.supports(shape) {
-            return Err(KernelFailure::Refused(format!(
-                "{shape}: {} supports {}",
-                self.info.name,
-                self.info.support.describe()
-            )));
+        if let Some(refusal) = self.refusal(case) {
+            return Err(refusal);
         }
         let mut slot = self.worker.lock().unwrap_or_else(|p| p.into_inner());
         // A worker that cannot start again (after a crash) is a crash of this case.

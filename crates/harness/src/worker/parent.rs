@@ -10,7 +10,7 @@
 //! [`super::protocol`].
 
 use super::command::WorkerCommand;
-use super::protocol::{CaseFiles, Reply, Request, INPUT_SOCKET_ENV, REPLY_MARKER};
+use super::protocol::{BatchedRun, CaseFiles, Reply, Request, INPUT_SOCKET_ENV, REPLY_MARKER};
 use super::shared_inputs::INPUT_SOCKET_FD;
 use crate::kernels::{KernelCase, KernelEnvironment, KernelFailure, PrepareError, RunConditions};
 use half::f16;
@@ -396,7 +396,7 @@ impl Worker {
                 reason,
             }) => Err(PrepareError::Unavailable(reason)),
             Ok(Reply::StartFailed { reason, .. }) => Err(PrepareError::Unusable(quoted(&reason))),
-            Ok(Reply::Done(_) | Reply::Timed(_)) => Err(PrepareError::Unusable(
+            Ok(Reply::Done(_) | Reply::Timed(_) | Reply::Batch(_)) => Err(PrepareError::Unusable(
                 "the worker answered before it was asked".into(),
             )),
             Err(KernelFailure::Hung(seconds)) => Err(PrepareError::Unusable(format!(
@@ -544,6 +544,56 @@ impl Worker {
             }
         }
         read_output_into(&output_path, output)
+    }
+
+    /// Runs `cases` in one [`Request::RunBatch`]: writes each one's files under `scratch`,
+    /// asks once, waits at most `timeout`, reads each output that the worker says it wrote
+    /// into its buffer of `outputs`. One result per case the worker answered for, in order:
+    /// fewer than `cases` when it stopped after a case it could not go on from. Err when the
+    /// request as a whole failed (the worker died, hung or answered out of turn): which case
+    /// did it is not known, and the worker must not be used again.
+    pub fn run_batch(
+        &mut self,
+        cases: &[&KernelCase],
+        outputs: &mut [Vec<f16>],
+        scratch: &Path,
+        timeout: Duration,
+    ) -> Result<Vec<Result<(), KernelFailure>>, KernelFailure> {
+        let crashed = |err: std::io::Error| KernelFailure::Crashed(err.to_string());
+        let inputs = scratch.join(INPUTS).join("batch");
+        let _ = std::fs::remove_dir_all(&inputs);
+        let outputs_dir = scratch.join(OUTPUTS).join("batch");
+        let _ = std::fs::remove_dir_all(&outputs_dir);
+        std::fs::create_dir_all(&outputs_dir).map_err(crashed)?;
+        let runs = cases
+            .iter()
+            .enumerate()
+            .map(|(i, case)| {
+                Ok(BatchedRun {
+                    case: CaseFiles::write(case, &inputs.join(i.to_string()))?,
+                    output: outputs_dir.join(format!("{i}.bin")),
+                })
+            })
+            .collect::<std::io::Result<Vec<_>>>()
+            .map_err(crashed)?;
+        let paths: Vec<PathBuf> = runs.iter().map(|run| run.output.clone()).collect();
+        self.send(&Request::RunBatch { runs })?;
+        let results = match self.receive(timeout)? {
+            Reply::Batch(results) if results.len() <= cases.len() => results,
+            _ => {
+                return Err(KernelFailure::Crashed(
+                    "the worker answered a batch out of turn".into(),
+                ))
+            }
+        };
+        Ok(results
+            .into_iter()
+            .zip(outputs.iter_mut().zip(&paths))
+            .map(|(result, (output, path))| match result {
+                Ok(()) => read_output_into(path, output),
+                Err(failure) => Err(quoted_failure(failure)),
+            })
+            .collect())
     }
 }
 

@@ -160,6 +160,12 @@ pub enum Request {
         #[serde(default)]
         conditions: RunConditions,
     },
+    /// Run the kernel on several cases, one after another, each as [`Request::Run`] runs one
+    /// (default conditions): inputs from its files, output to its file. Answered once,
+    /// [`Reply::Batch`], one result per case in order; a worker that cannot go on after a case
+    /// (its CUDA context is lost) answers the results so far, that case's the last. Sent only
+    /// to a worker whose Ready said [`crate::kernels::KernelEnvironment::batches`].
+    RunBatch { runs: Vec<BatchedRun> },
     /// Run the kernel once on device memory the parent shares (a large case of a campaign:
     /// `shared_run.rs`): the parent has sent one file descriptor per entry of `shared` on the
     /// input socket, in order, with the inputs in place and the output `c` poisoned; `set`
@@ -234,6 +240,13 @@ pub enum Request {
     TimedBatch { null: bool },
 }
 
+/// One case of a [`Request::RunBatch`]: where its inputs are and where its output goes.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BatchedRun {
+    pub case: CaseFiles,
+    pub output: PathBuf,
+}
+
 /// The distance between two slots of one tensor in a batch's shared memory: its length rounded
 /// up to 256 bytes, the alignment every tensor of a data tuple starts at.
 pub fn slot_stride(len: usize) -> usize {
@@ -288,6 +301,8 @@ pub enum Reply {
         reason: String,
     },
     Done(Result<(), KernelFailure>),
+    /// A [`Request::RunBatch`]'s results, in the order of its cases.
+    Batch(Vec<Result<(), KernelFailure>>),
     Timed(Result<TimedCalls, KernelFailure>),
 }
 

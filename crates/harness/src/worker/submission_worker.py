@@ -939,6 +939,7 @@ def main():
     versions["guard_pages"] = guard_pages(torch, device)
     versions["shared_inputs"] = (_input_socket is not None
                                  and not isinstance(virtual_memory(torch, device), str))
+    versions["batches"] = True
     reply({"Ready": {"environment": versions}})
 
     timing = Timing(torch, kernel, device, trusted, submission)
@@ -946,8 +947,20 @@ def main():
         request = json.loads(line)
         # serde's external tagging: {"Name": body}, or "Name" for a request without fields.
         name, body = (request, None) if isinstance(request, str) else next(iter(request.items()))
-        if name not in ("Run", "RunShared"):
+        if name not in ("Run", "RunShared", "RunBatch"):
             reply(timing.serve(name, body))
+            continue
+        if name == "RunBatch":
+            # Small cases, one after another, answered once (protocol.rs: RunBatch).
+            results, fatal = [], False
+            for run in body["runs"]:
+                failure, fatal = run_on_files(torch, trusted, kernel, run, device, submission)
+                results.append({"Ok": None} if failure is None else {"Err": failure})
+                if fatal:
+                    break
+            reply({"Batch": results})
+            if fatal:
+                return  # the context is unusable
             continue
         if name == "RunShared":
             failure, fatal = run_on_shared_memory(torch, trusted, kernel, body, device, submission)

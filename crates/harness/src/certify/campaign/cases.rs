@@ -233,6 +233,102 @@ pub fn run_kernel(
     }
 }
 
+/// Small cases the kernel runs one after another in one batch ([`KernelUnderTest::run_batch`]:
+/// one request to a worker), each case's model computed beside the batch on this machine's
+/// cores: what a case costs a Python submission is mostly its request's round trip. Each case
+/// is given an equal share of the batch's time as its kernel phase. Cases past the CPU model's
+/// budget are not batched (the caller runs them one by one: [`run_kernel`]).
+pub fn run_kernel_batch(
+    kernel: &dyn KernelUnderTest,
+    prepared: Vec<PreparedCase>,
+    order: KOrder,
+) -> Vec<RanCase> {
+    use rayon::prelude::*;
+    debug_assert!(prepared
+        .iter()
+        .all(|p| products(&p.case.inputs) <= FULL_REFERENCE_PRODUCTS));
+    let mut outputs: Vec<Vec<f16>> = prepared
+        .iter()
+        .map(|p| {
+            let (m, n, l) = p.case.inputs.output_dims();
+            poisoned_output(m * n * l)
+        })
+        .collect();
+    let cases: Vec<&KernelCase> = prepared.iter().map(|p| &p.case).collect();
+    let ((runs, kernel_seconds), references) = rayon::join(
+        || timed(|| kernel.run_batch(&cases, &mut outputs)),
+        || {
+            prepared
+                .par_iter()
+                .map(|p| timed(|| reference_engine::whole_reference(&p.case.inputs, order)))
+                .collect::<Vec<_>>()
+        },
+    );
+    let share = kernel_seconds / prepared.len().max(1) as f64;
+    prepared
+        .into_iter()
+        .zip(outputs)
+        .zip(runs)
+        .zip(references)
+        .map(|(((p, output), run), (reference, model_seconds))| RanCase {
+            spec: p.spec,
+            case: p.case,
+            output,
+            run,
+            whole_reference: Some(reference),
+            full_reference_products: FULL_REFERENCE_PRODUCTS,
+            phases: CasePhases {
+                inputs: p.seconds,
+                kernel: share,
+                model: model_seconds,
+                judge: 0.0,
+            },
+        })
+        .collect()
+}
+
+/// Runs and judges `specs` in order, small ones in batches of [`RANDOM_BATCH`]
+/// ([`run_kernel_batch`]), each outcome with the seconds the campaign spent on it.
+pub fn run_cases(
+    kernel: &dyn KernelUnderTest,
+    specs: &[CaseSpec],
+    order: KOrder,
+    schedule: Option<Schedule>,
+) -> Vec<(CaseOutcome, f64)> {
+    use rayon::prelude::*;
+    let started = Instant::now();
+    let problem = kernel.problem();
+    let prepared: Vec<PreparedCase> = specs
+        .par_iter()
+        .map(|&spec| PreparedCase::new(problem, spec))
+        .collect();
+    let small = |p: &PreparedCase| products(&p.case.inputs) <= FULL_REFERENCE_PRODUCTS;
+    if prepared.len() < 2 || !prepared.iter().all(small) {
+        let inputs = started.elapsed().as_secs_f64() / prepared.len().max(1) as f64;
+        return prepared
+            .into_iter()
+            .map(|p| {
+                let case_started = Instant::now();
+                let outcome = run_prepared(kernel, p, order, schedule, FULL_REFERENCE_PRODUCTS);
+                (outcome, inputs + case_started.elapsed().as_secs_f64())
+            })
+            .collect();
+    }
+    let ran = run_kernel_batch(kernel, prepared, order);
+    let share = started.elapsed().as_secs_f64() / ran.len() as f64;
+    ran.into_iter()
+        .map(|ran| {
+            let judged = Instant::now();
+            let outcome = ran.judged(order, schedule);
+            (outcome, share + judged.elapsed().as_secs_f64())
+        })
+        .collect()
+}
+
+/// How many random cases a campaign runs in one batch: enough that a worker's round trip is
+/// shared, few enough that the cases run past a failure (dropped) cost little.
+pub const RANDOM_BATCH: usize = 16;
+
 impl RanCase {
     /// The kernel did not produce an output to judge (it crashed, hung or refused the case).
     pub fn kernel_failed(&self) -> bool {
