@@ -39,6 +39,8 @@ for job in ${JOBS:?JOBS='manifest:torch kernel:hopper-baseline'}; do
         grep -h "by shape class\|time by phase\|^| machine\|^| time" "$report"/*.md 2>/dev/null
       } >> "$O/at-once-$AT_ONCE.log"
       echo "$job GPU $gpu ($AT_ONCE at once): exit $code ($((SECONDS - started)) s)" >> "$O/summary.log"
+      # With NVFP4_ORACLE_TRACE=1 the whole log (every case's phases) comes back compressed.
+      [ -n "${NVFP4_ORACLE_TRACE:-}" ] && gzip -c "$log" > "$O/$name-gpu-$gpu-at-once-$AT_ONCE.log.gz"
     ) &
   done
   wait

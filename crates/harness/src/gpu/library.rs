@@ -152,18 +152,29 @@ impl LoadedLibrary {
 /// The C ABI's `[L][M][N]` output in the harness's `[M][N][L]` order, as little-endian fp16
 /// bytes; the same bytes when L is 1 (returned as they are: an output may be gigabytes).
 pub fn lmn_to_mnl(lmn: Vec<u8>, shape: nvfp4_model::problem::Shape) -> Vec<u8> {
-    let (m, n, l) = (shape.m, shape.n, shape.l);
-    if l == 1 {
+    if shape.l == 1 {
         return lmn;
     }
     let mut mnl = vec![0u8; lmn.len()];
-    for b in 0..l {
-        for i in 0..m * n {
-            let (to, from) = (2 * (i * l + b), 2 * (b * m * n + i));
-            mnl[to..to + 2].copy_from_slice(&lmn[from..from + 2]);
-        }
-    }
+    lmn_into_mnl(&lmn, shape, &mut mnl);
     mnl
+}
+
+/// [`lmn_to_mnl`] into `mnl` (as long as `lmn`), on every core: a deployment case's output is
+/// hundreds of megabytes, gathered from L places each.
+pub fn lmn_into_mnl(lmn: &[u8], shape: nvfp4_model::problem::Shape, mnl: &mut [u8]) {
+    use rayon::prelude::*;
+    let (mn, l) = (shape.m * shape.n, shape.l);
+    assert_eq!(lmn.len(), mnl.len(), "an output and its reordering");
+    // Element i's L values, from L places of the [L][M][N] storage.
+    mnl.par_chunks_mut(2 * l)
+        .enumerate()
+        .for_each(|(i, values)| {
+            for (b, value) in values.chunks_exact_mut(2).enumerate() {
+                let from = 2 * (b * mn + i);
+                value.copy_from_slice(&lmn[from..from + 2]);
+            }
+        });
 }
 
 #[cfg(test)]

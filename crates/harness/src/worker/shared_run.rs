@@ -25,7 +25,7 @@ use super::protocol::{CaseFiles, Reply, Request, SharedTensor};
 use super::shared_inputs::{map_dual_gemm_tensors, send_fds, SHARED_KEYS};
 use crate::gpu::fenced::FencedBuffer;
 use crate::gpu::launch::LaunchBuffers;
-use crate::gpu::library::lmn_to_mnl;
+use crate::gpu::library::lmn_into_mnl;
 use crate::kernels::{KernelCase, KernelFailure};
 use cudarc::driver::CudaStream;
 use half::f16;
@@ -102,6 +102,8 @@ pub fn run_shared(
 ) -> Result<Option<()>, KernelFailure> {
     let dual = case.dual_or_refuse()?;
     let shape = dual.inputs.shape;
+    // With one batch the two orders are one: the output is read straight into `output`.
+    let order = if shape.l == 1 { OutputOrder::Mnl } else { order };
     // In SHARED_KEYS order: the ABI's inputs, then the output `c` (made on the device).
     let bodies = dual.abi_inputs().map(|(_, body)| body);
     let Ok(stream) = parent_stream() else {
@@ -190,8 +192,7 @@ pub fn run_shared(
         ));
     }
     if order == OutputOrder::Lmn {
-        let mnl = lmn_to_mnl(lmn, shape);
-        fp16_bytes(output).copy_from_slice(&mnl);
+        lmn_into_mnl(&lmn, shape, fp16_bytes(output));
     }
     Ok(Some(()))
 }
