@@ -84,7 +84,9 @@ pub enum Command {
     /// where it lies below the parent's lone call by more than 1.75% of it plus 2 us, or
     /// below the batch figure by more than 5%. Measured on the H100 (results/bench-clock/),
     /// one run of the library example at six shapes beside three busy CPU loads: no false
-    /// alarm in 6 honest rows (the worst 7.6 us below, 11.9 allowed); all 12 forgeries found
+    /// alarm in its 6 honest rows under this allowance, which was set from them (the worst
+    /// 7.6 us below, 11.9 allowed; the run's first guess, 0.5% + 2 us, raised one); all 12
+    /// forgeries found
     /// (the events 4.4-12.5% or 18-30 us below the truth), the reported times the parent's.
     /// By the honest rows a timer reporting 5% or 20 us less is found at all six shapes; the
     /// margins are thin and the Python workers were not calibrated (no device time left).

@@ -127,9 +127,7 @@ impl BatchClock {
     /// fastest, because the host's noise only ever adds to a request, and no kernel can make a
     /// batch of fresh inputs, every call synchronized, faster than its calls take.
     pub fn lone_us(&self) -> Option<f64> {
-        self.lone_per_call_us()
-            .into_iter()
-            .min_by(f64::total_cmp)
+        self.lone_per_call_us().into_iter().min_by(f64::total_cmp)
     }
 
     /// The median of [`Self::per_call_us`]: the time per call bench reports.
@@ -299,7 +297,10 @@ mod tests {
         assert_eq!(lone_finding(66.5, 69.4), None);
         // 20 us off a 565 us call, and 5% off it, are found, with both numbers said.
         let text = lone_finding(545.0, 565.0).expect("20 us of 565 us");
-        assert!(text.contains("545.0 us") && text.contains("565.0 us"), "{text}");
+        assert!(
+            text.contains("545.0 us") && text.contains("565.0 us"),
+            "{text}"
+        );
         assert!(text.contains("1.75% + 2 us"), "{text}");
         assert!(lone_finding(0.95 * 565.0, 565.0).is_some());
         // 5% and 20 us off a 69 us call.

@@ -375,7 +375,9 @@ impl LibraryTiming {
         let ctx = stream.context().clone();
         if self.lone_flush.is_none() {
             let l2 = ctx
-                .attribute(cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)
+                .attribute(
+                    cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
+                )
                 .map_err(crashed)? as usize;
             self.lone_flush = Some(
                 stream
