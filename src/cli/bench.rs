@@ -24,7 +24,8 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',')]
     pub shapes: Vec<Shape>,
     /// Calls timed one at a time per shape (after 3 warm-ups): a built-in variant's time; an
-    /// external kernel's cold-call latency (its time is the batch clock's).
+    /// external kernel's cold-call latency by its own CUDA events, a cross-check of the
+    /// parent's lone-call batches (its time is the batch clock's).
     #[arg(long, default_value_t = 50, allow_negative_numbers = true, value_parser = crate::cli::value_parsers::whole::<usize>(1, 1_000_000))]
     pub reps: usize,
     /// Where certificates are read from and bench.json / bench.md written to.

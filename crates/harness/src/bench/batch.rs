@@ -9,7 +9,10 @@
 //! has used, generated on every core) and R poisoned outputs into the slots, resets and
 //! flushes L2 in its own context, and times one request in which the kernel runs on every slot
 //! in order; then the same request without the kernel in the baseline worker. Every slot's
-//! output is then read by the parent and judged.
+//! output is then read by the parent and judged. Then lone-call batches the same way, on fresh
+//! inputs: the same slots, each call alone (the worker flushes L2 and synchronizes the device
+//! around each), timed by the parent against the baseline's same request: the cold call's
+//! time as the parent sees it.
 
 use super::batch_clock::BatchClock;
 use crate::gpu::fenced::{check, FencedBuffer};
@@ -166,6 +169,8 @@ pub struct BatchRun {
     /// What the kernel's worker said of each batch (CUDA events over the whole batch, the
     /// after-end time, the threads alive): its word, for diagnosis and the threads finding.
     pub worker: TimedCalls,
+    /// The CUDA events around each call of the lone-call batches (its word, for diagnosis).
+    pub lone_samples_us: Vec<f64>,
 }
 
 fn crashed(what: impl std::fmt::Display) -> KernelFailure {
@@ -185,8 +190,10 @@ pub struct BatchPlan<'a> {
     pub memory: &'a dyn BatchSlots,
     /// The calls' shape (its directory is empty).
     pub described: &'a CaseFiles,
-    /// How many batches.
+    /// How many batches in a stream, then how many lone-call batches
+    /// ([`Request::TimedBatch`]'s `lone`), each on fresh inputs.
     pub batches: usize,
+    pub lone_batches: usize,
     /// Bounds each request.
     pub timeout: Duration,
 }
@@ -208,6 +215,7 @@ pub fn time_batches(
         memory,
         described,
         batches,
+        lone_batches,
         timeout,
     } = *plan;
     for worker in [&mut *kernel, &mut *baseline] {
@@ -225,14 +233,18 @@ pub fn time_batches(
     let spin = super::per_call::spinning_pays();
     kernel.spin_while_waiting(spin);
     baseline.spin_while_waiting(spin);
-    let timed = |worker: &mut Worker, l2: &mut dyn CacheReset, null: bool| {
+    let slots = memory.slots();
+    let timed = |worker: &mut Worker, l2: &mut dyn CacheReset, null: bool, lone: bool| {
         l2.reset()
             .map_err(|why| crashed(format!("the parent's L2 reset: {why}")))?;
         let started = Instant::now();
-        worker.send(&Request::TimedBatch { null })?;
+        worker.send(&Request::TimedBatch { null, lone })?;
         let reply = expect_timed(worker.receive(timeout)?)?;
         let took = started.elapsed().as_secs_f64() * 1e6;
-        if reply.samples_us.len() != 1 || reply.after_end_us.len() != 1 {
+        // A batch in a stream has one sample (events around the whole), a lone-call batch one
+        // per call.
+        let samples = if lone { slots } else { 1 };
+        if reply.samples_us.len() != samples || reply.after_end_us.len() != 1 {
             return Err(crashed(format!(
                 "the worker answered a batch with {} samples and {} after-end times",
                 reply.samples_us.len(),
@@ -242,9 +254,11 @@ pub fn time_batches(
         Ok((reply, took))
     };
     let mut clock = BatchClock {
-        slots: memory.slots(),
+        slots,
         kernel_batch_us: Vec::new(),
         baseline_batch_us: Vec::new(),
+        lone_kernel_batch_us: Vec::new(),
+        lone_baseline_batch_us: Vec::new(),
     };
     let mut worker = TimedCalls {
         samples_us: Vec::new(),
@@ -252,21 +266,32 @@ pub fn time_batches(
         after_end_us: Vec::new(),
         other_threads: Vec::new(),
     };
-    for b in 0..batches {
-        let cases: Vec<KernelCase> = (0..memory.slots())
+    let mut lone_samples_us = Vec::new();
+    for b in 0..batches + lone_batches {
+        let lone = b >= batches;
+        let cases: Vec<KernelCase> = (0..slots)
             .into_par_iter()
             .map(|i| make_case(b, i))
             .collect();
         memory.write(&cases).map_err(crashed)?;
-        let (reply, took) = timed(kernel, l2, false)?;
-        clock.kernel_batch_us.push(took);
-        worker.samples_us.extend(reply.samples_us);
-        worker.after_end_us.extend(reply.after_end_us);
+        let (reply, took) = timed(kernel, l2, false, lone)?;
+        if lone {
+            clock.lone_kernel_batch_us.push(took);
+            lone_samples_us.extend(reply.samples_us);
+        } else {
+            clock.kernel_batch_us.push(took);
+            worker.samples_us.extend(reply.samples_us);
+            worker.after_end_us.extend(reply.after_end_us);
+        }
         worker.other_threads.extend(reply.other_threads);
         worker.wall_us += reply.wall_us;
         // Between the two requests, so that their order does not favour either.
-        let (_, took) = timed(baseline, l2, true)?;
-        clock.baseline_batch_us.push(took);
+        let (_, took) = timed(baseline, l2, true, lone)?;
+        if lone {
+            clock.lone_baseline_batch_us.push(took);
+        } else {
+            clock.baseline_batch_us.push(took);
+        }
         for (i, case) in cases.iter().enumerate() {
             let output = memory
                 .output(i)
@@ -276,5 +301,9 @@ pub fn time_batches(
     }
     kernel.spin_while_waiting(false);
     baseline.spin_while_waiting(false);
-    Ok(BatchRun { clock, worker })
+    Ok(BatchRun {
+        clock,
+        worker,
+        lone_samples_us,
+    })
 }

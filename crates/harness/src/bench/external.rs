@@ -2,10 +2,14 @@
 //! result. Per shape, calls one at a time between CUDA events (the cold-call latency,
 //! [`super::per_call`]), then batches of calls timed by the parent's clock
 //! against a baseline worker ([`super::batch`]): the batch figure is the time
-//! reported, the latency is trusted only where it agrees; every timed output is judged.
+//! reported; then lone-call batches, the cold call as the parent sees it, with which the
+//! latency by CUDA events must agree; every timed output is judged.
 
 use super::batch::{free_memory, slot_bytes, BatchMemory, BatchPlan};
-use super::batch_clock::{choose_slots, latency_finding, median, wrong_outputs_finding, BATCHES};
+use super::batch_clock::{
+    choose_slots, latency_finding, lone_finding, median, wrong_outputs_finding, BATCHES,
+    LONE_BATCHES,
+};
 use super::judge::{f16_values, OutputJudge};
 use super::report::{regime_covered, trusted, BatchRow, BenchReport, Clocks, Judged};
 use super::roofline::{self, below_floor_finding};
@@ -303,6 +307,7 @@ pub fn bench_external(
         };
         for finding in [
             latency_finding(latency_us, row.per_call_us),
+            row.lone_us.and_then(|lone| lone_finding(latency_us, lone)),
             floor
                 .as_ref()
                 .and_then(|floor| below_floor_finding(row.per_call_us, floor)),
@@ -368,7 +373,10 @@ fn time_in_batches(
         memory: &memory,
         described: &described,
         batches: BATCHES,
-        timeout: per_call * slots as u32 + Duration::from_secs(30),
+        lone_batches: LONE_BATCHES,
+        // A lone call adds the worker's L2 flush and two synchronizations to a call.
+        timeout: (per_call * 2 + Duration::from_millis(10)) * slots as u32
+            + Duration::from_secs(30),
     };
     let batch = kernel.time_batches(
         l2,
@@ -392,6 +400,9 @@ fn time_in_batches(
     )?;
     let figures_us = batch.clock.per_call_us();
     let per_call_us = median(&figures_us).unwrap_or(0.0);
+    let lone_us = batch.clock.lone_us();
+    let latency_trusted = latency_finding(latency_us, per_call_us).is_none()
+        && lone_us.is_none_or(|lone| lone_finding(latency_us, lone).is_none());
     let memory_note = choice.below_l2.then(|| {
         format!(
             "timing not trusted: the device memory held only {slots} calls a batch, whose \
@@ -422,7 +433,13 @@ fn time_in_batches(
             figures_us,
             per_call_us,
             latency_us,
-            latency_trusted: latency_finding(latency_us, per_call_us).is_none(),
+            latency_trusted,
+            lone_batches: LONE_BATCHES,
+            lone_kernel_batch_us: batch.clock.lone_kernel_batch_us.clone(),
+            lone_baseline_batch_us: batch.clock.lone_baseline_batch_us.clone(),
+            lone_figures_us: batch.clock.lone_per_call_us(),
+            lone_us,
+            lone_events_us_median: median(&batch.lone_samples_us),
             batch_events_us: batch.worker.samples_us.clone(),
             memory_note,
         },

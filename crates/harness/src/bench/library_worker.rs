@@ -113,6 +113,8 @@ pub struct LibraryTiming {
     batch: Vec<FencedBuffer>,
     batch_slots: Vec<LaunchBuffers>,
     batch_shape: Option<Shape>,
+    /// The lone-call batch's flush buffer (4x the L2), made at the first one.
+    lone_flush: Option<CudaSlice<u8>>,
 }
 
 impl LibraryTiming {
@@ -166,9 +168,13 @@ impl LibraryTiming {
             Request::PrepareBatch { set, slots, shared } => {
                 Reply::Done(self.prepare_batch(stream, &set, slots, &shared))
             }
-            Request::TimedBatch { null } => {
+            Request::TimedBatch { null, lone } => {
                 let library = if null { None } else { library };
-                Reply::Timed(self.batch(stream, library))
+                Reply::Timed(if lone {
+                    self.lone_batch(stream, library)
+                } else {
+                    self.batch(stream, library)
+                })
             }
             Request::Run { .. } | Request::RunShared { .. } | Request::RunBatch { .. } => Reply::Done(Err(
                 KernelFailure::Crashed("a case request reached the timing".into()),
@@ -347,6 +353,62 @@ impl LibraryTiming {
             samples_us: vec![sample],
             wall_us: arrived.elapsed().as_secs_f64() * 1e6,
             after_end_us: vec![after_end.elapsed().as_secs_f64() * 1e6],
+            other_threads: Vec::new(),
+        })
+    }
+
+    /// A lone-call batch ([`Request::TimedBatch`] with `lone`): per slot, the worker's flush
+    /// buffer written and the device synchronized, the call alone between CUDA events (one
+    /// sample each, the kernel's word), the device synchronized again. The output is already in
+    /// the slot (the C ABI writes it there), so neither worker copies one.
+    fn lone_batch(
+        &mut self,
+        stream: &Arc<CudaStream>,
+        library: Option<&LoadedLibrary>,
+    ) -> Result<TimedCalls, KernelFailure> {
+        let arrived = std::time::Instant::now();
+        let Some(shape) = self.batch_shape else {
+            return Err(KernelFailure::Crashed(
+                "a batch before its memory was shared".into(),
+            ));
+        };
+        let ctx = stream.context().clone();
+        if self.lone_flush.is_none() {
+            let l2 = ctx
+                .attribute(
+                    cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE,
+                )
+                .map_err(crashed)? as usize;
+            self.lone_flush = Some(
+                stream
+                    .alloc_zeros::<u8>((4 * l2).max(1 << 20))
+                    .map_err(crashed)?,
+            );
+        }
+        let flush = self.lone_flush.as_mut().expect("made above");
+        let start = ctx
+            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(crashed)?;
+        let end = ctx
+            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(crashed)?;
+        let mut samples = Vec::with_capacity(self.batch_slots.len());
+        for buffers in &self.batch_slots {
+            stream.memset_zeros(flush).map_err(crashed)?;
+            ctx.synchronize().map_err(crashed)?;
+            start.record(stream).map_err(crashed)?;
+            if let Some(library) = library {
+                library.call(buffers, shape, stream)?;
+            }
+            end.record(stream).map_err(crashed)?;
+            end.synchronize().map_err(crashed)?;
+            samples.push(f64::from(start.elapsed_ms(&end).map_err(crashed)?) * 1000.0);
+            ctx.synchronize().map_err(crashed)?;
+        }
+        Ok(TimedCalls {
+            samples_us: samples,
+            wall_us: arrived.elapsed().as_secs_f64() * 1e6,
+            after_end_us: vec![0.0],
             other_threads: Vec::new(),
         })
     }

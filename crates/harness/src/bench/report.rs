@@ -55,10 +55,21 @@ pub struct BatchRow {
     /// Each batch's time per call, and their median: the time reported.
     pub figures_us: Vec<f64>,
     pub per_call_us: f64,
-    /// The cold-call latency (the per-call CUDA-event median) and whether it is trusted
-    /// beside the batch figure.
+    /// The cold-call latency by the kernel's CUDA events (the per-call median) and whether it
+    /// is trusted beside the parent's figures (the lone calls', and the batch figure).
     pub latency_us: f64,
     pub latency_trusted: bool,
+    /// The lone-call batches: each call alone, L2 flushed before it; the parent's clock
+    /// around each, the kernel's and the baseline's; each one's time per call, and the
+    /// fastest: the cold-call latency bench reports (the parent's), against which the events'
+    /// latency is judged.
+    pub lone_batches: usize,
+    pub lone_kernel_batch_us: Vec<f64>,
+    pub lone_baseline_batch_us: Vec<f64>,
+    pub lone_figures_us: Vec<f64>,
+    pub lone_us: Option<f64>,
+    /// The kernel's worker's CUDA events around its lone calls, median (its word).
+    pub lone_events_us_median: Option<f64>,
     /// The kernel's worker's CUDA events over each batch (its word, for diagnosis).
     pub batch_events_us: Vec<f64>,
     /// Why the batch's memory bound made the timing untrusted, if it did.
@@ -225,7 +236,7 @@ pub fn render(report: &BenchReport) -> String {
         ));
     }
     if !report.batches.is_empty() {
-        md.push_str("\nThe batch clock of the external kernels (the median above is the time per call in a stream): per shape, batches of calls on fresh inputs (together at least 4x the L2, which the parent flushes after writing them), each batch one request timed by the parent, less the fastest same request served by a baseline worker without the kernel, divided by the calls; the median over the batches; beside it the cold-call latency (CUDA events around calls made one at a time, L2 flushed before each), trusted only where it is not below the batch figure by more than 5%:\n\n| kernel | shape | per call in a stream us | batches x calls | kernel batch ms | baseline batch ms | cold-call latency us | latency |\n|---|---|---|---|---|---|---|---|\n");
+        md.push_str(&format!("\nThe batch clock of the external kernels (the median above is the time per call in a stream): per shape, batches of calls on fresh inputs (together at least 4x the L2, which the parent flushes after writing them), each batch one request timed by the parent, less the fastest same request served by a baseline worker without the kernel, divided by the calls; the median over the batches. Then lone-call batches, timed the same way: each call alone (the worker flushes L2 and synchronizes the device before it, and synchronizes after it); the fastest one's time per call is the cold-call latency bench reports, the parent's. Beside it the same latency by the kernel's own CUDA events (calls made one at a time, L2 flushed by the parent before each), a cross-check: trusted only where it is not below the parent's lone call by more than {:.2}% of it plus {:.0} us (measured: results/bench-clock/README.md), nor below the time per call in a stream by more than 5%:\n\n| kernel | shape | per call in a stream us | batches x calls | kernel batch ms | baseline batch ms | cold-call latency (parent) us | lone batches x calls | lone batch ms | lone baseline ms | cold-call latency (kernel's events) us | events |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n", 100.0 * crate::bench::batch_clock::LONE_SLACK, crate::bench::batch_clock::LONE_SLACK_US));
         let ms = |v: &[f64]| {
             v.iter()
                 .map(|x| format!("{:.2}", x / 1000.0))
@@ -234,7 +245,7 @@ pub fn render(report: &BenchReport) -> String {
         };
         for b in &report.batches {
             md.push_str(&format!(
-                "| {} | {} | {:.1} | {} x {} | {} | {} | {:.1} | {} |\n",
+                "| {} | {} | {:.1} | {} x {} | {} | {} | {} | {} x {} | {} | {} | {:.1} | {} |\n",
                 b.kernel,
                 b.shape,
                 b.per_call_us,
@@ -242,6 +253,11 @@ pub fn render(report: &BenchReport) -> String {
                 b.slots,
                 ms(&b.kernel_batch_us),
                 ms(&b.baseline_batch_us),
+                b.lone_us.map_or("-".to_string(), |us| format!("{us:.1}")),
+                b.lone_batches,
+                b.slots,
+                ms(&b.lone_kernel_batch_us),
+                ms(&b.lone_baseline_batch_us),
                 b.latency_us,
                 if b.latency_trusted {
                     "trusted"

@@ -237,7 +237,20 @@ pub enum Request {
     /// verdict), the after-end time and the threads alive. With `null`, the same loop without
     /// the kernel (a baseline worker: the request's own cost). The parent's clock around this
     /// request is the batch's time.
-    TimedBatch { null: bool },
+    ///
+    /// With `lone`, a lone-call batch: each slot's call alone, as a cold call is timed one at
+    /// a time. Per slot: write the worker's own flush buffer (4x the L2) on the caller's
+    /// stream and synchronize the device; CUDA events around the call (the kernel's word,
+    /// one sample per call); one copy of the output's size (the kernel's output into the slot's
+    /// `c`, or, where the kernel wrote `c` itself or with `null`, `c` into a scratch buffer);
+    /// synchronize the device. Answered `Timed` with one sample per slot. The parent's clock
+    /// around it, less the baseline's same request, over the calls, is the cold call's time as
+    /// the parent sees it (`crate::bench::batch_clock::lone_finding`).
+    TimedBatch {
+        null: bool,
+        #[serde(default)]
+        lone: bool,
+    },
 }
 
 /// One case of a [`Request::RunBatch`]: where its inputs are and where its output goes.

@@ -635,6 +635,7 @@ class Timing:
         self.sets, self.flush, self.calls = [], None, 0
         self.shared, self.scratch, self.received = None, None, 0.0
         self.batch_slots, self.batch_memory = [], None
+        self.lone_flush = None
 
     def serve(self, name, body):
         try:
@@ -667,6 +668,8 @@ class Timing:
                 self.prepare_batch(body)
                 return {"Done": {"Ok": None}}
             if name == "TimedBatch":
+                if body.get("lone"):
+                    return {"Timed": self.lone_batch(bool(body["null"]))}
                 return {"Timed": self.batch(bool(body["null"]))}
             if name == "Call":
                 self.received = self.cuda.perf_counter()
@@ -725,6 +728,49 @@ class Timing:
         after_end = (cuda.perf_counter() - after) * 1e6
         return {"Ok": {"samples_us": [sample], "wall_us": (cuda.perf_counter() - received) * 1e6,
                        "after_end_us": [after_end], "other_threads": [threads]}}
+
+    def lone_batch(self, null):
+        """A lone-call batch (protocol.rs, TimedBatch with `lone`): per slot, the worker's flush
+        buffer (4x the L2) written on the caller's stream and the device synchronized, the call
+        alone between CUDA events (the kernel's word, one sample a call), one copy of the
+        output's size (the kernel's output into the slot's `c`, or `c` into a scratch buffer
+        where the kernel wrote `c` itself, and without the kernel), and the device synchronized:
+        every call alone, and both workers doing the same work around it."""
+        torch, cuda = self.torch, self.cuda
+        received = cuda.perf_counter()
+        slots = self.batch_slots
+        if not slots:
+            raise RuntimeError("a batch before its memory was shared")
+        threads = len(cuda.current_frames()) - 1
+        if self.lone_flush is None:
+            l2 = torch.cuda.get_device_properties(self.device).L2_cache_size
+            self.lone_flush = torch.empty(max(4 * l2, 1 << 20), dtype=torch.uint8,
+                                          device=self.device)
+        start, end = cuda.event(), cuda.event()
+        samples = []
+        for data, shapes in slots:
+            c = data[-1]
+            with cuda.on_stream(cuda.stream):
+                self.lone_flush.zero_()
+            cuda.synchronize()
+            cuda.record(start)
+            out = c if null else self.kernel(data)
+            cuda.record(end)
+            samples.append(cuda.elapsed_us(start, end))
+            with cuda.on_stream(cuda.stream):
+                if null or (isinstance(out, torch.Tensor) and out.data_ptr() == c.data_ptr()
+                            and out.stride() == c.stride()):
+                    if self.scratch is None or self.scratch.shape != c.shape:
+                        self.scratch = torch.empty_like(c)
+                    self.scratch.copy_(c)
+                else:
+                    failure = output_failure(torch, out, shapes)
+                    if failure is not None:
+                        return {"Err": failure}
+                    c.copy_(out)
+            cuda.synchronize()
+        return {"Ok": {"samples_us": samples, "wall_us": (cuda.perf_counter() - received) * 1e6,
+                       "after_end_us": [0.0], "other_threads": [threads]}}
 
     def call(self, case, null, shared, output):
         torch, cuda = self.torch, self.cuda
