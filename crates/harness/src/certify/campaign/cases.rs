@@ -243,7 +243,6 @@ pub fn run_kernel_batch(
     prepared: Vec<PreparedCase>,
     order: KOrder,
 ) -> Vec<RanCase> {
-    use rayon::prelude::*;
     debug_assert!(prepared
         .iter()
         .all(|p| products(&p.case.inputs) <= FULL_REFERENCE_PRODUCTS));
@@ -257,9 +256,13 @@ pub fn run_kernel_batch(
     let cases: Vec<&KernelCase> = prepared.iter().map(|p| &p.case).collect();
     let ((runs, kernel_seconds), references) = rayon::join(
         || timed(|| kernel.run_batch(&cases, &mut outputs)),
+        // One case after another: the GPU reference holds its engine's lock while it works
+        // on rayon's threads, so a task of this batch's waiting on that lock from inside such
+        // a thread would never be let in (a campaign on the H100 stopped there). Each
+        // reference is parallel inside.
         || {
             prepared
-                .par_iter()
+                .iter()
                 .map(|p| timed(|| reference_engine::whole_reference(&p.case.inputs, order)))
                 .collect::<Vec<_>>()
         },
