@@ -97,9 +97,7 @@ pub fn certify_variant(
             if outcome.failed() { "FAILED" } else { "passed" }
         ));
         progress(coverage.cases, planned_here);
-        let exact_open = exact
-            .as_ref()
-            .is_some_and(|exact| exact.mismatch.is_none());
+        let exact_open = exact.as_ref().is_some_and(|exact| exact.mismatch.is_none());
         if !outcome.failed() && !(exact_open && outcome.exact_mismatch()) {
             return None;
         }
