@@ -30,8 +30,6 @@ pub mod command;
 #[cfg(feature = "gpu")]
 mod command_line;
 #[cfg(feature = "gpu")]
-pub mod environment;
-#[cfg(feature = "gpu")]
 pub mod external;
 #[cfg(feature = "gpu")]
 pub mod fresh_start;
@@ -53,9 +51,9 @@ pub mod shared_run;
 use crate::kernels::{cpu, cpu_fma, cpu_hopper_sim, KernelUnderTest};
 // What the command line, the Python package and the examples name of the workers.
 #[cfg(feature = "gpu")]
-pub use command_line::GPU_WORKER_COMMAND;
+pub use crate::sandbox::environment::pass_env;
 #[cfg(feature = "gpu")]
-pub use environment::pass_env;
+pub use command_line::GPU_WORKER_COMMAND;
 #[cfg(feature = "gpu")]
 pub use external::{external_kernel, set_start_timeout};
 #[cfg(feature = "gpu")]
