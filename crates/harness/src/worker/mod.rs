@@ -9,8 +9,9 @@
 //!   (the built-in variants) and [`external`] (what users bring, described by a
 //!   `crate::kernels::manifest`) build those kernels; [`registry`] lists every kernel;
 //! - the serving sides: [`serve`], the `nvfp4-oracle gpu-worker` loop in Rust (variants and C-ABI
-//!   libraries, on `crate::gpu`), and `submission_worker.py`, the Python one (submissions,
-//!   embedded in the binary as [`SUBMISSION_WORKER`]);
+//!   libraries, on `crate::gpu`; a library's side of timing in [`library_timing`]), and
+//!   `submission_worker.py`, the Python one (submissions, embedded in the binary as
+//!   [`SUBMISSION_WORKER`]);
 //! - timing an external kernel on facts the parent holds is `crate::bench`'s (the baseline
 //!   worker it sets its clock against: `timing_baseline.py`, or `gpu-worker --timing-baseline`);
 //!   [`shared_inputs`] hands a timed call's inputs over,
@@ -35,6 +36,8 @@ pub mod external;
 pub mod fresh_start;
 #[cfg(feature = "gpu")]
 pub mod isolated;
+#[cfg(feature = "gpu")]
+pub mod library_timing;
 #[cfg(feature = "gpu")]
 pub mod nvrtc;
 #[cfg(feature = "gpu")]
