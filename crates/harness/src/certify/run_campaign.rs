@@ -98,11 +98,12 @@ pub fn certify_variant(
         ));
         progress(coverage.cases, planned_here);
         let exact_open = exact.as_ref().is_some_and(|exact| exact.mismatch.is_none());
-        if !outcome.failed() && !(exact_open && outcome.exact_mismatch()) {
+        let to_shrink = outcome.failed() || (exact_open && outcome.exact_mismatch());
+        if !to_shrink {
             return None;
         }
         match shrunk(kernel, outcome, index, tree, order, schedule) {
-            Shrunk::Failure(failure) => Some(failure),
+            Shrunk::Failure(failure) => Some(*failure),
             Shrunk::ScheduleDiffers(mismatch) => {
                 exact.as_mut()?.mismatch = Some(mismatch);
                 None

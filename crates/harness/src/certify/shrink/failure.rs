@@ -49,7 +49,7 @@ pub struct ExactFailure {
 /// What a failing case became once shrunk.
 pub enum Shrunk {
     /// Outside the intervals: the campaign's failure.
-    Failure(Failure),
+    Failure(Box<Failure>),
     /// Exact mode: still inside the intervals, but not what the declared schedule gives.
     ScheduleDiffers(ExactFailure),
 }
@@ -120,14 +120,14 @@ pub fn shrunk(
         "data shrunk in {:.1} s",
         started.elapsed().as_secs_f64()
     ));
-    Shrunk::Failure(Failure {
+    Shrunk::Failure(Box::new(Failure {
         case_index,
         first,
         minimal,
         diagnosis,
         shrink_steps,
         data,
-    })
+    }))
 }
 
 /// The schedules (every MMA model and K order, with `declared`'s epilogue) whose replay gives
