@@ -657,7 +657,7 @@ def analyse(args):
 def export(args):
     """Writes every dot product of the runs as flat little-endian records for the Rust model:
     c (u32 f32 bits), a[16] (u16 fp16 bits), b[16] (u16), d (u32, the hardware's output); and an
-    index (family name, record count) as JSON. Scored by examples/score_hopper_model.rs."""
+    index (family name, record count) as JSON. Scored by crates/model/examples/score_hopper_model.rs."""
     index = []
     with open(args.out, "wb") as out:
         for name, a, b, c, d in runs(args.dir):

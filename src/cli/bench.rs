@@ -147,7 +147,7 @@ pub fn run(args: BenchArgs) -> Result<ExitCode> {
             eprintln!("nothing timed: every timing failed (see above)");
             return Ok(ExitCode::from(crate::cli::exit_code::EXIT_FAIL));
         }
-        if unavailable || nvfp4_harness::gpu::device::device_info().is_err() {
+        if unavailable || nvfp4_harness::gpu::device_info().is_err() {
             eprintln!("nothing timed: no selected kernel can run on this machine");
             return Ok(ExitCode::from(crate::cli::exit_code::EXIT_UNAVAILABLE));
         }

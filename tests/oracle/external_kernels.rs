@@ -1287,7 +1287,10 @@ fn batch_cases() -> Vec<KernelCase> {
         .iter()
         .map(|&m| {
             let shape = Shape::new(m, 4, 32, 2).unwrap();
-            KernelCase::new(generate_dual_gemm(shape, Distribution::Full, m as u64), 0x7F)
+            KernelCase::new(
+                generate_dual_gemm(shape, Distribution::Full, m as u64),
+                0x7F,
+            )
         })
         .collect()
 }
@@ -1320,7 +1323,10 @@ fn a_batchs_outputs_land_in_their_own_buffers_and_a_raise_is_its_cases() {
     let cases = batch_cases();
     let kernel = fake_kernel("batch", &["batch"], Duration::from_secs(5));
     kernel.prepare().unwrap();
-    assert!(kernel.environment().batches, "the fake says it serves batches");
+    assert!(
+        kernel.environment().batches,
+        "the fake says it serves batches"
+    );
     let (results, outputs) = run_batch(&kernel, &cases);
     assert_eq!(results.len(), 4);
     for ((case, output), result) in cases.iter().zip(&outputs).zip(&results) {
@@ -1335,14 +1341,18 @@ fn a_batchs_outputs_land_in_their_own_buffers_and_a_raise_is_its_cases() {
         Duration::from_secs(5),
     );
     let (results, outputs) = run_batch(&raising, &cases);
-    for (i, (result, (case, output))) in results.iter().zip(cases.iter().zip(&outputs)).enumerate() {
+    for (i, (result, (case, output))) in results.iter().zip(cases.iter().zip(&outputs)).enumerate()
+    {
         if i == 2 {
             assert!(
                 matches!(result, Err(KernelFailure::Raised(why)) if why.contains("M = 7")),
                 "{result:?}"
             );
         } else {
-            assert!(result.is_ok() && landed_in_own_buffer(case, output), "case {i}: {result:?}");
+            assert!(
+                result.is_ok() && landed_in_own_buffer(case, output),
+                "case {i}: {result:?}"
+            );
         }
     }
     // One worker served the whole batch: a raise does not end it.
@@ -1360,14 +1370,18 @@ fn a_crash_inside_a_batch_is_narrowed_to_its_case() {
     let cases = batch_cases();
     let kernel = fake_kernel("batch-crash", &["batch-crash-on-7"], Duration::from_secs(5));
     let (results, outputs) = run_batch(&kernel, &cases);
-    for (i, (result, (case, output))) in results.iter().zip(cases.iter().zip(&outputs)).enumerate() {
+    for (i, (result, (case, output))) in results.iter().zip(cases.iter().zip(&outputs)).enumerate()
+    {
         if i == 2 {
             assert!(
                 matches!(result, Err(KernelFailure::Crashed(why)) if why.contains("M = 7")),
                 "{result:?}"
             );
         } else {
-            assert!(result.is_ok() && landed_in_own_buffer(case, output), "case {i}: {result:?}");
+            assert!(
+                result.is_ok() && landed_in_own_buffer(case, output),
+                "case {i}: {result:?}"
+            );
         }
     }
     let only_in_batches = fake_kernel(
@@ -1382,6 +1396,9 @@ fn a_crash_inside_a_batch_is_narrowed_to_its_case() {
         results[0]
     );
     for (result, (case, output)) in results.iter().zip(cases.iter().zip(&outputs)).skip(1) {
-        assert!(result.is_ok() && landed_in_own_buffer(case, output), "{result:?}");
+        assert!(
+            result.is_ok() && landed_in_own_buffer(case, output),
+            "{result:?}"
+        );
     }
 }

@@ -1,5 +1,5 @@
-// The harness's own kernels for the determinism checks (src/gpu/conditions.rs), compiled by the
-// worker when a run asks for them. They are not kernels under test.
+// The harness's own kernels for the determinism checks (its `gpu::conditions` module), compiled
+// by the worker when a run asks for them. They are not kernels under test.
 
 // Fills this CTA's dynamic shared memory with `fill`. Launched with as much dynamic shared memory
 // as one CTA may have and two CTAs per SM, it leaves that byte in (nearly) all of every SM's

@@ -1,6 +1,6 @@
 //! A timed batch on the GPU: the parent's side ([`super::batch_clock`] holds its rules; the
 //! workers' sides are `PrepareBatch` and `TimedBatch` in `submission_worker.py` and
-//! `bench/library_worker.rs`).
+//! `worker/library_timing.rs`).
 //!
 //! Per shape, the parent makes one exportable fenced buffer per tensor of the data tuple, each
 //! holding R slots ([`crate::worker::protocol::slot_stride`] apart), and shares them with the

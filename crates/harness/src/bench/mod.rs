@@ -8,8 +8,10 @@
 //! - [`external`] (GPU): an external kernel timed in its worker on every benchmark shape: calls
 //!   one at a time, then batches, every output judged, the findings.
 //! - [`per_call`] (GPU): the calls one at a time against a baseline worker (the cold-call
-//!   latency, and the evidence the worker gives against the kernel); [`library_worker`] (GPU) is
-//!   the Rust worker's side of both (the Python worker's is in `submission_worker.py`).
+//!   latency, and the evidence the worker gives against the kernel). The workers' sides of both
+//!   are theirs: `crate::worker::library_timing` in the Rust worker, `submission_worker.py`;
+//!   `worker_timing.rs` lends both the kernel's worker and its baseline's (as
+//!   `IsolatedKernel::time` and `::time_batches`).
 //! - [`batch_clock`]: the rules the reported time rests on, without a GPU: how many calls a
 //!   batch holds, the time per call from the parent's clock over a batch less a baseline
 //!   worker's, when the per-call CUDA-event latency is trusted beside it, and the finding for
@@ -34,8 +36,6 @@ pub mod external;
 #[cfg(feature = "gpu")]
 pub mod judge;
 #[cfg(feature = "gpu")]
-pub mod library_worker;
-#[cfg(feature = "gpu")]
 pub mod per_call;
 #[cfg(feature = "gpu")]
 pub mod report;
@@ -43,6 +43,8 @@ pub mod roofline;
 pub mod timing;
 #[cfg(feature = "gpu")]
 pub mod variants;
+#[cfg(feature = "gpu")]
+mod worker_timing;
 
 #[cfg(feature = "gpu")]
 pub use baseline::compare_with;

@@ -4,7 +4,7 @@
 //!
 //! Four rooms, each using only rooms named after it: `certificate/` (the certificate, its
 //! signature, trust, merge, baseline and CI reports), `checks/` (determinism and
-//! compute-sanitizer), `shrink/` (a failing case made minimal), `campaign/` (the cases and how
+//! compute-sanitizer), `shrink/` (a failing case made minimal and diagnosed), `campaign/` (the cases and how
 //! each runs). Beside them, [`certify_variant`] (`run_campaign.rs`) runs one kernel's campaign
 //! over `campaign/` and `shrink/`, and [`certify_kernel`] (`sequence.rs`) is the whole sequence
 //! for one kernel: campaign, checks, certificate. The rooms are private: what callers need is

@@ -435,7 +435,7 @@ impl Manifest {
             }
             // Only a worker reads it (the sandbox is the GPU backend's).
             #[cfg(feature = "gpu")]
-            if crate::worker::environment::holds_a_home(&resolved) {
+            if crate::sandbox::environment::holds_a_home(&resolved) {
                 return Err(bad(
                     path,
                     format!(

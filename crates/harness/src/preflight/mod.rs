@@ -6,7 +6,6 @@
 //! its host code too: a CTA pair launched without one shows there), and which of the mission's
 //! variants the code is. Nothing is run and no numerical claim is made.
 
-pub mod bounded;
 pub mod census;
 pub mod diff;
 pub mod host;
@@ -15,7 +14,7 @@ pub mod scale_ids;
 pub mod submission;
 
 // What the command line names of preflight beyond this file.
-pub use bounded::{catch_interrupts, Deadline};
+pub use crate::sandbox::bounded::{catch_interrupts, Deadline};
 pub use census::{census, target, Variant};
 pub use diff::{diff, record, PreflightRecord};
 pub use resources::{find_ptxas, usage, Assembled};

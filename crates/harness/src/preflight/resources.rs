@@ -63,7 +63,7 @@ pub fn usage(
     ptxas: &Path,
     ptx: &str,
     arch: &str,
-    deadline: &super::bounded::Deadline,
+    deadline: &crate::sandbox::bounded::Deadline,
 ) -> crate::error::Result<Assembled> {
     use std::io::{Read, Seek, Write};
     use std::os::fd::AsRawFd;
@@ -104,7 +104,7 @@ pub fn usage(
             Ok(())
         });
     }
-    let status = super::bounded::run(
+    let status = crate::sandbox::bounded::run(
         &mut command,
         &format!("ptxas (registers and occupancy for {arch})"),
         deadline,

@@ -5,9 +5,9 @@
 //! kernel's own code does not hold them; [`super::host`]); or the compiler's refusal, in words. What a submission can still
 //! forge, being in the same process as the compiler: [`compile`].
 
-use super::bounded::{self, Deadline};
 pub use super::host::{host_launches, Launch};
 use crate::error::{Error, Result};
+use crate::sandbox::bounded::{self, Deadline};
 use crate::sandbox::SandboxPaths;
 use crate::secrets::secrets_dir;
 use crate::worker::command::python_program;
@@ -217,7 +217,7 @@ pub fn how_compiled() -> String {
     format!(
         "{}; {}",
         isolation.description_for_certificate(),
-        crate::worker::environment::describe()
+        crate::sandbox::environment::describe()
     )
 }
 

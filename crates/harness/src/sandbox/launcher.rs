@@ -404,7 +404,7 @@ fn self_check(args: &LauncherArgs, user_namespace: bool) -> Result<String, Sandb
     }
     let foreign_env: Vec<String> = std::env::vars_os()
         .filter_map(|(name, _)| name.into_string().ok())
-        .filter(|name| name != "HOME" && !crate::worker::environment::kept(name))
+        .filter(|name| name != "HOME" && !super::environment::kept(name))
         .collect();
     if !foreign_env.is_empty() {
         return Err(SandboxError(format!(

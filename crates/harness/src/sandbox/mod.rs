@@ -36,12 +36,19 @@
 //! records the isolation that held ([`isolation`]). Written on `libc` and `seccompiler`: the
 //! well-kept sandbox tools (bubblewrap, nsjail, firejail) are not installed on the machines
 //! this runs on, and the steps are few and each a documented system call.
+//!
+//! Beside the boundary, what a worker starts with inside it ([`environment`]: the allow-listed
+//! environment, the interpreter's folders), which the worker's command line and a manifest's
+//! readable folders are checked against, and the bounded run of a program the harness waits
+//! for ([`bounded`]), which preflight and the interpreter's question use.
 
 use std::path::Path;
 use std::sync::OnceLock;
 
+pub mod bounded;
 mod command_line;
 pub mod dev;
+pub mod environment;
 #[cfg(target_os = "linux")]
 mod filter;
 mod launcher;
@@ -132,9 +139,7 @@ fn probe(launcher: &Path) -> Isolation {
     // from inside.
     let out = std::process::Command::new(launcher)
         .env_clear()
-        .envs(crate::worker::environment::allow_listed_env(Path::new(
-            "/tmp",
-        )))
+        .envs(environment::allow_listed_env(Path::new("/tmp")))
         .args([SANDBOX_COMMAND, "--probe", "--", "true"])
         .stdin(std::process::Stdio::null())
         .output();

@@ -11,7 +11,7 @@
 //! loader, Python and CUDA read ([`kept_in_etc`]) and a synthetic `passwd` and `group` (root
 //! and nobody). What a worker needs beyond that is bound back in at its own path, read-only,
 //! by the parent's `--readable`: the interpreter's prefix and site-packages (asked of the
-//! interpreter, `crate::worker::environment::interpreter`), the submission's folder, the worker
+//! interpreter, `super::environment::interpreter`), the submission's folder, the worker
 //! script's, a toolkit on PATH or LD_LIBRARY_PATH outside the home folders, a manifest's
 //! `readable = [...]`; with no repository's `.git` inside any of them.
 

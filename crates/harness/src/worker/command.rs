@@ -3,7 +3,7 @@
 //! compilers at its own cache ([`cache_env`]), and the same command wrapped in the sandbox
 //! ([`wrap`]).
 
-use super::environment;
+use crate::sandbox::environment;
 use crate::sandbox::{isolation, launcher_args, Isolation, SandboxPaths, CACHE_INSIDE};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -21,7 +21,7 @@ pub struct WorkerCommand {
     /// (see [`crate::sandbox`]); `None` for the oracle's own workers.
     pub sandbox: Option<SandboxPaths>,
     /// Start it with `env` alone, none of the parent's environment: set by [`wrap`], whose
-    /// `env` is then the whole of it ([`super::environment::worker_env`]).
+    /// `env` is then the whole of it ([`environment::worker_env`]).
     pub clean_env: bool,
 }
 

@@ -5,9 +5,7 @@
 use super::command::WorkerCommand;
 use super::fresh_start::{start_worker, StartingCache, CACHE};
 use super::parent::Worker;
-use super::protocol::CaseFiles;
 use super::shared_run::{run_shared, runs_shared, OutputOrder};
-use crate::bench::per_call::TimedRun;
 use crate::kernels::{
     KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError, RunConditions,
     ShapeSupport, ToolWrapper, Unavailable,
@@ -56,18 +54,18 @@ pub struct IsolatedKernel {
     command: WorkerCommand,
     availability: AvailabilityCheck,
     /// The watchdog of one case: this plus 1 s per 5 * 10^10 multiply-adds.
-    case_timeout_base: Duration,
-    worker: Mutex<Option<Worker>>,
+    pub(crate) case_timeout_base: Duration,
+    pub(crate) worker: Mutex<Option<Worker>>,
     environment: Mutex<KernelEnvironment>,
-    scratch: PathBuf,
+    pub(crate) scratch: PathBuf,
     /// A manifest's `[shapes] production` ([`IsolatedKernel::with_production_shapes`]).
     production_shapes: Vec<nvfp4_model::problem::Shape>,
     /// The worker that serves a timing's requests without the kernel: the same program and
     /// sandbox with no kernel loaded ([`IsolatedKernel::with_timing_baseline`]).
-    baseline: Option<Box<IsolatedKernel>>,
+    pub(crate) baseline: Option<Box<IsolatedKernel>>,
     /// Whether timed calls travel in shared device memory: the parent's decision, from what
     /// the kernel is, never from what its worker says.
-    shared_timing: bool,
+    pub(crate) shared_timing: bool,
     /// For an untrusted kernel: what its every worker's compiler cache starts from, shared
     /// with its checks' copies.
     starting_cache: Option<std::sync::Arc<StartingCache>>,
@@ -178,7 +176,7 @@ impl IsolatedKernel {
     /// directory and a compiler cache of its own, removed when it ends, holding for an
     /// untrusted kernel a copy of the snapshot its every worker starts from
     /// ([`super::fresh_start`]).
-    fn ensure_started(&self, slot: &mut Option<Worker>) -> Result<(), PrepareError> {
+    pub(crate) fn ensure_started(&self, slot: &mut Option<Worker>) -> Result<(), PrepareError> {
         if slot.is_none() {
             let snapshot = match &self.starting_cache {
                 Some(starting) => Some(starting.snapshot()?),
@@ -197,111 +195,12 @@ impl IsolatedKernel {
     }
 }
 
-impl IsolatedKernel {
-    /// Times the kernel in its worker against its baseline's requests without a kernel (see
-    /// [`crate::bench::per_call`]): warm-up calls on `warmup_sets`, then `timed` calls, call i on the
-    /// case `make_case(i)`, delivered just before its call (in shared device memory, or as
-    /// files in the input directory); `pick` chooses, after the timed loop, which timed calls'
-    /// outputs are judged. `per_call` is the watchdog of one call; `l2` the parent's reset.
-    pub fn time(
-        &self,
-        l2: &mut dyn crate::gpu::l2::CacheReset,
-        warmup_sets: &[CaseFiles],
-        timed: usize,
-        make_case: impl Fn(usize) -> KernelCase + Sync,
-        pick: impl FnOnce(usize) -> Vec<usize>,
-        per_call: Duration,
-    ) -> Result<TimedRun, KernelFailure> {
-        let Some(baseline) = &self.baseline else {
-            return Err(KernelFailure::Crashed(
-                "this kernel has no timing baseline: it is not timed in a worker".into(),
-            ));
-        };
-        let mut slot = self.worker.lock().unwrap_or_else(|p| p.into_inner());
-        let mut baseline_slot = baseline.worker.lock().unwrap_or_else(|p| p.into_inner());
-        self.ensure_started(&mut slot)
-            .map_err(|err| KernelFailure::Crashed(format!("starting the worker: {err}")))?;
-        baseline.ensure_started(&mut baseline_slot).map_err(|err| {
-            KernelFailure::Crashed(format!("starting the timing baseline's worker: {err}"))
-        })?;
-        // The baseline reads its warm-up sets from its own input directory, the only one its
-        // sandbox shows it.
-        let baseline_sets = warmup_sets
-            .iter()
-            .enumerate()
-            .map(|(i, set)| {
-                let why = |err: &dyn std::fmt::Display| {
-                    KernelFailure::Crashed(format!("writing the baseline's warm-up sets: {err}"))
-                };
-                let case = set.read().map_err(|err| why(&err))?;
-                CaseFiles::write(&case, &baseline.input_dir().join(format!("warm-up-{i}")))
-                    .map_err(|err| why(&err))
-            })
-            .collect::<Result<Vec<_>, KernelFailure>>()?;
-        let plan = crate::bench::per_call::TimingPlan {
-            warmup_sets,
-            baseline_sets: &baseline_sets,
-            timed,
-            shared: self.shared_timing,
-            timed_dir: &self.input_dir().join("timed-call"),
-            output_file: &self
-                .scratch
-                .join(super::parent::OUTPUTS)
-                .join("timed-output.bin"),
-            timeout: self.case_timeout_base + per_call * (warmup_sets.len() + 1) as u32,
-        };
-        let result = crate::bench::per_call::time_against_baseline(
-            slot.as_mut().expect("started above"),
-            baseline_slot.as_mut().expect("started above"),
-            l2,
-            &plan,
-            make_case,
-            pick,
-        );
-        if result.is_err() {
-            // Either worker may be mid-request: both start afresh.
-            *slot = None;
-            *baseline_slot = None;
-        }
-        result
-    }
-}
-
 #[cfg(feature = "gpu")]
 impl IsolatedKernel {
     /// Whether the kernel's timed calls travel in shared device memory (the parent's decision
     /// from the worker's kind): only then can it be timed in batches.
     pub fn shares_timed_inputs(&self) -> bool {
         self.shared_timing
-    }
-
-    /// Times batches of calls in the workers a [`Self::time`] left running (see
-    /// [`crate::bench::batch`]): the kernel's and its baseline's.
-    pub fn time_batches(
-        &self,
-        l2: &mut dyn crate::gpu::l2::CacheReset,
-        plan: &crate::bench::batch::BatchPlan<'_>,
-        make_case: impl Fn(usize, usize) -> KernelCase + Sync,
-        judge: impl FnMut(usize, usize, &KernelCase, Vec<u8>),
-    ) -> Result<crate::bench::batch::BatchRun, KernelFailure> {
-        let Some(baseline) = &self.baseline else {
-            return Err(KernelFailure::Crashed(
-                "this kernel has no timing baseline: it is not timed in a worker".into(),
-            ));
-        };
-        let mut slot = self.worker.lock().unwrap_or_else(|p| p.into_inner());
-        let mut baseline_slot = baseline.worker.lock().unwrap_or_else(|p| p.into_inner());
-        let (Some(kernel), Some(null)) = (slot.as_mut(), baseline_slot.as_mut()) else {
-            return Err(KernelFailure::Crashed(
-                "a batch needs the workers of a per-call timing".into(),
-            ));
-        };
-        let result = crate::bench::batch::time_batches(kernel, null, l2, plan, make_case, judge);
-        if result.is_err() {
-            *slot = None;
-            *baseline_slot = None;
-        }
-        result
     }
 }
 

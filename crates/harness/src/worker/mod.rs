@@ -9,8 +9,9 @@
 //!   (the built-in variants) and [`external`] (what users bring, described by a
 //!   `crate::kernels::manifest`) build those kernels; [`registry`] lists every kernel;
 //! - the serving sides: [`serve`], the `nvfp4-oracle gpu-worker` loop in Rust (variants and C-ABI
-//!   libraries, on `crate::gpu`), and `submission_worker.py`, the Python one (submissions,
-//!   embedded in the binary as [`SUBMISSION_WORKER`]);
+//!   libraries, on `crate::gpu`; a library's side of timing in [`library_timing`]), and
+//!   `submission_worker.py`, the Python one (submissions, embedded in the binary as
+//!   [`SUBMISSION_WORKER`]);
 //! - timing an external kernel on facts the parent holds is `crate::bench`'s (the baseline
 //!   worker it sets its clock against: `timing_baseline.py`, or `gpu-worker --timing-baseline`);
 //!   [`shared_inputs`] hands a timed call's inputs over,
@@ -30,13 +31,13 @@ pub mod command;
 #[cfg(feature = "gpu")]
 mod command_line;
 #[cfg(feature = "gpu")]
-pub mod environment;
-#[cfg(feature = "gpu")]
 pub mod external;
 #[cfg(feature = "gpu")]
 pub mod fresh_start;
 #[cfg(feature = "gpu")]
 pub mod isolated;
+#[cfg(feature = "gpu")]
+pub mod library_timing;
 #[cfg(feature = "gpu")]
 pub mod nvrtc;
 #[cfg(feature = "gpu")]
@@ -53,9 +54,9 @@ pub mod shared_run;
 use crate::kernels::{cpu, cpu_fma, cpu_hopper_sim, KernelUnderTest};
 // What the command line, the Python package and the examples name of the workers.
 #[cfg(feature = "gpu")]
-pub use command_line::GPU_WORKER_COMMAND;
+pub use crate::sandbox::environment::pass_env;
 #[cfg(feature = "gpu")]
-pub use environment::pass_env;
+pub use command_line::GPU_WORKER_COMMAND;
 #[cfg(feature = "gpu")]
 pub use external::{external_kernel, set_start_timeout};
 #[cfg(feature = "gpu")]

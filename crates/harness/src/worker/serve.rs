@@ -4,8 +4,8 @@
 //! ([`crate::gpu::launch::hardened_launch`]). The protocol is in [`super::protocol`], the
 //! parent's side in [`super::parent`].
 
+use super::library_timing::LibraryTiming;
 use super::protocol::{CaseFiles, Reply, Request};
-use crate::bench::library_worker::LibraryTiming;
 use crate::error::{Error, Result};
 use crate::gpu::compile::compile_variant;
 use crate::gpu::conditions::Conditions;

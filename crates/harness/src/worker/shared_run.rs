@@ -103,7 +103,11 @@ pub fn run_shared(
     let dual = case.dual_or_refuse()?;
     let shape = dual.inputs.shape;
     // With one batch the two orders are one: the output is read straight into `output`.
-    let order = if shape.l == 1 { OutputOrder::Mnl } else { order };
+    let order = if shape.l == 1 {
+        OutputOrder::Mnl
+    } else {
+        order
+    };
     // In SHARED_KEYS order: the ABI's inputs, then the output `c` (made on the device).
     let bodies = dual.abi_inputs().map(|(_, body)| body);
     let Ok(stream) = parent_stream() else {

@@ -471,7 +471,11 @@ impl OperandDraw<'_> {
                         .sum::<u128>();
                 if self.role == Role::A {
                     // The maximal block: its position, then its bytes.
-                    end += if chance_at(end, 1, 16) { 2 + block_bytes } else { 1 };
+                    end += if chance_at(end, 1, 16) {
+                        2 + block_bytes
+                    } else {
+                        1
+                    };
                     // The single kept block: its position.
                     end += if chance_at(end, 1, 8) { 2 } else { 1 };
                 }

@@ -138,14 +138,13 @@ impl PreparedCase {
             shape: problem.normalize(spec.shape),
             ..spec
         };
-        let (case, seconds) = timed(|| {
-            let inputs = generate_problem(problem, spec.shape, spec.dist, spec.seed);
-            KernelCase::new(inputs, spec.dist.blocked_padding_fill())
-        });
+        let started = Instant::now();
+        let inputs = generate_problem(problem, spec.shape, spec.dist, spec.seed);
+        let case = KernelCase::new(inputs, spec.dist.blocked_padding_fill());
         PreparedCase {
             spec,
             case,
-            seconds,
+            seconds: seconds_since(started),
         }
     }
 }
@@ -196,30 +195,32 @@ pub fn run_kernel(
     let mut output = poisoned_output(m * n * l);
     let within_cpu_budget = products(&case.inputs) <= full_reference_products;
     let judged_whole = within_cpu_budget || reference_engine::gpu_takes(&case.inputs);
+    let timed_run = |output: &mut Vec<f16>| {
+        let started = Instant::now();
+        let run = kernel.run(&case, output);
+        (run, seconds_since(started))
+    };
     let ((run, kernel_seconds), whole_reference) = if judged_whole {
         // Past the CPU model's budget only the GPU computes a whole reference. It is asked
         // again when the case runs, and with less free memory by then it may decline, or it
         // may fail: the case is then judged on sampled rows, never by the CPU model whole.
         let reference = || {
-            timed(|| {
-                if within_cpu_budget {
-                    Some(reference_engine::whole_reference(&case.inputs, order))
-                } else {
-                    reference_engine::gpu_whole_reference(&case.inputs, order)
-                }
-            })
+            let started = Instant::now();
+            let reference =
+                reference_engine::case_whole_reference(&case.inputs, order, within_cpu_budget);
+            (reference, seconds_since(started))
         };
         let (run, (reference, model_seconds)) =
             if reference_engine::fits_beside_a_kernel(&case.inputs) {
-                rayon::join(|| timed(|| kernel.run(&case, &mut output)), reference)
+                rayon::join(|| timed_run(&mut output), reference)
             } else {
-                let run = timed(|| kernel.run(&case, &mut output));
+                let run = timed_run(&mut output);
                 (run, reference())
             };
         phases.model = model_seconds;
         (run, reference)
     } else {
-        (timed(|| kernel.run(&case, &mut output)), None)
+        (timed_run(&mut output), None)
     };
     phases.kernel = kernel_seconds;
     RanCase {
@@ -255,7 +256,11 @@ pub fn run_kernel_batch(
         .collect();
     let cases: Vec<&KernelCase> = prepared.iter().map(|p| &p.case).collect();
     let ((runs, kernel_seconds), references) = rayon::join(
-        || timed(|| kernel.run_batch(&cases, &mut outputs)),
+        || {
+            let started = Instant::now();
+            let runs = kernel.run_batch(&cases, &mut outputs);
+            (runs, seconds_since(started))
+        },
         // One case after another: the GPU reference holds its engine's lock while it works
         // on rayon's threads, so a task of this batch's waiting on that lock from inside such
         // a thread would never be let in (a campaign on the H100 stopped there). Each
@@ -263,7 +268,11 @@ pub fn run_kernel_batch(
         || {
             prepared
                 .iter()
-                .map(|p| timed(|| reference_engine::whole_reference(&p.case.inputs, order)))
+                .map(|p| {
+                    let started = Instant::now();
+                    let reference = reference_engine::whole_reference(&p.case.inputs, order);
+                    (reference, seconds_since(started))
+                })
                 .collect::<Vec<_>>()
         },
     );
@@ -359,34 +368,33 @@ impl RanCase {
         } else {
             sample_for(&case.inputs, full_reference_products, unpredictable_seed())
         };
-        let (reference, seconds) = timed(|| match (whole_reference, &sample) {
+        let started = Instant::now();
+        let reference = match (whole_reference, &sample) {
             (Some(reference), _) => reference,
             (None, Some(sample)) => sampled_reference(&case.inputs, order, sample),
             (None, None) => problem_reference(&case.inputs, order),
+        };
+        phases.model += seconds_since(started);
+        let started = Instant::now();
+        let result = run.map(|()| {
+            judge(
+                OutputShape { m, n, l },
+                &output,
+                &reference.expected,
+                &reference.lo,
+                &reference.hi,
+            )
         });
-        phases.model += seconds;
-        let ((result, exact), seconds) = timed(|| {
-            let result = run.map(|()| {
-                judge(
-                    OutputShape { m, n, l },
-                    &output,
-                    &reference.expected,
-                    &reference.lo,
-                    &reference.hi,
-                )
-            });
-            // Replay costs more than the CPU model: only cases the CPU model would judge whole
-            // are replayed (not those judged whole because the GPU computed their reference).
-            let replayable = products(&case.inputs) <= full_reference_products;
-            let exact = match (&result, schedule, case.dual()) {
-                (Ok(verdict), Some(schedule), Some(dual)) if verdict.pass && replayable => {
-                    Some(replay_dual_gemm(dual.inputs, schedule).compare(&output))
-                }
-                _ => None,
-            };
-            (result, exact)
-        });
-        phases.judge = seconds;
+        // Replay costs more than the CPU model: only cases the CPU model would judge whole
+        // are replayed (not those judged whole because the GPU computed their reference).
+        let replayable = products(&case.inputs) <= full_reference_products;
+        let exact = match (&result, schedule, case.dual()) {
+            (Ok(verdict), Some(schedule), Some(dual)) if verdict.pass && replayable => {
+                Some(replay_dual_gemm(dual.inputs, schedule).compare(&output))
+            }
+            _ => None,
+        };
+        phases.judge = seconds_since(started);
         CaseOutcome {
             spec,
             case,
@@ -410,11 +418,9 @@ pub(super) fn poisoned_output(len: usize) -> Vec<f16> {
     output
 }
 
-/// `work`'s result and the seconds it took.
-fn timed<T>(work: impl FnOnce() -> T) -> (T, f64) {
-    let started = Instant::now();
-    let result = work();
-    (result, started.elapsed().as_secs_f64())
+/// Seconds since `started`: a case's phases.
+fn seconds_since(started: Instant) -> f64 {
+    started.elapsed().as_secs_f64()
 }
 
 /// The shape `(m, n, k, l)` made one that `support` takes: each dimension rounded up to its
@@ -429,24 +435,27 @@ pub(super) fn fitted(support: ShapeSupport, (m, n, k, l): (usize, usize, usize, 
     .expect("a fixed case's shape fitted to a support is valid")
 }
 
-/// The outcome judged on every element: a sampled case's verdict and reference redone with the
-/// model on the whole output (a failure's repro and diagnosis must describe all of it).
-pub(crate) fn judged_whole(mut outcome: CaseOutcome, order: KOrder) -> CaseOutcome {
-    if outcome.sample.take().is_none() {
-        return outcome;
+/// Offers the kernel one shape just outside its declared support (K one scale block past a
+/// supported multiple): a clean refusal is the expected answer; any output is not judged.
+pub(crate) fn refuses_unsupported_shape(kernel: &dyn KernelUnderTest) -> Option<bool> {
+    let support = kernel.support();
+    if support.k_multiple <= 16 {
+        return None;
     }
-    outcome.reference = reference_engine::whole_reference(&outcome.case.inputs, order);
-    let (m, n, l) = outcome.case.inputs.output_dims();
-    if let Ok(verdict) = &mut outcome.result {
-        *verdict = judge(
-            OutputShape { m, n, l },
-            &outcome.output,
-            &outcome.reference.expected,
-            &outcome.reference.lo,
-            &outcome.reference.hi,
-        );
-    }
-    outcome
+    let shape = Shape::new(
+        round_up(64, support.m_multiple),
+        round_up(64, support.n_multiple),
+        support.k_multiple + 16,
+        1,
+    )
+    .expect("valid shape");
+    let inputs = generate_problem(kernel.problem(), shape, Distribution::Gpumode, 0);
+    let mut output = vec![POISON; inputs.output_len()];
+    let case = KernelCase::new(inputs, 0);
+    Some(matches!(
+        kernel.run(&case, &mut output),
+        Err(KernelFailure::Refused(_))
+    ))
 }
 
 /// The fixed cases every campaign starts with: the smallest shape, tile edges, a K tail, L > 1,

@@ -1,69 +1,11 @@
 //! What a campaign is asked (`CampaignLimits`: how many cases, which seed, which extra
-//! classes) and how its random small cases are drawn (proptest strategies over shapes inside
-//! the kernel's declared support, biased to edges): the inputs of a plan (`plan.rs`), below
+//! classes): the input of a plan (`plan.rs`, which also draws the random small cases), below
 //! the campaign that runs it.
 
-use super::cases::{round_up, CaseSpec};
-use crate::kernels::{KernelUnderTest, ShapeSupport};
+use crate::kernels::KernelUnderTest;
 use nvfp4_model::model::bounds::KOrder;
-use nvfp4_model::problem::{Distribution, Shape};
-use proptest::strategy::Strategy;
-use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+use nvfp4_model::problem::Distribution;
 use std::time::Duration;
-
-/// Edge values the shape strategy prefers: the smallest, tile boundaries and one past them.
-const EDGE_MN: [usize; 9] = [1, 2, 31, 127, 128, 129, 200, 255, 256];
-const EDGE_K_BLOCKS: [usize; 8] = [1, 3, 4, 15, 16, 17, 20, 32];
-/// Random shapes stay below these so a CPU campaign of hundreds of cases takes seconds.
-const MAX_RANDOM_MN: usize = 320;
-const MAX_RANDOM_K_BLOCKS: usize = 48;
-
-/// Shapes within `support`, half the time from the edge lists.
-pub fn shape_strategy(support: ShapeSupport) -> impl Strategy<Value = Shape> {
-    let mn = |multiple: usize| {
-        proptest::prop_oneof![
-            proptest::sample::select(EDGE_MN.to_vec()).prop_map(move |v| round_up(v, multiple)),
-            (1..=MAX_RANDOM_MN).prop_map(move |v| round_up(v, multiple)),
-        ]
-    };
-    let k_multiple_blocks = support.k_multiple.div_ceil(16);
-    let k = proptest::prop_oneof![
-        proptest::sample::select(EDGE_K_BLOCKS.to_vec())
-            .prop_map(move |b| round_up(b, k_multiple_blocks) * 16),
-        (1..=MAX_RANDOM_K_BLOCKS).prop_map(move |b| round_up(b, k_multiple_blocks) * 16),
-    ];
-    let max_l = support.max_l.min(3);
-    (
-        mn(support.m_multiple),
-        mn(support.n_multiple),
-        k,
-        proptest::prop_oneof![3 => proptest::strategy::Just(1usize), 1 => 1..=max_l],
-    )
-        .prop_map(|(m, n, k, l)| Shape::new(m, n, k, l).expect("strategy shapes are valid"))
-}
-
-/// Cases over `dists`, listed in shrink order: proptest shrinks toward the first.
-pub fn case_strategy(
-    support: ShapeSupport,
-    dists: Vec<Distribution>,
-) -> impl Strategy<Value = CaseSpec> {
-    (
-        shape_strategy(support),
-        proptest::sample::select(dists),
-        proptest::num::u64::ANY,
-    )
-        .prop_map(|(shape, dist, seed)| CaseSpec { shape, dist, seed })
-}
-
-/// The random source of a campaign's cases: the same seed draws the same cases everywhere.
-pub fn case_runner(seed: u64) -> TestRunner {
-    let mut seed_bytes = [0u8; 32];
-    seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
-    TestRunner::new_with_rng(
-        Config::default(),
-        TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
-    )
-}
 
 /// Limits of one campaign.
 #[derive(Debug, Clone)]

@@ -6,15 +6,18 @@
 //! cases the kernel supports, the production-size cases (the problem's and the kernel's declared
 //! production shapes, a model's shapes, the range cases of `range_draw.rs`, random large shapes
 //! and the deployment regimes' cases), the cases of per-product rounding's worst case, then the
-//! random small cases drawn by proptest strategies.
+//! random small cases drawn by proptest strategies (shapes inside the kernel's declared support,
+//! biased to edges).
 
-use super::cases::{edge_cases, stagnation_cases, CaseSpec};
+use super::cases::{edge_cases, round_up, stagnation_cases, CaseSpec};
 use super::coverage::{shape_class, Coverage};
-use super::limits::{case_runner, case_strategy, CampaignLimits};
+use super::limits::CampaignLimits;
 use super::production::ProductionSize;
 use super::regimes::regimes_of;
-use crate::kernels::KernelUnderTest;
+use crate::kernels::{KernelUnderTest, ShapeSupport};
+use nvfp4_model::problem::{Distribution, Shape};
 use proptest::strategy::{Strategy, ValueTree};
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
 
 /// What drew a case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -167,4 +170,58 @@ impl CampaignPlan {
             })
             .collect()
     }
+}
+
+/// Edge values the shape strategy prefers: the smallest, tile boundaries and one past them.
+const EDGE_MN: [usize; 9] = [1, 2, 31, 127, 128, 129, 200, 255, 256];
+const EDGE_K_BLOCKS: [usize; 8] = [1, 3, 4, 15, 16, 17, 20, 32];
+/// Random shapes stay below these so a CPU campaign of hundreds of cases takes seconds.
+const MAX_RANDOM_MN: usize = 320;
+const MAX_RANDOM_K_BLOCKS: usize = 48;
+
+/// Shapes within `support`, half the time from the edge lists.
+fn shape_strategy(support: ShapeSupport) -> impl Strategy<Value = Shape> {
+    let mn = |multiple: usize| {
+        proptest::prop_oneof![
+            proptest::sample::select(EDGE_MN.to_vec()).prop_map(move |v| round_up(v, multiple)),
+            (1..=MAX_RANDOM_MN).prop_map(move |v| round_up(v, multiple)),
+        ]
+    };
+    let k_multiple_blocks = support.k_multiple.div_ceil(16);
+    let k = proptest::prop_oneof![
+        proptest::sample::select(EDGE_K_BLOCKS.to_vec())
+            .prop_map(move |b| round_up(b, k_multiple_blocks) * 16),
+        (1..=MAX_RANDOM_K_BLOCKS).prop_map(move |b| round_up(b, k_multiple_blocks) * 16),
+    ];
+    let max_l = support.max_l.min(3);
+    (
+        mn(support.m_multiple),
+        mn(support.n_multiple),
+        k,
+        proptest::prop_oneof![3 => proptest::strategy::Just(1usize), 1 => 1..=max_l],
+    )
+        .prop_map(|(m, n, k, l)| Shape::new(m, n, k, l).expect("strategy shapes are valid"))
+}
+
+/// Cases over `dists`, listed in shrink order: proptest shrinks toward the first.
+fn case_strategy(
+    support: ShapeSupport,
+    dists: Vec<Distribution>,
+) -> impl Strategy<Value = CaseSpec> {
+    (
+        shape_strategy(support),
+        proptest::sample::select(dists),
+        proptest::num::u64::ANY,
+    )
+        .prop_map(|(shape, dist, seed)| CaseSpec { shape, dist, seed })
+}
+
+/// The random source of a campaign's cases: the same seed draws the same cases everywhere.
+fn case_runner(seed: u64) -> TestRunner {
+    let mut seed_bytes = [0u8; 32];
+    seed_bytes[..8].copy_from_slice(&seed.to_le_bytes());
+    TestRunner::new_with_rng(
+        Config::default(),
+        TestRng::from_seed(RngAlgorithm::ChaCha, &seed_bytes),
+    )
 }

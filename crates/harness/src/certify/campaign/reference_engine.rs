@@ -206,6 +206,18 @@ pub fn whole_reference(inputs: &ProblemInputs, order: KOrder) -> Reference {
     gpu_whole_reference(inputs, order).unwrap_or_else(|| problem_reference(inputs, order))
 }
 
+/// The reference of a case judged whole: [`whole_reference`] where the CPU model may compute
+/// it (`within_cpu_budget`); past that budget only the GPU's, which may decline the case now or
+/// fail (None: the case is then judged on sampled rows, never by the CPU model whole).
+pub fn case_whole_reference(
+    inputs: &ProblemInputs,
+    order: KOrder,
+    within_cpu_budget: bool,
+) -> Option<Reference> {
+    gpu_whole_reference(inputs, order)
+        .or_else(|| within_cpu_budget.then(|| problem_reference(inputs, order)))
+}
+
 /// The whole reference of `inputs` on the GPU, or None where there is no GPU reference or it
 /// declines the case now or fails: for cases past the CPU model's budget, which are then
 /// judged on sampled rows rather than by the CPU model for hours.

@@ -14,7 +14,8 @@
 //! - time: the slowest shard's.
 
 use super::coverage::Coverage;
-use super::report::{Certificate, ExactOutcome, FailureReport, Status};
+use super::failure_report::FailureReport;
+use super::report::{Certificate, ExactOutcome, Status};
 use super::shard::Shard;
 use crate::error::{Error, Result};
 use std::path::{Path, PathBuf};

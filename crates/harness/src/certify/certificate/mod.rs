@@ -3,6 +3,7 @@
 
 pub(crate) mod baseline;
 pub(crate) mod ci_report;
+pub(crate) mod failure_report;
 pub(crate) mod merge;
 pub(crate) mod report;
 pub(crate) mod report_markdown;
@@ -13,4 +14,4 @@ pub(crate) mod trust;
 // The modules of other rooms the certificate's files name.
 use super::campaign::{self, coverage, reference_engine, regimes, shard};
 use super::checks::{self, sanitize};
-use super::shrink::{failure_class, shrink_data};
+use super::shrink::{failure, failure_class, shrink_data};

@@ -84,6 +84,21 @@ pub struct SanitizerFinding {
     pub report: String,
 }
 
+impl SanitizerFinding {
+    /// A finding of the tool's run as a whole (its log cut short, the sample not run), not of
+    /// one report in its log.
+    fn of_run(tool: Tool, verdict: String, report: String) -> SanitizerFinding {
+        SanitizerFinding {
+            tool,
+            verdict,
+            kernel: None,
+            location: None,
+            count: 1,
+            report,
+        }
+    }
+}
+
 /// A report compute-sanitizer makes on correct code, suppressed with its reason.
 struct Suppression {
     tool: Tool,
@@ -301,19 +316,21 @@ pub fn sanitize(
                 run.findings.extend(
                     super::tool_log::audit(&captured, ran_to_end)
                         .into_iter()
-                        .map(|verdict| SanitizerFinding {
-                            tool,
-                            verdict,
-                            kernel: None,
-                            location: None,
-                            count: 1,
-                            report: String::new(),
-                        }),
+                        .map(|verdict| SanitizerFinding::of_run(tool, verdict, String::new())),
                 );
             }
         }
         if run.note.is_some() || run.cases_run < sample.len() {
-            run.findings.push(did_not_run(tool, &run, sample.len()));
+            let verdict = format!(
+                "compute-sanitizer {} could not run the sample ({} of {} cases ran): a check \
+                 that cannot run does not pass",
+                tool.name(),
+                run.cases_run,
+                sample.len()
+            );
+            let note = run.note.clone().unwrap_or_default();
+            run.findings
+                .push(SanitizerFinding::of_run(tool, verdict, note));
         }
         run.seconds = started.elapsed().as_secs_f64();
         report.tools.push(run);
@@ -379,23 +396,6 @@ fn run_tool(
     // Lets the worker exit, so that the tool writes what it saw (a crash's report included).
     wrapped.finish();
     run.note.is_none()
-}
-
-/// The finding for a tool run that did not run the whole sample.
-fn did_not_run(tool: Tool, run: &ToolRun, planned: usize) -> SanitizerFinding {
-    SanitizerFinding {
-        tool,
-        verdict: format!(
-            "compute-sanitizer {} could not run the sample ({} of {planned} cases ran): a check \
-             that cannot run does not pass",
-            tool.name(),
-            run.cases_run
-        ),
-        kernel: None,
-        location: None,
-        count: 1,
-        report: run.note.clone().unwrap_or_default(),
-    }
 }
 
 #[cfg(test)]

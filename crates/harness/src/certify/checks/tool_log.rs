@@ -343,12 +343,11 @@ mod tests {
     fn the_tools_own_logs_pass() {
         assert!(verdicts(CLEAN, true).is_empty());
         assert!(verdicts(RACE, true).is_empty());
-        // As the H100 wrote them (results/sanitize/logs/): a race log of 30 reports.
-        let race =
-            include_str!("../../../../../results/sanitize/logs/hopper-test-race-racecheck.log");
+        // As the H100 wrote them (copies of results/sanitize/logs/ in the crate's fixtures): a
+        // race log of 30 reports.
+        let race = include_str!("../../../tests/fixtures/sanitizer/hopper-test-race-racecheck.log");
         assert!(verdicts(race, true).is_empty());
-        let clean =
-            include_str!("../../../../../results/sanitize/logs/example-torch-racecheck.log");
+        let clean = include_str!("../../../tests/fixtures/sanitizer/example-torch-racecheck.log");
         assert!(verdicts(clean, true).is_empty());
     }
 

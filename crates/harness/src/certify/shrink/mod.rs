@@ -1,11 +1,14 @@
-//! After a failure: the failing case shrunk (its shape, then its data), the bug class of a
-//! failure that left nothing to diagnose, and the table of planted bugs each check catches.
+//! After a failure (`failure.rs`, the campaign's one call): the failing case shrunk (its shape,
+//! then its data) and diagnosed, the bug class of a failure that left nothing to diagnose, and
+//! the table of planted bugs each check catches.
 
+mod diagnose;
+pub(crate) mod failure;
 pub(crate) mod failure_class;
 pub(crate) mod field_comparison;
 pub(crate) mod shrink_data;
 pub(crate) mod shrink_shape;
 
 // The modules of other rooms the shrinking files name.
-use super::campaign::{cases, reference_engine};
+use super::campaign::{cases, reference_engine, sampling};
 use super::trace::trace;

@@ -1,4 +1,4 @@
-//! Speed of the exact model. `cargo bench --bench reference` times the largest competition
+//! Speed of the exact model. `cargo bench -p nvfp4-model --bench reference` times the largest competition
 //! benchmark shape (512x4096x7168 dual GEMM, both GEMMs, intervals included) and a small one.
 
 use criterion::{criterion_group, criterion_main, Criterion};

@@ -1,5 +1,7 @@
-//! Every program preflight runs (the compile worker, ptxas) under one time limit, `--timeout`,
-//! for the whole preflight. A 10 MB PTX can keep ptxas busy for many minutes and gigabytes, and a
+//! A program the harness starts and waits for, bounded: every program preflight runs (the
+//! compile worker, ptxas) under one time limit, `--timeout`, for the whole preflight, and the
+//! interpreter a worker will run under, asked where its files are ([`super::environment`]).
+//! Beside the sandbox, below both of its users. A 10 MB PTX can keep ptxas busy for many minutes and gigabytes, and a
 //! submission's compilation can start processes of its own; so each program is started as the
 //! leader of a process group of its own, and killed with its whole group when the time is
 //! spent, when preflight is interrupted (SIGINT, SIGTERM, SIGHUP: the caller then removes its

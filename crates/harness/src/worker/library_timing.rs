@@ -1,17 +1,18 @@
-//! The worker's side of timing a C-ABI library ([`super::per_call`] and [`super::batch`] drive it): the warm-up sets
+//! The worker's side of timing a C-ABI library (`crate::bench`'s per-call timing and batch clock
+//! drive it from the parent, through [`super::serve`]): the warm-up sets
 //! uploaded and run, an untimed warm call before each timed one in a request of its own, then
 //! the timed call between CUDA events. Its inputs arrive in device memory the parent shares
-//! ([`crate::worker::shared_inputs`]: mapped once, filled and L2-flushed by the parent just before each
+//! ([`super::shared_inputs`]: mapped once, filled and L2-flushed by the parent just before each
 //! call), and its output stays in the shared buffer, which the parent reads. With no library
-//! ([`crate::worker::serve::WorkerTarget::Baseline`]) it serves the requests without the kernel that
+//! ([`super::serve::WorkerTarget::Baseline`]) it serves the requests without the kernel that
 //! set the parent's clock.
 
+use super::protocol::{CaseFiles, Reply, Request, SharedTensor, TimedCalls};
+use super::shared_inputs::{map_dual_gemm_tensors, SHARED_KEYS};
 use crate::gpu::fenced::FencedBuffer;
 use crate::gpu::launch::LaunchBuffers;
 use crate::gpu::library::LoadedLibrary;
 use crate::kernels::{DualGemmCase, KernelFailure};
-use crate::worker::protocol::{CaseFiles, Reply, Request, SharedTensor, TimedCalls};
-use crate::worker::shared_inputs::{map_dual_gemm_tensors, SHARED_KEYS};
 use cudarc::driver::sys::CUevent_flags;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError};
 use nvfp4_model::problem::Shape;
@@ -176,9 +177,11 @@ impl LibraryTiming {
                     self.batch(stream, library)
                 })
             }
-            Request::Run { .. } | Request::RunShared { .. } | Request::RunBatch { .. } => Reply::Done(Err(
-                KernelFailure::Crashed("a case request reached the timing".into()),
-            )),
+            Request::Run { .. } | Request::RunShared { .. } | Request::RunBatch { .. } => {
+                Reply::Done(Err(KernelFailure::Crashed(
+                    "a case request reached the timing".into(),
+                )))
+            }
         }
     }
 
@@ -296,7 +299,7 @@ impl LibraryTiming {
                 layout
                     .iter()
                     .find(|t| t.key == *key)
-                    .map(|t| crate::worker::protocol::slot_stride(t.len))
+                    .map(|t| super::protocol::slot_stride(t.len))
                     .ok_or_else(|| KernelFailure::Crashed(format!("no batch tensor {key}")))
             })
             .collect::<Result<_, _>>()?;

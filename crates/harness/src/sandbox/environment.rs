@@ -207,10 +207,10 @@ fn asked_in(program: &Path, dir: &Path) -> Option<Interpreter> {
             command.env(name, value);
         }
     }
-    let status = crate::preflight::bounded::run(
+    let status = super::bounded::run(
         &mut command,
         "asking the interpreter where its files are",
-        &crate::preflight::bounded::Deadline::new(ASK_TIMEOUT),
+        &super::bounded::Deadline::new(ASK_TIMEOUT),
         |err| crate::error::Error::Preflight(err.to_string()),
     );
     if !status.ok()?.success() {
