@@ -307,7 +307,9 @@ pub fn bench_external(
         };
         for finding in [
             latency_finding(latency_us, row.per_call_us),
-            row.lone_us.and_then(|lone| lone_finding(latency_us, lone)),
+            row.lone_us
+                .filter(|_| row.lone_rule)
+                .and_then(|lone| lone_finding(latency_us, lone)),
             floor
                 .as_ref()
                 .and_then(|floor| below_floor_finding(row.per_call_us, floor)),
@@ -401,8 +403,10 @@ fn time_in_batches(
     let figures_us = batch.clock.per_call_us();
     let per_call_us = median(&figures_us).unwrap_or(0.0);
     let lone_us = batch.clock.lone_us();
+    // The lone rule where it was measured to hold: a library's Rust worker (no torch).
+    let lone_rule = kernel.environment().torch.is_none();
     let latency_trusted = latency_finding(latency_us, per_call_us).is_none()
-        && lone_us.is_none_or(|lone| lone_finding(latency_us, lone).is_none());
+        && (!lone_rule || lone_us.is_none_or(|lone| lone_finding(latency_us, lone).is_none()));
     let memory_note = choice.below_l2.then(|| {
         format!(
             "timing not trusted: the device memory held only {slots} calls a batch, whose \
@@ -439,6 +443,7 @@ fn time_in_batches(
             lone_baseline_batch_us: batch.clock.lone_baseline_batch_us.clone(),
             lone_figures_us: batch.clock.lone_per_call_us(),
             lone_us,
+            lone_rule,
             lone_events_us_median: median(&batch.lone_samples_us),
             batch_events_us: batch.worker.samples_us.clone(),
             memory_note,

@@ -68,6 +68,12 @@ pub struct BatchRow {
     pub lone_baseline_batch_us: Vec<f64>,
     pub lone_figures_us: Vec<f64>,
     pub lone_us: Option<f64>,
+    /// Whether the events' latency was judged against `lone_us` (a C-ABI library's Rust
+    /// worker). A Python worker's lone figure is shown, not used: on the H100 its lone loop
+    /// raised false alarms for an honest kernel and missed a 5% forgery
+    /// (results/bench-clock/README.md).
+    #[serde(default)]
+    pub lone_rule: bool,
     /// The kernel's worker's CUDA events around its lone calls, median (its word).
     pub lone_events_us_median: Option<f64>,
     /// The kernel's worker's CUDA events over each batch (its word, for diagnosis).
@@ -236,7 +242,7 @@ pub fn render(report: &BenchReport) -> String {
         ));
     }
     if !report.batches.is_empty() {
-        md.push_str(&format!("\nThe batch clock of the external kernels (the median above is the time per call in a stream): per shape, batches of calls on fresh inputs (together at least 4x the L2, which the parent flushes after writing them), each batch one request timed by the parent, less the fastest same request served by a baseline worker without the kernel, divided by the calls; the median over the batches. Then lone-call batches, timed the same way: each call alone (the worker flushes L2 and synchronizes the device before it, and synchronizes after it); the fastest one's time per call is the cold-call latency bench reports, the parent's. Beside it the same latency by the kernel's own CUDA events (calls made one at a time, L2 flushed by the parent before each), a cross-check: trusted only where it is not below the parent's lone call by more than {:.2}% of it plus {:.0} us (measured: results/bench-clock/README.md), nor below the time per call in a stream by more than 5%:\n\n| kernel | shape | per call in a stream us | batches x calls | kernel batch ms | baseline batch ms | cold-call latency (parent) us | lone batches x calls | lone batch ms | lone baseline ms | cold-call latency (kernel's events) us | events |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n", 100.0 * crate::bench::batch_clock::LONE_SLACK, crate::bench::batch_clock::LONE_SLACK_US));
+        md.push_str(&format!("\nThe batch clock of the external kernels (the median above is the time per call in a stream): per shape, batches of calls on fresh inputs (together at least 4x the L2, which the parent flushes after writing them), each batch one request timed by the parent, less the fastest same request served by a baseline worker without the kernel, divided by the calls; the median over the batches. Then lone-call batches, timed the same way: each call alone (the worker flushes L2 and synchronizes the device before it, and synchronizes after it); the fastest one's time per call is the cold-call latency bench reports, the parent's. Beside it the same latency by the kernel's own CUDA events (calls made one at a time, L2 flushed by the parent before each), a cross-check: trusted only where it is not below the parent's lone call by more than {:.2}% of it plus {:.0} us (measured: results/bench-clock/README.md; C-ABI libraries only, a Python worker's lone figure is shown, not used), nor below the time per call in a stream by more than 5%:\n\n| kernel | shape | per call in a stream us | batches x calls | kernel batch ms | baseline batch ms | cold-call latency (parent) us | lone batches x calls | lone batch ms | lone baseline ms | cold-call latency (kernel's events) us | events |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n", 100.0 * crate::bench::batch_clock::LONE_SLACK, crate::bench::batch_clock::LONE_SLACK_US));
         let ms = |v: &[f64]| {
             v.iter()
                 .map(|x| format!("{:.2}", x / 1000.0))
