@@ -14,7 +14,9 @@ use crate::gpu::launch::LaunchBuffers;
 use crate::gpu::library::LoadedLibrary;
 use crate::kernels::{DualGemmCase, KernelFailure};
 use cudarc::driver::sys::CUevent_flags;
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError};
+use cudarc::driver::{
+    CudaContext, CudaEvent, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, DriverError,
+};
 use nvfp4_model::problem::Shape;
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
@@ -63,6 +65,15 @@ impl Uploaded {
     }
 }
 
+/// Two timing events of `ctx`: a call's start and end.
+fn event_pair(ctx: &Arc<CudaContext>) -> Result<(CudaEvent, CudaEvent), KernelFailure> {
+    let event = || {
+        ctx.new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
+            .map_err(crashed)
+    };
+    Ok((event()?, event()?))
+}
+
 /// One call on `buffers` between CUDA events (`library` None: the events alone), then a
 /// device-wide synchronize: the sample, how long the device stayed busy after the end event,
 /// and the wall time since `wall`.
@@ -74,12 +85,7 @@ fn timed_call(
     wall: std::time::Instant,
 ) -> Result<TimedCalls, KernelFailure> {
     let ctx = stream.context();
-    let start = ctx
-        .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-        .map_err(crashed)?;
-    let end = ctx
-        .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-        .map_err(crashed)?;
+    let (start, end) = event_pair(&ctx)?;
     start.record(stream).map_err(crashed)?;
     if let Some(library) = library {
         library.call(buffers, shape, stream)?;
@@ -335,12 +341,7 @@ impl LibraryTiming {
             ));
         };
         let ctx = stream.context();
-        let start = ctx
-            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(crashed)?;
-        let end = ctx
-            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(crashed)?;
+        let (start, end) = event_pair(&ctx)?;
         start.record(stream).map_err(crashed)?;
         if let Some(library) = library {
             for buffers in &self.batch_slots {
@@ -389,12 +390,7 @@ impl LibraryTiming {
             );
         }
         let flush = self.lone_flush.as_mut().expect("made above");
-        let start = ctx
-            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(crashed)?;
-        let end = ctx
-            .new_event(Some(CUevent_flags::CU_EVENT_DEFAULT))
-            .map_err(crashed)?;
+        let (start, end) = event_pair(&ctx)?;
         let mut samples = Vec::with_capacity(self.batch_slots.len());
         for buffers in &self.batch_slots {
             stream.memset_zeros(flush).map_err(crashed)?;
