@@ -340,11 +340,7 @@ pub trait KernelUnderTest: Sync {
         cases: &[&KernelCase],
         outputs: &mut [Vec<f16>],
     ) -> Vec<Result<(), KernelFailure>> {
-        cases
-            .iter()
-            .zip(outputs.iter_mut())
-            .map(|(case, output)| self.run(case, output))
-            .collect()
+        run_one_by_one(self, cases, outputs)
     }
     /// Runs one case under `conditions` (other work on the GPU, shared memory filled first):
     /// the determinism checks. A kernel that does not run on a GPU has none to honour.
@@ -384,4 +380,18 @@ pub trait KernelUnderTest: Sync {
     fn schedule(&self) -> Option<Schedule> {
         None
     }
+}
+
+/// `cases` run by `kernel` one after another, each output into its own buffer of `outputs`:
+/// [`KernelUnderTest::run_batch`] of a kernel that takes no batch in one request.
+pub fn run_one_by_one<K: KernelUnderTest + ?Sized>(
+    kernel: &K,
+    cases: &[&KernelCase],
+    outputs: &mut [Vec<f16>],
+) -> Vec<Result<(), KernelFailure>> {
+    cases
+        .iter()
+        .zip(outputs.iter_mut())
+        .map(|(case, output)| kernel.run(case, output))
+        .collect()
 }

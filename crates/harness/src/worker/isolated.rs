@@ -6,6 +6,7 @@ use super::command::WorkerCommand;
 use super::fresh_start::{start_worker, StartingCache, CACHE};
 use super::parent::Worker;
 use super::shared_run::{run_shared, runs_shared, OutputOrder};
+use crate::kernels::interface::run_one_by_one;
 use crate::kernels::{
     KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError, RunConditions,
     ShapeSupport, ToolWrapper, Unavailable,
@@ -283,9 +284,11 @@ impl IsolatedKernel {
         drop(slot);
         // Cases after one the worker could not go on from: one by one, in a fresh worker.
         let answered = results.len();
-        for (case, output) in cases[answered..].iter().zip(&mut outputs[answered..]) {
-            results.push(self.run(case, output));
-        }
+        results.extend(run_one_by_one(
+            self,
+            &cases[answered..],
+            &mut outputs[answered..],
+        ));
         Some(results)
     }
 
@@ -298,11 +301,7 @@ impl IsolatedKernel {
         outputs: &mut [Vec<f16>],
         whole: KernelFailure,
     ) -> Vec<Result<(), KernelFailure>> {
-        let mut results: Vec<Result<(), KernelFailure>> = cases
-            .iter()
-            .zip(outputs.iter_mut())
-            .map(|(case, output)| self.run(case, output))
-            .collect();
+        let mut results = run_one_by_one(self, cases, outputs);
         if results.iter().all(|result| result.is_ok()) {
             results[0] = Err(KernelFailure::Crashed(format!(
                 "the worker failed during a batch of {} cases ({whole}), and each case passed \
@@ -383,13 +382,8 @@ impl KernelUnderTest for IsolatedKernel {
         cases: &[&KernelCase],
         outputs: &mut [Vec<f16>],
     ) -> Vec<Result<(), KernelFailure>> {
-        self.run_in_one_request(cases, outputs).unwrap_or_else(|| {
-            cases
-                .iter()
-                .zip(outputs.iter_mut())
-                .map(|(case, output)| self.run(case, output))
-                .collect()
-        })
+        self.run_in_one_request(cases, outputs)
+            .unwrap_or_else(|| run_one_by_one(self, cases, outputs))
     }
 
     fn declares_nondeterminism(&self) -> bool {
