@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU reference (crates/harness/kernels/harness/exact_reference.cu) on a GPU machine, one device call per
+# The GPU reference (crates/harness/kernels/harness/exact_reference_kernel.cu) on a GPU machine, one device call per
 # stage (each under 10 minutes):
 #   bash results/gpu-reference/run.sh compare    # every element of every edge shape, problem,
 #                                                # distribution and K order against the CPU model;

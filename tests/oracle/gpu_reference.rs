@@ -1,4 +1,4 @@
-//! The GPU reference (crates/harness/kernels/harness/exact_reference.cu) against the CPU model, which stays the
+//! The GPU reference (crates/harness/kernels/harness/exact_reference_kernel.cu) against the CPU model, which stays the
 //! definition. Compiling it needs only NVRTC (CI installs it); comparing and timing it need a
 //! GPU, so those tests are `#[ignore]`d and run on the GPU machine:
 //!

@@ -1,5 +1,5 @@
 //! The conditions a determinism check runs a case under ([`RunConditions`]), made in the worker
-//! with two small kernels of the harness's own (kernels/harness/conditions.cu): shared memory
+//! with two small kernels of the harness's own (kernels/harness/conditions_kernels.cu): shared memory
 //! filled with a byte just before the launch (on the launch's stream), and CTAs that spin on
 //! another stream while the kernel runs. Compiled the first time a run asks for them.
 
@@ -11,7 +11,7 @@ use cudarc::driver::{CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use std::sync::Arc;
 
-const SOURCE: &str = include_str!("../../kernels/harness/conditions.cu");
+const SOURCE: &str = include_str!("../../kernels/harness/conditions_kernels.cu");
 
 /// How long the other work spins: longer than the kernel under test runs on the shapes the
 /// determinism check draws (well under a millisecond on a Hopper GPU).
@@ -32,11 +32,11 @@ impl Conditions {
         let ptx = compile_ptx_with_opts(
             SOURCE,
             CompileOptions {
-                name: Some("conditions.cu".into()),
+                name: Some("conditions_kernels.cu".into()),
                 ..Default::default()
             },
         )
-        .map_err(|err| format!("compiling kernels/harness/conditions.cu: {err:?}"))?;
+        .map_err(|err| format!("compiling kernels/harness/conditions_kernels.cu: {err:?}"))?;
         let module = ctx.load_module(ptx).map_err(|err| err.to_string())?;
         let fill = module
             .load_function("nvfp4_oracle_fill_shared_memory")

@@ -1,6 +1,6 @@
 //! The model's reference (answer and interval of every output element) computed on the GPU, in
 //! the parent's own CUDA context, by a kernel of the harness's own
-//! (`kernels/harness/exact_reference.cu`), compiled at run time for the GPU it finds.
+//! (`kernels/harness/exact_reference_kernel.cu`), compiled at run time for the GPU it finds.
 //!
 //! Why: a campaign's largest cost was the CPU model (about 1 s for 512 x 4096 x 7168 on 2
 //! cores), which is why cases past 2^36 products were judged on sampled rows. The exact answer
@@ -23,7 +23,7 @@ use nvfp4_model::problem::{BlockScaledMatrix, ProblemInputs, SCALE_BLOCK};
 use rayon::iter::ParallelExtend;
 use std::sync::Arc;
 
-const SOURCE: &str = include_str!("../../kernels/harness/exact_reference.cu");
+const SOURCE: &str = include_str!("../../kernels/harness/exact_reference_kernel.cu");
 const KERNEL: &str = "nvfp4_oracle_exact_reference";
 /// The kernel's output tile and threads (TILE_M, TILE_N, THREADS_X, THREADS_Y in the source).
 const TILE: u32 = 32;
@@ -49,7 +49,7 @@ const BESIDE_A_KERNEL_SHARE: f64 = 0.25;
 /// arithmetic is rounded as the CPU model's (Rust never fuses).
 fn compile_options() -> CompileOptions {
     CompileOptions {
-        name: Some("exact_reference.cu".into()),
+        name: Some("exact_reference_kernel.cu".into()),
         // dp4a needs sm_61; compute_80 PTX runs, JIT-compiled by the driver, on every GPU an
         // NVFP4 kernel targets.
         arch: Some("compute_80"),
@@ -66,7 +66,7 @@ pub fn compile() -> Result<Ptx, GpuError> {
     }
     compile_ptx_with_opts(SOURCE, compile_options()).map_err(|err| {
         GpuError(format!(
-            "compiling kernels/harness/exact_reference.cu: {err:?}"
+            "compiling kernels/harness/exact_reference_kernel.cu: {err:?}"
         ))
     })
 }

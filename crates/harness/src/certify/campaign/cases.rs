@@ -15,7 +15,7 @@ use nvfp4_model::model::replay::{replay_dual_gemm, ExactComparison};
 use nvfp4_model::model::{problem_reference, Reference};
 use nvfp4_model::problem::generate::generate_problem;
 use nvfp4_model::problem::POISON;
-use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
+use nvfp4_model::problem::{Distribution, ProblemInputs, ProblemKind, Shape};
 use std::time::Instant;
 
 /// One generated case: everything needed to regenerate its inputs.
@@ -204,12 +204,7 @@ pub fn run_kernel(
         // Past the CPU model's budget only the GPU computes a whole reference. It is asked
         // again when the case runs, and with less free memory by then it may decline, or it
         // may fail: the case is then judged on sampled rows, never by the CPU model whole.
-        let reference = || {
-            let started = Instant::now();
-            let reference =
-                reference_engine::case_whole_reference(&case.inputs, order, within_cpu_budget);
-            (reference, seconds_since(started))
-        };
+        let reference = || timed_whole_reference(&case.inputs, order, within_cpu_budget);
         let (run, (reference, model_seconds)) =
             if reference_engine::fits_beside_a_kernel(&case.inputs) {
                 rayon::join(|| timed_run(&mut output), reference)
@@ -232,6 +227,17 @@ pub fn run_kernel(
         full_reference_products,
         phases,
     }
+}
+
+/// A case's whole reference ([`reference_engine::case_whole_reference`]) and the seconds it took.
+fn timed_whole_reference(
+    inputs: &ProblemInputs,
+    order: KOrder,
+    within_cpu_budget: bool,
+) -> (Option<Reference>, f64) {
+    let started = Instant::now();
+    let reference = reference_engine::case_whole_reference(inputs, order, within_cpu_budget);
+    (reference, seconds_since(started))
 }
 
 /// Small cases the kernel runs one after another in one batch ([`KernelUnderTest::run_batch`]:
@@ -268,11 +274,7 @@ pub fn run_kernel_batch(
         || {
             prepared
                 .iter()
-                .map(|p| {
-                    let started = Instant::now();
-                    let reference = reference_engine::whole_reference(&p.case.inputs, order);
-                    (reference, seconds_since(started))
-                })
+                .map(|p| timed_whole_reference(&p.case.inputs, order, true))
                 .collect::<Vec<_>>()
         },
     );
@@ -287,7 +289,7 @@ pub fn run_kernel_batch(
             case: p.case,
             output,
             run,
-            whole_reference: Some(reference),
+            whole_reference: reference,
             full_reference_products: FULL_REFERENCE_PRODUCTS,
             phases: CasePhases {
                 inputs: p.seconds,
