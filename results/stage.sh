@@ -4,7 +4,7 @@
 # R (scratch for this stage), LOG (O/<stage>.log), S (the example submissions), and run().
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 export PATH=/usr/local/cuda/bin:$PATH
-B=./.carry/nvfp4-oracle  # relative: the scripts run from the repository root
+B=${B:-./.carry/nvfp4-oracle}  # relative: the scripts run from the repository root
 O=${OUT:-/tmp/$1-out}
 R=/tmp/$1/$stage
 LOG=$O/$stage.log

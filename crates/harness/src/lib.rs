@@ -59,6 +59,7 @@
 //!   read-only file system, its own `/dev`, no capabilities, a seccomp filter).
 //! - [`secrets`]: what no kernel may know: the folder of the signing key, unpredictable seeds.
 //! - `private_tmp`: this run's private temporary folder, removed however the run ends.
+//! - `trace`: where a long run's time goes, on stderr, with `NVFP4_ORACLE_TRACE` set.
 //! - [`cores`]: the campaign's share of the host's cores (one GPU of several: its share).
 //! - [`error`]: the harness's error type (the model's, a GPU that failed, bad usage).
 
@@ -75,6 +76,7 @@ pub mod private_tmp;
 #[cfg(feature = "gpu")]
 pub mod sandbox;
 pub mod secrets;
+mod trace;
 pub mod worker;
 
 pub use error::{Error, Result};

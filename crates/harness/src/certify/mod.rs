@@ -16,10 +16,9 @@ mod checks;
 mod run_campaign;
 mod sequence;
 mod shrink;
-mod trace;
 
-// The campaign's trace, as run_campaign.rs calls it (`super::trace`).
-use trace::trace;
+// The trace, as run_campaign.rs calls it (`super::trace`).
+use crate::trace::trace;
 
 // The face: what the CLI, the Python package, the examples and the tests name. Everything else
 // stays inside its room.

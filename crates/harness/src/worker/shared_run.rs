@@ -33,7 +33,8 @@ use nvfp4_model::problem::{ProblemKind, POISON};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+use crate::trace::trace;
 
 /// A dual-GEMM case whose inputs take at least this many bytes runs on shared memory; a
 /// smaller one on files (ten exportable allocations cost more than a few small files).
@@ -113,9 +114,11 @@ pub fn run_shared(
     let Ok(stream) = parent_stream() else {
         return Ok(None);
     };
+    let started = Instant::now();
     let Ok(buffers) = allocate(&stream, &bodies, output.len()) else {
         return Ok(None);
     };
+    let allocated = started.elapsed().as_secs_f64();
     let fds: Vec<OwnedFd> = match buffers.iter().map(FencedBuffer::export_fd).collect() {
         Ok(fds) => fds,
         Err(_) => return Ok(None),
@@ -138,7 +141,10 @@ pub fn run_shared(
         set: CaseFiles::describe(case, std::path::Path::new("")),
         shared: layout,
     })?;
-    match worker.receive(timeout)? {
+    let answered = Instant::now();
+    let reply = worker.receive(timeout)?;
+    let worker_seconds = answered.elapsed().as_secs_f64();
+    match reply {
         Reply::Done(Ok(())) => {}
         Reply::Done(Err(failure)) => return Err(super::parent::quoted_failure(failure)),
         _ => {
@@ -198,6 +204,14 @@ pub fn run_shared(
     if order == OutputOrder::Lmn {
         lmn_into_mnl(&lmn, shape, fp16_bytes(output));
     }
+    trace(format_args!(
+        "shared run {shape}: {:.3} s buffers and inputs, {:.3} s the worker's answer, {:.3} s \
+         reading and checks ({} MB out)",
+        allocated,
+        worker_seconds,
+        started.elapsed().as_secs_f64() - allocated - worker_seconds,
+        output.len() * 2 >> 20,
+    ));
     Ok(Some(()))
 }
 

@@ -30,6 +30,10 @@ CANARY_BYTE = 0xA5
 # a torch allocation.
 ALIGNMENT = 256
 SCALE_BLOCK = 16
+# The worker's own mappings up to this length are kept for later cases (CudaVirtualMemory.fenced),
+# at most POOL_LIMIT bytes of them: a small case's ten tensors are a granule (2 MiB) each.
+POOLED_MAPPING_MAX = 16 << 20
+POOL_LIMIT = 512 << 20
 
 _channel = None   # the protocol's reply channel, set up by take_over_stdio()
 _requests = None
@@ -175,6 +179,9 @@ class CudaVirtualMemory:
         self.check("cuMemGetAllocationGranularity", self.cuda.cuMemGetAllocationGranularity(
             ctypes.byref(granularity), ctypes.byref(self.prop), 0))
         self.granularity = granularity.value
+        # Mappings released by earlier cases, by mapped length: (base, release) each.
+        self.pool = {}
+        self.pooled_bytes = 0
 
     def check(self, what, status):
         if status != 0:
@@ -186,14 +193,49 @@ class CudaVirtualMemory:
 
     def fenced(self, body_len):
         """(base address, mapped length, release function) of a mapping of at least `CANARY` +
-        `body_len` bytes with one unmapped granule before it and one after it."""
+        `body_len` bytes with one unmapped granule before it and one after it. A small mapping
+        is taken from the pool where one of its length is free, and goes back there when
+        released: mapping and unmapping cost seven driver calls, and a small case has ten
+        tensors. A pooled mapping is handed out only once nothing views it any more (its
+        release runs when the last tensor on it is freed), and its bytes are rewritten (canaries,
+        then the body) before each use."""
         g = self.granularity
         mapped = -(-(CANARY + body_len + ALIGNMENT) // g) * g
+        free = self.pool.get(mapped)
+        if free:
+            base, release = free.pop()
+            self.pooled_bytes -= mapped
+            return base, mapped, self.returning(base, mapped, release)
         handle = ctypes.c_uint64()
-        self.check("cuMemCreate", self.cuda.cuMemCreate(
-            ctypes.byref(handle), ctypes.c_size_t(mapped), ctypes.byref(self.prop),
-            ctypes.c_uint64(0)))
-        return self.map_fenced(handle, mapped)
+        status = self.cuda.cuMemCreate(ctypes.byref(handle), ctypes.c_size_t(mapped),
+                                       ctypes.byref(self.prop), ctypes.c_uint64(0))
+        if status != 0 and self.pooled_bytes:
+            self.drain_pool()  # the pool's memory may be what this allocation needs
+            status = self.cuda.cuMemCreate(ctypes.byref(handle), ctypes.c_size_t(mapped),
+                                           ctypes.byref(self.prop), ctypes.c_uint64(0))
+        self.check("cuMemCreate", status)
+        base, mapped, release = self.map_fenced(handle, mapped)
+        if mapped > POOLED_MAPPING_MAX:
+            return base, mapped, release
+        return base, mapped, self.returning(base, mapped, release)
+
+    def returning(self, base, mapped, release):
+        """A release function that puts the mapping back in the pool while the pool is under
+        its limit, else releases it."""
+        def give_back():
+            if self.pooled_bytes + mapped <= POOL_LIMIT:
+                self.pool.setdefault(mapped, []).append((base, release))
+                self.pooled_bytes += mapped
+            else:
+                release()
+        return give_back
+
+    def drain_pool(self):
+        for free in self.pool.values():
+            for _, release in free:
+                release()
+        self.pool.clear()
+        self.pooled_bytes = 0
 
     def imported(self, fd, mapped):
         """The same for memory another process exported as file descriptor `fd` (closed here),
@@ -303,8 +345,10 @@ class Guarded:
         return self.buffer[self.start:self.start + self.n]
 
     def canaries_intact(self, torch):
-        return bool((self.buffer[:self.start] == CANARY_BYTE).all()) and bool(
-            (self.buffer[self.start + self.n:] == CANARY_BYTE).all())
+        """Whether the canaries are intact, as a one-element tensor on the buffer's device (the
+        caller reads many at once: each read waits for the device)."""
+        return ((self.buffer[:self.start] == CANARY_BYTE).all()
+                & (self.buffer[self.start + self.n:] == CANARY_BYTE).all())
 
 
 class BatchSlot:
@@ -450,17 +494,42 @@ def build_data(torch, case, device, shared=None):
 
 
 def check_after(torch, guarded):
-    """None, or the failure the buffers show: a canary overwritten, an input changed."""
+    """None, or the failure the buffers show: a canary overwritten, an input changed. Every
+    canary's verdict and every input's bytes come back in one read per device."""
     outputs = [name for name in guarded if name.startswith("c")]
-    for name, g in guarded.items():
-        if not g.canaries_intact(torch):
+    names = list(guarded)
+    intact = [bool(ok) for ok in read_together(torch, [guarded[n].canaries_intact(torch).view(1)
+                                                        for n in names])]
+    for name, ok in zip(names, intact):
+        if not ok:
             if name in outputs:
                 return {"OutOfBounds": f"the canary around {name} was overwritten"}
             return {"ModifiedInputs": f"the canary around input {name} was overwritten"}
-    for name, g in guarded.items():
-        if name not in outputs and not torch.equal(g.body().cpu(), g.host):
+    inputs = [n for n in names if n not in outputs]
+    for name, body in zip(inputs, read_together(torch, [guarded[n].body() for n in inputs])):
+        if not torch.equal(body, guarded[name].host):
             return {"ModifiedInputs": f"input {name}: its contents changed"}
     return None
+
+
+def read_together(torch, tensors):
+    """The flat tensors on the host, those on one device concatenated there and copied in one
+    read (the same bytes as reading each)."""
+    host = [None] * len(tensors)
+    by_device = {}
+    for i, t in enumerate(tensors):
+        if t.is_cuda:
+            by_device.setdefault(t.device, []).append(i)
+        else:
+            host[i] = t
+    for indices in by_device.values():
+        parts = [tensors[i].reshape(-1) for i in indices]
+        joined = torch.cat(parts).cpu() if parts else None
+        at = 0
+        for i, part in zip(indices, parts):
+            host[i] = joined[at:at + part.numel()]
+            at += part.numel()
+    return host
 
 
 def tensor_bytes(torch, out):

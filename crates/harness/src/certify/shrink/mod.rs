@@ -11,4 +11,4 @@ pub(crate) mod shrink_shape;
 
 // The modules of other rooms the shrinking files name.
 use super::campaign::{cases, reference_engine, sampling};
-use super::trace::trace;
+use crate::trace::trace;
