@@ -105,6 +105,48 @@ fn compile_errors_name_the_kernel_file_and_line() {
     assert!(message.contains("kernels/test/not_cuda.cu(2)"), "{message}");
 }
 
+#[test]
+fn the_byte_comparison_compiles() {
+    if !nvrtc_present() {
+        common::skip("NVRTC (libnvrtc.so) cannot be loaded here; .ci/run installs it from PyPI");
+        return;
+    }
+    let ptx = nvfp4_harness::gpu::pristine::compile().unwrap_or_else(|err| panic!("{err}"));
+    assert!(ptx.to_src().contains("nvfp4_oracle_bytes_differ"), "entry missing");
+}
+
+/// On a GPU: a device copy of a fenced body matches it, and a change of one byte anywhere (the
+/// first, one inside a 16-byte word, the last of an odd length) is seen.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo test --release --test oracle gpu:: -- --include-ignored"]
+fn a_device_copy_sees_one_changed_byte() {
+    use nvfp4_harness::gpu::fenced::FencedBuffer;
+    use nvfp4_harness::gpu::pristine::Pristine;
+    let (ctx, _) = nvfp4_harness::gpu::device::open_device().expect("a GPU");
+    let stream = ctx.default_stream();
+    for len in [1usize, 16, 1000, (3 << 20) + 7] {
+        let body: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
+        let buffer = FencedBuffer::upload(&stream, &body).unwrap();
+        let copy = Pristine::of(&stream, &buffer).unwrap();
+        assert!(copy.matches(&stream, &buffer).unwrap(), "{len}: unchanged body");
+        let mut read = vec![0u8; len];
+        copy.download_into(&stream, &mut read).unwrap();
+        assert_eq!(read, body, "{len}: the copy's bytes");
+        for at in [0, len / 2 + 5, len - 1] {
+            let at = at.min(len - 1);
+            let mut changed = body.clone();
+            changed[at] ^= 0x40;
+            buffer.write_body(&stream, &changed).unwrap();
+            stream.synchronize().unwrap();
+            assert!(!copy.matches(&stream, &buffer).unwrap(), "{len}: byte {at} changed");
+            buffer.write_body(&stream, &body).unwrap();
+            stream.synchronize().unwrap();
+            assert!(copy.matches(&stream, &buffer).unwrap(), "{len}: restored");
+        }
+    }
+    eprintln!("device copies: every changed byte seen");
+}
+
 /// On a Hopper GPU: a large case run on shared device memory gives the output the same kernel
 /// gives on files, bit for bit, and a kernel that writes past its output is caught there by the
 /// parent's own canary check.

@@ -24,6 +24,7 @@ use super::parent::{fp16_bytes, Worker};
 use super::protocol::{CaseFiles, Reply, Request, SharedTensor};
 use super::shared_inputs::{map_dual_gemm_tensors, send_fds, SHARED_KEYS};
 use crate::gpu::fenced::FencedBuffer;
+use crate::gpu::pristine::Pristine;
 use crate::gpu::launch::LaunchBuffers;
 use crate::gpu::library::lmn_into_mnl;
 use crate::kernels::{KernelCase, KernelFailure};
@@ -91,6 +92,25 @@ fn allocate(
     Ok(buffers)
 }
 
+/// Device copies of the inputs, made before the worker can reach them, to check them unchanged
+/// on the device; None where they would take more than a sixteenth of the free device memory
+/// (the kernel's own allocations come first) or cannot be made: the inputs are then compared
+/// with the host's bytes.
+fn pristine_copies(stream: &Arc<CudaStream>, inputs: &[FencedBuffer]) -> Option<Vec<Pristine>> {
+    let bytes: usize = inputs.iter().map(FencedBuffer::body_len).sum();
+    let (free, _) = cudarc::driver::result::mem_get_info().ok()?;
+    if bytes > free / 16 {
+        return None;
+    }
+    let copies = inputs
+        .iter()
+        .map(|input| Pristine::of(stream, input))
+        .collect::<Result<Vec<_>, _>>()
+        .ok()?;
+    stream.synchronize().ok()?;
+    Some(copies)
+}
+
 /// The parent's side: runs `case` in `worker` on shared memory and reads its output into
 /// `output` (`[M][N][L]`), or says how the kernel failed. `Ok(None)` when the parent could not
 /// set the memory up (no memory left for it, say): the caller runs the case on files instead.
@@ -118,6 +138,7 @@ pub fn run_shared(
     let Ok(buffers) = allocate(&stream, &bodies, output.len()) else {
         return Ok(None);
     };
+    let pristine_inputs = pristine_copies(&stream, &buffers[..SHARED_KEYS.len() - 1]);
     let allocated = started.elapsed().as_secs_f64();
     let fds: Vec<OwnedFd> = match buffers.iter().map(FencedBuffer::export_fd).collect() {
         Ok(fds) => fds,
@@ -158,13 +179,23 @@ pub fn run_shared(
         KernelFailure::Crashed(format!("reading the shared output: {err}"))
     };
     let c = &buffers[SHARED_KEYS.len() - 1];
+    // The output as the worker left it, copied on the device at once where there is room: the
+    // bytes read and judged, and what `c` must still hold after the checks below.
+    let c_copy = Pristine::of(&stream, c).ok();
     // The bytes as the kernel left them: straight into `output` where it is stored as the
     // harness stores it (memory the caller has already written, so the copy takes no page
     // faults), else into a buffer of their own.
     let mut lmn = Vec::new();
-    match order {
-        OutputOrder::Mnl => c.download_body_into(&stream, fp16_bytes(output)),
-        OutputOrder::Lmn => c.download_body(&stream).map(|bytes| lmn = bytes),
+    if order == OutputOrder::Lmn {
+        lmn = vec![0u8; c.body_len()];
+    }
+    let read_into: &mut [u8] = match order {
+        OutputOrder::Mnl => fp16_bytes(output),
+        OutputOrder::Lmn => &mut lmn,
+    };
+    match &c_copy {
+        Some(copy) => copy.download_into(&stream, read_into),
+        None => c.download_body_into(&stream, read_into),
     }
     .map_err(unreadable)?;
     if let Some(place) = c.canaries_overwritten(&stream).map_err(unreadable)? {
@@ -172,8 +203,12 @@ pub fn run_shared(
             "the canary around c was overwritten ({place})"
         )));
     }
-    for ((key, body), buffer) in SHARED_KEYS.iter().zip(bodies).zip(&buffers) {
-        let kind = if !buffer.body_equals(&stream, body).map_err(unreadable)? {
+    for (i, ((key, body), buffer)) in SHARED_KEYS.iter().zip(bodies).zip(&buffers).enumerate() {
+        let unchanged = match &pristine_inputs {
+            Some(copies) => copies[i].matches(&stream, buffer),
+            None => buffer.body_equals(&stream, body),
+        };
+        let kind = if !unchanged.map_err(unreadable)? {
             Some("its contents changed")
         } else if buffer
             .canaries_overwritten(&stream)
@@ -194,7 +229,11 @@ pub fn run_shared(
         OutputOrder::Mnl => fp16_bytes(output),
         OutputOrder::Lmn => &lmn,
     };
-    if !c.body_equals(&stream, read).map_err(unreadable)? {
+    let unchanged = match &c_copy {
+        Some(copy) => copy.matches(&stream, c),
+        None => c.body_equals(&stream, read),
+    };
+    if !unchanged.map_err(unreadable)? {
         return Err(KernelFailure::Unordered(
             "c changed after the worker had answered: the kernel's work continued on another \
              stream"

@@ -1,0 +1,125 @@
+//! Copies of a fenced buffer's body kept on the device, and the check that the body still holds
+//! them, done there (the harness's own kernel, `kernels/harness/byte_compare_kernels.cu`): what
+//! lets the parent check a shared run's inputs unchanged, and its output unchanged after the
+//! worker answered, without reading gigabytes back to the host. A device-to-device copy and a
+//! comparison run at the GPU's memory bandwidth; the host path they replace ran at the PCIe
+//! link's, twice for the output.
+
+use super::fenced::{check, FencedBuffer};
+use super::GpuError;
+use cudarc::driver::{
+    sys, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
+};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
+use std::sync::{Arc, Mutex};
+
+const SOURCE: &str = include_str!("../../kernels/harness/byte_compare_kernels.cu");
+
+/// The comparison's grid: enough CTAs of 256 threads to keep every SM's loads in flight.
+const COMPARE_GRID: (u32, u32) = (1024, 256);
+
+/// A copy of one fenced buffer's body, in device memory of its own.
+pub struct Pristine {
+    copy: CudaSlice<u8>,
+}
+
+impl Pristine {
+    /// Copies `buffer`'s body into fresh device memory, enqueued on `stream` (ordered after the
+    /// work already enqueued there, such as the body's upload).
+    pub fn of(stream: &Arc<CudaStream>, buffer: &FencedBuffer) -> Result<Self, GpuError> {
+        let len = buffer.body_len().max(1);
+        // SAFETY: every byte the comparison or a download reads is written by the copy below
+        // first (on the same stream); a body of zero bytes allocates one byte, never read.
+        let copy = unsafe { stream.alloc::<u8>(len) }
+            .map_err(|err| format!("a device copy of {len} bytes: {err}"))?;
+        if buffer.body_len() > 0 {
+            let (target, _guard) = copy.device_ptr(stream);
+            // SAFETY: both ranges are `body_len` bytes of live device memory of this context.
+            check("cuMemcpyDtoDAsync", unsafe {
+                sys::cuMemcpyDtoDAsync_v2(
+                    target,
+                    buffer.body_ptr(),
+                    buffer.body_len(),
+                    stream.cu_stream(),
+                )
+            })?;
+        }
+        Ok(Pristine { copy })
+    }
+
+    /// Whether `buffer`'s body holds the copy's bytes now, compared on the device: one flag
+    /// comes back.
+    pub fn matches(&self, stream: &Arc<CudaStream>, buffer: &FencedBuffer) -> Result<bool, GpuError> {
+        let n = buffer.body_len() as u64;
+        if n == 0 {
+            return Ok(true);
+        }
+        if n as usize > self.copy.len() {
+            return Ok(false);
+        }
+        let function = compare_function(stream)?;
+        let mut differ = stream
+            .alloc_zeros::<u32>(1)
+            .map_err(|err| format!("allocating a flag: {err}"))?;
+        let body = buffer.body_ptr();
+        let mut launch = stream.launch_builder(&function);
+        launch.arg(&body).arg(&self.copy).arg(&n).arg(&mut differ);
+        let config = LaunchConfig {
+            grid_dim: (COMPARE_GRID.0, 1, 1),
+            block_dim: (COMPARE_GRID.1, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: (body, copy, n, differ) as the kernel takes them; both ranges hold n bytes.
+        unsafe { launch.launch(config) }.map_err(|err| err.to_string())?;
+        let flag = stream
+            .clone_dtoh(&differ)
+            .map_err(|err| format!("reading a flag back: {err}"))?;
+        Ok(flag[0] == 0)
+    }
+
+    /// The copy's bytes, into `bytes` (its length).
+    pub fn download_into(&self, stream: &Arc<CudaStream>, bytes: &mut [u8]) -> Result<(), GpuError> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let copy = self.copy.slice(..bytes.len());
+        stream
+            .memcpy_dtoh(&copy, bytes)
+            .map_err(|err| format!("reading a device copy back: {err}"))?;
+        stream.synchronize().map_err(GpuError::from)
+    }
+}
+
+/// The comparison kernel, compiled and loaded once for the context `stream` belongs to (the
+/// parent has one).
+fn compare_function(stream: &Arc<CudaStream>) -> Result<CudaFunction, GpuError> {
+    static LOADED: Mutex<Option<Result<CudaFunction, String>>> = Mutex::new(None);
+    let mut loaded = LOADED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if loaded.is_none() {
+        *loaded = Some(load_compare_function(stream));
+    }
+    loaded.clone().expect("set above").map_err(GpuError)
+}
+
+/// The comparison kernel's PTX (NVRTC alone: no GPU needed).
+pub fn compile() -> Result<Ptx, String> {
+    compile_ptx_with_opts(
+        SOURCE,
+        CompileOptions {
+            name: Some("byte_compare_kernels.cu".into()),
+            ..Default::default()
+        },
+    )
+    .map_err(|err| format!("compiling kernels/harness/byte_compare_kernels.cu: {err:?}"))
+}
+
+fn load_compare_function(stream: &Arc<CudaStream>) -> Result<CudaFunction, String> {
+    let ptx = compile()?;
+    let module = stream
+        .context()
+        .load_module(ptx)
+        .map_err(|err| err.to_string())?;
+    module
+        .load_function("nvfp4_oracle_bytes_differ")
+        .map_err(|err| err.to_string())
+}
