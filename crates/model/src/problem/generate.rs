@@ -245,6 +245,10 @@ fn generate_gemm_streams(
 /// Portable random source: ChaCha8 on its own stream per tensor.
 struct Source(ChaCha8Rng);
 
+/// How far ahead [`Source::seek`] reads rather than sets the position: rand_chacha's buffer
+/// (four 16-word blocks).
+const SEEK_BY_READING: u128 = 64;
+
 impl Source {
     fn new(seed: u64, stream: u64) -> Self {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
@@ -260,8 +264,19 @@ impl Source {
         source
     }
 
+    /// Moves the stream to its word `word`. A word a short way ahead is reached by reading up
+    /// to it (the words are in rand_chacha's buffer, or one refill away), anything else by
+    /// setting the position, which refills the buffer: an operand's row starts peek at a word
+    /// of every row, and with K = 16 a row is ten words long.
     fn seek(&mut self, word: u128) {
-        self.0.set_word_pos(word);
+        let now = self.0.get_word_pos();
+        if word >= now && word - now <= SEEK_BY_READING {
+            for _ in now..word {
+                self.0.next_u32();
+            }
+        } else {
+            self.0.set_word_pos(word);
+        }
     }
 
     fn word_pos(&self) -> u128 {
@@ -655,5 +670,24 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// A seek a short way ahead (read up to) and one that sets the position give the same words.
+    #[test]
+    fn a_seek_reads_the_words_setting_the_position_reads() {
+        for start in [0u128, 5, 63, 64, 1000] {
+            for ahead in [0u128, 1, 15, 16, 63, 64, 65, 200] {
+                let mut read = Source::at(9, 2, start);
+                read.seek(start + ahead);
+                let mut set = Source::new(9, 2);
+                set.0.set_word_pos(start + ahead);
+                let words = |s: &mut Source| (0..40).map(|_| s.0.next_u32()).collect::<Vec<_>>();
+                assert_eq!(words(&mut read), words(&mut set), "{start} + {ahead}");
+            }
+        }
+        // Backwards, too.
+        let mut back = Source::at(9, 2, 300);
+        back.seek(7);
+        assert_eq!(back.word_pos(), 7);
     }
 }
