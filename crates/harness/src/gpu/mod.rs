@@ -52,6 +52,8 @@ pub mod exact_reference;
 #[cfg(feature = "gpu")]
 pub mod fenced;
 #[cfg(feature = "gpu")]
+pub mod input_generator;
+#[cfg(feature = "gpu")]
 pub mod l2;
 #[cfg(feature = "gpu")]
 pub mod launch;

@@ -105,6 +105,7 @@ pub fn generate_dual_gemm(shape: Shape, dist: Distribution, seed: u64) -> DualGe
         return super::stagnation::dual_gemm(shape, seed);
     }
     let plan = KBlockPlan::new(shape.scale_cols(), dist, seed);
+    let [a_stream, b1_stream, b2_stream] = DUAL_GEMM_STREAMS;
     let operand = |role: Role, stream: u64| {
         let rows = if role == Role::A { shape.m } else { shape.n };
         generate_operand(
@@ -120,8 +121,13 @@ pub fn generate_dual_gemm(shape: Shape, dist: Distribution, seed: u64) -> DualGe
     };
     // Each operand has its own stream, so the three are drawn at once on the machine's cores.
     let (mut a, (mut b1, mut b2)) = rayon::join(
-        || operand(Role::A, 0),
-        || rayon::join(|| operand(Role::B, 1), || operand(Role::B, 2)),
+        || operand(Role::A, a_stream),
+        || {
+            rayon::join(
+                || operand(Role::B, b1_stream),
+                || operand(Role::B, b2_stream),
+            )
+        },
     );
     if dist == Distribution::AdversarialNan {
         for matrix in [&mut a, &mut b1, &mut b2] {
@@ -129,6 +135,56 @@ pub fn generate_dual_gemm(shape: Shape, dist: Distribution, seed: u64) -> DualGe
         }
     }
     DualGemmInputs::new(shape, a, b1, b2).expect("generated operands match their shape")
+}
+
+/// The ChaCha streams of the dual GEMM's operands a, b1 and b2.
+pub const DUAL_GEMM_STREAMS: [u64; 3] = [0, 1, 2];
+
+/// How [`generate_dual_gemm`] draws a case, for a generator that makes its rows elsewhere (the
+/// harness's GPU generator, crates/harness/src/gpu/input_generator.rs) and must give the same
+/// bytes: the adversarial K-block plan, and where each operand's rows start in its stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DualGemmDraws {
+    /// What each K-block is ([`KBlockMode::Random`] throughout but for the adversarial
+    /// distributions); shared by the three operands.
+    pub k_blocks: Vec<KBlockMode>,
+    /// Per operand (a, b1, b2, on [`DUAL_GEMM_STREAMS`]): the stream word at which each of its
+    /// rows x L rows starts (batch outermost), then the word where the last row ends.
+    pub row_starts: [Vec<u128>; 3],
+}
+
+/// The draws of `generate_dual_gemm(shape, dist, seed)`, from the code that makes them (each
+/// row's length read from the few words that decide it); `None` for
+/// [`Distribution::Stagnation`], which is built whole, not drawn row by row.
+pub fn dual_gemm_draws(shape: Shape, dist: Distribution, seed: u64) -> Option<DualGemmDraws> {
+    if dist == Distribution::Stagnation {
+        return None;
+    }
+    let plan = KBlockPlan::new(shape.scale_cols(), dist, seed);
+    let starts = |role: Role, stream: u64| {
+        let rows = if role == Role::A { shape.m } else { shape.n };
+        let draw = OperandDraw {
+            role,
+            dist,
+            gpumode_scales: GpumodeScales::UniformUnit,
+            plan: &plan,
+            seed,
+            stream,
+            row_bytes: shape.k / 2,
+            blocks: shape.scale_cols(),
+        };
+        draw.row_starts(rows * shape.l, 1)
+    };
+    let [a_stream, b1_stream, b2_stream] = DUAL_GEMM_STREAMS;
+    let row_starts = [
+        starts(Role::A, a_stream),
+        starts(Role::B, b1_stream),
+        starts(Role::B, b2_stream),
+    ];
+    Some(DualGemmDraws {
+        k_blocks: plan.0,
+        row_starts,
+    })
 }
 
 /// The sign bit of a UE4M3 scale is ignored by tensor cores, and by the model: a kernel must
@@ -296,7 +352,7 @@ enum Role {
 /// What the adversarial distribution does with each K-block, shared by A and B so that patterns
 /// that need both operands (cancellation) line up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum KBlockMode {
+pub enum KBlockMode {
     Random,
     /// Maximal magnitudes: codes +-6 with scale 448 (one block of one A row in sixteen).
     Max,

@@ -1,0 +1,250 @@
+//! The GPU's case generator (crates/harness/kernels/harness/input_generator_kernel.cu, loaded by
+//! `nvfp4_harness::gpu::input_generator`) against the CPU generator, which stays the definition.
+//! Its host pieces and its compilation need no GPU; the byte-for-byte comparison does, so it is
+//! `#[ignore]`d and run on the GPU machine:
+//!
+//!     cargo test --release --test oracle gpu_inputs:: -- --include-ignored --nocapture
+//!
+//! (results/gpu-inputs/ keeps a run's log).
+
+use crate::common;
+use nvfp4_harness::gpu::compile::nvrtc_present;
+use nvfp4_harness::gpu::fenced::FencedBuffer;
+use nvfp4_harness::gpu::input_generator::{
+    abi_input_lens, compile_uncached, k_block_words, unit_scale_thresholds, DeviceBytes,
+    InputGenerator, OperandRole,
+};
+use nvfp4_harness::kernels::KernelCase;
+use nvfp4_model::formats::{E4m3, E4m3Overflow};
+use nvfp4_model::problem::generate::{dual_gemm_draws, generate_dual_gemm};
+use nvfp4_model::problem::{Distribution, Shape};
+use std::time::Instant;
+
+/// The shapes compared: tiny, unaligned, batched, K = 16 with many batches.
+const SHAPES: [(usize, usize, usize, usize); 6] = [
+    (1, 1, 16, 1),
+    (129, 200, 272, 1),
+    (200, 130, 96, 2),
+    (3, 300, 1024, 4),
+    (37, 45, 16, 600),
+    (128, 256, 7168, 1),
+];
+/// The large shape, compared and timed.
+const LARGE: (usize, usize, usize, usize) = (2048, 4096, 7168, 1);
+/// u64::MAX: the sign-bit rows of adversarial-nan wrap `row + seed`.
+const SEEDS: [u64; 3] = [1111, 7, u64::MAX];
+
+fn shape((m, n, k, l): (usize, usize, usize, usize)) -> Shape {
+    Shape::new(m, n, k, l).unwrap()
+}
+
+#[test]
+fn the_input_generator_compiles_for_sm_90() {
+    if !nvrtc_present() {
+        common::skip("NVRTC (libnvrtc.so) cannot be loaded here; .ci/run installs it from PyPI");
+        return;
+    }
+    let ptx = compile_uncached("sm_90")
+        .unwrap_or_else(|err| panic!("{err}"))
+        .to_src();
+    for entry in [
+        "nvfp4_oracle_generate_rows",
+        "nvfp4_oracle_generate_row_tails",
+    ] {
+        assert!(ptx.contains(entry), "{entry} missing");
+    }
+}
+
+/// The gpumode scale's thresholds give the model's rounding for every one of the 2^24 draws.
+#[test]
+fn unit_scale_thresholds_round_every_draw_as_the_model() {
+    let thresholds = unit_scale_thresholds();
+    assert!(thresholds.windows(2).all(|w| w[0] <= w[1]));
+    for draw in 0..1u32 << 24 {
+        let unit = draw as f32 * (1.0 / 16_777_216.0);
+        let model = E4m3::from_f32_rne(unit, E4m3Overflow::Saturate).to_bits();
+        let code = thresholds.partition_point(|&t| t <= draw);
+        assert_eq!(code, usize::from(model), "draw {draw}");
+    }
+}
+
+/// What the kernels take from the host, against the CPU generator's own draws: each row's
+/// length is its K-blocks' words (k_block_words) plus a tail the kernels can walk, and the
+/// tensors' lengths are the CPU case's.
+#[test]
+fn host_pieces_agree_with_the_cpu_generators_draws() {
+    for dist in Distribution::ALL {
+        for &(m, n, k, l) in &SHAPES[..5] {
+            let shape = shape((m, n, k, l));
+            for seed in SEEDS {
+                let draws = dual_gemm_draws(shape, dist, seed).unwrap();
+                let (row_bytes, blocks) = ((k / 2) as u128, (k / 16) as u128);
+                for (operand, starts) in draws.row_starts.iter().enumerate() {
+                    let role = if operand == 0 {
+                        OperandRole::A
+                    } else {
+                        OperandRole::B
+                    };
+                    let rows = if operand == 0 { m } else { n };
+                    assert_eq!(starts.len(), rows * l + 1);
+                    let (block_words, plan_words) = k_block_words(&draws.k_blocks, role);
+                    assert_eq!(block_words.len(), k / 16);
+                    let plan_words = u128::from(plan_words);
+                    for pair in starts.windows(2) {
+                        let length = pair[1] - pair[0];
+                        let fits = match dist {
+                            Distribution::Gpumode => length == row_bytes + blocks,
+                            Distribution::Full => {
+                                length == row_bytes + 1 + blocks
+                                    || length == row_bytes + 1 + 2 * blocks
+                            }
+                            _ => {
+                                // A: a maximal block (1 or 2 + 8 words) and a kept block (1 or
+                                // 2); adversarial-nan: a NaN scale (1 or 2).
+                                let tail = length - plan_words;
+                                let a_tails = [2, 3, 11, 12];
+                                match (role, dist) {
+                                    (OperandRole::A, Distribution::Adversarial) => {
+                                        a_tails.contains(&tail)
+                                    }
+                                    (OperandRole::A, _) => {
+                                        a_tails.iter().any(|&a| tail == a + 1 || tail == a + 2)
+                                    }
+                                    (OperandRole::B, Distribution::Adversarial) => tail == 0,
+                                    (OperandRole::B, _) => tail == 1 || tail == 2,
+                                }
+                            }
+                        };
+                        assert!(
+                            fits,
+                            "{} {shape} seed {seed}: a row of {length} words",
+                            dist.name()
+                        );
+                    }
+                }
+                if seed == SEEDS[0] {
+                    let case = KernelCase::new(
+                        generate_dual_gemm(shape, dist, seed),
+                        dist.blocked_padding_fill(),
+                    );
+                    let lens = case
+                        .dual()
+                        .unwrap()
+                        .abi_inputs()
+                        .map(|(_, bytes)| bytes.len());
+                    assert_eq!(abi_input_lens(shape), lens, "{shape}");
+                }
+            }
+        }
+    }
+    assert_eq!(
+        dual_gemm_draws(shape(SHAPES[1]), Distribution::Stagnation, 1),
+        None
+    );
+}
+
+/// The GPU's nine tensors equal the CPU case's byte for byte, for every distribution drawn row
+/// by row, at every shape of [`SHAPES`], [`LARGE`] and each seed; written into fenced buffers,
+/// whose canaries must stay intact. Times the large shape's generation on both.
+#[test]
+#[ignore = "needs a GPU"]
+fn gpu_inputs_equal_the_cpus_byte_for_byte() {
+    let (ctx, info) = match nvfp4_harness::gpu::device::open_device() {
+        Ok(opened) => opened,
+        Err(err) => {
+            common::skip(&format!("no GPU: {err}"));
+            return;
+        }
+    };
+    println!("device: {}", info.describe());
+    let generator = InputGenerator::new(&ctx).unwrap_or_else(|err| panic!("{err}"));
+    let stream = ctx.new_stream().unwrap();
+    let mut failures = Vec::new();
+    for dist in Distribution::ALL {
+        for (index, &dims) in SHAPES.iter().chain([&LARGE]).enumerate() {
+            let shape = shape(dims);
+            let large = index == SHAPES.len();
+            // The large shape with one seed: seconds of CPU generation per case.
+            let seeds = if large { &SEEDS[..1] } else { &SEEDS[..] };
+            for &seed in seeds {
+                let buffers: Vec<FencedBuffer> = abi_input_lens(shape)
+                    .iter()
+                    .map(|&len| FencedBuffer::canaries(&stream, len, false).unwrap())
+                    .collect();
+                let outputs: [DeviceBytes; 9] = std::array::from_fn(|i| DeviceBytes {
+                    ptr: buffers[i].body_ptr(),
+                    len: buffers[i].body_len(),
+                });
+                let started = Instant::now();
+                // SAFETY: nine distinct fenced buffers of the stream's context, of their bodies'
+                // lengths, used by nothing else.
+                unsafe { generator.generate_dual_gemm(&stream, shape, dist, seed, outputs) }
+                    .unwrap_or_else(|err| panic!("{} {shape} seed {seed}: {err}", dist.name()));
+                let gpu_seconds = started.elapsed().as_secs_f64();
+                let started = Instant::now();
+                let case = KernelCase::new(
+                    generate_dual_gemm(shape, dist, seed),
+                    dist.blocked_padding_fill(),
+                );
+                let cpu_seconds = started.elapsed().as_secs_f64();
+                let dual = case.dual().unwrap();
+                let mut differs = Vec::new();
+                for ((name, cpu), buffer) in dual.abi_inputs().iter().zip(&buffers) {
+                    let gpu = buffer.download_body(&stream).unwrap();
+                    if let Some(at) = (0..cpu.len()).find(|&i| gpu[i] != cpu[i]) {
+                        differs.push(format!(
+                            "{name}[{at}]: gpu {:#04x}, cpu {:#04x}",
+                            gpu[at], cpu[at]
+                        ));
+                    }
+                    if let Some(where_) = buffer.canaries_overwritten(&stream).unwrap() {
+                        differs.push(format!("{name}: canaries overwritten {where_}"));
+                    }
+                }
+                let line = format!("{} {shape} seed {seed}", dist.name());
+                if differs.is_empty() {
+                    println!("same bytes: {line}");
+                } else {
+                    println!("DIFFERENT: {line}: {}", differs.join("; "));
+                    failures.push(line.clone());
+                }
+                if large {
+                    println!(
+                        "time {line}: gpu {:.1} ms (host row starts included), cpu {:.1} ms \
+                         (generate_dual_gemm + KernelCase::new, {} threads)",
+                        gpu_seconds * 1e3,
+                        cpu_seconds * 1e3,
+                        rayon::current_num_threads()
+                    );
+                    // Again, the module and the GPU warm; then the host's part alone.
+                    let started = Instant::now();
+                    // SAFETY: as above.
+                    unsafe { generator.generate_dual_gemm(&stream, shape, dist, seed, outputs) }
+                        .unwrap();
+                    let again = started.elapsed().as_secs_f64();
+                    let started = Instant::now();
+                    let _ = dual_gemm_draws(shape, dist, seed);
+                    println!(
+                        "time {line}: gpu again {:.1} ms, of which the host's row starts about {:.1} ms",
+                        again * 1e3,
+                        started.elapsed().as_secs_f64() * 1e3
+                    );
+                }
+            }
+        }
+    }
+    let outputs: [DeviceBytes; 9] = [DeviceBytes { ptr: 0, len: 0 }; 9];
+    // SAFETY: refused before any buffer is touched.
+    let refused = unsafe {
+        generator.generate_dual_gemm(
+            &stream,
+            shape(SHAPES[1]),
+            Distribution::Stagnation,
+            1,
+            outputs,
+        )
+    };
+    let message = refused.expect_err("stagnation is refused").0;
+    assert!(message.starts_with("not on the GPU"), "{message}");
+    assert!(failures.is_empty(), "different bytes: {failures:?}");
+}
