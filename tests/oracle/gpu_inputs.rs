@@ -1,7 +1,8 @@
 //! The GPU's case generator (crates/harness/kernels/harness/input_generator_kernel.cu, loaded by
 //! `nvfp4_harness::gpu::input_generator`) against the CPU generator, which stays the definition.
-//! Its host pieces and its compilation need no GPU; the byte-for-byte comparison does, so it is
-//! `#[ignore]`d and run on the GPU machine:
+//! Its host pieces and its compilation need no GPU, nor do its kernels' arithmetic, run on the
+//! host as C++ with one thread (input_generator_on_the_host.cpp beside this file) where a C++
+//! compiler is found; the comparison on the GPU is `#[ignore]`d and run on the GPU machine:
 //!
 //!     cargo test --release --test oracle gpu_inputs:: -- --include-ignored --nocapture
 //!
@@ -11,8 +12,8 @@ use crate::common;
 use nvfp4_harness::gpu::compile::nvrtc_present;
 use nvfp4_harness::gpu::fenced::FencedBuffer;
 use nvfp4_harness::gpu::input_generator::{
-    abi_input_lens, compile_uncached, k_block_words, unit_scale_thresholds, DeviceBytes,
-    InputGenerator, OperandRole,
+    abi_input_lens, compile_uncached, k_block_words, operand_draws, unit_scale_thresholds,
+    DeviceBytes, InputGenerator, OperandDraw, OperandRole,
 };
 use nvfp4_harness::kernels::KernelCase;
 use nvfp4_model::formats::{E4m3, E4m3Overflow};
@@ -141,6 +142,146 @@ fn host_pieces_agree_with_the_cpu_generators_draws() {
         dual_gemm_draws(shape(SHAPES[1]), Distribution::Stagnation, 1),
         None
     );
+}
+
+/// The shapes the kernels run on the host for: each under a second single-threaded.
+const HOST_SHAPES: [(usize, usize, usize, usize); 5] = [
+    (1, 1, 16, 1),
+    (129, 200, 272, 1),
+    (200, 130, 96, 2),
+    (3, 300, 1024, 4),
+    (37, 45, 16, 60),
+];
+
+/// The kernels' own code, compiled as C++ and run on the host with one thread
+/// (input_generator_on_the_host.cpp), given what the loader gives them ([`operand_draws`]),
+/// makes the CPU case's nine tensors byte for byte: every distribution drawn row by row, at
+/// tiny, unaligned, batched and K = 16 shapes, seeds whose sign-bit rows do and do not wrap.
+/// What it cannot see is the GPU itself: the launch, its arguments and the CUDA compiler.
+#[test]
+fn the_kernels_run_on_the_host_make_the_cpus_bytes() {
+    let dir = std::env::temp_dir().join(format!("nvfp4-input-generator-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let driver = dir.join("input_generator_on_the_host");
+    let compiler = std::env::var("CXX").unwrap_or_else(|_| "c++".to_string());
+    let built = std::process::Command::new(&compiler)
+        .args(["-O2", "-std=c++17", "-o"])
+        .arg(&driver)
+        .arg("-I")
+        .arg(common::repo_path("crates/harness/kernels/harness"))
+        .arg(common::repo_path(
+            "tests/oracle/input_generator_on_the_host.cpp",
+        ))
+        .output();
+    match built {
+        Err(err) => {
+            common::skip(&format!("no C++ compiler ({compiler}): {err}"));
+            return;
+        }
+        Ok(out) => assert!(
+            out.status.success(),
+            "the kernels do not compile as C++:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    }
+    for dist in Distribution::ALL {
+        for &dims in &HOST_SHAPES {
+            for seed in [SEEDS[0], SEEDS[2]] {
+                let shape = shape(dims);
+                let case = KernelCase::new(
+                    generate_dual_gemm(shape, dist, seed),
+                    dist.blocked_padding_fill(),
+                );
+                let cpu = case.dual().unwrap().abi_inputs();
+                let draws = operand_draws(shape, dist, seed).unwrap();
+                for (operand, draw) in draws.iter().enumerate() {
+                    let made = run_on_the_host(&driver, &dir, draw);
+                    assert_eq!(
+                        made.mismatch,
+                        0,
+                        "{} {shape} seed {seed}: a row tail broke the chain",
+                        dist.name()
+                    );
+                    for ((name, cpu), host) in [
+                        (cpu[operand], &made.data),
+                        (cpu[3 + operand], &made.blocked),
+                        (cpu[6 + operand], &made.plain),
+                    ] {
+                        assert_eq!(host.len(), cpu.len(), "{name}: length");
+                        if let Some(at) = (0..cpu.len()).find(|&i| host[i] != cpu[i]) {
+                            panic!(
+                                "{} {shape} seed {seed}: {name}[{at}]: kernels {:#04x}, cpu {:#04x}",
+                                dist.name(),
+                                host[at],
+                                cpu[at]
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// One operand's tensors made by the kernels on the host.
+struct MadeOnTheHost {
+    data: Vec<u8>,
+    plain: Vec<u8>,
+    blocked: Vec<u8>,
+    mismatch: u8,
+}
+
+fn run_on_the_host(
+    driver: &std::path::Path,
+    dir: &std::path::Path,
+    draw: &OperandDraw,
+) -> MadeOnTheHost {
+    let params = format!(
+        "{} {} {} {} {} {} {} {} {} {}\n",
+        draw.seed,
+        draw.stream_id,
+        draw.distribution,
+        draw.role,
+        draw.rows,
+        draw.batches,
+        draw.blocks,
+        draw.segment_blocks,
+        draw.plan_words,
+        draw.padding_fill
+    );
+    std::fs::write(dir.join("params"), params).unwrap();
+    let le = |words: &[u64], bytes: usize| -> Vec<u8> {
+        words
+            .iter()
+            .flat_map(|w| w.to_le_bytes()[..bytes].to_vec())
+            .collect()
+    };
+    std::fs::write(dir.join("starts"), le(&draw.starts, 8)).unwrap();
+    std::fs::write(dir.join("modes"), &draw.modes).unwrap();
+    let block_words: Vec<u64> = draw.block_words.iter().map(|&w| u64::from(w)).collect();
+    std::fs::write(dir.join("block_words"), le(&block_words, 4)).unwrap();
+    let thresholds: Vec<u64> = unit_scale_thresholds()
+        .iter()
+        .map(|&t| u64::from(t))
+        .collect();
+    std::fs::write(dir.join("thresholds"), le(&thresholds, 4)).unwrap();
+    let out = std::process::Command::new(driver)
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let read = |name: &str| std::fs::read(dir.join(name)).unwrap();
+    MadeOnTheHost {
+        data: read("data"),
+        plain: read("plain"),
+        blocked: read("blocked"),
+        mismatch: read("mismatch")[0],
+    }
 }
 
 /// The GPU's nine tensors equal the CPU case's byte for byte, for every distribution drawn row

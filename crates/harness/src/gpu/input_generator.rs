@@ -244,14 +244,7 @@ impl InputGenerator {
         seed: u64,
         outputs: [DeviceBytes; 9],
     ) -> Result<(), GpuError> {
-        let not_on_gpu = || {
-            GpuError(format!(
-                "not on the GPU: the {} distribution is built whole by the CPU (problem::stagnation), not drawn row by row",
-                dist.name()
-            ))
-        };
-        let distribution = distribution_code(dist).ok_or_else(not_on_gpu)?;
-        let draws = dual_gemm_draws(shape, dist, seed).ok_or_else(not_on_gpu)?;
+        let operands = operand_draws(shape, dist, seed)?;
         for ((output, expected), name) in outputs.iter().zip(abi_input_lens(shape)).zip(NAMES) {
             if output.len != expected {
                 return Err(GpuError(format!(
@@ -264,61 +257,27 @@ impl InputGenerator {
             .context()
             .bind_to_thread()
             .map_err(gpu("binding the generator's context"))?;
-        let upload_u32 = |values: &[u32]| stream.clone_htod(values).map_err(gpu("uploading"));
-        let thresholds = upload_u32(&unit_scale_thresholds())?;
-        let modes: Vec<u8> = draws.k_blocks.iter().map(|&mode| mode_code(mode)).collect();
-        // A kernel argument must point somewhere even where the plan is empty.
-        let modes = stream
-            .clone_htod(&[modes, vec![0]].concat())
+        let thresholds = stream
+            .clone_htod(&unit_scale_thresholds())
             .map_err(gpu("uploading"))?;
         let mut mismatch = stream
             .alloc_zeros::<i32>(1)
             .map_err(gpu("allocating a flag"))?;
-        let fill = dist.blocked_padding_fill();
-        for (operand, starts) in draws.row_starts.iter().enumerate() {
-            let (role, rows) = if operand == 0 {
-                (OperandRole::A, shape.m)
-            } else {
-                (OperandRole::B, shape.n)
-            };
-            let (block_words, plan_words) = k_block_words(&draws.k_blocks, role);
-            let starts = starts
-                .iter()
-                .map(|&word| u64::try_from(word))
-                .collect::<Result<Vec<u64>, _>>()
-                .map_err(|_| GpuError("a row starts past word 2^64 of its stream".into()))?;
-            let operand_draw = OperandLaunch {
-                seed,
-                stream_id: DUAL_GEMM_STREAMS[operand],
-                distribution,
-                role: if role == OperandRole::A { 0 } else { 1 },
-                rows: to_u32("rows", rows)?,
-                batches: to_u32("L", shape.l)?,
-                blocks: to_u32("K / 16", shape.scale_cols())?,
-                row_bytes: to_u32("K / 2", shape.k / 2)?,
-                plan_words,
-                starts: stream.clone_htod(&starts).map_err(gpu("uploading"))?,
-                block_words: upload_u32(&[block_words, vec![0]].concat())?,
-                tails: stream
-                    .alloc_zeros::<i32>((rows * shape.l * TAIL_FIELDS).max(1))
-                    .map_err(gpu("allocating row tails"))?,
-            };
+        for (operand, draw) in operands.iter().enumerate() {
             let blocked = outputs[3 + operand];
             if blocked.len > 0 {
                 // The padding's fill; the kernel writes the scales over the rest.
                 super::fenced::check("cuMemsetD8Async", unsafe {
-                    sys::cuMemsetD8Async(blocked.ptr, fill, blocked.len, stream.cu_stream())
+                    sys::cuMemsetD8Async(
+                        blocked.ptr,
+                        draw.padding_fill,
+                        blocked.len,
+                        stream.cu_stream(),
+                    )
                 })?;
             }
             let written = [outputs[operand], outputs[6 + operand], blocked];
-            self.launch(
-                stream,
-                &operand_draw,
-                &thresholds,
-                &modes,
-                &mut mismatch,
-                written,
-            )?;
+            self.launch(stream, draw, &thresholds, &mut mismatch, written)?;
         }
         let flag = stream
             .clone_dtoh(&mismatch)
@@ -341,15 +300,14 @@ impl InputGenerator {
     fn launch(
         &self,
         stream: &Arc<CudaStream>,
-        operand: &OperandLaunch,
+        draw: &OperandDraw,
         thresholds: &CudaSlice<u32>,
-        modes: &CudaSlice<u8>,
         mismatch: &mut CudaSlice<i32>,
         written: [DeviceBytes; 3],
     ) -> Result<(), GpuError> {
-        let all_rows = u64::from(operand.rows) * u64::from(operand.batches);
-        let segments = u64::from(operand.blocks.div_ceil(SEGMENT_BLOCKS));
-        if all_rows == 0 || operand.blocks == 0 {
+        let all_rows = u64::from(draw.rows) * u64::from(draw.batches);
+        let segments = u64::from(draw.blocks.div_ceil(draw.segment_blocks));
+        if all_rows == 0 || draw.blocks == 0 {
             return Ok(());
         }
         let config = |items: u64| LaunchConfig {
@@ -361,47 +319,139 @@ impl InputGenerator {
             block_dim: (THREADS, 1, 1),
             shared_mem_bytes: 0,
         };
-        let mut tails = stream.launch_builder(&self.tails);
-        tails
-            .arg(&operand.seed)
-            .arg(&operand.stream_id)
-            .arg(&operand.distribution)
-            .arg(&operand.role)
-            .arg(&operand.row_bytes)
-            .arg(&operand.blocks)
+        let starts = stream
+            .clone_htod(&draw.starts)
+            .map_err(gpu("uploading row starts"))?;
+        // A kernel argument must point somewhere even where the plan is empty.
+        let modes = stream
+            .clone_htod(&[draw.modes.as_slice(), &[0]].concat())
+            .map_err(gpu("uploading the K-block plan"))?;
+        let block_words = stream
+            .clone_htod(&[draw.block_words.as_slice(), &[0]].concat())
+            .map_err(gpu("uploading the K-block plan"))?;
+        let tails = stream
+            .alloc_zeros::<i32>(all_rows as usize * TAIL_FIELDS)
+            .map_err(gpu("allocating row tails"))?;
+        let mut launch = stream.launch_builder(&self.tails);
+        launch
+            .arg(&draw.seed)
+            .arg(&draw.stream_id)
+            .arg(&draw.distribution)
+            .arg(&draw.role)
+            .arg(&draw.row_bytes)
+            .arg(&draw.blocks)
             .arg(&all_rows)
-            .arg(&operand.starts)
-            .arg(&operand.plan_words)
-            .arg(&operand.tails)
+            .arg(&starts)
+            .arg(&draw.plan_words)
+            .arg(&tails)
             .arg(mismatch);
         // SAFETY: the arguments are the kernel's, in its order and types; it reads all_rows + 1
         // starts and writes TAIL_FIELDS ints a row, as allocated.
-        unsafe { tails.launch(config(all_rows)) }.map_err(gpu("launching the row tails"))?;
+        unsafe { launch.launch(config(all_rows)) }.map_err(gpu("launching the row tails"))?;
         let [data, plain, blocked] = written;
-        let segment_blocks = SEGMENT_BLOCKS;
-        let mut rows = stream.launch_builder(&self.rows);
-        rows.arg(&operand.seed)
-            .arg(&operand.stream_id)
-            .arg(&operand.distribution)
-            .arg(&operand.role)
-            .arg(&operand.rows)
-            .arg(&operand.batches)
-            .arg(&operand.blocks)
-            .arg(&segment_blocks)
-            .arg(&operand.starts)
+        let mut launch = stream.launch_builder(&self.rows);
+        launch
+            .arg(&draw.seed)
+            .arg(&draw.stream_id)
+            .arg(&draw.distribution)
+            .arg(&draw.role)
+            .arg(&draw.rows)
+            .arg(&draw.batches)
+            .arg(&draw.blocks)
+            .arg(&draw.segment_blocks)
+            .arg(&starts)
             .arg(thresholds)
-            .arg(modes)
-            .arg(&operand.block_words)
-            .arg(&operand.plan_words)
-            .arg(&operand.tails)
+            .arg(&modes)
+            .arg(&block_words)
+            .arg(&draw.plan_words)
+            .arg(&tails)
             .arg(&data.ptr)
             .arg(&plain.ptr)
             .arg(&blocked.ptr);
         // SAFETY: as above; the outputs' lengths were checked against the shape, and the caller
         // of `generate_dual_gemm` vouches for their memory.
-        unsafe { rows.launch(config(all_rows * segments)) }.map_err(gpu("launching the rows"))?;
+        unsafe { launch.launch(config(all_rows * segments)) }.map_err(gpu("launching the rows"))?;
         Ok(())
     }
+}
+
+/// What the kernels are given for one operand, all made on the host (no GPU): the arguments of
+/// `nvfp4_oracle_generate_row_tails` and `nvfp4_oracle_generate_rows`, in the source's numbering.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OperandDraw {
+    pub seed: u64,
+    /// The operand's ChaCha stream.
+    pub stream_id: u64,
+    /// DISTRIBUTION_* of the source.
+    pub distribution: i32,
+    /// ROLE_A or ROLE_B of the source.
+    pub role: i32,
+    /// Rows per batch (M or N), and L.
+    pub rows: u32,
+    pub batches: u32,
+    /// K / 16, and K / 2.
+    pub blocks: u32,
+    pub row_bytes: u32,
+    /// K-blocks a thread makes.
+    pub segment_blocks: u32,
+    /// Where a row's tail starts, in words from the row's start (adversarial).
+    pub plan_words: u32,
+    /// The blocked scales' padding byte.
+    pub padding_fill: u8,
+    /// The word of the stream at which each row starts, then where the last ends.
+    pub starts: Vec<u64>,
+    /// The adversarial plan's K-block modes (K_BLOCK_*), and where each block's words start in
+    /// a row of this role.
+    pub modes: Vec<u8>,
+    pub block_words: Vec<u32>,
+}
+
+/// The three operands' draws of `generate_dual_gemm(shape, dist, seed)` (a, b1, b2), or "not on
+/// the GPU: ..." for a distribution or a shape the kernels do not make.
+pub fn operand_draws(
+    shape: Shape,
+    dist: Distribution,
+    seed: u64,
+) -> Result<[OperandDraw; 3], GpuError> {
+    let not_on_gpu = || {
+        GpuError(format!(
+            "not on the GPU: the {} distribution is built whole by the CPU (problem::stagnation), not drawn row by row",
+            dist.name()
+        ))
+    };
+    let distribution = distribution_code(dist).ok_or_else(not_on_gpu)?;
+    let draws = dual_gemm_draws(shape, dist, seed).ok_or_else(not_on_gpu)?;
+    let modes: Vec<u8> = draws.k_blocks.iter().map(|&mode| mode_code(mode)).collect();
+    let operand = |operand: usize| -> Result<OperandDraw, GpuError> {
+        let (role, rows) = if operand == 0 {
+            (OperandRole::A, shape.m)
+        } else {
+            (OperandRole::B, shape.n)
+        };
+        let (block_words, plan_words) = k_block_words(&draws.k_blocks, role);
+        let starts = draws.row_starts[operand]
+            .iter()
+            .map(|&word| u64::try_from(word))
+            .collect::<Result<Vec<u64>, _>>()
+            .map_err(|_| GpuError("not on the GPU: a row starts past word 2^64".into()))?;
+        Ok(OperandDraw {
+            seed,
+            stream_id: DUAL_GEMM_STREAMS[operand],
+            distribution,
+            role: if role == OperandRole::A { 0 } else { 1 },
+            rows: to_u32("rows", rows)?,
+            batches: to_u32("L", shape.l)?,
+            blocks: to_u32("K / 16", shape.scale_cols())?,
+            row_bytes: to_u32("K / 2", shape.k / 2)?,
+            segment_blocks: SEGMENT_BLOCKS,
+            plan_words,
+            padding_fill: dist.blocked_padding_fill(),
+            starts,
+            modes: modes.clone(),
+            block_words,
+        })
+    };
+    Ok([operand(0)?, operand(1)?, operand(2)?])
 }
 
 /// The tensors' names in `abi_inputs()` order, for messages.
@@ -416,22 +466,6 @@ const NAMES: [&str; 9] = [
     "sfb1",
     "sfb2",
 ];
-
-/// What one operand's launches are given.
-struct OperandLaunch {
-    seed: u64,
-    stream_id: u64,
-    distribution: i32,
-    role: i32,
-    rows: u32,
-    batches: u32,
-    blocks: u32,
-    row_bytes: u32,
-    plan_words: u32,
-    starts: CudaSlice<u64>,
-    block_words: CudaSlice<u32>,
-    tails: CudaSlice<i32>,
-}
 
 fn to_u32(what: &str, value: usize) -> Result<u32, GpuError> {
     u32::try_from(value)
