@@ -5,9 +5,10 @@
 //! The kernels are the harness's own (`kernels/harness/input_generator_kernel.cu`), compiled at
 //! run time by NVRTC and kept in the compile cache.
 //!
-//! Why: a large case's inputs took the parent seconds on the CPU and then an upload; on the GPU
-//! every row, and every run of K-blocks in a row, is one thread that seeks its operand's ChaCha8
-//! stream to its words (the CPU's tasks do the same on its cores).
+//! Why: the CPU makes a case's inputs on the parent's cores (about 0.3 s for 2048 x 4096 x 7168
+//! on 2 cores, `nvfp4-oracle generate`), which the parent then uploads; on the GPU every run of
+//! K-blocks of a row is one thread that seeks its operand's ChaCha8 stream to its words (the
+//! CPU's tasks do the same on its cores), and the bytes are already where a launch reads them.
 //!
 //! What the host does: the CPU generator's own [`dual_gemm_draws`] gives where each row starts
 //! in its stream. A row's length is decided by words at its own start (a wide row, an
@@ -210,6 +211,8 @@ pub fn compile_uncached(arch: &'static str) -> Result<Ptx, GpuError> {
 pub struct InputGenerator {
     rows: CudaFunction,
     tails: CudaFunction,
+    /// [`unit_scale_thresholds`], found once.
+    unit_scale_thresholds: Vec<u32>,
 }
 
 impl InputGenerator {
@@ -226,6 +229,7 @@ impl InputGenerator {
         Ok(InputGenerator {
             rows: function(ROWS_KERNEL)?,
             tails: function(TAILS_KERNEL)?,
+            unit_scale_thresholds: unit_scale_thresholds(),
         })
     }
 
@@ -258,7 +262,7 @@ impl InputGenerator {
             .bind_to_thread()
             .map_err(gpu("binding the generator's context"))?;
         let thresholds = stream
-            .clone_htod(&unit_scale_thresholds())
+            .clone_htod(&self.unit_scale_thresholds)
             .map_err(gpu("uploading"))?;
         let mut mismatch = stream
             .alloc_zeros::<i32>(1)
