@@ -17,15 +17,15 @@
 typedef unsigned char u8;
 typedef unsigned int u32;
 typedef unsigned long long u64;
-typedef long long i64;
 
-// Distributions, in the host's numbering (input_generator.rs, `DISTRIBUTION_*`).
+// Distributions, numbered as the host's `distribution_code` (input_generator.rs).
 #define DISTRIBUTION_GPUMODE 0
 #define DISTRIBUTION_FULL 1
 #define DISTRIBUTION_ADVERSARIAL 2
 #define DISTRIBUTION_ADVERSARIAL_NAN 3
 
-// K-block modes of the adversarial plan, in the host's numbering (`K_BLOCK_*`).
+// K-block modes of the adversarial plan, numbered as the host's `mode_code`; a random block is
+// every mode's default branch below.
 #define K_BLOCK_RANDOM 0
 #define K_BLOCK_ZERO 1
 #define K_BLOCK_CANCEL_FIRST 2
@@ -34,8 +34,7 @@ typedef long long i64;
 #define ROLE_A 0
 #define ROLE_B 1
 
-// 16 values of K share a scale; two e2m1 values a byte.
-#define SCALE_BLOCK 16
+// 16 values of K share a scale (a K-block); two e2m1 values a byte: 8 bytes a K-block.
 #define BLOCK_BYTES 8
 // The blocked scale layout's atom: 128 rows x 4 scale columns, 512 bytes.
 #define ATOM_ROWS 128
@@ -246,7 +245,7 @@ __device__ void adversarial_k_block(Source* s, u64 start, u32 j, int role, const
         } else if (mode == K_BLOCK_ZERO && role == ROLE_A) {
             for (int b = 0; b < BLOCK_BYTES; ++b) bytes[b] = 0;
             *scale = draw_moderate_scale(s);
-        } else {  // random, or a zero block of B (which only A's is)
+        } else {  // random, or a zero block of B: only A's zero blocks hold zeros
             for (int b = 0; b < BLOCK_BYTES; ++b) bytes[b] = draw_byte(s);
             *scale = draw_moderate_scale(s);
         }
