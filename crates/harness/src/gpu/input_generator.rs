@@ -12,10 +12,10 @@
 //!
 //! What the host does: the CPU generator's own [`dual_gemm_draws`] gives where each row starts
 //! in its stream. A row's length is decided by words at its own start (a wide row, an
-//! adversarial row's tail), so the starts are one sequential chain, one peek a row: walked on a
-//! GPU it would be one thread; on the host it is the code that defines it, a few microseconds a
-//! row. The kernels check the chain (each row ends where the next starts); a break is a harness
-//! error, never other bytes.
+//! adversarial row's tail), so the starts are one sequential chain, up to three peeks a row
+//! (none for gpumode): walked on a GPU it would be one thread; on the host it is the code that
+//! defines it, one ChaCha refill a peek. The kernels check the chain (each row ends where the
+//! next starts); a break is a harness error, never other bytes.
 //!
 //! Not on the GPU: the `stagnation` distribution (built whole by `problem::stagnation`, not drawn
 //! row by row); [`InputGenerator::generate_dual_gemm`] answers "not on the GPU: ..." for it. The
@@ -164,7 +164,9 @@ pub struct DeviceBytes {
 }
 
 impl DeviceBytes {
-    /// The whole of `slice`, which must outlive the generation that writes it.
+    /// The whole of `slice`, which must outlive the generation that writes it. (cudarc's
+    /// stream-ordering record of the write is made here, before the generation; the generation
+    /// has ended when [`InputGenerator::generate_dual_gemm`] returns.)
     pub fn of_slice(slice: &mut CudaSlice<u8>, stream: &Arc<CudaStream>) -> Self {
         let len = slice.len();
         let (ptr, _record) = slice.device_ptr_mut(stream);
