@@ -42,11 +42,12 @@ pub fn dual_gemm_draws(shape: Shape, dist: Distribution, seed: u64) -> Option<Du
         draw.row_starts(rows * shape.l, 1)
     };
     let [a_stream, b1_stream, b2_stream] = DUAL_GEMM_STREAMS;
-    let row_starts = [
-        starts(Role::A, a_stream),
-        starts(Role::B, b1_stream),
-        starts(Role::B, b2_stream),
-    ];
+    // Each operand's chain is its own: the three are walked at once on the machine's cores.
+    let (a, (b1, b2)) = rayon::join(
+        || starts(Role::A, a_stream),
+        || rayon::join(|| starts(Role::B, b1_stream), || starts(Role::B, b2_stream)),
+    );
+    let row_starts = [a, b1, b2];
     Some(DualGemmDraws {
         k_blocks: plan.0,
         row_starts,
