@@ -236,8 +236,9 @@ impl InputGenerator {
     }
 
     /// Writes the nine tensors of `generate_dual_gemm(shape, dist, seed)`'s kernel case into
-    /// `outputs` ([`abi_input_lens`] bytes each, in `abi_inputs()` order), on `stream`, and
-    /// waits for them. `stagnation` is refused: "not on the GPU: ...".
+    /// `outputs` ([`abi_input_lens`] bytes each, in `abi_inputs()` order), on `stream` (of the
+    /// context the generator was loaded in), and waits for them. `stagnation` is refused: "not
+    /// on the GPU: ...".
     ///
     /// # Safety
     /// Each output must be `len` writable bytes of device memory in `stream`'s context, none
