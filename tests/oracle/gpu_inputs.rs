@@ -144,6 +144,10 @@ fn host_pieces_agree_with_the_cpu_generators_draws() {
     );
 }
 
+const KERNEL_SOURCE: &str =
+    include_str!("../../crates/harness/kernels/harness/input_generator_kernel.cu");
+const HOST_DRIVER_SOURCE: &str = include_str!("input_generator_on_the_host.cpp");
+
 /// The shapes the kernels run on the host for: each under a second single-threaded.
 const HOST_SHAPES: [(usize, usize, usize, usize); 5] = [
     (1, 1, 16, 1),
@@ -162,16 +166,18 @@ const HOST_SHAPES: [(usize, usize, usize, usize); 5] = [
 fn the_kernels_run_on_the_host_make_the_cpus_bytes() {
     let dir = std::env::temp_dir().join(format!("nvfp4-input-generator-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    // The sources this binary was built from, so that a carried test binary checks its own.
+    let driver_source = dir.join("input_generator_on_the_host.cpp");
+    std::fs::write(&driver_source, HOST_DRIVER_SOURCE).unwrap();
+    std::fs::write(dir.join("input_generator_kernel.cu"), KERNEL_SOURCE).unwrap();
     let driver = dir.join("input_generator_on_the_host");
     let compiler = std::env::var("CXX").unwrap_or_else(|_| "c++".to_string());
     let built = std::process::Command::new(&compiler)
         .args(["-O2", "-std=c++17", "-o"])
         .arg(&driver)
         .arg("-I")
-        .arg(common::repo_path("crates/harness/kernels/harness"))
-        .arg(common::repo_path(
-            "tests/oracle/input_generator_on_the_host.cpp",
-        ))
+        .arg(&dir)
+        .arg(&driver_source)
         .output();
     match built {
         Err(err) => {
