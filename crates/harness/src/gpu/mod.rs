@@ -1,6 +1,7 @@
 //! The GPU backend: device discovery, NVRTC compilation with a cache, the variant registry, the
 //! hardened launch, the C-ABI library loader, the determinism check's conditions and the
-//! parent's L2 reset before a worker's timed calls ([`l2`]) (timing itself is `crate::bench`'s). CUDA is loaded at run time: on a machine without
+//! parent's L2 reset before a worker's timed calls ([`l2`]) (timing itself is `crate::bench`'s),
+//! the dual GEMM's inputs made on the GPU ([`input_generator`]). CUDA is loaded at run time: on a machine without
 //! it every GPU variant reports why it cannot run. The worker processes that run each GPU kernel
 //! in isolation, and the `gpu-worker` serving loop built on this module, are in the `worker`
 //! module, which uses this one.
