@@ -19,6 +19,7 @@ mod external_kernels_gpu;
 mod gate;
 mod golden;
 mod gpu;
+mod gpu_inputs;
 mod gpu_reference;
 mod hardening;
 mod preflight;

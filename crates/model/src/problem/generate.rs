@@ -14,6 +14,9 @@ use crate::formats::{E4m3, E4m3Overflow, E4M3_MAX_CODE, E4M3_NAN_CODE, E4M3_ONE_
 use rand_chacha::ChaCha8Rng;
 use rand_core::{RngCore, SeedableRng};
 
+mod draws;
+pub use draws::{dual_gemm_draws, DualGemmDraws};
+
 /// The input distributions. See the README for what each is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -105,6 +108,7 @@ pub fn generate_dual_gemm(shape: Shape, dist: Distribution, seed: u64) -> DualGe
         return super::stagnation::dual_gemm(shape, seed);
     }
     let plan = KBlockPlan::new(shape.scale_cols(), dist, seed);
+    let [a_stream, b1_stream, b2_stream] = DUAL_GEMM_STREAMS;
     let operand = |role: Role, stream: u64| {
         let rows = if role == Role::A { shape.m } else { shape.n };
         generate_operand(
@@ -120,8 +124,13 @@ pub fn generate_dual_gemm(shape: Shape, dist: Distribution, seed: u64) -> DualGe
     };
     // Each operand has its own stream, so the three are drawn at once on the machine's cores.
     let (mut a, (mut b1, mut b2)) = rayon::join(
-        || operand(Role::A, 0),
-        || rayon::join(|| operand(Role::B, 1), || operand(Role::B, 2)),
+        || operand(Role::A, a_stream),
+        || {
+            rayon::join(
+                || operand(Role::B, b1_stream),
+                || operand(Role::B, b2_stream),
+            )
+        },
     );
     if dist == Distribution::AdversarialNan {
         for matrix in [&mut a, &mut b1, &mut b2] {
@@ -130,6 +139,9 @@ pub fn generate_dual_gemm(shape: Shape, dist: Distribution, seed: u64) -> DualGe
     }
     DualGemmInputs::new(shape, a, b1, b2).expect("generated operands match their shape")
 }
+
+/// The ChaCha streams of the dual GEMM's operands a, b1 and b2.
+pub const DUAL_GEMM_STREAMS: [u64; 3] = [0, 1, 2];
 
 /// The sign bit of a UE4M3 scale is ignored by tensor cores, and by the model: a kernel must
 /// give the same output with it set. In every adversarial-nan dual-GEMM case one scale row in
@@ -311,7 +323,7 @@ enum Role {
 /// What the adversarial distribution does with each K-block, shared by A and B so that patterns
 /// that need both operands (cancellation) line up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum KBlockMode {
+pub enum KBlockMode {
     Random,
     /// Maximal magnitudes: codes +-6 with scale 448 (one block of one A row in sixteen).
     Max,
