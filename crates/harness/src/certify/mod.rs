@@ -17,8 +17,6 @@ mod run_campaign;
 mod sequence;
 mod shrink;
 
-// The trace, as run_campaign.rs calls it (`super::trace`).
-use crate::trace::trace;
 
 // The face: what the CLI, the Python package, the examples and the tests name. Everything else
 // stays inside its room.

@@ -90,7 +90,7 @@ pub fn certify_variant(
         let class = plan.class_of(&outcome.spec);
         coverage.record(&outcome, class, seconds);
         ran.push(outcome.spec);
-        super::trace(format_args!(
+        crate::trace::trace(format_args!(
             "case {index} {} {} {class}: {:.2} s ({:?}), {}",
             outcome.spec.shape,
             outcome.spec.dist.name(),
