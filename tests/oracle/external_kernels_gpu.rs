@@ -2,7 +2,9 @@
 //! on a short campaign and its deliberately broken copy rejected. Skips, saying why, where python3
 //! has no torch or torch sees no GPU (CI). On the GPU machine without Rust: build with
 //! `cargo test --release --test oracle --no-run`, carry the test binary and nvfp4-oracle, run
-//! `NVFP4_ORACLE_BIN=./nvfp4-oracle ./oracle-<hash> external_kernels_gpu::` from the repository root.
+//! `NVFP4_ORACLE_BIN=./nvfp4-oracle ./oracle-<hash> external_kernels_gpu:: --include-ignored
+//! --test-threads 1` from the repository root (one campaign on the GPU at a time), or one test by
+//! its name per device call.
 
 use crate::common;
 
@@ -34,18 +36,35 @@ fn examples() -> PathBuf {
     }
 }
 
-#[test]
-#[ignore = "needs torch and a CUDA GPU: run with -- --include-ignored on a GPU machine"]
-fn python_examples_certified_and_their_broken_copies_rejected() {
+/// A Python example certified on a short campaign and its broken copy rejected. One test per
+/// example, so that each fits a device call of its own (the three together took over five
+/// minutes on an H100).
+fn certified_and_broken_copy_rejected(example: &str) {
     common::require_torch_gpu();
     let root = examples();
-    for example in ["torch", "triton", "cuda_inline"] {
-        let (code, text) = certify(&root.join(example).join("kernel.toml"), 30);
-        assert_eq!(code, 0, "{example} should be certified:\n{text}");
-        let (code, text) = certify(&root.join(example).join("broken/kernel.toml"), 200);
-        assert_eq!(code, 1, "{example}'s broken copy should fail:\n{text}");
-        eprintln!("{example}: certified; broken copy rejected");
-    }
+    let (code, text) = certify(&root.join(example).join("kernel.toml"), 30);
+    assert_eq!(code, 0, "{example} should be certified:\n{text}");
+    let (code, text) = certify(&root.join(example).join("broken/kernel.toml"), 200);
+    assert_eq!(code, 1, "{example}'s broken copy should fail:\n{text}");
+    eprintln!("{example}: certified; broken copy rejected");
+}
+
+#[test]
+#[ignore = "needs torch and a CUDA GPU: run with -- --include-ignored on a GPU machine"]
+fn python_example_torch_certified_and_its_broken_copy_rejected() {
+    certified_and_broken_copy_rejected("torch");
+}
+
+#[test]
+#[ignore = "needs torch and a CUDA GPU: run with -- --include-ignored on a GPU machine"]
+fn python_example_triton_certified_and_its_broken_copy_rejected() {
+    certified_and_broken_copy_rejected("triton");
+}
+
+#[test]
+#[ignore = "needs torch and a CUDA GPU: run with -- --include-ignored on a GPU machine"]
+fn python_example_cuda_inline_certified_and_its_broken_copy_rejected() {
+    certified_and_broken_copy_rejected("cuda_inline");
 }
 
 /// The CuTe DSL example (its GEMMs in CuTe DSL, warp MMAs on sm_90a), with CuTe DSL installed in
