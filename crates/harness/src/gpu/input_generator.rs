@@ -14,7 +14,7 @@
 //! in its stream. A row's length is decided by words at its own start (a wide row, an
 //! adversarial row's tail), so the starts are one sequential chain, up to three peeks a row
 //! (none for gpumode): walked on a GPU it would be one thread; on the host it is the code that
-//! defines it, one ChaCha refill a peek. The kernels check the chain (each row ends where the
+//! defines it (a peek a short way ahead reads up to its word). The kernels check the chain (each row ends where the
 //! next starts); a break is a harness error, never other bytes.
 //!
 //! Not on the GPU: the `stagnation` distribution (built whole by `problem::stagnation`, not drawn
