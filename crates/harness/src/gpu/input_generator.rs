@@ -22,6 +22,7 @@
 //! grouped and plain GEMMs are not made here either.
 
 use super::GpuError;
+use crate::kernels::interface::ABI_INPUT_KEYS;
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaSlice, CudaStream, DevicePtrMut, LaunchConfig, PushKernelArg,
@@ -252,7 +253,7 @@ impl InputGenerator {
         outputs: [DeviceBytes; 9],
     ) -> Result<(), GpuError> {
         let operands = operand_draws(shape, dist, seed)?;
-        for ((output, expected), name) in outputs.iter().zip(abi_input_lens(shape)).zip(NAMES) {
+        for ((output, expected), name) in outputs.iter().zip(abi_input_lens(shape)).zip(ABI_INPUT_KEYS) {
             if output.len != expected {
                 return Err(GpuError(format!(
                     "{name}: a buffer of {} bytes for a tensor of {expected}",
@@ -460,19 +461,6 @@ pub fn operand_draws(
     };
     Ok([operand(0)?, operand(1)?, operand(2)?])
 }
-
-/// The tensors' names in `abi_inputs()` order, for messages.
-const NAMES: [&str; 9] = [
-    "a",
-    "b1",
-    "b2",
-    "sfa_permuted",
-    "sfb1_permuted",
-    "sfb2_permuted",
-    "sfa",
-    "sfb1",
-    "sfb2",
-];
 
 fn to_u32(what: &str, value: usize) -> Result<u32, GpuError> {
     u32::try_from(value)

@@ -64,6 +64,20 @@ pub struct KernelCase {
     pub padding_fill: u8,
 }
 
+/// A dual-GEMM call's nine input tensors by their data-tuple keys, in the C ABI's order: a, b1,
+/// b2, the blocked scales, the plain scales ([`DualGemmCase::abi_inputs`]).
+pub const ABI_INPUT_KEYS: [&str; 9] = [
+    "a",
+    "b1",
+    "b2",
+    "sfa_permuted",
+    "sfb1_permuted",
+    "sfb2_permuted",
+    "sfa",
+    "sfb1",
+    "sfb2",
+];
+
 /// A dual-GEMM case, borrowed from a [`KernelCase`]: what dual-GEMM kernels read.
 #[derive(Clone, Copy)]
 pub struct DualGemmCase<'a> {
@@ -80,17 +94,18 @@ impl<'a> DualGemmCase<'a> {
     /// the plain scales.
     pub fn abi_inputs(&self) -> [(&'static str, &'a [u8]); 9] {
         let inputs = self.inputs;
-        [
-            ("a", inputs.a.data()),
-            ("b1", inputs.b1.data()),
-            ("b2", inputs.b2.data()),
-            ("sfa_permuted", self.sfa_blocked),
-            ("sfb1_permuted", self.sfb1_blocked),
-            ("sfb2_permuted", self.sfb2_blocked),
-            ("sfa", inputs.a.scales()),
-            ("sfb1", inputs.b1.scales()),
-            ("sfb2", inputs.b2.scales()),
-        ]
+        let bodies = [
+            inputs.a.data(),
+            inputs.b1.data(),
+            inputs.b2.data(),
+            self.sfa_blocked,
+            self.sfb1_blocked,
+            self.sfb2_blocked,
+            inputs.a.scales(),
+            inputs.b1.scales(),
+            inputs.b2.scales(),
+        ];
+        std::array::from_fn(|i| (ABI_INPUT_KEYS[i], bodies[i]))
     }
 }
 

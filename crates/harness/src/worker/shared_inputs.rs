@@ -23,6 +23,7 @@
 use super::protocol::SharedTensor;
 use crate::gpu::fenced::{check, FencedBuffer};
 use crate::gpu::GpuError;
+use crate::kernels::interface::ABI_INPUT_KEYS;
 use crate::kernels::KernelCase;
 use cudarc::driver::{sys, CudaSlice, CudaStream, DevicePtr};
 use nvfp4_model::problem::ProblemKind;
@@ -105,18 +106,15 @@ pub(crate) fn fenced_tensors(
 /// The tensors of a dual-GEMM call in the parent's shared memory, by their data-tuple keys
 /// ([`super::shared_inputs::device_tensors`]), in the C ABI's order: a, b1, b2, the blocked
 /// scales, the plain scales, the output.
-pub const SHARED_KEYS: [&str; 10] = [
-    "a",
-    "b1",
-    "b2",
-    "sfa_permuted",
-    "sfb1_permuted",
-    "sfb2_permuted",
-    "sfa",
-    "sfb1",
-    "sfb2",
-    "c",
-];
+pub const SHARED_KEYS: [&str; 10] = {
+    let mut keys = ["c"; 10];
+    let mut i = 0;
+    while i < ABI_INPUT_KEYS.len() {
+        keys[i] = ABI_INPUT_KEYS[i];
+        i += 1;
+    }
+    keys
+};
 
 /// The worker's side: maps the buffers the parent shares for a dual-GEMM call (`layout`, one
 /// descriptor each on `socket`, in order) and returns them in [`SHARED_KEYS`] order.
