@@ -112,7 +112,10 @@ fn the_byte_comparison_compiles() {
         return;
     }
     let ptx = nvfp4_harness::gpu::pristine::compile().unwrap_or_else(|err| panic!("{err}"));
-    assert!(ptx.to_src().contains("nvfp4_oracle_bytes_differ"), "entry missing");
+    assert!(
+        ptx.to_src().contains("nvfp4_oracle_bytes_differ"),
+        "entry missing"
+    );
 }
 
 /// On a GPU: a device copy of a fenced body matches it, and a change of one byte anywhere (the
@@ -128,7 +131,10 @@ fn a_device_copy_sees_one_changed_byte() {
         let body: Vec<u8> = (0..len).map(|i| (i * 7 + 3) as u8).collect();
         let buffer = FencedBuffer::upload(&stream, &body).unwrap();
         let copy = Pristine::of(&stream, &buffer).unwrap();
-        assert!(copy.matches(&stream, &buffer).unwrap(), "{len}: unchanged body");
+        assert!(
+            copy.matches(&stream, &buffer).unwrap(),
+            "{len}: unchanged body"
+        );
         let mut read = vec![0u8; len];
         copy.download_into(&stream, &mut read).unwrap();
         assert_eq!(read, body, "{len}: the copy's bytes");
@@ -138,7 +144,10 @@ fn a_device_copy_sees_one_changed_byte() {
             changed[at] ^= 0x40;
             buffer.write_body(&stream, &changed).unwrap();
             stream.synchronize().unwrap();
-            assert!(!copy.matches(&stream, &buffer).unwrap(), "{len}: byte {at} changed");
+            assert!(
+                !copy.matches(&stream, &buffer).unwrap(),
+                "{len}: byte {at} changed"
+            );
             buffer.write_body(&stream, &body).unwrap();
             stream.synchronize().unwrap();
             assert!(copy.matches(&stream, &buffer).unwrap(), "{len}: restored");

@@ -17,7 +17,6 @@ mod run_campaign;
 mod sequence;
 mod shrink;
 
-
 // The face: what the CLI, the Python package, the examples and the tests name. Everything else
 // stays inside its room.
 pub use campaign::cases::{

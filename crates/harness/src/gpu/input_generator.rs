@@ -253,7 +253,11 @@ impl InputGenerator {
         outputs: [DeviceBytes; 9],
     ) -> Result<(), GpuError> {
         let operands = operand_draws(shape, dist, seed)?;
-        for ((output, expected), name) in outputs.iter().zip(abi_input_lens(shape)).zip(ABI_INPUT_KEYS) {
+        for ((output, expected), name) in outputs
+            .iter()
+            .zip(abi_input_lens(shape))
+            .zip(ABI_INPUT_KEYS)
+        {
             if output.len != expected {
                 return Err(GpuError(format!(
                     "{name}: a buffer of {} bytes for a tensor of {expected}",

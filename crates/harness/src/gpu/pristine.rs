@@ -49,7 +49,11 @@ impl Pristine {
 
     /// Whether `buffer`'s body holds the copy's bytes now, compared on the device: one flag
     /// comes back.
-    pub fn matches(&self, stream: &Arc<CudaStream>, buffer: &FencedBuffer) -> Result<bool, GpuError> {
+    pub fn matches(
+        &self,
+        stream: &Arc<CudaStream>,
+        buffer: &FencedBuffer,
+    ) -> Result<bool, GpuError> {
         let n = buffer.body_len() as u64;
         if n == 0 {
             return Ok(true);
@@ -78,7 +82,11 @@ impl Pristine {
     }
 
     /// The copy's bytes, into `bytes` (its length).
-    pub fn download_into(&self, stream: &Arc<CudaStream>, bytes: &mut [u8]) -> Result<(), GpuError> {
+    pub fn download_into(
+        &self,
+        stream: &Arc<CudaStream>,
+        bytes: &mut [u8],
+    ) -> Result<(), GpuError> {
         if bytes.is_empty() {
             return Ok(());
         }
@@ -94,7 +102,9 @@ impl Pristine {
 /// parent has one).
 fn compare_function(stream: &Arc<CudaStream>) -> Result<CudaFunction, GpuError> {
     static LOADED: Mutex<Option<Result<CudaFunction, String>>> = Mutex::new(None);
-    let mut loaded = LOADED.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut loaded = LOADED
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     if loaded.is_none() {
         *loaded = Some(load_compare_function(stream));
     }

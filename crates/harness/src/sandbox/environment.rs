@@ -116,7 +116,10 @@ fn env_with(home: &Path, passed: &[String]) -> Vec<(String, String)> {
     // spin four times as many threads as there are cores (the torch example's small cases ran
     // 3.3 times slower four at once than alone on an H100 x4 host).
     if !env.iter().any(|(name, _)| name == OMP_THREADS) {
-        env.push((OMP_THREADS.into(), crate::cores::budget().threads.to_string()));
+        env.push((
+            OMP_THREADS.into(),
+            crate::cores::budget().threads.to_string(),
+        ));
     }
     env.sort();
     env

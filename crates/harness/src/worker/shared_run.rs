@@ -24,10 +24,11 @@ use super::parent::{fp16_bytes, Worker};
 use super::protocol::{CaseFiles, Reply, Request, SharedTensor};
 use super::shared_inputs::{map_dual_gemm_tensors, send_fds, SHARED_KEYS};
 use crate::gpu::fenced::FencedBuffer;
-use crate::gpu::pristine::Pristine;
 use crate::gpu::launch::LaunchBuffers;
 use crate::gpu::library::lmn_into_mnl;
+use crate::gpu::pristine::Pristine;
 use crate::kernels::{KernelCase, KernelFailure};
+use crate::trace::trace;
 use cudarc::driver::CudaStream;
 use half::f16;
 use nvfp4_model::problem::{ProblemKind, POISON};
@@ -35,7 +36,6 @@ use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
-use crate::trace::trace;
 
 /// A dual-GEMM case whose inputs take at least this many bytes runs on shared memory; a
 /// smaller one on files (ten exportable allocations cost more than a few small files).
