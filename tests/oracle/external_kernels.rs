@@ -796,11 +796,16 @@ fn a_batch_is_timed_by_the_parents_clock_and_every_output_is_judged() {
                     lone_batches: 2,
                     timeout: Duration::from_secs(10),
                 },
-                |b, i| fresh(100 + (b * SLOTS + i) as u64),
-                |b, i, case, output| {
-                    let a = case.inputs.operands()[0].1.data().to_vec();
-                    judged.push((b, i, output == a[..output.len()]));
-                },
+                &mut nvfp4_harness::bench::batch_inputs::HostInputs::new(
+                    &slots,
+                    |b, i| fresh(100 + (b * SLOTS + i) as u64),
+                    |b, i, case, output| {
+                        let a = case.inputs.operands()[0].1.data().to_vec();
+                        let right = output == a[..output.len()];
+                        judged.push((b, i, right));
+                        usize::from(!right)
+                    },
+                ),
             )
             .unwrap();
         assert_eq!(
@@ -809,6 +814,23 @@ fn a_batch_is_timed_by_the_parents_clock_and_every_output_is_judged() {
             "{mode}: 3 batches of {SLOTS} calls and 2 lone-call batches, every output"
         );
         let wrong: Vec<_> = judged.iter().filter(|(_, _, right)| !right).collect();
+        assert_eq!(
+            batch.judged,
+            5 * SLOTS,
+            "{mode}: the run counts every judged output"
+        );
+        assert_eq!(
+            batch
+                .wrong
+                .iter()
+                .map(|call| (call.batch, call.slot, call.elements))
+                .collect::<Vec<_>>(),
+            wrong
+                .iter()
+                .map(|(b, i, _)| (*b, *i, 1))
+                .collect::<Vec<_>>(),
+            "{mode}: the run names each wrong call as the judge found it"
+        );
         if mode == "time-lazy-batch" {
             // One call a batch left its poison: each batch's middle call, found every time.
             let middle = SLOTS / 2;

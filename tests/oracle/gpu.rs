@@ -255,3 +255,124 @@ fn a_hostile_library_on_shared_memory_is_caught() {
         Err(failure) => eprintln!("side stream: {failure:?}"),
     }
 }
+
+/// On a GPU: a dual GEMM's batch made on the device holds the CPU's bytes in every slot (the
+/// output poisoned), and the judge on the device counts, slot by slot, the elements the CPU
+/// model's judge finds wrong: an honest output (0), one element off, the poison left, and a
+/// kernel that zeroed its input `a` and answered for zeros (its inputs' reference would accept
+/// that: the judge's own copy of the inputs does not).
+#[test]
+#[ignore = "needs a CUDA GPU: cargo test --release --test oracle gpu:: -- --include-ignored"]
+fn a_batch_made_and_judged_on_the_device_is_the_hosts() {
+    use half::f16;
+    use nvfp4_harness::bench::batch::BatchMemory;
+    use nvfp4_harness::bench::batch_inputs::{BatchInputs, DeviceInputs, WrongCall};
+    use nvfp4_harness::gpu::exact_reference::GpuReference;
+    use nvfp4_harness::kernels::KernelCase;
+    use nvfp4_harness::worker::shared_inputs::device_tensors;
+    use nvfp4_model::compare::{judge, OutputShape};
+    use nvfp4_model::model::bounds::KOrder;
+    use nvfp4_model::model::problem_reference;
+    use nvfp4_model::problem::generate::generate_dual_gemm;
+    use nvfp4_model::problem::{Distribution, ProblemInputs, Shape};
+    const SLOTS: usize = 4;
+    let reference = GpuReference::new().expect("the GPU reference");
+    // L > 1: the output's [L][M][N] storage against the reference's [M][N][L].
+    for (m, n, k, l) in [(128, 256, 512, 1), (40, 72, 96, 3)] {
+        let shape = Shape::new(m, n, k, l).unwrap();
+        let case_of =
+            |seed| KernelCase::new(generate_dual_gemm(shape, Distribution::Gpumode, seed), 0);
+        let memory = BatchMemory::new(&case_of(0), SLOTS).unwrap();
+        let seed = |b: usize, i: usize| 1000 + (b * SLOTS + i) as u64;
+        let mut inputs = DeviceInputs::new(&memory, &reference, shape, seed).unwrap();
+        let output_tensor = device_tensors(&case_of(0)).unwrap().len() - 1;
+        let lmn = |mnl: &[f16]| {
+            let mut out = vec![0u8; mnl.len() * 2];
+            for (i, value) in mnl.iter().enumerate() {
+                let (mm, nn, ll) = (i / (n * l), (i / l) % n, i % l);
+                let at = (ll * m + mm) * n + nn;
+                out[2 * at..2 * at + 2].copy_from_slice(&value.to_bits().to_le_bytes());
+            }
+            out
+        };
+        for b in 0..2 {
+            inputs.fill(b).unwrap();
+            let mut host_failed = Vec::new();
+            for slot in 0..SLOTS {
+                let case = case_of(seed(b, slot));
+                for (tensor, (key, bytes)) in device_tensors(&case).unwrap().iter().enumerate() {
+                    assert!(
+                        memory.read_slot(tensor, slot).unwrap() == *bytes,
+                        "{shape} batch {b} slot {slot}: {key} is not the CPU's"
+                    );
+                }
+                let ProblemInputs::DualGemm(dual) = &case.inputs else {
+                    unreachable!()
+                };
+                let truth = problem_reference(&case.inputs, KOrder::Contiguous);
+                let mut answer = truth.expected.clone();
+                match slot {
+                    0 => {}
+                    // NaN where no NaN scale contributed (GPU MODE's inputs have none).
+                    1 => {
+                        let middle = answer.len() / 2;
+                        answer[middle] = f16::NAN;
+                    }
+                    2 => answer = vec![nvfp4_model::problem::POISON; answer.len()],
+                    _ => {
+                        // The kernel zeroes its `a` and answers for the zeroed inputs.
+                        let mut zeroed = dual.clone();
+                        let a_tensor = 0;
+                        let zeros = vec![0u8; memory.read_slot(a_tensor, slot).unwrap().len()];
+                        memory.write_slot(a_tensor, slot, &zeros).unwrap();
+                        zeroed.a = nvfp4_model::problem::BlockScaledMatrix::new(
+                            "a",
+                            m,
+                            k,
+                            l,
+                            zeros,
+                            zeroed.a.scales().to_vec(),
+                        )
+                        .unwrap();
+                        answer =
+                            problem_reference(&ProblemInputs::DualGemm(zeroed), KOrder::Contiguous)
+                                .expected;
+                    }
+                }
+                if slot != 2 {
+                    memory
+                        .write_slot(output_tensor, slot, &lmn(&answer))
+                        .unwrap();
+                }
+                let verdict = judge(
+                    OutputShape { m, n, l },
+                    &answer,
+                    &truth.expected,
+                    &truth.lo,
+                    &truth.hi,
+                );
+                host_failed.push(verdict.failed);
+            }
+            assert_eq!(host_failed[0], 0, "{shape}: the honest answer passes");
+            assert_eq!(host_failed[1], 1, "{shape}: one element off");
+            assert_eq!(host_failed[2], m * n * l, "{shape}: the poison left");
+            assert!(
+                host_failed[3] > 0,
+                "{shape}: the zeroed input's answer is wrong"
+            );
+            let expected: Vec<WrongCall> = (0..SLOTS)
+                .filter(|&slot| host_failed[slot] > 0)
+                .map(|slot| WrongCall {
+                    batch: b,
+                    slot,
+                    elements: host_failed[slot],
+                })
+                .collect();
+            assert_eq!(
+                inputs.judge(b).unwrap(),
+                expected,
+                "{shape} batch {b}: the device's judge against the host's"
+            );
+        }
+    }
+}

@@ -448,3 +448,46 @@ extern "C" __global__ void __launch_bounds__(THREADS_X * THREADS_Y)
     }
   if (any_unbounded) atomicOr(unbounded, 1);
 }
+
+// An output judged against the reference above where both lie, on the device: the model's rule
+// (`accepted_bits` in the model's compare module), element by element. Where lo or hi is NaN
+// (a NaN scale contributed) only a NaN is accepted; otherwise a number in [lo, hi] in fp16's
+// order, -0 and +0 one value. `got` is stored [L][M][N] (GPU MODE's storage) when lmn is 1,
+// else as the reference, [M][N][L]. Adds the failing elements to *failed and lowers *first to
+// the least failing index in the reference's order; only those two numbers go back to the host.
+__device__ __forceinline__ bool fp16_is_nan(u16 bits) { return (bits & 0x7FFF) > 0x7C00; }
+__device__ __forceinline__ int fp16_order(u16 bits) {
+  const int magnitude = bits & 0x7FFF;
+  return (bits & 0x8000) ? -magnitude : magnitude;
+}
+
+extern "C" __global__ void nvfp4_oracle_judge_output(const u16* got, const u16* lo, const u16* hi,
+                                                     int m, int n, int batches, int lmn,
+                                                     unsigned long long* failed,
+                                                     unsigned long long* first) {
+  const unsigned long long total = (unsigned long long)m * n * batches;
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  unsigned long long mine = 0, least = ~0ull;
+  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
+       i < total; i += stride) {
+    // i in the reference's order [M][N][L].
+    unsigned long long at = i;
+    if (lmn) {
+      const unsigned long long l = i % batches, mn = i / batches;
+      at = l * ((unsigned long long)m * n) + mn;
+    }
+    const u16 g = got[at], low = lo[i], high = hi[i];
+    const bool nan_required = fp16_is_nan(low) || fp16_is_nan(high);
+    const int o = fp16_order(g);
+    const bool inside = !fp16_is_nan(g) && fp16_order(low) <= o && o <= fp16_order(high);
+    const bool accepted = nan_required ? fp16_is_nan(g) : inside;
+    if (!accepted) {
+      ++mine;
+      if (i < least) least = i;
+    }
+  }
+  if (mine != 0) {
+    atomicAdd(failed, mine);
+    atomicMin(first, least);
+  }
+}

@@ -15,7 +15,9 @@
 //! time as the parent sees it.
 
 use super::batch_clock::BatchClock;
+use super::batch_inputs::{BatchInputs, WrongCall};
 use crate::gpu::fenced::{check, FencedBuffer};
+use crate::gpu::input_generator::DeviceBytes;
 use crate::gpu::l2::CacheReset;
 use crate::gpu::GpuError;
 use crate::kernels::{KernelCase, KernelFailure};
@@ -91,6 +93,60 @@ impl BatchMemory {
             slots,
         })
     }
+
+    /// The stream its buffers were filled on (the parent's context's default stream).
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Where slot `slot` of tensor `tensor` (layout order) lies: one call's bytes.
+    pub fn slot(&self, tensor: usize, slot: usize) -> DeviceBytes {
+        let len = self.layout[tensor].len;
+        assert!(slot < self.slots, "slot {slot} of {}", self.slots);
+        DeviceBytes {
+            ptr: self.buffers[tensor].body_ptr() + (slot * slot_stride(len)) as u64,
+            len,
+        }
+    }
+
+    fn bind(&self) -> Result<(), GpuError> {
+        self.stream
+            .context()
+            .bind_to_thread()
+            .map_err(|e| GpuError(e.to_string()))
+    }
+
+    /// Slot `slot` of tensor `tensor`, read back.
+    pub fn read_slot(&self, tensor: usize, slot: usize) -> Result<Vec<u8>, GpuError> {
+        self.bind()?;
+        let at = self.slot(tensor, slot);
+        let mut bytes = vec![0u8; at.len];
+        // SAFETY: the slot lies inside the body; `bytes` holds its length.
+        check("cuMemcpyDtoH", unsafe {
+            sys::cuMemcpyDtoH_v2(bytes.as_mut_ptr().cast(), at.ptr, bytes.len())
+        })?;
+        Ok(bytes)
+    }
+
+    /// Writes `bytes` (one call's length) into slot `slot` of tensor `tensor` and waits.
+    pub fn write_slot(&self, tensor: usize, slot: usize, bytes: &[u8]) -> Result<(), GpuError> {
+        self.bind()?;
+        let at = self.slot(tensor, slot);
+        if bytes.len() != at.len {
+            return Err("a batch's case is not shaped like the first".into());
+        }
+        // SAFETY: the slot lies inside the body and holds `bytes.len()`; the host bytes outlive
+        // the copy (synchronized below).
+        check("cuMemcpyHtoDAsync", unsafe {
+            sys::cuMemcpyHtoDAsync_v2(
+                at.ptr,
+                bytes.as_ptr().cast(),
+                bytes.len(),
+                self.stream.cu_stream(),
+            )
+        })?;
+        self.stream.synchronize().map_err(GpuError::from)
+    }
 }
 
 impl BatchSlots for BatchMemory {
@@ -113,52 +169,23 @@ impl BatchSlots for BatchMemory {
     }
 
     fn write(&self, cases: &[KernelCase]) -> Result<(), GpuError> {
-        self.stream
-            .context()
-            .bind_to_thread()
-            .map_err(|e| e.to_string())?;
         for (slot, case) in cases.iter().enumerate() {
             let tensors = device_tensors(case).ok_or("a grouped GEMM case")?;
-            for ((key, bytes), (buffer, t)) in
-                tensors.iter().zip(self.buffers.iter().zip(&self.layout))
-            {
-                if *key != t.key || bytes.len() != t.len {
+            for (tensor, ((key, bytes), t)) in tensors.iter().zip(&self.layout).enumerate() {
+                if *key != t.key {
                     return Err("a batch's case is not shaped like the first".into());
                 }
-                let at = buffer.body_ptr() + (slot * slot_stride(t.len)) as u64;
-                // SAFETY: slot `slot` of this tensor lies inside the body (slots - 1 strides
-                // and one length); the host bytes outlive the copy (synchronized below).
-                check("cuMemcpyHtoDAsync", unsafe {
-                    sys::cuMemcpyHtoDAsync_v2(
-                        at,
-                        bytes.as_ptr().cast(),
-                        bytes.len(),
-                        self.stream.cu_stream(),
-                    )
-                })?;
+                self.write_slot(tensor, slot, bytes)?;
             }
-            // The host bytes of this case are dropped at the end of the iteration.
-            self.stream.synchronize().map_err(GpuError::from)?;
         }
         Ok(())
     }
 
     fn output(&self, slot: usize) -> Result<Vec<u8>, GpuError> {
-        let (buffer, t) = match (self.buffers.last(), self.layout.last()) {
-            (Some(b), Some(t)) if t.key == "c" => (b, t),
-            _ => return Err("the batch's tensors end with no output".into()),
-        };
-        let mut bytes = vec![0u8; t.len];
-        self.stream
-            .context()
-            .bind_to_thread()
-            .map_err(|e| e.to_string())?;
-        let at = buffer.body_ptr() + (slot * slot_stride(t.len)) as u64;
-        // SAFETY: the slot lies inside the body; `bytes` holds its length.
-        check("cuMemcpyDtoH", unsafe {
-            sys::cuMemcpyDtoH_v2(bytes.as_mut_ptr().cast(), at, bytes.len())
-        })?;
-        Ok(bytes)
+        match self.layout.last() {
+            Some(t) if t.key == "c" => self.read_slot(self.layout.len() - 1, slot),
+            _ => Err("the batch's tensors end with no output".into()),
+        }
     }
 }
 
@@ -171,6 +198,9 @@ pub struct BatchRun {
     pub worker: TimedCalls,
     /// The CUDA events around each call of the lone-call batches (its word, for diagnosis).
     pub lone_samples_us: Vec<f64>,
+    /// Every call's output was judged: those that were wrong, and how many were judged.
+    pub wrong: Vec<WrongCall>,
+    pub judged: usize,
 }
 
 fn crashed(what: impl std::fmt::Display) -> KernelFailure {
@@ -200,17 +230,15 @@ pub struct BatchPlan<'a> {
 
 /// Times `plan.batches` batches of `memory.slots()` calls of the kernel served by `kernel`
 /// against the same requests without it served by `baseline` (both have served a per-call
-/// timing before: their warm-up is done). Batch b's slot i gets `make_case(b, i)`; after each
-/// batch `judge(b, i, case, output bytes)` sees every slot's output.
+/// timing before: their warm-up is done). `inputs` fills every slot before each batch and
+/// judges every slot's output after it.
 pub fn time_batches(
     kernel: &mut Worker,
     baseline: &mut Worker,
     l2: &mut dyn CacheReset,
     plan: &BatchPlan<'_>,
-    make_case: impl Fn(usize, usize) -> KernelCase + Sync,
-    mut judge: impl FnMut(usize, usize, &KernelCase, Vec<u8>),
+    inputs: &mut dyn BatchInputs,
 ) -> Result<BatchRun, KernelFailure> {
-    use rayon::prelude::*;
     let BatchPlan {
         memory,
         described,
@@ -267,19 +295,20 @@ pub fn time_batches(
         other_threads: Vec::new(),
     };
     let mut lone_samples_us = Vec::new();
+    let mut wrong = Vec::new();
     for b in 0..batches + lone_batches {
         let lone = b >= batches;
-        let cases: Vec<KernelCase> = (0..slots)
-            .into_par_iter()
-            .map(|i| make_case(b, i))
-            .collect();
-        memory.write(&cases).map_err(crashed)?;
-        let (reply, took) = timed(kernel, l2, false, lone)?;
+        let filled = Instant::now();
+        inputs
+            .fill(b)
+            .map_err(|why| crashed(format!("filling batch {b}: {why}")))?;
+        let filled = filled.elapsed().as_secs_f64();
+        let (reply, kernel_took) = timed(kernel, l2, false, lone)?;
         if lone {
-            clock.lone_kernel_batch_us.push(took);
+            clock.lone_kernel_batch_us.push(kernel_took);
             lone_samples_us.extend(reply.samples_us);
         } else {
-            clock.kernel_batch_us.push(took);
+            clock.kernel_batch_us.push(kernel_took);
             worker.samples_us.extend(reply.samples_us);
             worker.after_end_us.extend(reply.after_end_us);
         }
@@ -292,12 +321,19 @@ pub fn time_batches(
         } else {
             clock.baseline_batch_us.push(took);
         }
-        for (i, case) in cases.iter().enumerate() {
-            let output = memory
-                .output(i)
-                .map_err(|why| crashed(format!("reading batch {b} call {i}'s output: {why}")))?;
-            judge(b, i, case, output);
-        }
+        let judged = Instant::now();
+        wrong.extend(
+            inputs
+                .judge(b)
+                .map_err(|why| crashed(format!("judging batch {b}: {why}")))?,
+        );
+        crate::trace::trace(format_args!(
+            "batch {b}{} of {slots} calls: {filled:.3} s filling, {:.3} s the kernel's request, \
+             {:.3} s judging",
+            if lone { " (lone calls)" } else { "" },
+            kernel_took / 1e6,
+            judged.elapsed().as_secs_f64(),
+        ));
     }
     kernel.spin_while_waiting(false);
     baseline.spin_while_waiting(false);
@@ -305,5 +341,7 @@ pub fn time_batches(
         clock,
         worker,
         lone_samples_us,
+        wrong,
+        judged: (batches + lone_batches) * slots,
     })
 }

@@ -10,6 +10,7 @@ use super::batch_clock::{
     choose_slots, latency_finding, lone_finding, median, wrong_outputs_finding, BATCHES,
     LONE_BATCHES,
 };
+use super::batch_inputs::{DeviceInputs, HostInputs};
 use super::judge::{f16_values, OutputJudge};
 use super::report::{regime_covered, trusted, BatchRow, BenchReport, Clocks, Judged};
 use super::roofline::{self, below_floor_finding};
@@ -368,8 +369,6 @@ fn time_in_batches(
         .map_err(|why| KernelFailure::Crashed(format!("the batch's memory: {why}")))?;
     let slots = choice.slots;
     let seed = |b: usize, i: usize| first_seed + (b * slots + i) as u64;
-    let mut wrong = Vec::new();
-    let mut judged = 0;
     let described = CaseFiles::describe(first_case, Path::new(""));
     let plan = BatchPlan {
         memory: &memory,
@@ -380,26 +379,60 @@ fn time_in_batches(
         timeout: (per_call * 2 + Duration::from_millis(10)) * slots as u32
             + Duration::from_secs(30),
     };
-    let batch = kernel.time_batches(
-        l2,
-        &plan,
-        |b, i| KernelCase::new(bench_shape.inputs(problem, seed(b, i)), 0),
-        |b, i, case, bytes| {
-            judged += 1;
-            let d = &described;
-            let shape = Shape {
-                m: d.m,
-                n: d.n,
-                k: d.k,
-                l: d.l,
-            };
-            let output = f16_values(&crate::gpu::library::lmn_to_mnl(bytes, shape));
-            let failed = judge.failed_elements(&case.inputs, &output);
-            if failed > 0 {
-                wrong.push((format!("batch {b} call {i} (seed {})", seed(b, i)), failed));
+    let shape = Shape {
+        m: described.m,
+        n: described.n,
+        k: described.k,
+        l: described.l,
+    };
+    // A dual GEMM's inputs made and its outputs judged on the GPU where the GPU reference takes
+    // the shape; otherwise (another problem, no GPU reference, or the generator would not load)
+    // on the host.
+    let on_device = judge
+        .gpu()
+        .filter(|gpu| {
+            problem == ProblemKind::DualGemm && gpu.declines(&first_case.inputs).is_none()
+        })
+        .and_then(|gpu| match DeviceInputs::new(&memory, gpu, shape, seed) {
+            Ok(inputs) => Some(inputs),
+            Err(why) => {
+                crate::trace::trace(format_args!(
+                    "{shape}: batches made and judged on the host: {why}"
+                ));
+                None
             }
-        },
-    )?;
+        });
+    let batch = match on_device {
+        Some(mut inputs) => kernel.time_batches(l2, &plan, &mut inputs)?,
+        None => kernel.time_batches(
+            l2,
+            &plan,
+            &mut HostInputs::new(
+                &memory,
+                |b, i| KernelCase::new(bench_shape.inputs(problem, seed(b, i)), 0),
+                |_, _, case, bytes| {
+                    let output = f16_values(&crate::gpu::library::lmn_to_mnl(bytes, shape));
+                    judge.failed_elements(&case.inputs, &output)
+                },
+            ),
+        )?,
+    };
+    let wrong = batch
+        .wrong
+        .iter()
+        .map(|call| {
+            (
+                format!(
+                    "batch {} call {} (seed {})",
+                    call.batch,
+                    call.slot,
+                    seed(call.batch, call.slot)
+                ),
+                call.elements,
+            )
+        })
+        .collect();
+    let judged = batch.judged;
     let figures_us = batch.clock.per_call_us();
     let per_call_us = median(&figures_us).unwrap_or(0.0);
     let lone_us = batch.clock.lone_us();

@@ -22,6 +22,11 @@ impl OutputJudge {
         }
     }
 
+    /// The GPU reference, if it loaded: what judges a batch's outputs on the device.
+    pub fn gpu(&self) -> Option<&GpuReference> {
+        self.gpu.as_ref()
+    }
+
     /// Where references are computed, in words (for the report).
     pub fn reference_engine(&self) -> &'static str {
         if self.gpu.is_some() {

@@ -5,6 +5,7 @@
 //! methods of its kernel are bench's.
 
 use super::batch::{time_batches, BatchPlan, BatchRun};
+use super::batch_inputs::BatchInputs;
 use super::per_call::{time_against_baseline, TimedRun, TimingPlan};
 use crate::kernels::{KernelCase, KernelFailure};
 use crate::worker::parent::OUTPUTS;
@@ -84,8 +85,7 @@ impl IsolatedKernel {
         &self,
         l2: &mut dyn crate::gpu::l2::CacheReset,
         plan: &BatchPlan<'_>,
-        make_case: impl Fn(usize, usize) -> KernelCase + Sync,
-        judge: impl FnMut(usize, usize, &KernelCase, Vec<u8>),
+        inputs: &mut dyn BatchInputs,
     ) -> Result<BatchRun, KernelFailure> {
         let Some(baseline) = &self.baseline else {
             return Err(KernelFailure::Crashed(
@@ -99,7 +99,7 @@ impl IsolatedKernel {
                 "a batch needs the workers of a per-call timing".into(),
             ));
         };
-        let result = time_batches(kernel, null, l2, plan, make_case, judge);
+        let result = time_batches(kernel, null, l2, plan, inputs);
         if result.is_err() {
             *slot = None;
             *baseline_slot = None;

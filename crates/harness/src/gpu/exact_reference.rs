@@ -10,21 +10,32 @@
 //! [`crate::certify::reference_engine`] compares this reference with the CPU model on rows of
 //! every case it computes; a difference is a harness error. It never runs in a worker: no code
 //! of the kernel's shares its process or its context.
+//!
+//! Where the inputs and the output are on the device already (bench's batches), the reference
+//! is computed from device memory and kept there ([`GpuReference::dual_gemm_on_device`]), and
+//! the output judged against it there by the model's rule
+//! ([`GpuReference::failed_elements_on_device`]): two numbers come back, not three fp16 arrays.
 
 use super::GpuError;
-use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, LaunchConfig, PushKernelArg};
+use cudarc::driver::sys::CUdeviceptr;
+use cudarc::driver::{
+    CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
+};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 use half::f16;
 use half::vec::HalfBitsVecExt;
 use nvfp4_model::model::bounds::KOrder;
 use nvfp4_model::model::exact_grid::MAX_I64_BLOCKS;
 use nvfp4_model::model::Reference;
-use nvfp4_model::problem::{BlockScaledMatrix, ProblemInputs, SCALE_BLOCK};
+use nvfp4_model::problem::{BlockScaledMatrix, ProblemInputs, Shape, SCALE_BLOCK};
 use rayon::iter::ParallelExtend;
 use std::sync::Arc;
 
 const SOURCE: &str = include_str!("../../kernels/harness/exact_reference_kernel.cu");
 const KERNEL: &str = "nvfp4_oracle_exact_reference";
+const JUDGE_KERNEL: &str = "nvfp4_oracle_judge_output";
+/// The output judge's grid: enough CTAs of 256 threads to keep every SM's loads in flight.
+const JUDGE_GRID: (u32, u32) = (1024, 256);
 /// The kernel's output tile and threads (TILE_M, TILE_N, THREADS_X, THREADS_Y in the source).
 const TILE: u32 = 32;
 const THREADS: (u32, u32) = (16, 16);
@@ -75,6 +86,7 @@ pub fn compile() -> Result<Ptx, GpuError> {
 pub struct GpuReference {
     stream: Arc<CudaStream>,
     function: CudaFunction,
+    judge: CudaFunction,
     device: String,
 }
 
@@ -96,9 +108,13 @@ impl GpuReference {
         let function = module
             .load_function(KERNEL)
             .map_err(|err| err.to_string())?;
+        let judge = module
+            .load_function(JUDGE_KERNEL)
+            .map_err(|err| err.to_string())?;
         Ok(GpuReference {
             stream: ctx.new_stream().map_err(|err| err.to_string())?,
             function,
+            judge,
             device: info.describe(),
         })
     }
@@ -179,8 +195,7 @@ impl GpuReference {
         order: KOrder,
     ) -> Result<Reference, GpuError> {
         let (m, n, blocks) = (a.rows(), bs[0].rows(), a.k() / SCALE_BLOCK);
-        let elements = m * n * batches;
-        if elements == 0 {
+        if m * n * batches == 0 {
             return Ok(Reference {
                 expected: vec![],
                 lo: vec![],
@@ -188,10 +203,7 @@ impl GpuReference {
             });
         }
         let stream = &self.stream;
-        stream
-            .context()
-            .bind_to_thread()
-            .map_err(gpu("binding the reference's context"))?;
+        bind(stream)?;
         let upload = |bytes: &[u8]| {
             stream
                 .clone_htod(bytes)
@@ -208,9 +220,155 @@ impl GpuReference {
             None
         };
         let (b2_data, b2_scales) = b2.as_ref().map_or((&b1_data, &b1_scales), |(d, s)| (d, s));
+        let operand = |data: &CudaSlice<u8>, scales: &CudaSlice<u8>| DeviceOperand {
+            data: data.device_ptr(stream).0,
+            scales: scales.device_ptr(stream).0,
+        };
+        let operands = [
+            operand(&a_data, &a_scales),
+            operand(&b1_data, &b1_scales),
+            operand(b2_data, b2_scales),
+        ];
+        let dims = ReferenceDims {
+            m,
+            n,
+            blocks,
+            batches,
+        };
+        // SAFETY: the operands are the uploads above, alive until `compute` has synchronized.
+        let reference = unsafe { self.compute(operands, dims, problem, order) }?;
+        let download = |slice: &CudaSlice<u16>| -> Result<Vec<f16>, GpuError> {
+            // Into memory written first on every core: a copy into fresh pages faults each in
+            // on the way, one thread at a time (the 2^30-output case's three arrays are
+            // 6 GB).
+            let mut bits = Vec::new();
+            bits.par_extend(rayon::iter::repeat_n(0u16, slice.len()));
+            stream
+                .memcpy_dtoh(slice, &mut bits)
+                .map_err(gpu("reading the reference back"))?;
+            stream
+                .synchronize()
+                .map_err(gpu("reading the reference back"))?;
+            // The same bits as f16 in place (f16 is a u16 underneath): no second array.
+            Ok(bits.reinterpret_into())
+        };
+        Ok(Reference {
+            expected: download(&reference.expected)?,
+            lo: download(&reference.lo)?,
+            hi: download(&reference.hi)?,
+        })
+    }
+
+    /// The dual GEMM's reference of operands already in device memory of this reference's
+    /// context, kept there for [`GpuReference::failed_elements_on_device`]. The caller checks
+    /// [`GpuReference::declines`]-style limits first: K past the 64-bit proof is an error here.
+    ///
+    /// # Safety
+    /// Each operand's `data` and `scales` must point at the packed data and plain scales of a
+    /// `shape` operand (a: M rows, b1 and b2: N rows, every batch) in this context's memory,
+    /// unchanged until this returns.
+    pub unsafe fn dual_gemm_on_device(
+        &self,
+        shape: Shape,
+        operands: [DeviceOperand; 3],
+        order: KOrder,
+    ) -> Result<DeviceReference, GpuError> {
+        let blocks = shape.k / SCALE_BLOCK;
+        if blocks > MAX_I64_BLOCKS {
+            return Err(GpuError(format!(
+                "K = {} is past the GPU reference's depth",
+                shape.k
+            )));
+        }
+        bind(&self.stream)?;
+        let dims = ReferenceDims {
+            m: shape.m,
+            n: shape.n,
+            blocks,
+            batches: shape.l,
+        };
+        // SAFETY: the caller's promise.
+        unsafe { self.compute(operands, dims, PROBLEM_DUAL_GEMM, order) }
+    }
+
+    /// How many elements of the output at `output` (fp16, `[L][M][N]` when `lmn`, else the
+    /// reference's `[M][N][L]`) the reference does not accept, and the first of them in the
+    /// reference's order, judged on the device by the model's rule: two numbers come back.
+    ///
+    /// # Safety
+    /// `output` must point at the reference's element count of fp16 values in this context's
+    /// memory.
+    pub unsafe fn failed_elements_on_device(
+        &self,
+        reference: &DeviceReference,
+        output: CUdeviceptr,
+        lmn: bool,
+    ) -> Result<(u64, Option<u64>), GpuError> {
+        let stream = &self.stream;
+        bind(stream)?;
+        let ReferenceDims { m, n, batches, .. } = reference.dims;
+        if m * n * batches == 0 {
+            return Ok((0, None));
+        }
+        let mut counts = stream
+            .clone_htod(&[0u64, u64::MAX])
+            .map_err(gpu("allocating the judge's counts"))?;
+        // [failed, first]: two u64 at `counts_ptr` and 8 bytes past it.
+        let (counts_ptr, record) = counts.device_ptr_mut(stream);
+        let (failed_ptr, first_ptr) = (counts_ptr, counts_ptr + 8);
+        let (m32, n32, batches32, lmn32) = (m as i32, n as i32, batches as i32, i32::from(lmn));
+        let mut launch = stream.launch_builder(&self.judge);
+        launch
+            .arg(&output)
+            .arg(&reference.lo)
+            .arg(&reference.hi)
+            .arg(&m32)
+            .arg(&n32)
+            .arg(&batches32)
+            .arg(&lmn32)
+            .arg(&failed_ptr)
+            .arg(&first_ptr);
+        let config = LaunchConfig {
+            grid_dim: (JUDGE_GRID.0, 1, 1),
+            block_dim: (JUDGE_GRID.1, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the kernel's arguments in its order; every index is below m * n * batches,
+        // the length of lo, hi and (the caller's promise) the output.
+        unsafe { launch.launch(config) }.map_err(gpu("launching the output judge"))?;
+        drop(record);
+        let back = stream
+            .clone_dtoh(&counts)
+            .map_err(gpu("reading the judge's counts"))?;
+        stream
+            .synchronize()
+            .map_err(gpu("waiting for the output judge"))?;
+        Ok((back[0], (back[0] > 0).then_some(back[1])))
+    }
+
+    /// Launches the reference kernel on operands in device memory and waits for it.
+    ///
+    /// # Safety
+    /// The operands must hold `dims`' data and plain scales (b1 twice for a GEMM) in this
+    /// context's memory until this returns.
+    unsafe fn compute(
+        &self,
+        operands: [DeviceOperand; 3],
+        dims: ReferenceDims,
+        problem: i32,
+        order: KOrder,
+    ) -> Result<DeviceReference, GpuError> {
+        let ReferenceDims {
+            m,
+            n,
+            blocks,
+            batches,
+        } = dims;
+        let elements = m * n * batches;
+        let stream = &self.stream;
         let alloc = || -> Result<CudaSlice<u16>, GpuError> {
             stream
-                .alloc_zeros::<u16>(elements)
+                .alloc_zeros::<u16>(elements.max(1))
                 .map_err(gpu("allocating the reference's outputs"))
         };
         let (mut expected, mut lo, mut hi) = (alloc()?, alloc()?, alloc()?);
@@ -233,17 +391,18 @@ impl GpuReference {
             KOrder::Any => 1,
             KOrder::PerProduct => 2,
         };
+        let [a, b1, b2] = operands;
         for first_batch in (0..batches).step_by(MAX_GRID_Z) {
             let batches_here = MAX_GRID_Z.min(batches - first_batch);
             let first_batch = first_batch as i32;
             let mut launch = stream.launch_builder(&self.function);
             launch
-                .arg(&a_data)
-                .arg(&a_scales)
-                .arg(&b1_data)
-                .arg(&b1_scales)
-                .arg(b2_data)
-                .arg(b2_scales)
+                .arg(&a.data)
+                .arg(&a.scales)
+                .arg(&b1.data)
+                .arg(&b1.scales)
+                .arg(&b2.data)
+                .arg(&b2.scales)
                 .arg(&m32)
                 .arg(&n32)
                 .arg(&blocks32)
@@ -256,41 +415,63 @@ impl GpuReference {
                 .arg(&mut hi)
                 .arg(&mut unbounded);
             // SAFETY: the arguments are the kernel's, in its order and types; the grid covers
-            // m x n and every access is bounded by (m, n, blocks, batches) as uploaded.
+            // m x n and every access is bounded by (m, n, blocks, batches), which the operands
+            // hold (the caller's promise).
             unsafe { launch.launch(config(batches_here)) }
                 .map_err(gpu("launching the reference kernel"))?;
         }
-        let download = |slice: &CudaSlice<u16>| -> Result<Vec<f16>, GpuError> {
-            // Into memory written first on every core: a copy into fresh pages faults each in
-            // on the way, one thread at a time (the 2^30-output case's three arrays are
-            // 6 GB).
-            let mut bits = Vec::new();
-            bits.par_extend(rayon::iter::repeat_n(0u16, elements));
-            stream
-                .memcpy_dtoh(slice, &mut bits)
-                .map_err(gpu("reading the reference back"))?;
-            stream
-                .synchronize()
-                .map_err(gpu("reading the reference back"))?;
-            // The same bits as f16 in place (f16 is a u16 underneath): no second array.
-            Ok(bits.reinterpret_into())
-        };
-        let reference = Reference {
-            expected: download(&expected)?,
-            lo: download(&lo)?,
-            hi: download(&hi)?,
-        };
         let flag = stream
             .clone_dtoh(&unbounded)
             .map_err(gpu("reading a flag back"))?;
+        stream
+            .synchronize()
+            .map_err(gpu("waiting for the reference"))?;
         if flag[0] != 0 {
             return Err(GpuError(format!(
                 "K = {} is above the depth at which the error bound holds",
                 blocks * SCALE_BLOCK
             )));
         }
-        Ok(reference)
+        Ok(DeviceReference {
+            expected,
+            lo,
+            hi,
+            dims,
+        })
     }
+}
+
+/// An operand in device memory: its packed FP4 data and its plain (row-major) scales, the
+/// bytes `BlockScaledMatrix::data` and `::scales` hold on the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceOperand {
+    pub data: CUdeviceptr,
+    pub scales: CUdeviceptr,
+}
+
+/// The dimensions a reference is computed for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ReferenceDims {
+    m: usize,
+    n: usize,
+    blocks: usize,
+    batches: usize,
+}
+
+/// A reference kept in device memory (`[M][N][L]` fp16 bits): what an output on the device is
+/// judged against without coming back to the host.
+pub struct DeviceReference {
+    expected: CudaSlice<u16>,
+    lo: CudaSlice<u16>,
+    hi: CudaSlice<u16>,
+    dims: ReferenceDims,
+}
+
+fn bind(stream: &Arc<CudaStream>) -> Result<(), GpuError> {
+    stream
+        .context()
+        .bind_to_thread()
+        .map_err(gpu("binding the reference's context"))
 }
 
 /// A driver error with what was being done.
