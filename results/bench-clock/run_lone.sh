@@ -18,10 +18,10 @@
 # Every bench: --no-torch --force-untrusted --reps REPS; its whole log appended to a log under
 # $OUT at once, one JSON line per (kernel, shape) to $OUT/results.jsonl.
 set -u
-W=.carry/h51
-B=$W/nvfp4-oracle
+W=${W:-.carry/h51}
+B=${B:-$W/nvfp4-oracle}
 O=${OUT:-/tmp/bench-lone-out}
-R=/tmp/bench-lone
+R=${R:-/tmp/bench-lone}
 S=examples/submissions
 mkdir -p "$O" "$R/lib"
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
@@ -133,6 +133,8 @@ forge_py() {  # forge_py EXAMPLE SHAPES [FORGES]
       --submission "$(forged_py "$example" "$f" "$us")" --shapes "$shapes"
   done
 }
+# Sourced by run_x4.sh for its functions alone.
+[ "${RUN_LONE_FUNCTIONS_ONLY:-}" = 1 ] && return 0
 for stage in "$@"; do
   arg=${stage#*:}; [ "$arg" = "$stage" ] && arg=""
   case ${stage%%:*} in
