@@ -794,6 +794,7 @@ fn a_batch_is_timed_by_the_parents_clock_and_every_output_is_judged() {
                     described: &described,
                     batches: 3,
                     lone_batches: 2,
+                    first_batch: 0,
                     timeout: Duration::from_secs(10),
                 },
                 &mut nvfp4_harness::bench::batch_inputs::HostInputs::new(
@@ -891,6 +892,52 @@ fn a_batch_is_timed_by_the_parents_clock_and_every_output_is_judged() {
                     "{mode}: latency {latency} us, alone {lone} us"
                 );
             }
+        }
+        if mode == "time-shaver" {
+            // The recheck bench makes before a lone finding stands: one more round of lone
+            // batches on the same workers, numbered past the first round's batches (fresh
+            // inputs), added to the run. The shaver stays below every lone batch.
+            let mut batch = batch;
+            judged.clear();
+            let again = kernel
+                .time_batches(
+                    &mut resets,
+                    &nvfp4_harness::bench::batch::BatchPlan {
+                        memory: &slots,
+                        described: &described,
+                        batches: 0,
+                        lone_batches: 1,
+                        first_batch: 5,
+                        timeout: Duration::from_secs(10),
+                    },
+                    &mut nvfp4_harness::bench::batch_inputs::HostInputs::new(
+                        &slots,
+                        |b, i| fresh(100 + (b * SLOTS + i) as u64),
+                        |b, i, case, output| {
+                            let a = case.inputs.operands()[0].1.data().to_vec();
+                            let right = output == a[..output.len()];
+                            judged.push((b, i, right));
+                            usize::from(!right)
+                        },
+                    ),
+                )
+                .unwrap();
+            assert_eq!(
+                judged,
+                (0..SLOTS).map(|i| (5, i, true)).collect::<Vec<_>>(),
+                "the recheck's calls are batch 5's, every output judged"
+            );
+            assert!(again.clock.kernel_batch_us.is_empty());
+            batch.add_lone_round(again);
+            assert_eq!(batch.clock.lone_kernel_batch_us.len(), 3);
+            assert_eq!(batch.clock.lone_baseline_batch_us.len(), 3);
+            assert_eq!(batch.lone_samples_us.len(), 3 * SLOTS);
+            assert_eq!(batch.judged, 6 * SLOTS);
+            let lone = batch.clock.lone_us().unwrap();
+            assert!(
+                lone_finding(latency, lone).is_some(),
+                "the shaver is below the fastest of three lone batches ({lone} us)"
+            );
         }
     }
     let _ = std::fs::remove_dir_all(dir);

@@ -203,6 +203,25 @@ pub struct BatchRun {
     pub judged: usize,
 }
 
+impl BatchRun {
+    /// Adds a later round of lone-call batches (on the same slots and workers) to this run:
+    /// its batches, samples and judged outputs.
+    pub fn add_lone_round(&mut self, round: BatchRun) {
+        let clock = &mut self.clock;
+        clock
+            .lone_kernel_batch_us
+            .extend(round.clock.lone_kernel_batch_us);
+        clock
+            .lone_baseline_batch_us
+            .extend(round.clock.lone_baseline_batch_us);
+        self.lone_samples_us.extend(round.lone_samples_us);
+        self.worker.other_threads.extend(round.worker.other_threads);
+        self.worker.wall_us += round.worker.wall_us;
+        self.wrong.extend(round.wrong);
+        self.judged += round.judged;
+    }
+}
+
 fn crashed(what: impl std::fmt::Display) -> KernelFailure {
     KernelFailure::Crashed(what.to_string())
 }
@@ -224,6 +243,10 @@ pub struct BatchPlan<'a> {
     /// ([`Request::TimedBatch`]'s `lone`), each on fresh inputs.
     pub batches: usize,
     pub lone_batches: usize,
+    /// The number the first of these batches has: batch b's inputs are [`BatchInputs::fill`]'s
+    /// of b, so a later round on the same inputs starts past the earlier rounds' numbers and
+    /// no call sees inputs an earlier call saw.
+    pub first_batch: usize,
     /// Bounds each request.
     pub timeout: Duration,
 }
@@ -244,6 +267,7 @@ pub fn time_batches(
         described,
         batches,
         lone_batches,
+        first_batch,
         timeout,
     } = *plan;
     for worker in [&mut *kernel, &mut *baseline] {
@@ -296,8 +320,9 @@ pub fn time_batches(
     };
     let mut lone_samples_us = Vec::new();
     let mut wrong = Vec::new();
-    for b in 0..batches + lone_batches {
-        let lone = b >= batches;
+    for round in 0..batches + lone_batches {
+        let lone = round >= batches;
+        let b = first_batch + round;
         let filled = Instant::now();
         inputs
             .fill(b)
