@@ -81,7 +81,8 @@ pub enum Command {
     /// each call's inputs). The cold-call latency is the parent's too: its clock over
     /// lone-call batches (each call alone, the L2 flushed and the device synchronized before
     /// it and synchronized after it, fresh inputs), less the baseline's same request, over the
-    /// calls, the fastest of 3. The kernel's own CUDA-event latency (calls one at a time) is a
+    /// calls, the fastest of 3 (of 6, 3 more on fresh inputs, before a finding against the
+    /// events stands). The kernel's own CUDA-event latency (calls one at a time) is a
     /// cross-check: not trusted where it lies below the parent's lone call by more than 1.75%
     /// of it plus 2 us (C-ABI libraries only: a Python worker's lone loop proved too noisy),
     /// or below the batch figure by more than 5%. Measured on the H100 (results/bench-clock/,
