@@ -702,7 +702,7 @@ impl FileSlots {
     }
 }
 
-impl nvfp4_harness::bench::batch::BatchSlots for FileSlots {
+impl nvfp4_harness::bench::batch_memory::BatchSlots for FileSlots {
     fn slots(&self) -> usize {
         self.slots
     }
@@ -743,6 +743,31 @@ impl nvfp4_harness::bench::batch::BatchSlots for FileSlots {
             .unwrap();
         Ok(bytes)
     }
+}
+
+/// The fake's batch inputs: batch b's slot i gets `fresh(100 + b * slots + i)`, and each
+/// output is recorded in `judged` with whether it is its own call's `a` (what the fake writes);
+/// a wrong one counts one element.
+fn recorded_inputs<'a>(
+    memory: &'a FileSlots,
+    fresh: &'a (impl Fn(u64) -> KernelCase + Sync),
+    slots: usize,
+    judged: &'a mut Vec<(usize, usize, bool)>,
+) -> nvfp4_harness::bench::batch_inputs::HostInputs<
+    'a,
+    impl Fn(usize, usize) -> KernelCase + Sync + 'a,
+    impl FnMut(usize, usize, &KernelCase, Vec<u8>) -> usize + 'a,
+> {
+    nvfp4_harness::bench::batch_inputs::HostInputs::new(
+        memory,
+        move |b, i| fresh(100 + (b * slots + i) as u64),
+        move |b, i, case: &KernelCase, output: Vec<u8>| {
+            let a = case.inputs.operands()[0].1.data().to_vec();
+            let right = output == a[..output.len()];
+            judged.push((b, i, right));
+            usize::from(!right)
+        },
+    )
 }
 
 #[test]
@@ -797,16 +822,7 @@ fn a_batch_is_timed_by_the_parents_clock_and_every_output_is_judged() {
                     first_batch: 0,
                     timeout: Duration::from_secs(10),
                 },
-                &mut nvfp4_harness::bench::batch_inputs::HostInputs::new(
-                    &slots,
-                    |b, i| fresh(100 + (b * SLOTS + i) as u64),
-                    |b, i, case, output| {
-                        let a = case.inputs.operands()[0].1.data().to_vec();
-                        let right = output == a[..output.len()];
-                        judged.push((b, i, right));
-                        usize::from(!right)
-                    },
-                ),
+                &mut recorded_inputs(&slots, &fresh, SLOTS, &mut judged),
             )
             .unwrap();
         assert_eq!(
@@ -910,16 +926,7 @@ fn a_batch_is_timed_by_the_parents_clock_and_every_output_is_judged() {
                         first_batch: 5,
                         timeout: Duration::from_secs(10),
                     },
-                    &mut nvfp4_harness::bench::batch_inputs::HostInputs::new(
-                        &slots,
-                        |b, i| fresh(100 + (b * SLOTS + i) as u64),
-                        |b, i, case, output| {
-                            let a = case.inputs.operands()[0].1.data().to_vec();
-                            let right = output == a[..output.len()];
-                            judged.push((b, i, right));
-                            usize::from(!right)
-                        },
-                    ),
+                    &mut recorded_inputs(&slots, &fresh, SLOTS, &mut judged),
                 )
                 .unwrap();
             assert_eq!(

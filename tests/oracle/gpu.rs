@@ -265,8 +265,8 @@ fn a_hostile_library_on_shared_memory_is_caught() {
 #[ignore = "needs a CUDA GPU: cargo test --release --test oracle gpu:: -- --include-ignored"]
 fn a_batch_made_and_judged_on_the_device_is_the_hosts() {
     use half::f16;
-    use nvfp4_harness::bench::batch::BatchMemory;
     use nvfp4_harness::bench::batch_inputs::{BatchInputs, DeviceInputs, WrongCall};
+    use nvfp4_harness::bench::batch_memory::BatchMemory;
     use nvfp4_harness::gpu::exact_reference::GpuReference;
     use nvfp4_harness::kernels::KernelCase;
     use nvfp4_harness::worker::shared_inputs::device_tensors;

@@ -15,7 +15,7 @@
 //! changed its inputs (zeros in, zeros out would then pass). The regenerated copy is memory the
 //! worker never sees.
 
-use super::batch::{BatchMemory, BatchSlots};
+use super::batch_memory::{BatchMemory, BatchSlots};
 use crate::gpu::exact_reference::{DeviceOperand, GpuReference};
 use crate::gpu::input_generator::{abi_input_lens, DeviceBytes, InputGenerator};
 use crate::gpu::GpuError;

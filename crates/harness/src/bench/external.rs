@@ -5,12 +5,13 @@
 //! reported; then lone-call batches, the cold call as the parent sees it, with which the
 //! latency by CUDA events must agree; every timed output is judged.
 
-use super::batch::{free_memory, slot_bytes, BatchMemory, BatchPlan};
+use super::batch::BatchPlan;
 use super::batch_clock::{
     choose_slots, latency_finding, lone_finding, median, wrong_outputs_finding, BATCHES,
     LONE_BATCHES, LONE_RECHECK_BATCHES,
 };
 use super::batch_inputs::{BatchInputs, DeviceInputs, HostInputs};
+use super::batch_memory::{free_memory, slot_bytes, BatchMemory};
 use super::judge::{f16_values, OutputJudge};
 use super::report::{regime_covered, trusted, BatchRow, BenchReport, Clocks, Judged};
 use super::roofline::{self, below_floor_finding};

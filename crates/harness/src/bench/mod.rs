@@ -16,9 +16,10 @@
 //!   batch holds, the time per call from the parent's clock over a batch less a baseline
 //!   worker's, when the per-call CUDA-event latency is trusted beside it, and the finding for
 //!   wrong outputs.
-//! - [`batch`] (GPU): the batch's shared device memory and the requests that time it in the
-//!   kernel's worker and in the baseline's; [`batch_inputs`] (GPU): what fills its slots with
-//!   fresh inputs and judges every output, on the host or (a dual GEMM) on the GPU.
+//! - [`batch`] (GPU): the requests that time a batch in the kernel's worker and in the
+//!   baseline's; [`batch_memory`] (GPU): the batch's slots in device memory shared with both;
+//!   [`batch_inputs`] (GPU): what fills the slots with fresh inputs and judges every output,
+//!   on the host or (a dual GEMM) on the GPU.
 //! - [`judge`] (GPU): every timed call's output judged, against the GPU reference where it
 //!   takes the case, else the CPU model.
 
@@ -34,6 +35,8 @@ pub mod batch;
 pub mod batch_clock;
 #[cfg(feature = "gpu")]
 pub mod batch_inputs;
+#[cfg(feature = "gpu")]
+pub mod batch_memory;
 #[cfg(feature = "gpu")]
 pub mod external;
 #[cfg(feature = "gpu")]
