@@ -118,8 +118,10 @@ pub struct DeviceInputs<'a> {
     /// The memory's tensor of each ABI input, in `ABI_INPUT_KEYS` order, and of the output.
     abi_tensors: [usize; 9],
     output_tensor: usize,
-    /// The parent's own copy of a call's inputs, for its reference (ABI order).
-    private: Vec<CudaSlice<u8>>,
+    /// The parent's own copy of a call's inputs, for its reference (ABI order), and where
+    /// each lies.
+    _private: Vec<CudaSlice<u8>>,
+    private_bytes: [DeviceBytes; 9],
 }
 
 impl<'a> DeviceInputs<'a> {
@@ -161,6 +163,10 @@ impl<'a> DeviceInputs<'a> {
                     .map_err(|err| GpuError(format!("the judge's copy of the inputs: {err}")))
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let private_bytes: [DeviceBytes; 9] = std::array::from_fn(|i| DeviceBytes {
+            ptr: private[i].device_ptr(&stream).0,
+            len: lens[i],
+        });
         Ok(DeviceInputs {
             memory,
             reference,
@@ -170,7 +176,8 @@ impl<'a> DeviceInputs<'a> {
             seed: Box::new(seed),
             abi_tensors,
             output_tensor: position("c")?,
-            private,
+            _private: private,
+            private_bytes,
         })
     }
 
@@ -212,16 +219,7 @@ impl BatchInputs for DeviceInputs<'_> {
     fn judge(&mut self, b: usize) -> Result<Vec<WrongCall>, GpuError> {
         let mut wrong = Vec::new();
         for slot in 0..self.memory.slots() {
-            let private: Vec<DeviceBytes> = self
-                .private
-                .iter()
-                .zip(abi_input_lens(self.shape))
-                .map(|(buffer, len)| DeviceBytes {
-                    ptr: buffer.device_ptr(&self.stream).0,
-                    len,
-                })
-                .collect();
-            let private: [DeviceBytes; 9] = private.try_into().expect("nine tensors");
+            let private = self.private_bytes;
             self.generate((self.seed)(b, slot), private)?;
             // ABI order: a, b1, b2, three blocked scales, then the plain scales of a, b1, b2.
             let operand = |i: usize| DeviceOperand {

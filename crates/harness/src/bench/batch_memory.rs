@@ -9,9 +9,8 @@ use crate::gpu::input_generator::DeviceBytes;
 use crate::gpu::GpuError;
 use crate::kernels::KernelCase;
 use crate::worker::protocol::{slot_stride, SharedTensor};
-use crate::worker::shared_inputs::{device_tensors, fenced_tensors, send_fds};
+use crate::worker::shared_inputs::{device_tensors, fenced_tensors, send_buffers};
 use cudarc::driver::{sys, CudaStream};
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::Arc;
 
@@ -144,13 +143,7 @@ impl BatchSlots for BatchMemory {
     }
 
     fn send_to(&self, socket: &UnixStream) -> Result<(), GpuError> {
-        let fds: Vec<OwnedFd> = self
-            .buffers
-            .iter()
-            .map(FencedBuffer::export_fd)
-            .collect::<Result<_, _>>()?;
-        let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
-        send_fds(socket, &raw).map_err(|err| GpuError(format!("sending the batch's memory: {err}")))
+        send_buffers(socket, &self.buffers)
     }
 
     fn write(&self, cases: &[KernelCase]) -> Result<(), GpuError> {

@@ -194,13 +194,7 @@ impl SharedInputs {
 
     /// Sends a descriptor of every buffer's memory on `socket`, in layout order.
     pub fn send_to(&self, socket: &UnixStream) -> Result<(), GpuError> {
-        let fds: Vec<OwnedFd> = self
-            .buffers
-            .iter()
-            .map(FencedBuffer::export_fd)
-            .collect::<Result<_, _>>()?;
-        let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
-        send_fds(socket, &raw).map_err(|err| GpuError(format!("sending the shared memory: {err}")))
+        send_buffers(socket, &self.buffers)
     }
 
     /// Uploads `case`'s tensors into the parent's own device memory.
@@ -478,6 +472,17 @@ pub fn receive_fds(socket: &UnixStream, count: usize) -> std::io::Result<Vec<Own
         )));
     }
     Ok(fds)
+}
+
+/// Sends a descriptor of each of `buffers`' memory on `socket`, in order (the descriptors are
+/// closed here once sent: the worker holds its own).
+pub(crate) fn send_buffers(socket: &UnixStream, buffers: &[FencedBuffer]) -> Result<(), GpuError> {
+    let fds: Vec<OwnedFd> = buffers
+        .iter()
+        .map(FencedBuffer::export_fd)
+        .collect::<Result<_, _>>()?;
+    let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+    send_fds(socket, &raw).map_err(|err| GpuError(format!("sending the shared memory: {err}")))
 }
 
 #[cfg(test)]
