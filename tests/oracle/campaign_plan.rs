@@ -68,10 +68,15 @@ fn the_plan_equals_the_cases_a_run_executes() {
         .unwrap();
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(0), "{stderr}");
-    // "trace: case 12 1x1x16 full tiny: 0.00 s (...), passed"
+    // "trace: [    0.123] case 12 1x1x16 full tiny: 0.00 s (...), passed"
     let ran: Vec<(usize, String, String)> = stderr
         .lines()
-        .filter_map(|line| line.strip_prefix("trace: case "))
+        .filter_map(|line| {
+            line.strip_prefix("trace: ")?
+                .split_once("] ")?
+                .1
+                .strip_prefix("case ")
+        })
         .map(|rest| {
             let words: Vec<&str> = rest.split_whitespace().collect();
             (

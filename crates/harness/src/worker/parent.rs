@@ -560,6 +560,7 @@ impl Worker {
         timeout: Duration,
     ) -> Result<Vec<Result<(), KernelFailure>>, KernelFailure> {
         let crashed = |err: std::io::Error| KernelFailure::Crashed(err.to_string());
+        let started = std::time::Instant::now();
         let inputs = scratch.join(INPUTS).join("batch");
         let _ = std::fs::remove_dir_all(&inputs);
         let outputs_dir = scratch.join(OUTPUTS).join("batch");
@@ -577,8 +578,11 @@ impl Worker {
             .collect::<std::io::Result<Vec<_>>>()
             .map_err(crashed)?;
         let paths: Vec<PathBuf> = runs.iter().map(|run| run.output.clone()).collect();
+        let written = started.elapsed().as_secs_f64();
         self.send(&Request::RunBatch { runs })?;
-        let results = match self.receive(timeout)? {
+        let reply = self.receive(timeout)?;
+        let answered = started.elapsed().as_secs_f64();
+        let results = match reply {
             Reply::Batch(results) if results.len() <= cases.len() => results,
             _ => {
                 return Err(KernelFailure::Crashed(
@@ -586,14 +590,22 @@ impl Worker {
                 ))
             }
         };
-        Ok(results
+        let results = results
             .into_iter()
             .zip(outputs.iter_mut().zip(&paths))
             .map(|(result, (output, path))| match result {
                 Ok(()) => read_output_into(path, output),
                 Err(failure) => Err(quoted_failure(failure)),
             })
-            .collect())
+            .collect();
+        crate::trace::trace(format_args!(
+            "batch of {} cases on files: {written:.4} s writing them, {:.4} s the worker's \
+             answer, {:.4} s reading the outputs",
+            cases.len(),
+            answered - written,
+            started.elapsed().as_secs_f64() - answered
+        ));
+        Ok(results)
     }
 }
 

@@ -344,11 +344,13 @@ class Guarded:
     def body(self):
         return self.buffer[self.start:self.start + self.n]
 
+    def canary_regions(self):
+        """The bytes around the body that must still hold CANARY_BYTE."""
+        return [self.buffer[:self.start], self.buffer[self.start + self.n:]]
+
     def canaries_intact(self, torch):
-        """Whether the canaries are intact, as a one-element tensor on the buffer's device (the
-        caller reads many at once: each read waits for the device)."""
-        return ((self.buffer[:self.start] == CANARY_BYTE).all()
-                & (self.buffer[self.start + self.n:] == CANARY_BYTE).all())
+        """Whether the canaries are intact (one read per region)."""
+        return all(bool((region == CANARY_BYTE).all()) for region in self.canary_regions())
 
 
 class BatchSlot:
@@ -495,21 +497,36 @@ def build_data(torch, case, device, shared=None):
 
 def check_after(torch, guarded):
     """None, or the failure the buffers show: a canary overwritten, an input changed. Every
-    canary's verdict and every input's bytes come back in one read per device."""
+    canary region is compared on its device in one pass (the regions of a device joined), and
+    the verdicts and every input's bytes come back in one read per device: a small case's ten
+    tensors would otherwise cost fifty launches and ten reads."""
     outputs = [name for name in guarded if name.startswith("c")]
     names = list(guarded)
-    intact = [bool(ok) for ok in read_together(torch, [guarded[n].canaries_intact(torch).view(1)
-                                                        for n in names])]
-    for name, ok in zip(names, intact):
-        if not ok:
-            if name in outputs:
-                return {"OutOfBounds": f"the canary around {name} was overwritten"}
-            return {"ModifiedInputs": f"the canary around input {name} was overwritten"}
     inputs = [n for n in names if n not in outputs]
-    for name, body in zip(inputs, read_together(torch, [guarded[n].body() for n in inputs])):
+    by_device = {}
+    for name in names:
+        for region in guarded[name].canary_regions():
+            by_device.setdefault(region.device, []).append(region)
+    verdicts = [(torch.cat(regions) != CANARY_BYTE).any().to(torch.uint8).view(1)
+                for regions in by_device.values()]
+    read = read_together(torch, verdicts + [guarded[n].body() for n in inputs])
+    if any(int(verdict[0]) for verdict in read[:len(verdicts)]):
+        return overwritten_canary(torch, guarded, names, outputs)
+    for name, body in zip(inputs, read[len(verdicts):]):
         if not torch.equal(body, guarded[name].host):
             return {"ModifiedInputs": f"input {name}: its contents changed"}
     return None
+
+
+def overwritten_canary(torch, guarded, names, outputs):
+    """The failure that names the first tensor whose canary was overwritten (read one tensor
+    at a time: only after the joined check found one)."""
+    for name in names:
+        if not bool(guarded[name].canaries_intact(torch)):
+            if name in outputs:
+                return {"OutOfBounds": f"the canary around {name} was overwritten"}
+            return {"ModifiedInputs": f"the canary around input {name} was overwritten"}
+    return {"ModifiedInputs": "a canary was overwritten, then restored while it was read"}
 
 
 def read_together(torch, tensors):
@@ -579,29 +596,129 @@ def output_tensors(torch, out):
     return [t if type(t) is torch.Tensor and t.dtype == torch.float16 else None for t in outs]
 
 
-# How long the caller's stream stays busy before the inputs arrive (GPU clock cycles, about
+# The longest the caller's stream stays busy before the inputs arrive (GPU clock cycles, about
 # 2 ms on a Hopper GPU): longer than it takes Python to launch a submission's first kernels.
 DELIVERY_DELAY_CYCLES = 4_000_000
+
+# The gate: one thread that spins on the caller's stream until a word of pinned host memory
+# reaches its value (the worker writes it when the call returns) or DELIVERY_DELAY_CYCLES have
+# passed, whichever comes first. PTX, compiled by the driver: the worker needs no compiler.
+GATE_PTX = b"""
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry nvfp4_oracle_gate(.param .u64 flag, .param .u32 value, .param .u64 cycles)
+{
+    .reg .pred %p<3>;
+    .reg .b32 %r<4>;
+    .reg .b64 %rd<6>;
+    ld.param.u64 %rd1, [flag];
+    ld.param.u32 %r1, [value];
+    ld.param.u64 %rd2, [cycles];
+    mov.u64 %rd3, %clock64;
+$LOOP:
+    ld.volatile.global.u32 %r2, [%rd1];
+    sub.s32 %r3, %r2, %r1;
+    setp.ge.s32 %p1, %r3, 0;
+    @%p1 bra $DONE;
+    mov.u64 %rd4, %clock64;
+    sub.s64 %rd5, %rd4, %rd3;
+    setp.lt.s64 %p2, %rd5, %rd2;
+    @%p2 bra $LOOP;
+$DONE:
+    ret;
+}
+\0"""
+
+
+class DeliveryGate:
+    """Holds the caller's stream closed while a call runs, so that the inputs arrive behind it
+    as a calling program's do, and opens it when the call returns: the fixed delay it replaces
+    (torch.cuda._sleep) cost every small case its whole length, however fast the call. The
+    delay stays the upper bound, so a call that waits for its own stream inside (.item(), a
+    synchronize) still goes on after it, as before."""
+
+    def __init__(self):
+        cuda = ctypes.CDLL("libcuda.so.1")
+        for name in ("cuMemHostAlloc", "cuMemHostGetDevicePointer_v2", "cuModuleLoadData",
+                     "cuModuleGetFunction", "cuLaunchKernel"):
+            getattr(cuda, name).restype = ctypes.c_int
+        host, device = ctypes.c_void_p(), ctypes.c_uint64()
+        module, function = ctypes.c_void_p(), ctypes.c_void_p()
+        device_map = 0x02  # CU_MEMHOSTALLOC_DEVICEMAP
+        for what, status in (
+                ("cuMemHostAlloc", lambda: cuda.cuMemHostAlloc(ctypes.byref(host),
+                                                               ctypes.c_size_t(4), device_map)),
+                ("cuMemHostGetDevicePointer", lambda: cuda.cuMemHostGetDevicePointer_v2(
+                    ctypes.byref(device), host, 0)),
+                ("cuModuleLoadData", lambda: cuda.cuModuleLoadData(ctypes.byref(module),
+                                                                   ctypes.c_char_p(GATE_PTX))),
+                ("cuModuleGetFunction", lambda: cuda.cuModuleGetFunction(
+                    ctypes.byref(function), module, b"nvfp4_oracle_gate"))):
+            code = status()
+            if code != 0:
+                raise RuntimeError(f"{what} failed with CUDA driver error {code}")
+        self.cuda, self.function = cuda, function
+        self.word = ctypes.c_uint32.from_address(host.value)
+        self.word.value = 0
+        self.flag = ctypes.c_uint64(device.value)
+        self.value = ctypes.c_uint32(0)
+        self.cycles = ctypes.c_uint64(DELIVERY_DELAY_CYCLES)
+        self.params = (ctypes.c_void_p * 3)(*[ctypes.cast(ctypes.byref(v), ctypes.c_void_p)
+                                              for v in (self.flag, self.value, self.cycles)])
+
+    def close(self, stream):
+        """Enqueues the gate on `stream` (a torch stream), closed until `open`."""
+        self.value.value = (self.value.value + 1) & 0xFFFFFFFF
+        code = self.cuda.cuLaunchKernel(self.function, 1, 1, 1, 1, 1, 1, 0,
+                                        ctypes.c_void_p(stream.cuda_stream), self.params, None)
+        if code != 0:
+            raise RuntimeError(f"cuLaunchKernel (the delivery gate) failed with CUDA driver "
+                               f"error {code}")
+
+    def open(self):
+        self.word.value = self.value.value
+
+
+_gate = []
+
+
+def delivery_gate():
+    """The process's DeliveryGate, or None where one cannot be made (then the fixed delay)."""
+    if not _gate:
+        try:
+            _gate.append(DeliveryGate())
+        except Exception:
+            _gate.append(None)
+    return _gate[0]
 
 
 def deliver_on_stream(torch, trusted, guarded):
     """Makes the inputs arrive the way a calling program's do: written by work still queued on
     its stream when the call begins. The input bytes are hidden (canary bytes) and written back
-    behind a delay on the caller's stream, so a kernel whose work does not wait for that stream
-    reads the canary bytes and computes a wrong output. An honest kernel (its work on the
-    current stream, or on a stream made to wait for it) sees no difference."""
+    behind the delivery gate (or a fixed delay) on the caller's stream, so a kernel whose work
+    does not wait for that stream reads the canary bytes and computes a wrong output. An honest
+    kernel (its work on the current stream, or on a stream made to wait for it) sees no
+    difference. Returns what opens the gate, to be called when the call has returned."""
     sleep = getattr(torch.cuda, "_sleep", None)
     with trusted.on_stream(trusted.stream):
         inputs = [g for name, g in guarded.items() if not name.startswith("c") and g.n]
-        if sleep is None or not inputs:
-            return
+        if not inputs:
+            return lambda: None
+        gate = delivery_gate()
+        if gate is None and sleep is None:
+            return lambda: None
         saved = [g.body().clone() for g in inputs if g.buffer.is_cuda]
         for g in inputs:
             if g.buffer.is_cuda:
                 g.body().fill_(CANARY_BYTE)
-        sleep(DELIVERY_DELAY_CYCLES)
+        if gate is not None:
+            gate.close(trusted.stream)
+        else:
+            sleep(DELIVERY_DELAY_CYCLES)
         for g, body in zip([g for g in inputs if g.buffer.is_cuda], saved):
             g.body().copy_(body)
+    return gate.open if gate is not None else (lambda: None)
 
 
 def ordered_copy(torch, trusted, out):
@@ -1027,6 +1144,11 @@ def main():
                          f"and shows no Hopper path; this GPU is sm_{major}{minor}",
                          unavailable=True)
 
+    # The delivery gate's driver calls are taken before the import, as the trusted CUDA calls
+    # are (a submission that replaced ctypes or torch.cuda._sleep reaches neither).
+    torch.empty(1, device="cuda")
+    delivery_gate()
+
     try:
         spec = importlib.util.spec_from_file_location("submission", submission)
         module = importlib.util.module_from_spec(spec)
@@ -1093,8 +1215,11 @@ def call_kernel(torch, trusted, kernel, data, guarded, conditions, device, submi
     trusted.synchronize()
     try:
         around(torch, trusted, conditions, device)
-        deliver_on_stream(torch, trusted, guarded)
-        out = kernel(data)
+        open_gate = deliver_on_stream(torch, trusted, guarded)
+        try:
+            out = kernel(data)
+        finally:
+            open_gate()
         # Read the output as the calling program would: a copy enqueued on the caller's
         # stream right after the call returns sees only the work ordered before it.
         early = ordered_copy(torch, trusted, out)

@@ -5,6 +5,7 @@
 use super::reference_engine;
 use super::sampling::FULL_REFERENCE_PRODUCTS;
 use super::sampling::{products, sample_for, sampled_reference, RowSample};
+use super::values_seen::{values_seen, ValuesSeen};
 use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
 use crate::secrets::unpredictable_seed;
 use half::f16;
@@ -71,6 +72,8 @@ pub struct CaseOutcome {
     /// The rows judged against the model when the case was too large to judge whole (every
     /// other element had the whole-output checks alone: crates/harness/src/certify/campaign/sampling.rs).
     pub sample: Option<RowSample>,
+    /// What its inputs and output showed, for the coverage tallies.
+    pub seen: ValuesSeen,
     pub phases: CasePhases,
 }
 
@@ -279,6 +282,10 @@ pub fn run_kernel_batch(
         },
     );
     let share = kernel_seconds / prepared.len().max(1) as f64;
+    crate::trace::trace(format_args!(
+        "kernel batch: {kernel_seconds:.4} s the kernel's run, {:.4} s the models beside it",
+        references.iter().map(|(_, seconds)| seconds).sum::<f64>()
+    ));
     prepared
         .into_iter()
         .zip(outputs)
@@ -328,15 +335,25 @@ pub fn run_cases(
             })
             .collect();
     }
+    let made = started.elapsed().as_secs_f64();
     let ran = run_kernel_batch(kernel, prepared, order);
-    let share = started.elapsed().as_secs_f64() / ran.len() as f64;
-    ran.into_iter()
+    let batch_seconds = started.elapsed().as_secs_f64();
+    let share = batch_seconds / ran.len() as f64;
+    let outcomes: Vec<(CaseOutcome, f64)> = ran
+        .into_iter()
         .map(|ran| {
             let judged = Instant::now();
             let outcome = ran.judged(order, schedule);
             (outcome, share + judged.elapsed().as_secs_f64())
         })
-        .collect()
+        .collect();
+    crate::trace::trace(format_args!(
+        "random batch of {}: {made:.4} s inputs, {:.4} s kernel and models, {:.4} s judged",
+        outcomes.len(),
+        batch_seconds - made,
+        started.elapsed().as_secs_f64() - batch_seconds
+    ));
+    outcomes
 }
 
 /// How many random cases a campaign runs in one batch: enough that a worker's round trip is
@@ -396,6 +413,8 @@ impl RanCase {
             }
             _ => None,
         };
+        let passed = matches!(&result, Ok(verdict) if verdict.pass);
+        let seen = values_seen(&case.inputs, &output, &reference, passed);
         phases.judge = seconds_since(started);
         CaseOutcome {
             spec,
@@ -405,6 +424,7 @@ impl RanCase {
             result,
             exact,
             sample,
+            seen,
             phases,
         }
     }

@@ -4,12 +4,7 @@
 //! branch's.
 
 use super::cases::CaseOutcome;
-use nvfp4_model::model::bounds::fp16_ordinal;
 use nvfp4_model::problem::Shape;
-use rayon::prelude::*;
-
-/// Interval width (ulps) below which an element counts as tight for the worst-error figure.
-pub const TIGHT_ULPS: u32 = 2;
 
 /// Tallies of what a campaign covered.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -74,7 +69,7 @@ pub struct Coverage {
     /// cleanly (`None` when the kernel supports every shape).
     pub refuses_unsupported_shape: Option<bool>,
     /// Largest distance, in fp16 ulps, between an accepted output and the model's answer, over
-    /// elements whose interval is at most [`TIGHT_ULPS`] wide (elsewhere cancellation, not the
+    /// elements whose interval is at most [`super::values_seen::TIGHT_ULPS`] wide (elsewhere cancellation, not the
     /// kernel, sets the distance).
     pub worst_ulps_from_expected: u32,
     /// Exact mode: what the replay comparisons covered.
@@ -135,35 +130,6 @@ impl Coverage {
             self.sampled_rows_judged += sample.rows.len();
             self.sampled_rows_of += sample.of;
         }
-        // A production-size case's inputs are gigabytes: scanned on every core.
-        let mut codes = 0u16;
-        let mut exponents = 0u16;
-        for (_, operand) in outcome.case.inputs.operands() {
-            codes |= operand
-                .data()
-                .par_chunks(1 << 16)
-                .map(|chunk| {
-                    chunk.iter().fold(0u16, |seen, &byte| {
-                        seen | 1 << (byte & 0xF) | 1 << (byte >> 4)
-                    })
-                })
-                .reduce(|| 0, |x, y| x | y);
-            let (nan, seen) = operand
-                .scales()
-                .par_chunks(1 << 16)
-                .map(|chunk| {
-                    chunk.iter().fold((false, 0u16), |(nan, seen), &scale| {
-                        if scale & 0x7F == 0x7F {
-                            (true, seen)
-                        } else {
-                            (nan, seen | 1 << ((scale >> 3) & 0xF))
-                        }
-                    })
-                })
-                .reduce(|| (false, 0), |x, y| (x.0 || y.0, x.1 | y.1));
-            self.nan_scales_seen |= nan;
-            exponents |= seen;
-        }
         if let Some(comparison) = outcome.exact {
             let exact = self.exact.get_or_insert_with(ExactCoverage::default);
             exact.cases_replayed += 1;
@@ -173,26 +139,11 @@ impl Coverage {
             exact.cases_mismatching += usize::from(comparison.mismatches > 0);
             exact.elements_mismatching += comparison.mismatches;
         }
-        merge(&mut self.fp4_codes_seen, codes);
-        merge(&mut self.scale_exponents_seen, exponents);
-        if matches!(&outcome.result, Ok(verdict) if verdict.pass) {
-            let reference = &outcome.reference;
-            let worst = (0..outcome.output.len())
-                .into_par_iter()
-                .filter(|&i| {
-                    nvfp4_model::model::bounds::width_ulps(reference.lo[i], reference.hi[i])
-                        .is_some_and(|w| w <= TIGHT_ULPS)
-                })
-                .filter_map(|i| {
-                    Some(
-                        (fp16_ordinal(outcome.output[i])? - fp16_ordinal(reference.expected[i])?)
-                            .unsigned_abs(),
-                    )
-                })
-                .max()
-                .unwrap_or(0);
-            self.worst_ulps_from_expected = self.worst_ulps_from_expected.max(worst);
-        }
+        let seen = outcome.seen;
+        self.nan_scales_seen |= seen.nan_scales;
+        merge(&mut self.fp4_codes_seen, seen.fp4_codes);
+        merge(&mut self.scale_exponents_seen, seen.scale_exponents);
+        self.worst_ulps_from_expected = self.worst_ulps_from_expected.max(seen.worst_tight_ulps);
     }
 }
 

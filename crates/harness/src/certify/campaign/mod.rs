@@ -18,6 +18,7 @@ pub(crate) mod regimes;
 pub(crate) mod sampling;
 pub(crate) mod shape_ranges;
 pub(crate) mod shard;
+pub(crate) mod values_seen;
 
 pub(crate) use cases::CaseSpec;
 pub(crate) use limits::CampaignLimits;
