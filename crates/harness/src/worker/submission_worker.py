@@ -693,19 +693,22 @@ def delivery_gate():
     return _gate[0]
 
 
-def deliver_on_stream(torch, trusted, guarded):
+def deliver_on_stream(torch, trusted, guarded, gated=False):
     """Makes the inputs arrive the way a calling program's do: written by work still queued on
     its stream when the call begins. The input bytes are hidden (canary bytes) and written back
     behind the delivery gate (or a fixed delay) on the caller's stream, so a kernel whose work
     does not wait for that stream reads the canary bytes and computes a wrong output. An honest
     kernel (its work on the current stream, or on a stream made to wait for it) sees no
-    difference. Returns what opens the gate, to be called when the call has returned."""
+    difference. The gate (`gated`) serves the small cases of a `RunBatch`, where the fixed
+    delay was most of a case's cost; every other call (a single case, and so every call a
+    check's tool or the determinism check makes) keeps the fixed delay. Returns what opens the
+    gate, to be called when the call has returned."""
     sleep = getattr(torch.cuda, "_sleep", None)
     with trusted.on_stream(trusted.stream):
         inputs = [g for name, g in guarded.items() if not name.startswith("c") and g.n]
         if not inputs:
             return lambda: None
-        gate = delivery_gate()
+        gate = delivery_gate() if gated else None
         if gate is None and sleep is None:
             return lambda: None
         saved = [g.body().clone() for g in inputs if g.buffer.is_cuda]
@@ -1191,7 +1194,8 @@ def main():
             # Small cases, one after another, answered once (protocol.rs: RunBatch).
             results, fatal = [], False
             for run in body["runs"]:
-                failure, fatal = run_on_files(torch, trusted, kernel, run, device, submission)
+                failure, fatal = run_on_files(torch, trusted, kernel, run, device, submission,
+                                              gated=True)
                 results.append({"Ok": None} if failure is None else {"Err": failure})
                 if fatal:
                     break
@@ -1208,14 +1212,15 @@ def main():
             return  # the context is unusable
 
 
-def call_kernel(torch, trusted, kernel, data, guarded, conditions, device, submission):
+def call_kernel(torch, trusted, kernel, data, guarded, conditions, device, submission,
+                gated=False):
     """One campaign call, as a calling program makes it: (output, its copy ordered on the
     caller's stream, failure, fatal). A failure is the kernel's exception; fatal when the CUDA
     context is left unusable."""
     trusted.synchronize()
     try:
         around(torch, trusted, conditions, device)
-        open_gate = deliver_on_stream(torch, trusted, guarded)
+        open_gate = deliver_on_stream(torch, trusted, guarded, gated)
         try:
             out = kernel(data)
         finally:
@@ -1234,12 +1239,14 @@ def call_kernel(torch, trusted, kernel, data, guarded, conditions, device, submi
     return out, early, None, False
 
 
-def run_on_files(torch, trusted, kernel, run, device, submission):
-    """A `Run` request: the case's inputs from its files into guarded buffers of the worker's,
-    the output written to the file the request names. (failure, fatal)."""
+def run_on_files(torch, trusted, kernel, run, device, submission, gated=False):
+    """A `Run` request (or one case of a `RunBatch`, `gated`): the case's inputs from its files
+    into guarded buffers of the worker's, the output written to the file the request names.
+    (failure, fatal)."""
     data, guarded, shapes = build_data(torch, run["case"], device)
     out, early, failure, fatal = call_kernel(torch, trusted, kernel, data, guarded,
-                                             run.get("conditions") or {}, device, submission)
+                                             run.get("conditions") or {}, device, submission,
+                                             gated)
     if failure is not None:
         return failure, fatal
     failure = check_after(torch, guarded)
