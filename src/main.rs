@@ -7,6 +7,11 @@ fn main() -> ExitCode {
     let result = nvfp4_oracle::cli::run(cli);
     // Whatever the outcome: the private temporary folder (worker scripts, scratch) goes.
     nvfp4_harness::private_tmp::remove();
+    // Interrupted while it ran: whatever the interrupted work returned, the process ends as the
+    // signal says (the removal thread raises it too; whichever comes first).
+    if let Some(signal) = nvfp4_harness::private_tmp::signalled() {
+        return end_by_signal(signal);
+    }
     match result {
         Ok(code) => code,
         Err(err) => {

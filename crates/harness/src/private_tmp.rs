@@ -58,6 +58,19 @@ fn make(parent: &Path) -> std::result::Result<PathBuf, String> {
     Ok(PathBuf::from(std::ffi::OsStr::from_bytes(&bytes)))
 }
 
+/// The signal being handled (0: none): set by the removal thread as soon as it is woken.
+static SIGNALLED: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(0);
+
+/// The signal (SIGINT, SIGTERM, SIGHUP) whose handling has begun, if any. The work it
+/// interrupted may fail meanwhile (its folder is being removed) and return an error of its own;
+/// `main` then ends by the signal, not with that error's code.
+pub fn signalled() -> Option<i32> {
+    match SIGNALLED.load(std::sync::atomic::Ordering::SeqCst) {
+        0 => None,
+        signal => Some(signal),
+    }
+}
+
 /// The write end of the pipe the signal handler writes the signal's number to.
 static SIGNAL_PIPE: std::sync::atomic::AtomicI32 = std::sync::atomic::AtomicI32::new(-1);
 
@@ -90,6 +103,7 @@ fn remove_on_signal() {
             // SAFETY: reads one byte into a stack variable from the pipe this thread owns.
             let n = unsafe { libc::read(read_end, (&mut byte as *mut u8).cast(), 1) };
             if n == 1 {
+                SIGNALLED.store(libc::c_int::from(byte), std::sync::atomic::Ordering::SeqCst);
                 // Removed by a process of its own, so that this one ends at once, as the
                 // signal means (a large compiler cache takes a while to remove); here where
                 // no `rm` can be started.

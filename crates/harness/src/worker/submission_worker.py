@@ -716,8 +716,13 @@ def deliver_on_stream(torch, trusted, guarded, gated=False):
             if g.buffer.is_cuda:
                 g.body().fill_(CANARY_BYTE)
         if gate is not None:
-            gate.close(trusted.stream)
-        else:
+            try:
+                gate.close(trusted.stream)
+            except RuntimeError:
+                # The launch failed (the current context is not the gate's, say): this call
+                # gets the fixed delay, and its failure is not put on the kernel.
+                gate = None
+        if gate is None and sleep is not None:
             sleep(DELIVERY_DELAY_CYCLES)
         for g, body in zip([g for g in inputs if g.buffer.is_cuda], saved):
             g.body().copy_(body)
