@@ -228,8 +228,19 @@ fn an_import_that_hangs_is_stopped_by_start_timeout_and_ctrl_c_leaves_nothing() 
     assert!(seconds < 60.0, "{seconds} s");
     assert_eq!(oracle_leftovers(&tmp), Vec::<String>::new());
 
-    // Interrupted while the worker starts: the private folder goes too.
-    let mut child = with_key(&mut oracle_command(), &dir.join("secrets"))
+    // Interrupted while the worker starts: the private folder goes too. SIGINT restored to its
+    // default in the child: a test run started in the background by a non-interactive shell
+    // ignores it, the oracle keeps an ignored signal ignored (as nohup asks), and Ctrl-C would
+    // not be what this test sends.
+    let mut command = oracle_command();
+    // SAFETY: signal(2) is async-signal-safe, and the closure touches nothing else.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut command, || {
+            libc::signal(libc::SIGINT, libc::SIG_DFL);
+            Ok(())
+        });
+    }
+    let mut child = with_key(&mut command, &dir.join("secrets"))
         .args(args)
         .envs(env)
         .stdin(Stdio::null())
