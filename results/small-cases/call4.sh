@@ -6,12 +6,7 @@
 set -u
 export LD_LIBRARY_PATH=/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}
 mkdir -p "$OUT"
-args="--manifest examples/submissions/torch/kernel.toml --seed 20261127 --cases 2000 --range-cases 0 --regime-cases 0 --quick --sanitize 0 --determinism 0 --reference gpu"
-echo "\$ NVFP4_ORACLE_TRACE=1 certify $args" > "$OUT/small-traced.log"
-( time NVFP4_ORACLE_TRACE=1 timeout 120 .carry/nvfp4-oracle certify $args --report-dir /tmp/small ) > "$OUT/small-traced-stderr.log" 2>&1
-grep -v "^trace" "$OUT/small-traced-stderr.log" >> "$OUT/small-traced.log"
-grep -h "by shape class\|time by phase\|^| time" /tmp/small/*.md >> "$OUT/small-traced.log"
-gzip "$OUT/small-traced-stderr.log"
+bash results/small-cases/small_traced.sh
 NVFP4_ORACLE_TRACE=1 JOBS='manifest:torch' AT_ONCE=1 JOB_TIMEOUT=170 bash results/throughput/run.sh
 mv "$OUT/torch-gpu-0-at-once-1.log.gz" "$OUT/torch-default.log.gz"
 mv "$OUT/at-once-1.log" "$OUT/at-once-1-torch.log"

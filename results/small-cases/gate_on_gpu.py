@@ -37,11 +37,17 @@ assert 0.5 < bounded < 20, bounded
 body = torch.arange(256, dtype=torch.int32, device="cuda").view(torch.uint8)
 saved = body.clone()
 body.fill_(w.CANARY_BYTE)
-gate.close(stream)
-body.copy_(saved)
+# The side stream and its buffer made, and the canary bytes in place, before the gate closes:
+# the side stream's read must start within the gate's ~2 ms bound (a first allocation on a new
+# stream can take longer: two runs on the H200 read the inputs, after the bound).
 side = torch.cuda.Stream()
 with torch.cuda.stream(side):
-    early = body.clone()  # does not wait for the caller's stream
+    early = torch.empty_like(body)
+torch.cuda.synchronize()
+gate.close(stream)
+body.copy_(saved)
+with torch.cuda.stream(side):
+    early.copy_(body)  # does not wait for the caller's stream
 on_stream = body.clone()  # ordered after the gate and the copy
 side.synchronize()
 gate.open()

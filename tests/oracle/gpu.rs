@@ -118,6 +118,43 @@ fn the_byte_comparison_compiles() {
     );
 }
 
+/// On a GPU: bytes copied up and back through the pinned halves are the bytes, for lengths on
+/// either side of a half and past two, at an offset into device memory; a download waits for
+/// the work enqueued before it.
+#[test]
+#[ignore = "needs a CUDA GPU: cargo test --release --test oracle gpu:: -- --include-ignored"]
+fn staged_copies_keep_every_byte() {
+    use nvfp4_harness::gpu::fenced::FencedBuffer;
+    use nvfp4_harness::gpu::staging::{Staging, HALF_BYTES};
+    let (ctx, _) = match nvfp4_harness::gpu::device::open_device() {
+        Ok(opened) => opened,
+        Err(err) => {
+            common::skip(&format!("no GPU: {err}"));
+            return;
+        }
+    };
+    let stream = ctx.new_stream().unwrap();
+    let mut staging = Staging::new(&ctx).unwrap();
+    let longest = 2 * HALF_BYTES + 5;
+    let device = FencedBuffer::canaries(&stream, longest + 3, false).unwrap();
+    let base = device.body_ptr();
+    for len in [
+        0,
+        1,
+        4097,
+        HALF_BYTES - 1,
+        HALF_BYTES,
+        HALF_BYTES + 1,
+        longest,
+    ] {
+        let bytes: Vec<u8> = (0..len).map(|i| (i * 7 + len) as u8).collect();
+        staging.upload(&stream, base + 3, &bytes).unwrap();
+        let mut back = vec![0u8; len];
+        staging.download(&stream, base + 3, &mut back).unwrap();
+        assert!(back == bytes, "length {len}: the bytes came back changed");
+    }
+}
+
 /// On a GPU: a device copy of a fenced body matches it, and a change of one byte anywhere (the
 /// first, one inside a 16-byte word, the last of an odd length) is seen.
 #[test]

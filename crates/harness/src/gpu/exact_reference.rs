@@ -16,6 +16,7 @@
 //! the output judged against it there by the model's rule
 //! ([`GpuReference::failed_elements_on_device`]): two numbers come back, not three fp16 arrays.
 
+use super::staging::Staging;
 use super::GpuError;
 use cudarc::driver::sys::CUdeviceptr;
 use cudarc::driver::{
@@ -29,7 +30,7 @@ use nvfp4_model::model::exact_grid::MAX_I64_BLOCKS;
 use nvfp4_model::model::Reference;
 use nvfp4_model::problem::{BlockScaledMatrix, ProblemInputs, Shape, SCALE_BLOCK};
 use rayon::iter::ParallelExtend;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 const SOURCE: &str = include_str!("../../kernels/harness/exact_reference_kernel.cu");
 const KERNEL: &str = "nvfp4_oracle_exact_reference";
@@ -88,6 +89,9 @@ pub struct GpuReference {
     function: CudaFunction,
     judge: CudaFunction,
     device: String,
+    /// Pinned host memory the operands and the reference's arrays go through
+    /// (`super::staging`); None where it cannot be allocated (the driver's pageable copies).
+    staging: Option<Mutex<Staging>>,
 }
 
 /// Why the GPU reference does not take a case (the CPU model does).
@@ -116,6 +120,7 @@ impl GpuReference {
             function,
             judge,
             device: info.describe(),
+            staging: Staging::new(&ctx).ok().map(Mutex::new),
         })
     }
 
@@ -204,10 +209,23 @@ impl GpuReference {
         }
         let stream = &self.stream;
         bind(stream)?;
-        let upload = |bytes: &[u8]| {
-            stream
-                .clone_htod(bytes)
-                .map_err(gpu("uploading an operand"))
+        let mut staging = self
+            .staging
+            .as_ref()
+            .map(|staging| staging.lock().unwrap_or_else(|p| p.into_inner()));
+        let mut upload = |bytes: &[u8]| -> Result<CudaSlice<u8>, GpuError> {
+            let Some(staging) = staging.as_mut() else {
+                return stream
+                    .clone_htod(bytes)
+                    .map_err(gpu("uploading an operand"));
+            };
+            // SAFETY: every byte is written by the upload below before a launch reads it.
+            let mut slice = unsafe { stream.alloc::<u8>(bytes.len().max(1)) }
+                .map_err(gpu("allocating an operand"))?;
+            let (target, record) = slice.device_ptr_mut(stream);
+            staging.upload(stream, target, bytes)?;
+            drop(record);
+            Ok(slice)
         };
         let a_data = upload(a.data())?;
         let a_scales = upload(a.scales())?;
@@ -237,15 +255,28 @@ impl GpuReference {
         };
         // SAFETY: the operands are the uploads above, alive until `compute` has synchronized.
         let reference = unsafe { self.compute(operands, dims, problem, order) }?;
-        let download = |slice: &CudaSlice<u16>| -> Result<Vec<f16>, GpuError> {
+        let mut download = |slice: &CudaSlice<u16>| -> Result<Vec<f16>, GpuError> {
             // Into memory written first on every core: a copy into fresh pages faults each in
             // on the way, one thread at a time (the 2^30-output case's three arrays are
             // 6 GB).
             let mut bits = Vec::new();
             bits.par_extend(rayon::iter::repeat_n(0u16, slice.len()));
-            stream
-                .memcpy_dtoh(slice, &mut bits)
-                .map_err(gpu("reading the reference back"))?;
+            match staging.as_mut() {
+                Some(staging) => {
+                    let (source, _record) = slice.device_ptr(stream);
+                    // SAFETY: u16 has no invalid bit patterns and no padding: its bytes.
+                    let bytes = unsafe {
+                        std::slice::from_raw_parts_mut(
+                            bits.as_mut_ptr().cast::<u8>(),
+                            2 * bits.len(),
+                        )
+                    };
+                    staging.download(stream, source, bytes)?;
+                }
+                None => stream
+                    .memcpy_dtoh(slice, &mut bits)
+                    .map_err(gpu("reading the reference back"))?,
+            }
             stream
                 .synchronize()
                 .map_err(gpu("reading the reference back"))?;

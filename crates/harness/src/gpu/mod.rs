@@ -1,8 +1,8 @@
 //! The GPU backend: device discovery, NVRTC compilation with a cache, the variant registry, the
 //! hardened launch, the C-ABI library loader, the determinism check's conditions, device copies
 //! to check buffers against ([`pristine`]), the parent's L2 reset before a worker's timed calls
-//! ([`l2`]) (timing itself is `crate::bench`'s) and the dual GEMM's inputs made on the GPU
-//! ([`input_generator`]). CUDA is loaded at run time: on a machine without
+//! ([`l2`]) (timing itself is `crate::bench`'s), the dual GEMM's inputs made on the GPU
+//! ([`input_generator`]) and host-device copies through pinned memory ([`staging`]). CUDA is loaded at run time: on a machine without
 //! it every GPU variant reports why it cannot run. The worker processes that run each GPU kernel
 //! in isolation, and the `gpu-worker` serving loop built on this module, are in the `worker`
 //! module, which uses this one.
@@ -63,6 +63,8 @@ pub mod launch;
 pub mod library;
 #[cfg(feature = "gpu")]
 pub mod pristine;
+#[cfg(feature = "gpu")]
+pub mod staging;
 pub mod variants;
 
 // What the command line and the examples name of the GPU backend.

@@ -81,6 +81,12 @@ impl Pristine {
         Ok(flag[0] == 0)
     }
 
+    /// Where the copy lies in device memory (for a copy out enqueued on `stream`, after the
+    /// work that made it).
+    pub fn device_ptr(&self, stream: &Arc<CudaStream>) -> sys::CUdeviceptr {
+        self.copy.device_ptr(stream).0
+    }
+
     /// The copy's bytes, into `bytes` (its length).
     pub fn download_into(
         &self,

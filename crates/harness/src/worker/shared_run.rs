@@ -27,6 +27,7 @@ use crate::gpu::fenced::FencedBuffer;
 use crate::gpu::launch::LaunchBuffers;
 use crate::gpu::library::lmn_into_mnl;
 use crate::gpu::pristine::Pristine;
+use crate::gpu::staging::Staging;
 use crate::kernels::{KernelCase, KernelFailure};
 use crate::trace::trace;
 use cudarc::driver::CudaStream;
@@ -34,7 +35,7 @@ use half::f16;
 use nvfp4_model::problem::{ProblemKind, POISON};
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 /// A dual-GEMM case whose inputs take at least this many bytes runs on shared memory; a
@@ -73,23 +74,58 @@ fn parent_stream() -> Result<Arc<CudaStream>, String> {
         .clone()
 }
 
-/// The buffers of one shared run, filled: the inputs uploaded, the output poisoned.
+/// The pinned host memory the parent's shared-run copies go through (`crate::gpu::staging`):
+/// one for the process, in `stream`'s context; None where it cannot be allocated (the copies are
+/// then the driver's from pageable memory).
+fn staging(stream: &Arc<CudaStream>) -> Option<&'static Mutex<Staging>> {
+    static STAGING: OnceLock<Option<Mutex<Staging>>> = OnceLock::new();
+    STAGING
+        .get_or_init(|| Staging::new(stream.context()).ok().map(Mutex::new))
+        .as_ref()
+}
+
+/// The buffers of one shared run, filled: the inputs uploaded, the output poisoned; with the
+/// seconds of each step in words, for the trace.
 fn allocate(
     stream: &Arc<CudaStream>,
     bodies: &[&[u8]; 9],
     output_elements: usize,
-) -> Result<Vec<FencedBuffer>, String> {
+) -> Result<(Vec<FencedBuffer>, String), String> {
+    let started = Instant::now();
     let mut buffers = Vec::with_capacity(SHARED_KEYS.len());
     for body in bodies {
-        let buffer = FencedBuffer::canaries(stream, body.len(), true).map_err(|e| e.0)?;
-        buffer.write_body(stream, body).map_err(|e| e.0)?;
-        buffers.push(buffer);
+        buffers.push(FencedBuffer::canaries(stream, body.len(), true).map_err(|e| e.0)?);
+    }
+    let fenced = started.elapsed().as_secs_f64();
+    match staging(stream) {
+        Some(staging) => {
+            let mut staging = staging.lock().unwrap_or_else(|p| p.into_inner());
+            for (buffer, body) in buffers.iter().zip(bodies) {
+                staging
+                    .upload(stream, buffer.body_ptr(), body)
+                    .map_err(|e| e.0)?;
+            }
+        }
+        None => {
+            for (buffer, body) in buffers.iter().zip(bodies) {
+                buffer.write_body(stream, body).map_err(|e| e.0)?;
+            }
+        }
     }
     let c = FencedBuffer::canaries(stream, 2 * output_elements, true).map_err(|e| e.0)?;
     c.fill_body_u16(stream, POISON.to_bits()).map_err(|e| e.0)?;
     buffers.push(c);
     stream.synchronize().map_err(|e| e.to_string())?;
-    Ok(buffers)
+    let steps = format!(
+        "{fenced:.3} s fenced buffers, {:.3} s inputs uploaded{}",
+        started.elapsed().as_secs_f64() - fenced,
+        if staging(stream).is_some() {
+            " through pinned memory"
+        } else {
+            ""
+        }
+    );
+    Ok((buffers, steps))
 }
 
 /// Device copies of the inputs, made before the worker can reach them, to check them unchanged
@@ -135,10 +171,12 @@ pub fn run_shared(
         return Ok(None);
     };
     let started = Instant::now();
-    let Ok(buffers) = allocate(&stream, &bodies, output.len()) else {
+    let Ok((buffers, steps)) = allocate(&stream, &bodies, output.len()) else {
         return Ok(None);
     };
+    let before_copies = started.elapsed().as_secs_f64();
     let pristine_inputs = pristine_copies(&stream, &buffers[..SHARED_KEYS.len() - 1]);
+    let copies = started.elapsed().as_secs_f64() - before_copies;
     let allocated = started.elapsed().as_secs_f64();
     let fds: Vec<OwnedFd> = match buffers.iter().map(FencedBuffer::export_fd).collect() {
         Ok(fds) => fds,
@@ -162,6 +200,7 @@ pub fn run_shared(
         set: CaseFiles::describe(case, std::path::Path::new("")),
         shared: layout,
     })?;
+    let sent = started.elapsed().as_secs_f64();
     let answered = Instant::now();
     let reply = worker.receive(timeout)?;
     let worker_seconds = answered.elapsed().as_secs_f64();
@@ -193,11 +232,22 @@ pub fn run_shared(
         OutputOrder::Mnl => fp16_bytes(output),
         OutputOrder::Lmn => &mut lmn,
     };
-    match &c_copy {
-        Some(copy) => copy.download_into(&stream, read_into),
-        None => c.download_body_into(&stream, read_into),
+    let source = match &c_copy {
+        Some(copy) => copy.device_ptr(&stream),
+        None => c.body_ptr(),
+    };
+    match staging(&stream) {
+        Some(staging) => staging
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .download(&stream, source, read_into),
+        None => match &c_copy {
+            Some(copy) => copy.download_into(&stream, read_into),
+            None => c.download_body_into(&stream, read_into),
+        },
     }
     .map_err(unreadable)?;
+    let downloaded = started.elapsed().as_secs_f64() - sent - worker_seconds;
     if let Some(place) = c.canaries_overwritten(&stream).map_err(unreadable)? {
         return Err(KernelFailure::OutOfBounds(format!(
             "the canary around c was overwritten ({place})"
@@ -244,11 +294,13 @@ pub fn run_shared(
         lmn_into_mnl(&lmn, shape, fp16_bytes(output));
     }
     trace(format_args!(
-        "shared run {shape}: {:.3} s buffers and inputs, {:.3} s the worker's answer, {:.3} s \
-         reading and checks ({} MB out)",
+        "shared run {shape}: {:.3} s buffers and inputs ({steps}, {copies:.3} s device copies, \
+         {:.3} s the descriptors), {:.3} s the worker's answer, {:.3} s reading and checks \
+         ({downloaded:.3} s the output's copy and download, {} MB)",
         allocated,
+        sent - allocated,
         worker_seconds,
-        started.elapsed().as_secs_f64() - allocated - worker_seconds,
+        started.elapsed().as_secs_f64() - sent - worker_seconds,
         output.len() * 2 >> 20,
     ));
     Ok(Some(()))

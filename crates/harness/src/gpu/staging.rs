@@ -1,0 +1,135 @@
+//! Copies between host memory the harness owns (a `Vec`) and the device, through two halves of
+//! page-locked ("pinned") host memory kept for the process: the bytes are copied into a half on
+//! the host while the other half's copy runs on the device.
+//!
+//! Why not the driver's own copy from pageable memory: on the H200 it ran at 6.5 GB/s alone and
+//! far slower beside a campaign's other work, against 51 GB/s from pinned memory; and it holds
+//! up other threads' small copies in the same context (a small upload waited up to 26.5 ms
+//! beside another thread's pageable uploads, 0.5 ms beside pinned ones:
+//! `results/shared-inputs/pageable_contention.py`). A campaign's GPU reference moves every
+//! case's operands up and three output-sized arrays down, and a shared run its inputs up and its
+//! output down, beside each other.
+//!
+//! Why not register the `Vec`s themselves as pinned: page-locking costs about as much as a
+//! copy, every time, and the memory is the allocator's to move.
+
+use super::GpuError;
+use cudarc::driver::sys::{self, CUdeviceptr};
+use cudarc::driver::{CudaContext, CudaEvent, CudaStream, PinnedHostSlice};
+use std::sync::Arc;
+
+/// Bytes in each half: large enough that a copy's fixed cost is small beside its bytes, small
+/// enough that the two halves cost the host 64 MiB of page-locked memory.
+pub const HALF_BYTES: usize = 32 << 20;
+
+/// Two halves of pinned host memory, each with the event of its last copy on the device.
+pub struct Staging {
+    halves: [(PinnedHostSlice<u8>, CudaEvent); 2],
+}
+
+impl Staging {
+    /// The halves, allocated in `ctx` (page-locked, not write-combined: the host reads them
+    /// back too).
+    pub fn new(ctx: &Arc<CudaContext>) -> Result<Self, GpuError> {
+        let half = || -> Result<(PinnedHostSlice<u8>, CudaEvent), GpuError> {
+            // SAFETY: the memory is written by the host or a copy before it is read.
+            let pinned = unsafe { ctx.alloc_pinned_with_flags::<u8>(HALF_BYTES, 0) }
+                .map_err(|err| GpuError(format!("allocating pinned host memory: {err}")))?;
+            let event = ctx
+                // Waited on by blocking, not spinning: a campaign's cores are busy.
+                .new_event(Some(sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC))
+                .map_err(|err| GpuError(format!("making an event: {err}")))?;
+            Ok((pinned, event))
+        };
+        Ok(Staging {
+            halves: [half()?, half()?],
+        })
+    }
+
+    /// Enqueues on `stream` the copy of `bytes` to the device memory at `target` (at least
+    /// `bytes.len()` bytes in `stream`'s context). Returns once every byte is in pinned memory
+    /// (`bytes` may then be dropped): work enqueued later on `stream` sees them on the device.
+    pub fn upload(
+        &mut self,
+        stream: &CudaStream,
+        target: CUdeviceptr,
+        bytes: &[u8],
+    ) -> Result<(), GpuError> {
+        for (i, chunk) in bytes.chunks(HALF_BYTES).enumerate() {
+            let (pinned, event) = &mut self.halves[i % 2];
+            // The half's last copy (enqueued two chunks ago, or by an earlier call) has read it.
+            event
+                .synchronize()
+                .map_err(gpu("waiting for a staged copy"))?;
+            let host = pinned.as_mut_ptr().map_err(gpu("pinned memory"))?;
+            // SAFETY: the half holds HALF_BYTES >= chunk.len() bytes, no copy uses it now.
+            unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), host, chunk.len()) };
+            let at = target + (i * HALF_BYTES) as u64;
+            // SAFETY: the caller's device range holds the chunk; the pinned half is not written
+            // again before the event recorded after this copy has passed.
+            super::fenced::check("cuMemcpyHtoDAsync", unsafe {
+                sys::cuMemcpyHtoDAsync_v2(at, host.cast(), chunk.len(), stream.cu_stream())
+            })?;
+            event
+                .record(stream)
+                .map_err(gpu("recording a staged copy"))?;
+        }
+        Ok(())
+    }
+
+    /// Copies the device memory at `source` (at least `bytes.len()` bytes in `stream`'s
+    /// context), after the work enqueued on `stream` so far, into `bytes`; returns when they are
+    /// there. Each half's copy on the device runs while the host copies the other half out.
+    pub fn download(
+        &mut self,
+        stream: &CudaStream,
+        source: CUdeviceptr,
+        bytes: &mut [u8],
+    ) -> Result<(), GpuError> {
+        let total = bytes.len();
+        let chunks = total.div_ceil(HALF_BYTES);
+        let enqueue = |halves: &mut [(PinnedHostSlice<u8>, CudaEvent); 2], i: usize| {
+            let len = HALF_BYTES.min(total - i * HALF_BYTES);
+            let (pinned, event) = &mut halves[i % 2];
+            let host = pinned.as_mut_ptr().map_err(gpu("pinned memory"))?;
+            // SAFETY: the half holds len bytes and the host has copied its last chunk out (it
+            // is enqueued only after that); the device range is the caller's.
+            super::fenced::check("cuMemcpyDtoHAsync", unsafe {
+                sys::cuMemcpyDtoHAsync_v2(
+                    host.cast(),
+                    source + (i * HALF_BYTES) as u64,
+                    len,
+                    stream.cu_stream(),
+                )
+            })?;
+            event
+                .record(stream)
+                .map_err(gpu("recording a staged copy"))?;
+            Ok::<_, GpuError>(())
+        };
+        if chunks > 0 {
+            enqueue(&mut self.halves, 0)?;
+        }
+        for i in 0..chunks {
+            if i + 1 < chunks {
+                enqueue(&mut self.halves, i + 1)?;
+            }
+            let (pinned, event) = &mut self.halves[i % 2];
+            event
+                .synchronize()
+                .map_err(gpu("waiting for a staged copy"))?;
+            let host = pinned.as_mut_ptr().map_err(gpu("pinned memory"))?;
+            let out = &mut bytes[i * HALF_BYTES..][..HALF_BYTES.min(total - i * HALF_BYTES)];
+            // SAFETY: the copy into the half has ended (its event passed); it holds out.len()
+            // bytes.
+            unsafe {
+                std::ptr::copy_nonoverlapping(host.cast_const(), out.as_mut_ptr(), out.len())
+            };
+        }
+        Ok(())
+    }
+}
+
+fn gpu(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
+    move |err| GpuError(format!("{what}: {err}"))
+}
