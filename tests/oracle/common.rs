@@ -83,6 +83,12 @@ pub fn skip(reason: &str) {
     let _ = append_skip(&skip_log_dir(), &test_binary(), std::process::id(), &line);
 }
 
+/// `result`'s value, or None after [`skip`] with `what` and the error: for a test that needs a
+/// GPU (or a tool) this machine may lack.
+pub fn or_skip<T, E: std::fmt::Display>(result: Result<T, E>, what: &str) -> Option<T> {
+    result.map_err(|err| skip(&format!("{what}: {err}"))).ok()
+}
+
 /// Where each test process writes the skips of its tests: `<binary>.<pid>.log`.
 pub fn skip_log_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("skipped-tests")

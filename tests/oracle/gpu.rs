@@ -126,12 +126,9 @@ fn the_byte_comparison_compiles() {
 fn staged_copies_keep_every_byte() {
     use nvfp4_harness::gpu::fenced::FencedBuffer;
     use nvfp4_harness::gpu::staging::{Staging, HALF_BYTES};
-    let (ctx, _) = match nvfp4_harness::gpu::device::open_device() {
-        Ok(opened) => opened,
-        Err(err) => {
-            common::skip(&format!("no GPU: {err}"));
-            return;
-        }
+    let Some((ctx, _)) = common::or_skip(nvfp4_harness::gpu::device::open_device(), "no GPU")
+    else {
+        return;
     };
     let stream = ctx.new_stream().unwrap();
     let mut staging = Staging::new(&ctx).unwrap();

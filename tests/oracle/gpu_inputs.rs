@@ -297,12 +297,9 @@ fn run_on_the_host(
 #[test]
 #[ignore = "needs a GPU"]
 fn gpu_inputs_equal_the_cpus_byte_for_byte() {
-    let (ctx, info) = match nvfp4_harness::gpu::device::open_device() {
-        Ok(opened) => opened,
-        Err(err) => {
-            common::skip(&format!("no GPU: {err}"));
-            return;
-        }
+    let Some((ctx, info)) = common::or_skip(nvfp4_harness::gpu::device::open_device(), "no GPU")
+    else {
+        return;
     };
     println!("device: {}", info.describe());
     let generator = InputGenerator::new(&ctx).unwrap_or_else(|err| panic!("{err}"));

@@ -97,7 +97,8 @@ fn allocate(
         buffers.push(FencedBuffer::canaries(stream, body.len(), true).map_err(|e| e.0)?);
     }
     let fenced = started.elapsed().as_secs_f64();
-    match staging(stream) {
+    let staged = staging(stream);
+    match staged {
         Some(staging) => {
             let mut staging = staging.lock().unwrap_or_else(|p| p.into_inner());
             for (buffer, body) in buffers.iter().zip(bodies) {
@@ -119,7 +120,7 @@ fn allocate(
     let steps = format!(
         "{fenced:.3} s fenced buffers, {:.3} s inputs uploaded{}",
         started.elapsed().as_secs_f64() - fenced,
-        if staging(stream).is_some() {
+        if staged.is_some() {
             " through pinned memory"
         } else {
             ""

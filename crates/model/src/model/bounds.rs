@@ -335,15 +335,21 @@ pub fn fp16_interval_toward_zero(range: Range) -> (f16, f16) {
 /// Position of an fp16 value on the line of all fp16 values (-0 and +0 share a position), for
 /// measuring distances in ulps. NaN has no position.
 pub fn fp16_ordinal(x: f16) -> Option<i32> {
-    if x.is_nan() {
-        return None;
-    }
+    let (position, nan) = fp16_position(x);
+    (!nan).then_some(position)
+}
+
+/// [`fp16_ordinal`] without the `Option`: the position, and whether `x` is a NaN (whose
+/// position means nothing). For scans over whole outputs that the compiler can vectorize.
+pub fn fp16_position(x: f16) -> (i32, bool) {
     let bits = i32::from(x.to_bits());
-    Some(if bits & 0x8000 != 0 {
-        -(bits & 0x7FFF)
+    let magnitude = bits & 0x7FFF;
+    let position = if bits & 0x8000 != 0 {
+        -magnitude
     } else {
-        bits
-    })
+        magnitude
+    };
+    (position, magnitude > 0x7C00)
 }
 
 /// Number of fp16 values in [lo, hi] minus one: 0 when the interval is a single value.

@@ -3,6 +3,7 @@
 //! the expected value on tight intervals.
 
 use half::f16;
+use nvfp4_model::model::bounds::fp16_position;
 use nvfp4_model::model::Reference;
 use nvfp4_model::problem::ProblemInputs;
 use rayon::prelude::*;
@@ -113,27 +114,16 @@ fn fp4_codes(data: &[u8]) -> u16 {
 
 /// The largest distance (fp16 ulps) of `output` from `expected` over the elements whose
 /// interval `[lo, hi]` is at most [`TIGHT_ULPS`] wide (NaN bounds or values count nothing):
-/// what filtering with `width_ulps` and `fp16_ordinal` gives, branch-free so that it
-/// vectorizes.
+/// what filtering with `width_ulps` and `fp16_ordinal` gives, without their `Option`s so that
+/// it vectorizes.
 fn worst_tight(output: &[f16], expected: &[f16], lo: &[f16], hi: &[f16]) -> u32 {
-    // fp16_ordinal's order, and whether the bits are a NaN.
-    let ordinal = |x: f16| {
-        let bits = i32::from(x.to_bits());
-        let magnitude = bits & 0x7FFF;
-        let ordinal = if bits & 0x8000 != 0 {
-            -magnitude
-        } else {
-            magnitude
-        };
-        (ordinal, magnitude > 0x7C00)
-    };
     output
         .iter()
         .zip(expected)
         .zip(lo.iter().zip(hi))
         .map(|((&out, &exp), (&lo, &hi))| {
-            let ((out, out_nan), (exp, exp_nan)) = (ordinal(out), ordinal(exp));
-            let ((lo, lo_nan), (hi, hi_nan)) = (ordinal(lo), ordinal(hi));
+            let ((out, out_nan), (exp, exp_nan)) = (fp16_position(out), fp16_position(exp));
+            let ((lo, lo_nan), (hi, hi_nan)) = (fp16_position(lo), fp16_position(hi));
             let tight = !(lo_nan | hi_nan | out_nan | exp_nan)
                 & ((hi.wrapping_sub(lo)) as u32 <= TIGHT_ULPS);
             if tight {
