@@ -152,6 +152,52 @@ fn staged_copies_keep_every_byte() {
     }
 }
 
+/// On a GPU: the fills made by copies from pinned patterns (`gpu/device_fill.rs`) leave every
+/// byte of a fenced buffer's checked window as the buffer promises: canary bytes only; canaries
+/// around an uploaded body; canaries around a body of poison longer than one pattern's copy,
+/// and around one of an odd length (its last byte the canary's, as before the fill).
+#[test]
+#[ignore = "needs a CUDA GPU: cargo test --release --test oracle gpu:: -- --include-ignored"]
+fn fenced_fills_write_every_byte_they_promise() {
+    use nvfp4_harness::gpu::fenced::{FencedBuffer, CANARY_BYTE};
+    let Some((ctx, _)) = common::or_skip(nvfp4_harness::gpu::device::open_device(), "no GPU")
+    else {
+        return;
+    };
+    let stream = ctx.new_stream().unwrap();
+    for len in [1usize, 255, 4096, (9 << 20) + 3] {
+        let canaries = FencedBuffer::canaries(&stream, len, false).unwrap();
+        stream.synchronize().unwrap();
+        let window = canaries.download_window(&stream).unwrap();
+        assert!(
+            window.iter().all(|&b| b == CANARY_BYTE),
+            "{len}: canary bytes only"
+        );
+        let body: Vec<u8> = (0..len).map(|i| (i * 13 + 1) as u8).collect();
+        let uploaded = FencedBuffer::upload(&stream, &body).unwrap();
+        assert!(
+            uploaded.download_window(&stream).unwrap() == uploaded.expected_window(&body),
+            "{len}: canaries around an uploaded body"
+        );
+        let count = len / 2;
+        let poisoned = FencedBuffer::filled_u16(&stream, count, 0x7E01).unwrap();
+        let mut poison: Vec<u8> = 0x7E01u16.to_le_bytes().repeat(count);
+        assert!(
+            poisoned.download_window(&stream).unwrap() == poisoned.expected_window(&poison),
+            "{len}: canaries around {count} poison values"
+        );
+        // An odd body: the fill stops at its last whole value.
+        let odd = FencedBuffer::canaries(&stream, 2 * count + 1, false).unwrap();
+        odd.fill_body_u16(&stream, 0x7E01).unwrap();
+        stream.synchronize().unwrap();
+        poison.push(CANARY_BYTE);
+        assert!(
+            odd.download_window(&stream).unwrap() == odd.expected_window(&poison),
+            "{len}: an odd body's last byte"
+        );
+    }
+}
+
 /// On a GPU: a device copy of a fenced body matches it, and a change of one byte anywhere (the
 /// first, one inside a 16-byte word, the last of an odd length) is seen.
 #[test]

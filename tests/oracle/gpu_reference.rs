@@ -313,3 +313,122 @@ fn gpu_reference_speed_table() {
         );
     }
 }
+
+/// The worst distance on tight intervals by its definition (the coverage's figure): over the
+/// elements whose interval is at most 2 ulps wide, output and expected value numbers, the
+/// largest distance between them in fp16 positions.
+fn worst_tight_by_definition(output: &[half::f16], reference: &Reference) -> u32 {
+    use nvfp4_model::model::bounds::{fp16_ordinal, width_ulps};
+    (0..output.len())
+        .filter_map(|i| {
+            let width = width_ulps(reference.lo[i], reference.hi[i])?;
+            let (got, expected) = (
+                fp16_ordinal(output[i])?,
+                fp16_ordinal(reference.expected[i])?,
+            );
+            (width <= 2).then_some(got.abs_diff(expected))
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// An output judged on the GPU against a reference kept there is judged as the host's judge
+/// does: the same failing elements, the same first failure, and for a passing output the same
+/// worst distance on tight intervals; the reference brought back and the gathered elements
+/// are the reference computed and brought back at once.
+#[test]
+#[ignore = "needs a GPU: cargo test --release --test oracle gpu_reference:: -- --include-ignored"]
+fn an_output_judged_on_the_gpu_is_judged_as_on_the_host() {
+    use half::f16;
+    use nvfp4_model::compare::{judge, OutputShape};
+    let gpu = gpu_or_panic();
+    let mut judged = 0;
+    for (kind, dist, (m, n, k, l)) in [
+        (
+            ProblemKind::DualGemm,
+            Distribution::Full,
+            (200, 130, 256, 2),
+        ),
+        (
+            ProblemKind::DualGemm,
+            Distribution::AdversarialNan,
+            (129, 64, 512, 1),
+        ),
+        (
+            ProblemKind::Gemm,
+            Distribution::Adversarial,
+            (64, 300, 1024, 3),
+        ),
+    ] {
+        let inputs = generate_problem(kind, Shape::new(m, n, k, l).unwrap(), dist, 77);
+        let order = KOrder::Contiguous;
+        let on_device = gpu
+            .reference_on_device(&inputs, order)
+            .unwrap()
+            .expect("not a grouped GEMM");
+        let reference = gpu.download(&on_device).unwrap();
+        assert_eq!(
+            bits(&reference),
+            bits(&gpu.reference(&inputs, order).unwrap())
+        );
+        let indices: Vec<u64> = [0, 1, 17, reference.len() as u64 - 1].to_vec();
+        let gathered = gpu.gather(&on_device, &indices).unwrap();
+        for (j, &i) in indices.iter().enumerate() {
+            let i = i as usize;
+            assert_eq!(
+                [gathered.expected[j], gathered.lo[j], gathered.hi[j]].map(f16::to_bits),
+                [reference.expected[i], reference.lo[i], reference.hi[i]].map(f16::to_bits)
+            );
+        }
+        // Outputs: the expected values; one pushed to each bound and past it; a NaN where a
+        // number is expected; every element one step up (fp16 bits + 1, wrapping signs).
+        let mut outputs = vec![reference.expected.clone()];
+        let at = reference.len() / 3;
+        for bound in [reference.lo[at], reference.hi[at]] {
+            let mut pushed = reference.expected.clone();
+            pushed[at] = bound;
+            outputs.push(pushed.clone());
+            pushed[at] = f16::from_bits(bound.to_bits().wrapping_add(1));
+            outputs.push(pushed);
+        }
+        let mut nan = reference.expected.clone();
+        nan[reference.len() - 1] = f16::NAN;
+        outputs.push(nan);
+        outputs.push(
+            reference
+                .expected
+                .iter()
+                .map(|x| f16::from_bits(x.to_bits().wrapping_add(1)))
+                .collect(),
+        );
+        let mut failing = 0;
+        for output in &outputs {
+            let host = judge(
+                OutputShape { m, n, l },
+                output,
+                &reference.expected,
+                &reference.lo,
+                &reference.hi,
+            );
+            let device = gpu.judge_host_output(&on_device, output).unwrap();
+            assert_eq!(device.failed, host.failed as u64, "{m}x{n}x{k}x{l}");
+            let first = host
+                .first_failures
+                .first()
+                .map(|f| ((f.m * n + f.n) * l + f.l) as u64);
+            assert_eq!(device.first, first, "{m}x{n}x{k}x{l}");
+            if host.pass {
+                assert_eq!(
+                    device.worst_tight_ulps,
+                    worst_tight_by_definition(output, &reference),
+                    "{m}x{n}x{k}x{l}"
+                );
+            } else {
+                failing += 1;
+            }
+            judged += 1;
+        }
+        assert!(failing >= 2, "the outputs past a bound fail");
+    }
+    println!("{judged} outputs judged on {} as on the host", gpu.device());
+}

@@ -238,10 +238,8 @@ impl BatchInputs for DeviceInputs<'_> {
             let output = self.memory.slot(self.output_tensor, slot);
             // SAFETY: the output slot holds the reference's element count of fp16 values, in
             // GPU MODE's [L][M][N] storage.
-            let (failed, _) = unsafe {
-                self.reference
-                    .failed_elements_on_device(&reference, output.ptr, true)
-            }?;
+            let failed =
+                unsafe { self.reference.judge_on_device(&reference, output.ptr, true) }?.failed;
             if failed > 0 {
                 wrong.push(WrongCall {
                     batch: b,

@@ -11,11 +11,12 @@
 //! every case it computes; a difference is a harness error. It never runs in a worker: no code
 //! of the kernel's shares its process or its context.
 //!
-//! Where the inputs and the output are on the device already (bench's batches), the reference
-//! is computed from device memory and kept there ([`GpuReference::dual_gemm_on_device`]), and
-//! the output judged against it there by the model's rule
-//! ([`GpuReference::failed_elements_on_device`]): two numbers come back, not three fp16 arrays.
+//! A reference can stay on the device ([`GpuReference::reference_on_device`], or
+//! [`GpuReference::dual_gemm_on_device`] from operands already there, as bench's batches have
+//! them) and an output be judged against it there (`super::device_reference`): three numbers
+//! come back, not three fp16 arrays of the output's size.
 
+use super::device_reference::{DeviceReference, ReferenceDims};
 use super::staging::Staging;
 use super::GpuError;
 use cudarc::driver::sys::CUdeviceptr;
@@ -23,20 +24,16 @@ use cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
-use half::f16;
-use half::vec::HalfBitsVecExt;
 use nvfp4_model::model::bounds::KOrder;
 use nvfp4_model::model::exact_grid::MAX_I64_BLOCKS;
 use nvfp4_model::model::Reference;
 use nvfp4_model::problem::{BlockScaledMatrix, ProblemInputs, Shape, SCALE_BLOCK};
-use rayon::iter::ParallelExtend;
 use std::sync::{Arc, Mutex};
 
 const SOURCE: &str = include_str!("../../kernels/harness/exact_reference_kernel.cu");
 const KERNEL: &str = "nvfp4_oracle_exact_reference";
 const JUDGE_KERNEL: &str = "nvfp4_oracle_judge_output";
-/// The output judge's grid: enough CTAs of 256 threads to keep every SM's loads in flight.
-const JUDGE_GRID: (u32, u32) = (1024, 256);
+const GATHER_KERNEL: &str = "nvfp4_oracle_gather_reference";
 /// The kernel's output tile and threads (TILE_M, TILE_N, THREADS_X, THREADS_Y in the source).
 const TILE: u32 = 32;
 const THREADS: (u32, u32) = (16, 16);
@@ -85,13 +82,15 @@ pub fn compile() -> Result<Ptx, GpuError> {
 
 /// The reference kernel loaded in the parent's context.
 pub struct GpuReference {
-    stream: Arc<CudaStream>,
+    pub(super) stream: Arc<CudaStream>,
     function: CudaFunction,
-    judge: CudaFunction,
+    /// The output judge and the gather of sampled elements (`super::device_reference`).
+    pub(super) judge: CudaFunction,
+    pub(super) gather: CudaFunction,
     device: String,
     /// Pinned host memory the operands and the reference's arrays go through
     /// (`super::staging`); None where it cannot be allocated (the driver's pageable copies).
-    staging: Option<Mutex<Staging>>,
+    pub(super) staging: Option<Mutex<Staging>>,
 }
 
 /// Why the GPU reference does not take a case (the CPU model does).
@@ -115,10 +114,14 @@ impl GpuReference {
         let judge = module
             .load_function(JUDGE_KERNEL)
             .map_err(|err| err.to_string())?;
+        let gather = module
+            .load_function(GATHER_KERNEL)
+            .map_err(|err| err.to_string())?;
         Ok(GpuReference {
             stream: ctx.new_stream().map_err(|err| err.to_string())?,
             function,
             judge,
+            gather,
             device: info.describe(),
             staging: Staging::new(&ctx).ok().map(Mutex::new),
         })
@@ -162,12 +165,6 @@ impl GpuReference {
     /// [`nvfp4_model::model::problem_reference`].
     pub fn reference(&self, inputs: &ProblemInputs, order: KOrder) -> Result<Reference, GpuError> {
         match inputs {
-            ProblemInputs::DualGemm(d) => {
-                self.run(&d.a, [&d.b1, &d.b2], PROBLEM_DUAL_GEMM, d.shape.l, order)
-            }
-            ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => {
-                self.run(&g.a, [&g.b, &g.b], PROBLEM_GEMM, g.shape.l, order)
-            }
             ProblemInputs::GroupGemm(g) => {
                 let mut out = Reference {
                     expected: vec![],
@@ -175,38 +172,62 @@ impl GpuReference {
                     hi: vec![],
                 };
                 for group in &g.groups {
-                    let part = self.run(
+                    let part = self.operands_reference(
                         &group.a,
                         [&group.b, &group.b],
                         PROBLEM_GEMM,
                         group.shape.l,
                         order,
                     )?;
+                    let part = self.download(&part)?;
                     out.expected.extend(part.expected);
                     out.lo.extend(part.lo);
                     out.hi.extend(part.hi);
                 }
                 Ok(out)
             }
+            _ => {
+                let on_device = self.reference_on_device(inputs, order)?;
+                self.download(&on_device.expect("every problem but a grouped GEMM"))
+            }
         }
     }
 
-    fn run(
+    /// The reference of `inputs` under `order`, kept in device memory (`[M][N][L]`, as
+    /// [`GpuReference::reference`] brings it back); None for a grouped GEMM, whose groups are
+    /// computed one at a time.
+    pub fn reference_on_device(
+        &self,
+        inputs: &ProblemInputs,
+        order: KOrder,
+    ) -> Result<Option<DeviceReference>, GpuError> {
+        match inputs {
+            ProblemInputs::DualGemm(d) => self
+                .operands_reference(&d.a, [&d.b1, &d.b2], PROBLEM_DUAL_GEMM, d.shape.l, order)
+                .map(Some),
+            ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => self
+                .operands_reference(&g.a, [&g.b, &g.b], PROBLEM_GEMM, g.shape.l, order)
+                .map(Some),
+            ProblemInputs::GroupGemm(_) => Ok(None),
+        }
+    }
+
+    /// Uploads the operands and computes their reference, kept on the device.
+    fn operands_reference(
         &self,
         a: &BlockScaledMatrix,
         bs: [&BlockScaledMatrix; 2],
         problem: i32,
         batches: usize,
         order: KOrder,
-    ) -> Result<Reference, GpuError> {
+    ) -> Result<DeviceReference, GpuError> {
         let (m, n, blocks) = (a.rows(), bs[0].rows(), a.k() / SCALE_BLOCK);
-        if m * n * batches == 0 {
-            return Ok(Reference {
-                expected: vec![],
-                lo: vec![],
-                hi: vec![],
-            });
-        }
+        let dims = ReferenceDims {
+            m,
+            n,
+            blocks,
+            batches,
+        };
         let stream = &self.stream;
         bind(stream)?;
         let mut staging = self
@@ -237,6 +258,7 @@ impl GpuReference {
         } else {
             None
         };
+        drop(staging);
         let (b2_data, b2_scales) = b2.as_ref().map_or((&b1_data, &b1_scales), |(d, s)| (d, s));
         let operand = |data: &CudaSlice<u8>, scales: &CudaSlice<u8>| DeviceOperand {
             data: data.device_ptr(stream).0,
@@ -247,47 +269,8 @@ impl GpuReference {
             operand(&b1_data, &b1_scales),
             operand(b2_data, b2_scales),
         ];
-        let dims = ReferenceDims {
-            m,
-            n,
-            blocks,
-            batches,
-        };
         // SAFETY: the operands are the uploads above, alive until `compute` has synchronized.
-        let reference = unsafe { self.compute(operands, dims, problem, order) }?;
-        let mut download = |slice: &CudaSlice<u16>| -> Result<Vec<f16>, GpuError> {
-            // Into memory written first on every core: a copy into fresh pages faults each in
-            // on the way, one thread at a time (the 2^30-output case's three arrays are
-            // 6 GB).
-            let mut bits = Vec::new();
-            bits.par_extend(rayon::iter::repeat_n(0u16, slice.len()));
-            match staging.as_mut() {
-                Some(staging) => {
-                    let (source, _record) = slice.device_ptr(stream);
-                    // SAFETY: u16 has no invalid bit patterns and no padding: its bytes.
-                    let bytes = unsafe {
-                        std::slice::from_raw_parts_mut(
-                            bits.as_mut_ptr().cast::<u8>(),
-                            2 * bits.len(),
-                        )
-                    };
-                    staging.download(stream, source, bytes)?;
-                }
-                None => stream
-                    .memcpy_dtoh(slice, &mut bits)
-                    .map_err(gpu("reading the reference back"))?,
-            }
-            stream
-                .synchronize()
-                .map_err(gpu("reading the reference back"))?;
-            // The same bits as f16 in place (f16 is a u16 underneath): no second array.
-            Ok(bits.reinterpret_into())
-        };
-        Ok(Reference {
-            expected: download(&reference.expected)?,
-            lo: download(&reference.lo)?,
-            hi: download(&reference.hi)?,
-        })
+        unsafe { self.compute(operands, dims, problem, order) }
     }
 
     /// The dual GEMM's reference of operands already in device memory of this reference's
@@ -322,61 +305,6 @@ impl GpuReference {
         unsafe { self.compute(operands, dims, PROBLEM_DUAL_GEMM, order) }
     }
 
-    /// How many elements of the output at `output` (fp16, `[L][M][N]` when `lmn`, else the
-    /// reference's `[M][N][L]`) the reference does not accept, and the first of them in the
-    /// reference's order, judged on the device by the model's rule: two numbers come back.
-    ///
-    /// # Safety
-    /// `output` must point at the reference's element count of fp16 values in this context's
-    /// memory.
-    pub unsafe fn failed_elements_on_device(
-        &self,
-        reference: &DeviceReference,
-        output: CUdeviceptr,
-        lmn: bool,
-    ) -> Result<(u64, Option<u64>), GpuError> {
-        let stream = &self.stream;
-        bind(stream)?;
-        let ReferenceDims { m, n, batches, .. } = reference.dims;
-        if m * n * batches == 0 {
-            return Ok((0, None));
-        }
-        let mut counts = stream
-            .clone_htod(&[0u64, u64::MAX])
-            .map_err(gpu("allocating the judge's counts"))?;
-        // [failed, first]: two u64 at `counts_ptr` and 8 bytes past it.
-        let (counts_ptr, record) = counts.device_ptr_mut(stream);
-        let (failed_ptr, first_ptr) = (counts_ptr, counts_ptr + 8);
-        let (m32, n32, batches32, lmn32) = (m as i32, n as i32, batches as i32, i32::from(lmn));
-        let mut launch = stream.launch_builder(&self.judge);
-        launch
-            .arg(&output)
-            .arg(&reference.lo)
-            .arg(&reference.hi)
-            .arg(&m32)
-            .arg(&n32)
-            .arg(&batches32)
-            .arg(&lmn32)
-            .arg(&failed_ptr)
-            .arg(&first_ptr);
-        let config = LaunchConfig {
-            grid_dim: (JUDGE_GRID.0, 1, 1),
-            block_dim: (JUDGE_GRID.1, 1, 1),
-            shared_mem_bytes: 0,
-        };
-        // SAFETY: the kernel's arguments in its order; every index is below m * n * batches,
-        // the length of lo, hi and (the caller's promise) the output.
-        unsafe { launch.launch(config) }.map_err(gpu("launching the output judge"))?;
-        drop(record);
-        let back = stream
-            .clone_dtoh(&counts)
-            .map_err(gpu("reading the judge's counts"))?;
-        stream
-            .synchronize()
-            .map_err(gpu("waiting for the output judge"))?;
-        Ok((back[0], (back[0] > 0).then_some(back[1])))
-    }
-
     /// Launches the reference kernel on operands in device memory and waits for it.
     ///
     /// # Safety
@@ -397,6 +325,9 @@ impl GpuReference {
         } = dims;
         let elements = m * n * batches;
         let stream = &self.stream;
+        if elements == 0 {
+            return Ok(DeviceReference::empty(stream, dims)?);
+        }
         let alloc = || -> Result<CudaSlice<u16>, GpuError> {
             stream
                 .alloc_zeros::<u16>(elements.max(1))
@@ -480,25 +411,7 @@ pub struct DeviceOperand {
     pub scales: CUdeviceptr,
 }
 
-/// The dimensions a reference is computed for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct ReferenceDims {
-    m: usize,
-    n: usize,
-    blocks: usize,
-    batches: usize,
-}
-
-/// A reference kept in device memory (`[M][N][L]` fp16 bits): what an output on the device is
-/// judged against without coming back to the host.
-pub struct DeviceReference {
-    expected: CudaSlice<u16>,
-    lo: CudaSlice<u16>,
-    hi: CudaSlice<u16>,
-    dims: ReferenceDims,
-}
-
-fn bind(stream: &Arc<CudaStream>) -> Result<(), GpuError> {
+pub(super) fn bind(stream: &Arc<CudaStream>) -> Result<(), GpuError> {
     stream
         .context()
         .bind_to_thread()
@@ -506,7 +419,7 @@ fn bind(stream: &Arc<CudaStream>) -> Result<(), GpuError> {
 }
 
 /// A driver error with what was being done.
-fn gpu(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
+pub(super) fn gpu(what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> GpuError {
     move |err| GpuError(format!("{what}: {err}"))
 }
 

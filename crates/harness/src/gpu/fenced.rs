@@ -46,7 +46,7 @@ pub struct FencedBuffer {
 impl FencedBuffer {
     /// A buffer whose body holds `body`, canaries around it, uploaded on `stream`.
     pub fn upload(stream: &Arc<CudaStream>, body: &[u8]) -> Result<Self, GpuError> {
-        let buffer = Self::canaries(stream, body.len(), false)?;
+        let buffer = Self::canaries_around(stream, body.len(), false)?;
         buffer.write_body(stream, body)?;
         stream.synchronize().map_err(|e| e.to_string())?;
         Ok(buffer)
@@ -60,7 +60,7 @@ impl FencedBuffer {
         count: usize,
         value: u16,
     ) -> Result<Self, GpuError> {
-        let buffer = Self::canaries(stream, 2 * count, false)?;
+        let buffer = Self::canaries_around(stream, 2 * count, false)?;
         buffer.fill_body_u16(stream, value)?;
         stream.synchronize().map_err(|e| e.to_string())?;
         Ok(buffer)
@@ -98,10 +98,8 @@ impl FencedBuffer {
         if count == 0 {
             return Ok(());
         }
-        // SAFETY: the body lies inside the mapping and starts 256-byte aligned.
-        check("cuMemsetD16Async", unsafe {
-            sys::cuMemsetD16Async(self.body_ptr(), value, count, stream.cu_stream())
-        })
+        // The body lies inside the mapping and starts 256-byte aligned.
+        super::device_fill::fill_u16(stream, self.body_ptr(), 2 * count, value)
     }
 
     /// A buffer for a body of `len` bytes holding canary bytes only (the fill enqueued on
@@ -112,6 +110,45 @@ impl FencedBuffer {
         len: usize,
         exportable: bool,
     ) -> Result<Self, GpuError> {
+        let buffer = Self::unfilled(stream, len, exportable)?;
+        buffer.fill_canaries(stream, 0, buffer.mapped_len)?;
+        Ok(buffer)
+    }
+
+    /// A buffer for a body of `len` bytes with canary bytes around it and the body left as
+    /// the driver gave it: for a caller that writes every byte of the body (an upload, a fill)
+    /// before anything else can read it, so that the body's bytes are not copied twice.
+    pub fn canaries_around(
+        stream: &Arc<CudaStream>,
+        len: usize,
+        exportable: bool,
+    ) -> Result<Self, GpuError> {
+        let buffer = Self::unfilled(stream, len, exportable)?;
+        buffer.fill_canaries(stream, 0, buffer.start)?;
+        buffer.fill_canaries(stream, buffer.start + buffer.len, buffer.mapped_len)?;
+        Ok(buffer)
+    }
+
+    /// Enqueues on `stream` the canary fill of the mapping's bytes `from..to`.
+    fn fill_canaries(
+        &self,
+        stream: &Arc<CudaStream>,
+        from: usize,
+        to: usize,
+    ) -> Result<(), GpuError> {
+        let canary = u16::from_le_bytes([CANARY_BYTE; 2]);
+        super::device_fill::fill_u16(stream, self.mapped + from as u64, to - from, canary)
+    }
+
+    /// A buffer for a body of `len` bytes, nothing written, not exportable: device memory of
+    /// its own (no pool's), for a caller that writes the body before reading it and never
+    /// hands the buffer to a kernel (a device copy: `super::pristine`).
+    pub fn uninitialized(stream: &Arc<CudaStream>, len: usize) -> Result<Self, GpuError> {
+        Self::unfilled(stream, len, false)
+    }
+
+    /// A mapped buffer for a body of `len` bytes, nothing written.
+    fn unfilled(stream: &Arc<CudaStream>, len: usize, exportable: bool) -> Result<Self, GpuError> {
         stream
             .context()
             .bind_to_thread()
@@ -125,19 +162,14 @@ impl FencedBuffer {
         check("cuMemCreate", unsafe {
             sys::cuMemCreate(&mut handle, mapped_len, &prop, 0)
         })?;
-        let buffer = Self::map(
+        Self::map(
             &prop,
             granularity,
             handle,
             mapped_len,
             mapped_len - padded,
             len,
-        )?;
-        // SAFETY: the mapping is live device memory of `mapped_len` bytes in this context.
-        check("cuMemsetD8Async", unsafe {
-            sys::cuMemsetD8Async(buffer.mapped, CANARY_BYTE, mapped_len, stream.cu_stream())
-        })?;
-        Ok(buffer)
+        )
     }
 
     /// The buffer another process made and exported as `fd` ([`FencedBuffer::export_fd`]),

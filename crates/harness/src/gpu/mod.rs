@@ -50,6 +50,10 @@ pub mod compile;
 pub mod conditions;
 pub mod device;
 #[cfg(feature = "gpu")]
+pub mod device_fill;
+#[cfg(feature = "gpu")]
+pub mod device_reference;
+#[cfg(feature = "gpu")]
 pub mod exact_reference;
 #[cfg(feature = "gpu")]
 pub mod fenced;

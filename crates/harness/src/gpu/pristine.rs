@@ -6,10 +6,9 @@
 //! link's, twice for the output.
 
 use super::fenced::{check, FencedBuffer};
+use super::staging::Staging;
 use super::GpuError;
-use cudarc::driver::{
-    sys, CudaFunction, CudaSlice, CudaStream, DevicePtr, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{sys, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 use std::sync::{Arc, Mutex};
 
@@ -19,25 +18,26 @@ const SOURCE: &str = include_str!("../../kernels/harness/byte_compare_kernels.cu
 const COMPARE_GRID: (u32, u32) = (1024, 256);
 
 /// A copy of one fenced buffer's body, in device memory of its own.
+///
+/// Why memory mapped for each copy (`FencedBuffer::uninitialized`) and not the stream's pool: an
+/// allocation from the pool may reuse memory another stream freed and make the allocating
+/// stream wait for that stream's work (the driver's internal dependencies). Beside the GPU
+/// reference, which allocates and frees every case's arrays on its own stream, a shared run's
+/// copies and uploads then waited for the reference's kernel (results/device-judge/README.md).
 pub struct Pristine {
-    copy: CudaSlice<u8>,
+    copy: FencedBuffer,
 }
 
 impl Pristine {
     /// Copies `buffer`'s body into fresh device memory, enqueued on `stream` (ordered after the
     /// work already enqueued there, such as the body's upload).
     pub fn of(stream: &Arc<CudaStream>, buffer: &FencedBuffer) -> Result<Self, GpuError> {
-        let len = buffer.body_len().max(1);
-        // SAFETY: every byte the comparison or a download reads is written by the copy below
-        // first (on the same stream); a body of zero bytes allocates one byte, never read.
-        let copy = unsafe { stream.alloc::<u8>(len) }
-            .map_err(|err| format!("a device copy of {len} bytes: {err}"))?;
+        let copy = FencedBuffer::uninitialized(stream, buffer.body_len())?;
         if buffer.body_len() > 0 {
-            let (target, _guard) = copy.device_ptr(stream);
             // SAFETY: both ranges are `body_len` bytes of live device memory of this context.
             check("cuMemcpyDtoDAsync", unsafe {
                 sys::cuMemcpyDtoDAsync_v2(
-                    target,
+                    copy.body_ptr(),
                     buffer.body_ptr(),
                     buffer.body_len(),
                     stream.cu_stream(),
@@ -45,6 +45,31 @@ impl Pristine {
             })?;
         }
         Ok(Pristine { copy })
+    }
+
+    /// Uploads `body` through `staging` into `buffer`'s body and into a new copy of it at once,
+    /// both by the copy engines: the copy needs no kernel and no second pass over the body.
+    pub fn uploaded(
+        stream: &Arc<CudaStream>,
+        staging: &mut Staging,
+        buffer: &FencedBuffer,
+        body: &[u8],
+    ) -> Result<Self, GpuError> {
+        if body.len() != buffer.body_len() {
+            return Err(GpuError(format!(
+                "{} bytes for a body of {}",
+                body.len(),
+                buffer.body_len()
+            )));
+        }
+        let copy = FencedBuffer::uninitialized(stream, body.len())?;
+        staging.upload_to_each(stream, &[buffer.body_ptr(), copy.body_ptr()], body)?;
+        Ok(Pristine { copy })
+    }
+
+    /// The copy's length in bytes.
+    fn len(&self) -> usize {
+        self.copy.body_len()
     }
 
     /// Whether `buffer`'s body holds the copy's bytes now, compared on the device: one flag
@@ -58,7 +83,7 @@ impl Pristine {
         if n == 0 {
             return Ok(true);
         }
-        if n as usize > self.copy.len() {
+        if n as usize > self.len() {
             return Ok(false);
         }
         let function = compare_function(stream)?;
@@ -67,7 +92,8 @@ impl Pristine {
             .map_err(|err| format!("allocating a flag: {err}"))?;
         let body = buffer.body_ptr();
         let mut launch = stream.launch_builder(&function);
-        launch.arg(&body).arg(&self.copy).arg(&n).arg(&mut differ);
+        let copy = self.device_ptr();
+        launch.arg(&body).arg(&copy).arg(&n).arg(&mut differ);
         let config = LaunchConfig {
             grid_dim: (COMPARE_GRID.0, 1, 1),
             block_dim: (COMPARE_GRID.1, 1, 1),
@@ -83,8 +109,8 @@ impl Pristine {
 
     /// Where the copy lies in device memory (for a copy out enqueued on `stream`, after the
     /// work that made it).
-    pub fn device_ptr(&self, stream: &Arc<CudaStream>) -> sys::CUdeviceptr {
-        self.copy.device_ptr(stream).0
+    pub fn device_ptr(&self) -> sys::CUdeviceptr {
+        self.copy.body_ptr()
     }
 
     /// The copy's bytes, into `bytes` (its length).
@@ -96,10 +122,24 @@ impl Pristine {
         if bytes.is_empty() {
             return Ok(());
         }
-        let copy = self.copy.slice(..bytes.len());
-        stream
-            .memcpy_dtoh(&copy, bytes)
-            .map_err(|err| format!("reading a device copy back: {err}"))?;
+        if bytes.len() > self.len() {
+            return Err(GpuError(format!(
+                "{} bytes of a copy of {}",
+                bytes.len(),
+                self.len()
+            )));
+        }
+        let source = self.device_ptr();
+        // SAFETY: the copy holds at least bytes.len() bytes (checked above); the host buffer
+        // outlives the synchronize below.
+        check("cuMemcpyDtoHAsync", unsafe {
+            sys::cuMemcpyDtoHAsync_v2(
+                bytes.as_mut_ptr().cast(),
+                source,
+                bytes.len(),
+                stream.cu_stream(),
+            )
+        })?;
         stream.synchronize().map_err(GpuError::from)
     }
 }

@@ -18,6 +18,7 @@ use super::GpuError;
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{CudaContext, CudaEvent, CudaStream, PinnedHostSlice};
 use std::sync::Arc;
+use std::time::Instant;
 
 /// Bytes in each half: large enough that a copy's fixed cost is small beside its bytes, small
 /// enough that the two halves cost the host 64 MiB of page-locked memory.
@@ -26,6 +27,10 @@ pub const HALF_BYTES: usize = 32 << 20;
 /// Two halves of pinned host memory, each with the event of its last copy on the device.
 pub struct Staging {
     halves: [(PinnedHostSlice<u8>, CudaEvent); 2],
+    /// Seconds spent so far copying on the host and waiting for the device's copies: what a
+    /// trace reads ([`Staging::take_seconds`]) to tell a slow host from a busy copy engine.
+    host_seconds: f64,
+    waiting_seconds: f64,
 }
 
 impl Staging {
@@ -44,6 +49,8 @@ impl Staging {
         };
         Ok(Staging {
             halves: [half()?, half()?],
+            host_seconds: 0.0,
+            waiting_seconds: 0.0,
         })
     }
 
@@ -56,21 +63,40 @@ impl Staging {
         target: CUdeviceptr,
         bytes: &[u8],
     ) -> Result<(), GpuError> {
+        self.upload_to_each(stream, &[target], bytes)
+    }
+
+    /// [`Staging::upload`] to each of `targets`: the host copies every chunk into pinned memory
+    /// once, the copy engines copy it to each target (a second copy of inputs made without a
+    /// kernel: `super::pristine::Pristine::uploaded`).
+    pub fn upload_to_each(
+        &mut self,
+        stream: &CudaStream,
+        targets: &[CUdeviceptr],
+        bytes: &[u8],
+    ) -> Result<(), GpuError> {
         for (i, chunk) in bytes.chunks(HALF_BYTES).enumerate() {
             let (pinned, event) = &mut self.halves[i % 2];
-            // The half's last copy (enqueued two chunks ago, or by an earlier call) has read it.
+            // The half's last copies (enqueued two chunks ago, or by an earlier call) have read
+            // it.
+            let started = Instant::now();
             event
                 .synchronize()
                 .map_err(gpu("waiting for a staged copy"))?;
+            let waited = Instant::now();
+            self.waiting_seconds += (waited - started).as_secs_f64();
             let host = pinned.as_mut_ptr().map_err(gpu("pinned memory"))?;
             // SAFETY: the half holds HALF_BYTES >= chunk.len() bytes, no copy uses it now.
             unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), host, chunk.len()) };
-            let at = target + (i * HALF_BYTES) as u64;
-            // SAFETY: the caller's device range holds the chunk; the pinned half is not written
-            // again before the event recorded after this copy has passed.
-            super::fenced::check("cuMemcpyHtoDAsync", unsafe {
-                sys::cuMemcpyHtoDAsync_v2(at, host.cast(), chunk.len(), stream.cu_stream())
-            })?;
+            self.host_seconds += waited.elapsed().as_secs_f64();
+            for &target in targets {
+                let at = target + (i * HALF_BYTES) as u64;
+                // SAFETY: the caller's device range holds the chunk; the pinned half is not
+                // written again before the event recorded after these copies has passed.
+                super::fenced::check("cuMemcpyHtoDAsync", unsafe {
+                    sys::cuMemcpyHtoDAsync_v2(at, host.cast(), chunk.len(), stream.cu_stream())
+                })?;
+            }
             event
                 .record(stream)
                 .map_err(gpu("recording a staged copy"))?;
@@ -116,9 +142,12 @@ impl Staging {
                 enqueue(&mut self.halves, i + 1)?;
             }
             let (pinned, event) = &mut self.halves[i % 2];
+            let started = Instant::now();
             event
                 .synchronize()
                 .map_err(gpu("waiting for a staged copy"))?;
+            let waited = Instant::now();
+            self.waiting_seconds += (waited - started).as_secs_f64();
             let host = pinned.as_mut_ptr().map_err(gpu("pinned memory"))?;
             let out = &mut bytes[i * HALF_BYTES..][..HALF_BYTES.min(total - i * HALF_BYTES)];
             // SAFETY: the copy into the half has ended (its event passed); it holds out.len()
@@ -126,8 +155,19 @@ impl Staging {
             unsafe {
                 std::ptr::copy_nonoverlapping(host.cast_const(), out.as_mut_ptr(), out.len())
             };
+            self.host_seconds += waited.elapsed().as_secs_f64();
         }
         Ok(())
+    }
+}
+
+impl Staging {
+    /// The seconds spent copying on the host and waiting for the device's copies since the
+    /// last call, and the counts reset.
+    pub fn take_seconds(&mut self) -> (f64, f64) {
+        let seconds = (self.host_seconds, self.waiting_seconds);
+        (self.host_seconds, self.waiting_seconds) = (0.0, 0.0);
+        seconds
     }
 }
 

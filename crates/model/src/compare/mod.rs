@@ -90,6 +90,29 @@ pub struct Verdict {
     pub col_failures: Vec<usize>,
 }
 
+impl Verdict {
+    /// The verdict of an output of `shape` every element of which is accepted: what [`judge`]
+    /// gives such an output, and what a judge elsewhere (the harness's, on the GPU) that found
+    /// no failure reports.
+    pub fn passing(shape: OutputShape) -> Verdict {
+        let tiles = (shape.m.div_ceil(MAP_TILE), shape.n.div_ceil(MAP_TILE));
+        Verdict {
+            pass: true,
+            shape,
+            elements: shape.len(),
+            failed: 0,
+            outside_interval: 0,
+            unexpected_nan: 0,
+            missing_nan: 0,
+            worst: None,
+            first_failures: Vec::new(),
+            tile_failures: vec![vec![0; tiles.1]; tiles.0],
+            row_failures: vec![0; shape.m],
+            col_failures: vec![0; shape.n],
+        }
+    }
+}
+
 /// Judges `got` against `[lo, hi]`; all four slices are `[M, N, L]`.
 pub fn judge(shape: OutputShape, got: &[f16], expected: &[f16], lo: &[f16], hi: &[f16]) -> Verdict {
     assert!(
@@ -98,21 +121,7 @@ pub fn judge(shape: OutputShape, got: &[f16], expected: &[f16], lo: &[f16], hi: 
             && lo.len() == shape.len()
             && hi.len() == shape.len()
     );
-    let tiles = (shape.m.div_ceil(MAP_TILE), shape.n.div_ceil(MAP_TILE));
-    let mut verdict = Verdict {
-        pass: true,
-        shape,
-        elements: shape.len(),
-        failed: 0,
-        outside_interval: 0,
-        unexpected_nan: 0,
-        missing_nan: 0,
-        worst: None,
-        first_failures: Vec::new(),
-        tile_failures: vec![vec![0; tiles.1]; tiles.0],
-        row_failures: vec![0; shape.m],
-        col_failures: vec![0; shape.n],
-    };
+    let mut verdict = Verdict::passing(shape);
     // Most outputs pass: that is checked on every core first (a large case has hundreds of
     // millions of elements); only a failing output takes the ordered loop that records where.
     // In chunks, each folded without a branch so that it vectorizes: a 2^30-element output

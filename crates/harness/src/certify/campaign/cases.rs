@@ -2,10 +2,10 @@
 //! or on sampled rows past [`FULL_REFERENCE_PRODUCTS`] products: crates/harness/src/certify/campaign/sampling.rs), and
 //! the fixed cases every campaign runs (edge shapes, per-product rounding's worst case).
 
-use super::reference_engine;
+use super::reference_engine::{self, WhereJudged, WholeReference};
 use super::sampling::FULL_REFERENCE_PRODUCTS;
 use super::sampling::{products, sample_for, sampled_reference, RowSample};
-use super::values_seen::{values_seen, ValuesSeen};
+use super::values_seen::{inputs_seen, values_seen, ValuesSeen};
 use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
 use crate::secrets::unpredictable_seed;
 use half::f16;
@@ -63,6 +63,7 @@ pub(crate) fn round_up(value: usize, multiple: usize) -> usize {
 pub struct CaseOutcome {
     pub spec: CaseSpec,
     pub case: KernelCase,
+    /// Empty for a passing case judged on the GPU: its reference stayed there.
     pub reference: Reference,
     pub output: Vec<f16>,
     pub result: Result<Verdict, KernelFailure>,
@@ -170,8 +171,9 @@ pub struct RanCase {
     case: KernelCase,
     output: Vec<f16>,
     run: Result<(), KernelFailure>,
-    /// The model of a case judged whole, computed while the kernel ran.
-    whole_reference: Option<Reference>,
+    /// The model of a case judged whole, computed while the kernel ran (a large output's kept
+    /// on the GPU, to be judged there).
+    whole_reference: Option<WholeReference>,
     full_reference_products: u64,
     phases: CasePhases,
 }
@@ -237,7 +239,7 @@ fn timed_whole_reference(
     inputs: &ProblemInputs,
     order: KOrder,
     within_cpu_budget: bool,
-) -> (Option<Reference>, f64) {
+) -> (Option<WholeReference>, f64) {
     let started = Instant::now();
     let reference = reference_engine::case_whole_reference(inputs, order, within_cpu_budget);
     (reference, seconds_since(started))
@@ -378,31 +380,53 @@ impl RanCase {
             mut phases,
         } = self;
         let (m, n, l) = case.inputs.output_dims();
+        let shape = OutputShape { m, n, l };
+        let started = Instant::now();
+        // A reference kept on the GPU judges the output there first: a passing output's
+        // reference never comes back.
+        let where_judged = whole_reference.and_then(|reference| {
+            reference_engine::judge_where_it_lies(reference, run.is_ok().then_some(&output[..]))
+        });
+        let (whole_reference, passed_on_device) = match where_judged {
+            Some(WhereJudged::OnHost(reference)) => (Some(reference), None),
+            Some(WhereJudged::PassedOnDevice { worst_tight_ulps }) => {
+                (None, Some(worst_tight_ulps))
+            }
+            None => (None, None),
+        };
+        let judged_on_device = seconds_since(started);
         // Rows drawn from a seed no kernel can know, after it returned: a kernel cannot compute
         // the judged rows alone (the case seeds of the fixed cases are public).
         // A case whose whole reference was computed (on the GPU past the CPU's budget) is
         // judged whole: no sample.
-        let sample = if whole_reference.is_some() {
+        let sample = if whole_reference.is_some() || passed_on_device.is_some() {
             None
         } else {
             sample_for(&case.inputs, full_reference_products, unpredictable_seed())
         };
         let started = Instant::now();
         let reference = match (whole_reference, &sample) {
+            // Judged on the GPU: nothing here needs it (the outcome of a passing case).
+            _ if passed_on_device.is_some() => Reference {
+                expected: vec![],
+                lo: vec![],
+                hi: vec![],
+            },
             (Some(reference), _) => reference,
             (None, Some(sample)) => sampled_reference(&case.inputs, order, sample),
             (None, None) => problem_reference(&case.inputs, order),
         };
         phases.model += seconds_since(started);
         let started = Instant::now();
-        let result = run.map(|()| {
-            judge(
-                OutputShape { m, n, l },
+        let result = run.map(|()| match passed_on_device {
+            Some(_) => Verdict::passing(shape),
+            None => judge(
+                shape,
                 &output,
                 &reference.expected,
                 &reference.lo,
                 &reference.hi,
-            )
+            ),
         });
         // Replay costs more than the CPU model: only cases the CPU model would judge whole
         // are replayed (not those judged whole because the GPU computed their reference).
@@ -414,8 +438,14 @@ impl RanCase {
             _ => None,
         };
         let passed = matches!(&result, Ok(verdict) if verdict.pass);
-        let seen = values_seen(&case.inputs, &output, &reference, passed);
-        phases.judge = seconds_since(started);
+        let seen = match passed_on_device {
+            Some(worst_tight_ulps) => ValuesSeen {
+                worst_tight_ulps,
+                ..inputs_seen(&case.inputs)
+            },
+            None => values_seen(&case.inputs, &output, &reference, passed),
+        };
+        phases.judge = judged_on_device + seconds_since(started);
         CaseOutcome {
             spec,
             case,

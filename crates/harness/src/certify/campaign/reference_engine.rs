@@ -206,16 +206,98 @@ pub fn whole_reference(inputs: &ProblemInputs, order: KOrder) -> Reference {
     gpu_whole_reference(inputs, order).unwrap_or_else(|| problem_reference(inputs, order))
 }
 
+/// Outputs of at least this many elements whose reference the GPU computes are judged on the
+/// GPU, their reference kept there ([`WholeReference::Device`]); a smaller one's reference
+/// comes back and is judged on the host, where a few arrays of kilobytes cost less than the
+/// judge's launches.
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+pub const DEVICE_JUDGED_ELEMENTS: usize = 1 << 20;
+
+/// A case's whole reference: on the host, or kept in the GPU reference's memory for the output
+/// to be judged there ([`judge_where_it_lies`]).
+pub enum WholeReference {
+    Host(Reference),
+    #[cfg(feature = "gpu")]
+    Device(crate::gpu::device_reference::DeviceReference),
+}
+
+/// What judging an output where its reference lies gave.
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+pub enum WhereJudged {
+    /// Judged on the GPU and passed: the reference never came back. The worst distance on
+    /// tight intervals is the coverage's figure (`values_seen.rs`' `worst_tight`).
+    PassedOnDevice { worst_tight_ulps: u32 },
+    /// The reference on the host, for the host's judgement: it was there, or it was brought
+    /// back because the output failed on the GPU (so that the verdict lists and maps the
+    /// failures as the host's judge does) or the kernel gave no output.
+    OnHost(Reference),
+}
+
 /// The reference of a case judged whole: [`whole_reference`] where the CPU model may compute
 /// it (`within_cpu_budget`); past that budget only the GPU's, which may decline the case now or
-/// fail (None: the case is then judged on sampled rows, never by the CPU model whole).
+/// fail (None: the case is then judged on sampled rows, never by the CPU model whole). An
+/// output of at least [`DEVICE_JUDGED_ELEMENTS`] keeps its GPU reference on the GPU.
 pub fn case_whole_reference(
     inputs: &ProblemInputs,
     order: KOrder,
     within_cpu_budget: bool,
-) -> Option<Reference> {
-    gpu_whole_reference(inputs, order)
-        .or_else(|| within_cpu_budget.then(|| problem_reference(inputs, order)))
+) -> Option<WholeReference> {
+    #[cfg(feature = "gpu")]
+    let kept = inputs.output_len() >= DEVICE_JUDGED_ELEMENTS;
+    #[cfg(feature = "gpu")]
+    if let Some(reference) = gpu_reference(inputs, order, kept) {
+        return Some(reference);
+    }
+    within_cpu_budget.then(|| WholeReference::Host(problem_reference(inputs, order)))
+}
+
+/// Judges `output` (None: the kernel gave none) against `reference` where the reference lies:
+/// on the GPU for a kept one, whose arrays come back only for a failing output; None where the
+/// GPU failed at it (the GPU reference is then switched off as after a difference, and the
+/// caller judges the case as one without a whole reference).
+pub fn judge_where_it_lies(
+    reference: WholeReference,
+    output: Option<&[half::f16]>,
+) -> Option<WhereJudged> {
+    #[cfg(not(feature = "gpu"))]
+    let _ = output;
+    match reference {
+        WholeReference::Host(reference) => Some(WhereJudged::OnHost(reference)),
+        #[cfg(feature = "gpu")]
+        WholeReference::Device(on_device) => {
+            let engine = gpu_side::ENGINE.get()?;
+            let judged = {
+                let guard = engine.reference.lock().unwrap_or_else(|p| p.into_inner());
+                let gpu = guard.as_ref()?;
+                let started = std::time::Instant::now();
+                let judged = match output {
+                    Some(output) => gpu.judge_host_output(&on_device, output).and_then(|j| {
+                        if j.failed == 0 {
+                            Ok(WhereJudged::PassedOnDevice {
+                                worst_tight_ulps: j.worst_tight_ulps,
+                            })
+                        } else {
+                            gpu.download(&on_device).map(WhereJudged::OnHost)
+                        }
+                    }),
+                    None => gpu.download(&on_device).map(WhereJudged::OnHost),
+                };
+                let seconds = started.elapsed().as_secs_f64();
+                with_report(|report| report.gpu_seconds += seconds);
+                judged
+            };
+            match judged {
+                Ok(judged) => Some(judged),
+                Err(err) => {
+                    switch_off(
+                        engine,
+                        format!("judging an output on the GPU failed: {}", err.0),
+                    );
+                    None
+                }
+            }
+        }
+    }
 }
 
 /// The whole reference of `inputs` on the GPU, or None where there is no GPU reference or it
@@ -223,7 +305,10 @@ pub fn case_whole_reference(
 /// judged on sampled rows rather than by the CPU model for hours.
 pub fn gpu_whole_reference(inputs: &ProblemInputs, order: KOrder) -> Option<Reference> {
     #[cfg(feature = "gpu")]
-    return gpu_reference(inputs, order);
+    return match gpu_reference(inputs, order, false)? {
+        WholeReference::Host(reference) => Some(reference),
+        WholeReference::Device(_) => None,
+    };
     #[cfg(not(feature = "gpu"))]
     {
         let _ = (inputs, order);
@@ -231,8 +316,10 @@ pub fn gpu_whole_reference(inputs: &ProblemInputs, order: KOrder) -> Option<Refe
     }
 }
 
+/// The GPU's reference of `inputs`, brought back or `kept` on the device, checked against the
+/// CPU model on sampled elements (gathered on the device for a kept one).
 #[cfg(feature = "gpu")]
-fn gpu_reference(inputs: &ProblemInputs, order: KOrder) -> Option<Reference> {
+fn gpu_reference(inputs: &ProblemInputs, order: KOrder, kept: bool) -> Option<WholeReference> {
     let engine = gpu_side::ENGINE.get()?;
     if matches!(inputs, ProblemInputs::GroupGemm(_)) {
         return None;
@@ -245,7 +332,13 @@ fn gpu_reference(inputs: &ProblemInputs, order: KOrder) -> Option<Reference> {
             with_report(|report| report.declined += 1);
             return None;
         }
-        gpu.reference(inputs, order)
+        if kept {
+            gpu.reference_on_device(inputs, order).map(|on_device| {
+                WholeReference::Device(on_device.expect("every problem but a grouped GEMM"))
+            })
+        } else {
+            gpu.reference(inputs, order).map(WholeReference::Host)
+        }
     };
     let gpu_seconds = started.elapsed().as_secs_f64();
     let reference = match computed {
@@ -256,13 +349,29 @@ fn gpu_reference(inputs: &ProblemInputs, order: KOrder) -> Option<Reference> {
         }
     };
     let started = std::time::Instant::now();
-    let checked = cross_check(inputs, order, &reference, unpredictable_seed());
+    let seed = unpredictable_seed();
+    let (checked, elements) = match &reference {
+        WholeReference::Host(host) => (cross_check(inputs, order, host, seed), host.len()),
+        WholeReference::Device(on_device) => {
+            // The sampled elements are gathered under the engine's lock, which is let go
+            // before the CPU model computes them on rayon's threads.
+            let gather = |indices: &[u64]| {
+                let guard = engine.reference.lock().unwrap_or_else(|p| p.into_inner());
+                let gpu = guard.as_ref().ok_or("the GPU reference was switched off")?;
+                gpu.gather(on_device, indices).map_err(|err| {
+                    format!("gathering the GPU reference's sampled elements: {}", err.0)
+                })
+            };
+            let checked = cross_check_with(inputs, order, on_device.len(), seed, gather);
+            (checked, on_device.len())
+        }
+    };
     let cross_check_seconds = started.elapsed().as_secs_f64();
     match checked {
         Ok(compared) => {
             with_report(|report| {
                 report.cases += 1;
-                report.elements += reference.len() as u64;
+                report.elements += elements as u64;
                 report.elements_cross_checked += compared;
                 report.gpu_seconds += gpu_seconds;
                 report.cross_check_seconds += cross_check_seconds;
@@ -375,22 +484,59 @@ pub fn cross_check(
     reference: &Reference,
     seed: u64,
 ) -> Result<u64, String> {
+    if matches!(inputs, ProblemInputs::GroupGemm(_)) {
+        let cpu = problem_reference(inputs, order);
+        return compare_all(&cpu, reference, "grouped GEMM");
+    }
+    let picked = |indices: &[u64]| {
+        let pick = |values: &[half::f16]| indices.iter().map(|&i| values[i as usize]).collect();
+        Ok(Reference {
+            expected: pick(&reference.expected),
+            lo: pick(&reference.lo),
+            hi: pick(&reference.hi),
+        })
+    };
+    cross_check_with(inputs, order, reference.len(), seed, picked)
+}
+
+/// [`cross_check`] of a reference of `elements` elements (not a grouped GEMM's) whose sampled
+/// elements `gpu_at` gives, in the order of the indices it is given.
+fn cross_check_with(
+    inputs: &ProblemInputs,
+    order: KOrder,
+    elements: usize,
+    seed: u64,
+    gpu_at: impl FnOnce(&[u64]) -> Result<Reference, String>,
+) -> Result<u64, String> {
     let (shape, name) = match inputs {
         ProblemInputs::DualGemm(d) => (d.shape, "dual GEMM"),
         ProblemInputs::Gemm(g) => (g.shape, "GEMM"),
         ProblemInputs::Gemv(g) => (g.shape, "GEMV"),
-        ProblemInputs::GroupGemm(_) => {
-            let cpu = problem_reference(inputs, order);
-            return compare_all(&cpu, reference, "grouped GEMM");
-        }
+        ProblemInputs::GroupGemm(_) => return Err("a grouped GEMM is compared whole".into()),
     };
-    if reference.len() != shape.m * shape.n * shape.l {
+    if elements != shape.m * shape.n * shape.l {
         return Err(format!(
-            "the GPU reference of a {name} of {shape} has {} elements",
-            reference.len()
+            "the GPU reference of a {name} of {shape} has {elements} elements"
         ));
     }
     let sample = cross_check_sample(shape, seed);
+    // The sampled elements, in the order the CPU model's array of them holds them.
+    let mut at = Vec::new();
+    for &row in &sample.rows {
+        for &col in &sample.cols {
+            for &batch in &sample.batches {
+                at.push(((row * shape.n + col) * shape.l + batch) as u64);
+            }
+        }
+    }
+    let gpu = gpu_at(&at)?;
+    if gpu.len() != at.len() {
+        return Err(format!(
+            "{} sampled elements of the GPU reference for {}",
+            gpu.len(),
+            at.len()
+        ));
+    }
     // The sampled elements alone (a whole-output array would be gigabytes for the large cases).
     let cpu = elements_reference(
         inputs,
@@ -399,34 +545,27 @@ pub fn cross_check(
         Some(&sample.cols),
         Some(&sample.batches),
     );
-    let (l, checked_batches) = (shape.l, sample.batches.len());
-    let mut compared = 0u64;
-    for (row_at, &row) in sample.rows.iter().enumerate() {
-        for (col_at, &col) in sample.cols.iter().enumerate() {
-            for (batch_at, &batch) in sample.batches.iter().enumerate() {
-                let i = (row * shape.n + col) * l + batch;
-                let j = (row_at * sample.cols.len() + col_at) * checked_batches + batch_at;
-                let pairs = [
-                    ("expected", cpu.expected[j], reference.expected[i]),
-                    ("lo", cpu.lo[j], reference.lo[i]),
-                    ("hi", cpu.hi[j], reference.hi[i]),
-                ];
-                for (what, model, gpu) in pairs {
-                    if model.to_bits() != gpu.to_bits() {
-                        return Err(format!(
-                            "the GPU reference differs from the CPU model on a {name} of {shape} \
-                             ({order:?} order) at row {row}, column {col}, batch {batch}: {what} \
-                             is {gpu} (0x{:04X}) on the GPU and {model} (0x{:04X}) in the model",
-                            gpu.to_bits(),
-                            model.to_bits()
-                        ));
-                    }
-                }
-                compared += 1;
+    for (j, &i) in at.iter().enumerate() {
+        let i = i as usize;
+        let pairs = [
+            ("expected", cpu.expected[j], gpu.expected[j]),
+            ("lo", cpu.lo[j], gpu.lo[j]),
+            ("hi", cpu.hi[j], gpu.hi[j]),
+        ];
+        for (what, model, gpu) in pairs {
+            if model.to_bits() != gpu.to_bits() {
+                let (row, col, batch) = (i / shape.l / shape.n, i / shape.l % shape.n, i % shape.l);
+                return Err(format!(
+                    "the GPU reference differs from the CPU model on a {name} of {shape} \
+                     ({order:?} order) at row {row}, column {col}, batch {batch}: {what} \
+                     is {gpu} (0x{:04X}) on the GPU and {model} (0x{:04X}) in the model",
+                    gpu.to_bits(),
+                    model.to_bits()
+                ));
             }
         }
     }
-    Ok(compared)
+    Ok(at.len() as u64)
 }
 
 fn compare_all(cpu: &Reference, gpu: &Reference, name: &str) -> Result<u64, String> {

@@ -37,18 +37,7 @@ pub(crate) fn values_seen(
     reference: &Reference,
     passed: bool,
 ) -> ValuesSeen {
-    let mut seen = ValuesSeen::default();
-    for (_, operand) in inputs.operands() {
-        seen.fp4_codes |= fp4_codes(operand.data());
-        let scales = bytes_present(operand.scales());
-        for (byte, _) in scales.iter().enumerate().filter(|(_, &present)| present) {
-            if byte & 0x7F == 0x7F {
-                seen.nan_scales = true;
-            } else {
-                seen.scale_exponents |= 1 << ((byte >> 3) & 0xF);
-            }
-        }
-    }
+    let mut seen = inputs_seen(inputs);
     if passed {
         seen.worst_tight_ulps = output
             .par_chunks(CHUNK)
@@ -62,6 +51,24 @@ pub(crate) fn values_seen(
             .map(|((output, expected), (lo, hi))| worst_tight(output, expected, lo, hi))
             .max()
             .unwrap_or(0);
+    }
+    seen
+}
+
+/// What `inputs` showed ([`ValuesSeen`] with `worst_tight_ulps` 0): for an output judged where
+/// its reference was, on the GPU, which gave the worst distance on tight intervals itself.
+pub(crate) fn inputs_seen(inputs: &ProblemInputs) -> ValuesSeen {
+    let mut seen = ValuesSeen::default();
+    for (_, operand) in inputs.operands() {
+        seen.fp4_codes |= fp4_codes(operand.data());
+        let scales = bytes_present(operand.scales());
+        for (byte, _) in scales.iter().enumerate().filter(|(_, &present)| present) {
+            if byte & 0x7F == 0x7F {
+                seen.nan_scales = true;
+            } else {
+                seen.scale_exponents |= 1 << ((byte >> 3) & 0xF);
+            }
+        }
     }
     seen
 }
