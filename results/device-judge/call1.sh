@@ -4,13 +4,7 @@
 # reference's tests (bit for bit with the CPU model; an output judged on the GPU as on the host),
 # a shared run, then hopper-baseline's and the torch example's default campaigns traced.
 set -u
-stage=device-judge
-. "$(dirname "$0")/../stage.sh" "$stage"
-echo "build: $(cat .carry/build 2>/dev/null)" > "$O/device.log"
-nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv >> "$O/device.log" 2>&1
-( time NVFP4_ORACLE_BIN="$PWD/.carry/nvfp4-oracle" timeout 180 .carry/oracle_test --include-ignored \
-    --nocapture --test-threads 1 gpu_reference::the_gpu_reference_is_the_cpu_model_bit_for_bit \
+bash "$(dirname "$0")/tests_and_campaigns.sh" \
+    gpu_reference::the_gpu_reference_is_the_cpu_model_bit_for_bit \
     gpu_reference::an_output_judged_on_the_gpu_is_judged_as_on_the_host \
-    gpu::a_large_case_on_shared_memory_is_the_case_on_files ) > "$O/oracle-tests.log" 2>&1
-echo "exit $?" >> "$O/oracle-tests.log"
-bash results/shared-inputs/campaigns.sh
+    gpu::a_large_case_on_shared_memory_is_the_case_on_files

@@ -4,14 +4,11 @@
 # for the GPU reference's work): the fills, device copies, a shared run with its out-of-bounds
 # writer, the hostile libraries, the output judged on the GPU, then the two default campaigns.
 set -u
-stage=device-judge
-. "$(dirname "$0")/../stage.sh" "$stage"
-echo "build: $(cat .carry/build 2>/dev/null)" > "$O/device.log"
-( time NVFP4_ORACLE_BIN="$PWD/.carry/nvfp4-oracle" timeout 180 .carry/oracle_test --include-ignored \
-    --nocapture --test-threads 1 gpu::fenced_fills_write_every_byte_they_promise \
-    gpu::a_device_copy_sees_one_changed_byte gpu::staged_copies_keep_every_byte \
+bash "$(dirname "$0")/tests_and_campaigns.sh" \
+    gpu::fenced_fills_write_every_byte_they_promise \
+    gpu::a_device_copy_sees_one_changed_byte \
+    gpu::staged_copies_keep_every_byte \
     gpu::a_large_case_on_shared_memory_is_the_case_on_files \
-    gpu::a_batch_made_and_judged_on_the_device_is_the_hosts gpu::a_hostile_library_on_shared_memory_is_caught \
-    gpu_reference::an_output_judged_on_the_gpu_is_judged_as_on_the_host ) > "$O/oracle-tests.log" 2>&1
-echo "exit $?" >> "$O/oracle-tests.log"
-bash results/shared-inputs/campaigns.sh
+    gpu::a_batch_made_and_judged_on_the_device_is_the_hosts \
+    gpu::a_hostile_library_on_shared_memory_is_caught \
+    gpu_reference::an_output_judged_on_the_gpu_is_judged_as_on_the_host
