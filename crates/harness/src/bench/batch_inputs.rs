@@ -209,7 +209,7 @@ impl BatchInputs for DeviceInputs<'_> {
             self.generate((self.seed)(b, slot), outputs)?;
             let c = self.memory.slot(self.output_tensor, slot);
             // SAFETY: the slot holds `elements` fp16 values of the batch's memory.
-            crate::gpu::fenced::check("cuMemsetD16Async", unsafe {
+            crate::gpu::check("cuMemsetD16Async", unsafe {
                 sys::cuMemsetD16Async(c.ptr, POISON.to_bits(), elements, self.stream.cu_stream())
             })?;
         }

@@ -4,7 +4,8 @@
 //! fills the slots and judges them is [`super::batch_inputs`]; the requests that time them,
 //! [`super::batch`].
 
-use crate::gpu::fenced::{check, FencedBuffer};
+use crate::gpu::check;
+use crate::gpu::fenced::FencedBuffer;
 use crate::gpu::input_generator::DeviceBytes;
 use crate::gpu::GpuError;
 use crate::kernels::KernelCase;

@@ -8,7 +8,7 @@
 //! results/shared-inputs/README.md) rather than its bytes. Copies from pinned memory need no
 //! SM. Where the pinned pattern cannot be allocated, the memset is used.
 
-use super::fenced::check;
+use super::check;
 use super::GpuError;
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::{CudaStream, PinnedHostSlice};

@@ -4,45 +4,27 @@
 //!
 //! Why: a campaign's range class holds outputs of up to 2^28 elements. Brought back, a
 //! reference is three fp16 arrays of that size (1.5 GB), written into fresh host memory and
-//! scanned twice more there (the judgement and the coverage's tight distance); on the H200 that
-//! cost about 1.8 ns an element, more than the reference's arithmetic for all but the deepest
-//! K. Judged where it lies, three numbers come back: the failing elements, the first of them,
-//! and the worst distance on tight intervals. A failing output still brings the arrays back, so
-//! that its verdict lists and maps its failures as before.
+//! scanned twice more there (the judgement and the coverage's tight distance). On the H200 a
+//! 63 x 131072 x 64 x 32 case (K = 64, 2.6 x 10^8 elements) spent 0.47 s in its model that way,
+//! about 1.8 ns an element. Judged where it lies, three numbers come back: the failing
+//! elements, the first of them, and the worst distance on tight intervals. A failing output
+//! still brings the arrays back, so that its verdict lists and maps its failures as before
+//! (results/device-judge/README.md).
 
-use super::exact_reference::{bind, gpu, GpuReference};
+use super::exact_reference::{bind, gpu, DeviceReference, GpuReference, ReferenceDims};
 use super::GpuError;
 use cudarc::driver::sys::CUdeviceptr;
-use cudarc::driver::{CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
+use cudarc::driver::{CudaSlice, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg};
 use half::f16;
 use half::vec::HalfBitsVecExt;
 use nvfp4_model::model::Reference;
 use rayon::iter::ParallelExtend;
-use std::sync::Arc;
 
 /// The output judge's grid: enough CTAs of 256 threads (eight whole warps, which its maximum's
 /// warp reduction needs) to keep every SM's loads in flight.
 const JUDGE_GRID: (u32, u32) = (1024, 256);
 /// The gather's threads per CTA.
 const GATHER_THREADS: u32 = 256;
-
-/// The dimensions a reference is computed for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) struct ReferenceDims {
-    pub(super) m: usize,
-    pub(super) n: usize,
-    pub(super) blocks: usize,
-    pub(super) batches: usize,
-}
-
-/// A reference kept in device memory (`[M][N][L]` fp16 bits): what an output is judged against
-/// without the reference coming back to the host.
-pub struct DeviceReference {
-    pub(super) expected: CudaSlice<u16>,
-    pub(super) lo: CudaSlice<u16>,
-    pub(super) hi: CudaSlice<u16>,
-    pub(super) dims: ReferenceDims,
-}
 
 /// What judging an output on the device found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,32 +37,6 @@ pub struct DeviceJudgement {
     /// elements whose interval is at most 2 ulps wide, no NaN among them: the coverage's
     /// figure for a passing output (`worst_tight` in the certify campaign's values_seen.rs).
     pub worst_tight_ulps: u32,
-}
-
-impl DeviceReference {
-    /// A reference of no elements (one element allocated per array, never read).
-    pub(super) fn empty(stream: &Arc<CudaStream>, dims: ReferenceDims) -> Result<Self, GpuError> {
-        let alloc = || {
-            stream
-                .alloc_zeros::<u16>(1)
-                .map_err(gpu("allocating an empty reference"))
-        };
-        Ok(DeviceReference {
-            expected: alloc()?,
-            lo: alloc()?,
-            hi: alloc()?,
-            dims,
-        })
-    }
-
-    /// Its elements: M x N x L.
-    pub fn len(&self) -> usize {
-        self.dims.m * self.dims.n * self.dims.batches
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
 }
 
 impl GpuReference {

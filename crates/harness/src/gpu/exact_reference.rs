@@ -16,7 +16,6 @@
 //! them) and an output be judged against it there (`super::device_reference`): three numbers
 //! come back, not three fp16 arrays of the output's size.
 
-use super::device_reference::{DeviceReference, ReferenceDims};
 use super::staging::Staging;
 use super::GpuError;
 use cudarc::driver::sys::CUdeviceptr;
@@ -400,6 +399,50 @@ impl GpuReference {
             hi,
             dims,
         })
+    }
+}
+
+/// The dimensions a reference is computed for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ReferenceDims {
+    pub(super) m: usize,
+    pub(super) n: usize,
+    pub(super) blocks: usize,
+    pub(super) batches: usize,
+}
+
+/// A reference kept in device memory (`[M][N][L]` fp16 bits): what an output is judged against
+/// without the reference coming back to the host (`super::device_reference`).
+pub struct DeviceReference {
+    pub(super) expected: CudaSlice<u16>,
+    pub(super) lo: CudaSlice<u16>,
+    pub(super) hi: CudaSlice<u16>,
+    pub(super) dims: ReferenceDims,
+}
+
+impl DeviceReference {
+    /// A reference of no elements (one element allocated per array, never read).
+    fn empty(stream: &Arc<CudaStream>, dims: ReferenceDims) -> Result<Self, GpuError> {
+        let alloc = || {
+            stream
+                .alloc_zeros::<u16>(1)
+                .map_err(gpu("allocating an empty reference"))
+        };
+        Ok(DeviceReference {
+            expected: alloc()?,
+            lo: alloc()?,
+            hi: alloc()?,
+            dims,
+        })
+    }
+
+    /// Its elements: M x N x L.
+    pub fn len(&self) -> usize {
+        self.dims.m * self.dims.n * self.dims.batches
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
     }
 }
 

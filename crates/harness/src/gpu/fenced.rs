@@ -8,7 +8,7 @@
 //! [`CANARY_BYTES`] before the body hold [`CANARY_BYTE`], checked after the launch.
 //! `submission_worker.py` places the Python door's tensors the same way.
 
-use super::GpuError;
+use super::{check, GpuError};
 use cudarc::driver::sys::{self, CUdeviceptr};
 use cudarc::driver::CudaStream;
 use std::sync::Arc;
@@ -19,15 +19,6 @@ pub const CANARY_BYTE: u8 = 0xA5;
 /// Where a body starts: cudaMalloc's alignment, so a kernel may assume what it could assume of
 /// an ordinary allocation.
 pub const ALIGNMENT: usize = 256;
-
-/// `Ok`, or the failed driver call named with its result.
-pub(crate) fn check(what: &str, result: sys::CUresult) -> Result<(), GpuError> {
-    if result == sys::CUresult::CUDA_SUCCESS {
-        Ok(())
-    } else {
-        Err(GpuError(format!("{what} failed: {result:?}")))
-    }
-}
 
 /// One fenced device buffer; freed (unmapped) on drop, which the caller must not do while a
 /// launch may still use it.

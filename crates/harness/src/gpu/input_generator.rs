@@ -279,7 +279,7 @@ impl InputGenerator {
             let blocked = outputs[3 + operand];
             if blocked.len > 0 {
                 // The padding's fill; the kernel writes the scales over the rest.
-                super::fenced::check("cuMemsetD8Async", unsafe {
+                super::check("cuMemsetD8Async", unsafe {
                     sys::cuMemsetD8Async(
                         blocked.ptr,
                         draw.padding_fill,

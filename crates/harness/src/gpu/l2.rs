@@ -10,7 +10,7 @@
 //! first demotes every persisting line to normal (`cuCtxResetPersistingL2Cache`, which acts on
 //! the device's L2, not on one context's view of it), then writes its flush buffer.
 
-use super::fenced::check;
+use super::check;
 use super::GpuError;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};

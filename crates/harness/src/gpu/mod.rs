@@ -2,7 +2,9 @@
 //! hardened launch, the C-ABI library loader, the determinism check's conditions, device copies
 //! to check buffers against ([`pristine`]), the parent's L2 reset before a worker's timed calls
 //! ([`l2`]) (timing itself is `crate::bench`'s), the dual GEMM's inputs made on the GPU
-//! ([`input_generator`]) and host-device copies through pinned memory ([`staging`]). CUDA is loaded at run time: on a machine without
+//! ([`input_generator`]), host-device copies through pinned memory ([`staging`]), fills by
+//! copies from pinned patterns ([`device_fill`]) and outputs judged against a reference kept
+//! on the device ([`device_reference`]). CUDA is loaded at run time: on a machine without
 //! it every GPU variant reports why it cannot run. The worker processes that run each GPU kernel
 //! in isolation, and the `gpu-worker` serving loop built on this module, are in the `worker`
 //! module, which uses this one.
@@ -21,6 +23,16 @@ impl From<String> for GpuError {
 impl From<&str> for GpuError {
     fn from(message: &str) -> Self {
         GpuError(message.to_string())
+    }
+}
+
+/// `Ok`, or the failed driver call named with its result.
+#[cfg(feature = "gpu")]
+pub(crate) fn check(what: &str, result: cudarc::driver::sys::CUresult) -> Result<(), GpuError> {
+    if result == cudarc::driver::sys::CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(GpuError(format!("{what} failed: {result:?}")))
     }
 }
 

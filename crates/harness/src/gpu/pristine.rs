@@ -5,7 +5,8 @@
 //! comparison run at the GPU's memory bandwidth; the host path they replace ran at the PCIe
 //! link's, twice for the output.
 
-use super::fenced::{check, FencedBuffer};
+use super::check;
+use super::fenced::FencedBuffer;
 use super::staging::Staging;
 use super::GpuError;
 use cudarc::driver::{sys, CudaFunction, CudaStream, LaunchConfig, PushKernelArg};

@@ -93,7 +93,7 @@ impl Staging {
                 let at = target + (i * HALF_BYTES) as u64;
                 // SAFETY: the caller's device range holds the chunk; the pinned half is not
                 // written again before the event recorded after these copies has passed.
-                super::fenced::check("cuMemcpyHtoDAsync", unsafe {
+                super::check("cuMemcpyHtoDAsync", unsafe {
                     sys::cuMemcpyHtoDAsync_v2(at, host.cast(), chunk.len(), stream.cu_stream())
                 })?;
             }
@@ -121,7 +121,7 @@ impl Staging {
             let host = pinned.as_mut_ptr().map_err(gpu("pinned memory"))?;
             // SAFETY: the half holds len bytes and the host has copied its last chunk out (it
             // is enqueued only after that); the device range is the caller's.
-            super::fenced::check("cuMemcpyDtoHAsync", unsafe {
+            super::check("cuMemcpyDtoHAsync", unsafe {
                 sys::cuMemcpyDtoHAsync_v2(
                     host.cast(),
                     source + (i * HALF_BYTES) as u64,

@@ -21,7 +21,8 @@
 //! request's round trip.
 
 use super::protocol::SharedTensor;
-use crate::gpu::fenced::{check, FencedBuffer};
+use crate::gpu::check;
+use crate::gpu::fenced::FencedBuffer;
 use crate::gpu::GpuError;
 use crate::kernels::interface::ABI_INPUT_KEYS;
 use crate::kernels::KernelCase;

@@ -218,7 +218,7 @@ pub const DEVICE_JUDGED_ELEMENTS: usize = 1 << 20;
 pub enum WholeReference {
     Host(Reference),
     #[cfg(feature = "gpu")]
-    Device(crate::gpu::device_reference::DeviceReference),
+    Device(crate::gpu::exact_reference::DeviceReference),
 }
 
 /// What judging an output where its reference lies gave.
