@@ -24,15 +24,15 @@ pub use campaign::cases::{
     CaseSpec,
 };
 pub use campaign::coverage::Coverage;
+pub use campaign::cross_check::{
+    cross_check, cross_check_rows, cross_check_sample, CROSS_CHECK_BATCHES, CROSS_CHECK_COLUMNS,
+};
 pub use campaign::limits::{CampaignLimits, DEFAULT_CASES, DEFAULT_GPU_CASES};
 pub use campaign::models::{load_model, ModelShapes, DEFAULT_MAX_TOKENS};
 pub use campaign::plan::CampaignPlan;
 pub use campaign::production::production_cases;
 pub use campaign::range_draw::DEFAULT_GPU_RANGE_CASES;
-pub use campaign::reference_engine::{
-    cross_check, cross_check_rows, cross_check_sample, report as reference_engine_report,
-    use_gpu_reference, CROSS_CHECK_BATCHES, CROSS_CHECK_COLUMNS,
-};
+pub use campaign::reference_engine::{report as reference_engine_report, use_gpu_reference};
 pub use campaign::regime_draw::{DEFAULT_CPU_REGIME_CASES, DEFAULT_GPU_REGIME_CASES};
 pub use campaign::regimes::{uncovered_regime, Regime, RegimeCount};
 pub use campaign::sampling::{
