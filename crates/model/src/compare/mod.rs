@@ -336,6 +336,36 @@ mod tests {
         f16::from_f32(x)
     }
 
+    /// What a judge elsewhere reports for an output it found no failure in (the harness's, on
+    /// the GPU) is what `judge` gives such an output, maps and counts included, at a shape of
+    /// several 128 x 128 tiles and batches.
+    #[test]
+    fn the_passing_verdict_is_judges_verdict_of_a_passing_output() {
+        let shape = OutputShape {
+            m: 130,
+            n: 257,
+            l: 2,
+        };
+        let lo = vec![h(-1.0); shape.len()];
+        let hi = vec![h(1.0); shape.len()];
+        let got: Vec<f16> = (0..shape.len())
+            .map(|i| h((i % 3) as f32 * 0.5 - 0.5))
+            .collect();
+        let judged = judge(shape, &got, &got, &lo, &hi);
+        assert!(judged.pass);
+        // Every field, as its Debug form writes it (Verdict does not derive PartialEq).
+        assert_eq!(
+            format!("{judged:?}"),
+            format!("{:?}", Verdict::passing(shape))
+        );
+        let mut wrong = got.clone();
+        wrong[7] = h(2.0);
+        assert_ne!(
+            format!("{:?}", judge(shape, &wrong, &got, &lo, &hi)),
+            format!("{:?}", Verdict::passing(shape))
+        );
+    }
+
     #[test]
     fn classifies_each_failure_kind() {
         let shape = OutputShape { m: 1, n: 4, l: 1 };
