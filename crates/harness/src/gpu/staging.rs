@@ -76,19 +76,13 @@ impl Staging {
         bytes: &[u8],
     ) -> Result<(), GpuError> {
         for (i, chunk) in bytes.chunks(HALF_BYTES).enumerate() {
-            let (pinned, event) = &mut self.halves[i % 2];
             // The half's last copies (enqueued two chunks ago, or by an earlier call) have read
             // it.
-            let started = Instant::now();
-            event
-                .synchronize()
-                .map_err(gpu("waiting for a staged copy"))?;
-            let waited = Instant::now();
-            self.waiting_seconds += (waited - started).as_secs_f64();
-            let host = pinned.as_mut_ptr().map_err(gpu("pinned memory"))?;
+            let host = self.ready_half(i)?;
+            let copying = Instant::now();
             // SAFETY: the half holds HALF_BYTES >= chunk.len() bytes, no copy uses it now.
             unsafe { std::ptr::copy_nonoverlapping(chunk.as_ptr(), host, chunk.len()) };
-            self.host_seconds += waited.elapsed().as_secs_f64();
+            self.host_seconds += copying.elapsed().as_secs_f64();
             for &target in targets {
                 let at = target + (i * HALF_BYTES) as u64;
                 // SAFETY: the caller's device range holds the chunk; the pinned half is not
@@ -97,7 +91,8 @@ impl Staging {
                     sys::cuMemcpyHtoDAsync_v2(at, host.cast(), chunk.len(), stream.cu_stream())
                 })?;
             }
-            event
+            self.halves[i % 2]
+                .1
                 .record(stream)
                 .map_err(gpu("recording a staged copy"))?;
         }
@@ -141,27 +136,33 @@ impl Staging {
             if i + 1 < chunks {
                 enqueue(&mut self.halves, i + 1)?;
             }
-            let (pinned, event) = &mut self.halves[i % 2];
-            let started = Instant::now();
-            event
-                .synchronize()
-                .map_err(gpu("waiting for a staged copy"))?;
-            let waited = Instant::now();
-            self.waiting_seconds += (waited - started).as_secs_f64();
-            let host = pinned.as_mut_ptr().map_err(gpu("pinned memory"))?;
+            let host = self.ready_half(i)?;
+            let copying = Instant::now();
             let out = &mut bytes[i * HALF_BYTES..][..HALF_BYTES.min(total - i * HALF_BYTES)];
             // SAFETY: the copy into the half has ended (its event passed); it holds out.len()
             // bytes.
             unsafe {
                 std::ptr::copy_nonoverlapping(host.cast_const(), out.as_mut_ptr(), out.len())
             };
-            self.host_seconds += waited.elapsed().as_secs_f64();
+            self.host_seconds += copying.elapsed().as_secs_f64();
         }
         Ok(())
     }
 }
 
 impl Staging {
+    /// Waits until the last device copy of half `i % 2` has passed (counted as waiting) and
+    /// gives the half's host memory.
+    fn ready_half(&mut self, i: usize) -> Result<*mut u8, GpuError> {
+        let (pinned, event) = &mut self.halves[i % 2];
+        let started = Instant::now();
+        event
+            .synchronize()
+            .map_err(gpu("waiting for a staged copy"))?;
+        self.waiting_seconds += started.elapsed().as_secs_f64();
+        pinned.as_mut_ptr().map_err(gpu("pinned memory"))
+    }
+
     /// The seconds spent copying on the host and waiting for the device's copies since the
     /// last call, and the counts reset.
     pub fn take_seconds(&mut self) -> (f64, f64) {
