@@ -16,7 +16,9 @@ use nvfp4_model::golden::set::DUAL_GEMM_BENCHMARKS;
 use nvfp4_model::model::bounds::KOrder;
 use nvfp4_model::model::{problem_reference, Reference};
 use nvfp4_model::problem::generate::generate_problem;
-use nvfp4_model::problem::{Distribution, ProblemInputs, ProblemKind, Shape};
+use nvfp4_model::problem::{
+    BlockScaledMatrix, Distribution, DualGemmInputs, ProblemInputs, ProblemKind, Shape,
+};
 use std::time::Instant;
 
 #[test]
@@ -182,11 +184,11 @@ fn bits(reference: &Reference) -> [Vec<u16>; 3] {
 }
 
 /// Every element of every edge shape, in every distribution, problem and K order: the GPU's
-/// expected, lo and hi are the CPU model's, bit for bit.
+/// expected, lo and hi are the CPU model's, bit for bit, from the f64 kernels (where the GPU
+/// runs them) and from the integer kernel alone.
 #[test]
 #[ignore = "needs a GPU: cargo test --release --test oracle gpu_reference:: -- --include-ignored"]
 fn the_gpu_reference_is_the_cpu_model_bit_for_bit() {
-    let gpu = gpu_or_panic();
     let shapes = [
         (1, 1, 16, 1),
         (1, 2048, 4096, 1),
@@ -198,43 +200,119 @@ fn the_gpu_reference_is_the_cpu_model_bit_for_bit() {
         (256, 200, 4096, 1),
         (40, 64, 16384, 1),
     ];
-    let mut elements = 0u64;
-    for kind in ProblemKind::ALL {
-        for dist in Distribution::NAMED {
-            for (i, &(m, n, k, l)) in shapes.iter().enumerate() {
-                let inputs =
-                    generate_problem(kind, Shape::new(m, n, k, l).unwrap(), dist, 1000 + i as u64);
-                for order in KOrder::ALL {
-                    let model = problem_reference(&inputs, order);
-                    let on_gpu = gpu.reference(&inputs, order).unwrap_or_else(|err| {
-                        panic!("{} {} {m}x{n}x{k}x{l}: {err}", kind.name(), dist.name())
-                    });
-                    let (model_bits, gpu_bits) = (bits(&model), bits(&on_gpu));
-                    for (what, (a, b)) in ["expected", "lo", "hi"]
-                        .iter()
-                        .zip(model_bits.iter().zip(&gpu_bits))
-                    {
-                        let first = a.iter().zip(b).position(|(x, y)| x != y);
-                        assert!(
-                            a.len() == b.len() && first.is_none(),
-                            "{} {} {m}x{n}x{k}x{l} {order:?}: {what} differs at {first:?}: \
-                             model {:04X?} gpu {:04X?}",
+    let references = [gpu_or_panic(), gpu_or_panic().integer_only()];
+    assert_eq!(
+        references[0].arithmetic(),
+        "f64",
+        "the f64 kernels run on a GPU for NVFP4 work"
+    );
+    for gpu in &references {
+        let mut elements = 0u64;
+        for kind in ProblemKind::ALL {
+            for dist in Distribution::NAMED {
+                for (i, &(m, n, k, l)) in shapes.iter().enumerate() {
+                    let shape = Shape::new(m, n, k, l).unwrap();
+                    let inputs = generate_problem(kind, shape, dist, 1000 + i as u64);
+                    for order in KOrder::ALL {
+                        let what = format!(
+                            "{} kernel, {} {} {shape} {order:?}",
+                            gpu.arithmetic(),
                             kind.name(),
-                            dist.name(),
-                            first.map(|f| a[f]),
-                            first.map(|f| b[f]),
+                            dist.name()
                         );
+                        elements += assert_model_bits(gpu, &inputs, order, &what);
                     }
-                    elements += model.len() as u64;
                 }
             }
         }
+        println!(
+            "GPU reference on {}, {} kernel: {elements} elements compared with the CPU model \
+             (expected, lo, hi each), 0 differences; {} launches redone by the integer kernel",
+            gpu.device(),
+            gpu.arithmetic(),
+            gpu.integer_reruns()
+        );
     }
-    println!(
-        "GPU reference on {}: {elements} elements compared with the CPU model \
-         (expected, lo, hi each), 0 differences",
-        gpu.device()
+}
+
+/// `gpu`'s reference of `inputs` is the CPU model's, bit for bit; the elements compared.
+fn assert_model_bits(gpu: &GpuReference, inputs: &ProblemInputs, order: KOrder, what: &str) -> u64 {
+    let model = problem_reference(inputs, order);
+    let on_gpu = gpu
+        .reference(inputs, order)
+        .unwrap_or_else(|err| panic!("{what}: {err}"));
+    let (model_bits, gpu_bits) = (bits(&model), bits(&on_gpu));
+    for (array, (a, b)) in ["expected", "lo", "hi"]
+        .iter()
+        .zip(model_bits.iter().zip(&gpu_bits))
+    {
+        let first = a.iter().zip(b).position(|(x, y)| x != y);
+        assert!(
+            a.len() == b.len() && first.is_none(),
+            "{what}: {array} differs at {first:?}: model {:04X?} gpu {:04X?}",
+            first.map(|f| a[f]),
+            first.map(|f| b[f]),
+        );
+    }
+    model.len() as u64
+}
+
+/// Where the f64 kernel's statistics could pass 2^53 (every scale e4m3's largest, every value
+/// 6, K deep) it does not answer: the integer kernel redoes the case, and the answer is the
+/// CPU model's. Where they cannot, the f64 kernel's answer stands.
+#[test]
+#[ignore = "needs a GPU: cargo test --release --test oracle gpu_reference:: -- --include-ignored"]
+fn the_f64_kernel_hands_what_it_cannot_prove_exact_to_the_integer_kernel() {
+    let gpu = gpu_or_panic();
+    assert_eq!(gpu.arithmetic(), "f64");
+    let largest = |rows: usize, k: usize| {
+        // 0x77: two e2m1 6s; 0x7E: e4m3's 448.
+        BlockScaledMatrix::new(
+            "x",
+            rows,
+            k,
+            1,
+            vec![0x77; rows * k / 2],
+            vec![0x7E; rows * k / 16],
+        )
+        .unwrap()
+    };
+    // 16 x 144 x 229376^2 per block (2^46.8): 2^53 is passed after 80 blocks.
+    for (k, redone) in [(1024, false), (16384, true)] {
+        let shape = Shape::new(8, 40, k, 1).unwrap();
+        let inputs = ProblemInputs::DualGemm(
+            DualGemmInputs::new(shape, largest(8, k), largest(40, k), largest(40, k)).unwrap(),
+        );
+        for order in KOrder::ALL {
+            let before = gpu.integer_reruns();
+            assert_model_bits(
+                &gpu,
+                &inputs,
+                order,
+                &format!("largest values {shape} {order:?}"),
+            );
+            assert_eq!(
+                gpu.integer_reruns() - before,
+                usize::from(redone),
+                "{shape} {order:?}: redone by the integer kernel"
+            );
+        }
+    }
+    // A campaign's usual case: the f64 kernel's answer.
+    let inputs = generate_problem(
+        ProblemKind::DualGemm,
+        Shape::new(256, 512, 7168, 1).unwrap(),
+        Distribution::Gpumode,
+        3,
     );
+    let before = gpu.integer_reruns();
+    assert_model_bits(
+        &gpu,
+        &inputs,
+        KOrder::Contiguous,
+        "gpumode 256 x 512 x 7168",
+    );
+    assert_eq!(gpu.integer_reruns(), before, "gpumode data is exact in f64");
 }
 
 fn median(mut seconds: Vec<f64>) -> f64 {
@@ -254,8 +332,12 @@ fn gpu_reference_speed_table() {
         "GPU reference on {}; CPU model on {cores} cores",
         gpu.device()
     );
-    println!("| shape (M x N x K x L) | CPU model (s) | GPU reference (ms) | ratio | compared |");
-    println!("|---|---|---|---|---|");
+    let integer = gpu_or_panic().integer_only();
+    println!(
+        "| shape (M x N x K x L) | CPU model (s) | GPU reference, {} kernel (ms) | integer kernel (ms) | ratio | compared |",
+        gpu.arithmetic()
+    );
+    println!("|---|---|---|---|---|---|");
     let mut shapes: Vec<(usize, usize, usize, usize)> = DUAL_GEMM_BENCHMARKS
         .iter()
         .map(|&(m, n, k)| (m, n, k, 1))
@@ -272,15 +354,24 @@ fn gpu_reference_speed_table() {
             generate_problem(ProblemKind::DualGemm, shape, Distribution::Full, 7);
         // Warm (module load, first allocation) once, then the median of three.
         let first = gpu.reference(&inputs, KOrder::Contiguous).unwrap();
-        let gpu_seconds = median(
-            (0..3)
-                .map(|_| {
-                    let started = Instant::now();
-                    gpu.reference(&inputs, KOrder::Contiguous).unwrap();
-                    started.elapsed().as_secs_f64()
-                })
-                .collect(),
+        let seconds = |gpu: &GpuReference| {
+            median(
+                (0..3)
+                    .map(|_| {
+                        let started = Instant::now();
+                        gpu.reference(&inputs, KOrder::Contiguous).unwrap();
+                        started.elapsed().as_secs_f64()
+                    })
+                    .collect(),
+            )
+        };
+        let gpu_seconds = seconds(&gpu);
+        assert_eq!(
+            bits(&integer.reference(&inputs, KOrder::Contiguous).unwrap()),
+            bits(&first),
+            "{shape}: the integer kernel differs from the f64 kernel"
         );
+        let integer_seconds = seconds(&integer);
         let is_large = large.contains(&(m, n, k, l));
         let (cpu_cell, compared) = if is_large {
             // The whole CPU model would take minutes: rows only.
@@ -308,8 +399,9 @@ fn gpu_reference_speed_table() {
             .parse::<f64>()
             .map_or("-".to_string(), |cpu| format!("{:.0}x", cpu / gpu_seconds));
         println!(
-            "| {m} x {n} x {k} x {l} | {cpu_cell} | {:.2} | {ratio} | {compared} |",
-            gpu_seconds * 1e3
+            "| {m} x {n} x {k} x {l} | {cpu_cell} | {:.2} | {:.2} | {ratio} | {compared} |",
+            gpu_seconds * 1e3,
+            integer_seconds * 1e3
         );
     }
 }

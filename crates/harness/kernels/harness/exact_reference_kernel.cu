@@ -14,6 +14,11 @@
 // (Rust never fuses), IEEE division and square-free code, so every f64 result is the correctly
 // rounded one of the same operation, as on the CPU. The f64 -> fp16 rounding is cvt.rn.f16.f64,
 // one correctly rounded conversion; NaN is written as the model's 0x7E00.
+//
+// This file is the integer kernel and what every kernel of the module shares (the formats, the
+// bounds, `store_element`). exact_reference_f64_kernel.cu keeps the same statistics in f64,
+// faster where f64 is; reference_judge_kernel.cu judges an output against a reference kept on
+// the device. The host compiles the three as one source.
 
 typedef unsigned char u8;
 typedef unsigned short u16;
@@ -295,6 +300,32 @@ __device__ __forceinline__ void interval_bits(Range r, u16* lo, u16* hi, int* un
   }
 }
 
+// One output element from its dot products' statistics (x2 read for the dual GEMM only): the
+// expected value, lo and hi at `at`; sets *any_unbounded where the bound does not hold.
+__device__ void store_element(const DotStats& x1s, const DotStats& x2s, int blocks, int problem,
+                              int order, size_t at, u16* expected, u16* lo_out, u16* hi_out,
+                              int* any_unbounded) {
+  u16 e, lo, hi;
+  const Range x1 = accumulator_range(x1s, blocks, order);
+  if (problem == PROBLEM_DUAL_GEMM) {
+    const Range x2 = accumulator_range(x2s, blocks, order);
+    interval_bits(silu_mul_range(x1, x2), &lo, &hi, any_unbounded);
+    if (x1s.nan || x2s.nan) {
+      e = FP16_NAN;
+    } else {
+      const double v1 = (double)sum_to_f32(x1s.sum);
+      const double v2 = (double)sum_to_f32(x2s.sum);
+      e = fp16_from_f64_rne(silu(v1) * v2);
+    }
+  } else {
+    interval_bits(x1, &lo, &hi, any_unbounded);
+    e = x1s.nan ? FP16_NAN : fp16_from_f32_rne(sum_to_f32(x1s.sum));
+  }
+  expected[at] = e;
+  lo_out[at] = lo;
+  hi_out[at] = hi;
+}
+
 // ---- the dot products and the element -------------------------------------------------------------
 
 // One output tile: rows [m0, m0 + TILE_M) of A against rows [n0, n0 + TILE_N) of each B operand,
@@ -426,96 +457,8 @@ extern "C" __global__ void __launch_bounds__(THREADS_X * THREADS_Y)
       const int gm = m0 + ty + r * THREADS_Y, gn = n0 + tx + c * THREADS_X;
       if (gm >= m || gn >= n) continue;
       const size_t at = ((size_t)gm * n + gn) * batches + batch;
-      u16 e, lo, hi;
-      const Range x1 = accumulator_range(st[0][r][c], blocks, order);
-      if (problem == PROBLEM_DUAL_GEMM) {
-        const Range x2 = accumulator_range(st[1][r][c], blocks, order);
-        interval_bits(silu_mul_range(x1, x2), &lo, &hi, &any_unbounded);
-        if (st[0][r][c].nan || st[1][r][c].nan) {
-          e = FP16_NAN;
-        } else {
-          const double v1 = (double)sum_to_f32(st[0][r][c].sum);
-          const double v2 = (double)sum_to_f32(st[1][r][c].sum);
-          e = fp16_from_f64_rne(silu(v1) * v2);
-        }
-      } else {
-        interval_bits(x1, &lo, &hi, &any_unbounded);
-        e = st[0][r][c].nan ? FP16_NAN : fp16_from_f32_rne(sum_to_f32(st[0][r][c].sum));
-      }
-      expected[at] = e;
-      lo_out[at] = lo;
-      hi_out[at] = hi;
+      store_element(st[0][r][c], st[1][r][c], blocks, problem, order, at, expected, lo_out,
+                    hi_out, &any_unbounded);
     }
   if (any_unbounded) atomicOr(unbounded, 1);
-}
-
-// An output judged against the reference above where both lie, on the device: the model's rule
-// (`accepted_bits` in the model's compare module), element by element. Where lo or hi is NaN
-// (a NaN scale contributed) only a NaN is accepted; otherwise a number in [lo, hi] in fp16's
-// order, -0 and +0 one value. `got` is stored [L][M][N] (GPU MODE's storage) when lmn is 1,
-// else as the reference, [M][N][L]. Adds the failing elements to *failed, lowers *first to the
-// least failing index in the reference's order, and raises *worst_tight to the largest distance
-// (fp16 positions) of `got` from `expected` over the elements whose interval is at most
-// TIGHT_ULPS wide, no NaN among the four (`worst_tight` in the harness's values_seen.rs: the
-// coverage's figure for a passing output). Three numbers go back to the host.
-#define TIGHT_ULPS 2u
-
-__device__ __forceinline__ bool fp16_is_nan(u16 bits) { return (bits & 0x7FFF) > 0x7C00; }
-__device__ __forceinline__ int fp16_order(u16 bits) {
-  const int magnitude = bits & 0x7FFF;
-  return (bits & 0x8000) ? -magnitude : magnitude;
-}
-
-extern "C" __global__ void nvfp4_oracle_judge_output(const u16* got, const u16* expected,
-                                                     const u16* lo, const u16* hi, int m, int n,
-                                                     int batches, int lmn,
-                                                     unsigned long long* failed,
-                                                     unsigned long long* first,
-                                                     u32* worst_tight) {
-  const unsigned long long total = (unsigned long long)m * n * batches;
-  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
-  unsigned long long mine = 0, least = ~0ull;
-  u32 tightest = 0;
-  for (unsigned long long i = blockIdx.x * (unsigned long long)blockDim.x + threadIdx.x;
-       i < total; i += stride) {
-    // i in the reference's order [M][N][L].
-    unsigned long long at = i;
-    if (lmn) {
-      const unsigned long long l = i % batches, mn = i / batches;
-      at = l * ((unsigned long long)m * n) + mn;
-    }
-    const u16 g = got[at], e = expected[i], low = lo[i], high = hi[i];
-    const bool nan_required = fp16_is_nan(low) || fp16_is_nan(high);
-    const int o = fp16_order(g);
-    const bool inside = !fp16_is_nan(g) && fp16_order(low) <= o && o <= fp16_order(high);
-    const bool accepted = nan_required ? fp16_is_nan(g) : inside;
-    if (!accepted) {
-      ++mine;
-      if (i < least) least = i;
-    }
-    const bool tight = !(nan_required || fp16_is_nan(g) || fp16_is_nan(e)) &&
-                       (u32)(fp16_order(high) - fp16_order(low)) <= TIGHT_ULPS;
-    if (tight) tightest = max(tightest, (u32)abs(o - fp16_order(e)));
-  }
-  if (mine != 0) {
-    atomicAdd(failed, mine);
-    atomicMin(first, least);
-  }
-  tightest = __reduce_max_sync(0xFFFFFFFFu, tightest);
-  if (tightest != 0 && (threadIdx.x & 31) == 0) atomicMax(worst_tight, tightest);
-}
-
-// The elements at `indices` (in the reference's order) of expected, lo and hi, into `out`
-// (count of each, in that order): the few elements the CPU model recomputes to check a
-// reference that stays on the device.
-extern "C" __global__ void nvfp4_oracle_gather_reference(const u16* expected, const u16* lo,
-                                                         const u16* hi,
-                                                         const unsigned long long* indices,
-                                                         int count, u16* out) {
-  const int j = blockIdx.x * blockDim.x + threadIdx.x;
-  if (j >= count) return;
-  const unsigned long long i = indices[j];
-  out[j] = expected[i];
-  out[count + j] = lo[i];
-  out[2 * count + j] = hi[i];
 }

@@ -2,6 +2,10 @@
 //! the parent's own CUDA context, by a kernel of the harness's own
 //! (`kernels/harness/exact_reference_kernel.cu`), compiled at run time for the GPU it finds.
 //!
+//! Two kernels compute it: the f64 kernels (`exact_reference_f64_kernel.cu`, one per K order),
+//! tried first where the GPU's f64 is fast, and the 64-bit integer kernel, which redoes a launch
+//! whose f64 statistics could not be proven exact and runs alone where f64 is slow.
+//!
 //! Why: a campaign's largest cost was the CPU model (about 1 s for 512 x 4096 x 7168 on 2
 //! cores), which is why cases past 2^36 products were judged on sampled rows. The exact answer
 //! is integer arithmetic that a GPU does at tens of tera-operations per second.
@@ -18,7 +22,7 @@
 
 use super::staging::Staging;
 use super::GpuError;
-use cudarc::driver::sys::CUdeviceptr;
+use cudarc::driver::sys::{CUdevice_attribute, CUdeviceptr};
 use cudarc::driver::{
     CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
 };
@@ -27,10 +31,29 @@ use nvfp4_model::model::bounds::KOrder;
 use nvfp4_model::model::exact_grid::MAX_I64_BLOCKS;
 use nvfp4_model::model::Reference;
 use nvfp4_model::problem::{BlockScaledMatrix, ProblemInputs, Shape, SCALE_BLOCK};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
-const SOURCE: &str = include_str!("../../kernels/harness/exact_reference_kernel.cu");
+/// The integer kernel with its formats, bounds and element; the f64 kernels; the judge and the
+/// gather: one module, the later files using the first's definitions.
+const SOURCE: &str = concat!(
+    include_str!("../../kernels/harness/exact_reference_kernel.cu"),
+    "\n",
+    include_str!("../../kernels/harness/exact_reference_f64_kernel.cu"),
+    "\n",
+    include_str!("../../kernels/harness/reference_judge_kernel.cu"),
+);
 const KERNEL: &str = "nvfp4_oracle_exact_reference";
+/// The f64 kernels, one per K order, in [`order_code`]'s order.
+const F64_KERNELS: [&str; 3] = [
+    "nvfp4_oracle_exact_reference_f64_contiguous",
+    "nvfp4_oracle_exact_reference_f64_any",
+    "nvfp4_oracle_exact_reference_f64_per_product",
+];
+/// The largest ratio of f32 to f64 throughput (the driver's
+/// `SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO`) at which the f64 kernels run: 2 on the H100, H200
+/// and B200; a GPU with slow f64 (32 or 64) runs the integer kernel, which is faster there.
+const FAST_F64_RATIO: i32 = 2;
 const JUDGE_KERNEL: &str = "nvfp4_oracle_judge_output";
 const GATHER_KERNEL: &str = "nvfp4_oracle_gather_reference";
 /// The kernel's output tile and threads (TILE_M, TILE_N, THREADS_X, THREADS_Y in the source).
@@ -83,6 +106,11 @@ pub fn compile() -> Result<Ptx, GpuError> {
 pub struct GpuReference {
     pub(super) stream: Arc<CudaStream>,
     function: CudaFunction,
+    /// The f64 kernels (`exact_reference_f64_kernel.cu`), tried first where they are here; None
+    /// on a GPU with slow f64, or when asked for the integer kernel only.
+    f64_functions: Option<[CudaFunction; 3]>,
+    /// How many launches the f64 kernel could not prove exact, which the integer kernel redid.
+    integer_reruns: AtomicUsize,
     /// The output judge and the gather of sampled elements (`super::device_reference`).
     pub(super) judge: CudaFunction,
     pub(super) gather: CudaFunction,
@@ -116,9 +144,26 @@ impl GpuReference {
         let gather = module
             .load_function(GATHER_KERNEL)
             .map_err(|err| err.to_string())?;
+        let f64_ratio = ctx
+            .attribute(
+                CUdevice_attribute::CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO,
+            )
+            .unwrap_or(i32::MAX);
+        let f64_functions = if f64_ratio <= FAST_F64_RATIO {
+            let load = |name: &str| module.load_function(name).map_err(|err| err.to_string());
+            Some([
+                load(F64_KERNELS[0])?,
+                load(F64_KERNELS[1])?,
+                load(F64_KERNELS[2])?,
+            ])
+        } else {
+            None
+        };
         Ok(GpuReference {
             stream: ctx.new_stream().map_err(|err| err.to_string())?,
             function,
+            f64_functions,
+            integer_reruns: AtomicUsize::new(0),
             judge,
             gather,
             device: info.describe(),
@@ -129,6 +174,29 @@ impl GpuReference {
     /// The GPU it runs on, in words.
     pub fn device(&self) -> &str {
         &self.device
+    }
+
+    /// This reference with the integer kernel only: what a GPU with slow f64 runs, and what the
+    /// tests hold the f64 kernels against.
+    pub fn integer_only(mut self) -> Self {
+        self.f64_functions = None;
+        self
+    }
+
+    /// Which kernel computes a case first: "f64" (the integer kernel where f64 is not proven
+    /// exact) or "integer".
+    pub fn arithmetic(&self) -> &'static str {
+        if self.f64_functions.is_some() {
+            "f64"
+        } else {
+            "integer"
+        }
+    }
+
+    /// How many launches the f64 kernel could not prove exact (the integer kernel redid them)
+    /// since this reference was made.
+    pub fn integer_reruns(&self) -> usize {
+        self.integer_reruns.load(Ordering::Relaxed)
     }
 
     /// Whether a case is one this reference takes, and if not why.
@@ -333,9 +401,12 @@ impl GpuReference {
                 .map_err(gpu("allocating the reference's outputs"))
         };
         let (mut expected, mut lo, mut hi) = (alloc()?, alloc()?, alloc()?);
-        let mut unbounded = stream
-            .alloc_zeros::<i32>(1)
-            .map_err(gpu("allocating a flag"))?;
+        let flag = || {
+            stream
+                .alloc_zeros::<i32>(1)
+                .map_err(gpu("allocating a flag"))
+        };
+        let (mut unbounded, mut inexact) = (flag()?, flag()?);
         // The batches in the grid's third dimension, at most MAX_GRID_Z per launch.
         let config = |batches_here: usize| LaunchConfig {
             grid_dim: (
@@ -347,47 +418,64 @@ impl GpuReference {
             shared_mem_bytes: 0,
         };
         let (m32, n32, blocks32, batches32) = (m as i32, n as i32, blocks as i32, batches as i32);
-        let order_code: i32 = match order {
-            KOrder::Contiguous => 0,
-            KOrder::Any => 1,
-            KOrder::PerProduct => 2,
-        };
+        let order_code = order_code(order);
         let [a, b1, b2] = operands;
-        for first_batch in (0..batches).step_by(MAX_GRID_Z) {
-            let batches_here = MAX_GRID_Z.min(batches - first_batch);
-            let first_batch = first_batch as i32;
-            let mut launch = stream.launch_builder(&self.function);
-            launch
-                .arg(&a.data)
-                .arg(&a.scales)
-                .arg(&b1.data)
-                .arg(&b1.scales)
-                .arg(&b2.data)
-                .arg(&b2.scales)
-                .arg(&m32)
-                .arg(&n32)
-                .arg(&blocks32)
-                .arg(&batches32)
-                .arg(&first_batch)
-                .arg(&problem)
-                .arg(&order_code)
-                .arg(&mut expected)
-                .arg(&mut lo)
-                .arg(&mut hi)
-                .arg(&mut unbounded);
-            // SAFETY: the arguments are the kernel's, in its order and types; the grid covers
-            // m x n and every access is bounded by (m, n, blocks, batches), which the operands
-            // hold (the caller's promise).
-            unsafe { launch.launch(config(batches_here)) }
-                .map_err(gpu("launching the reference kernel"))?;
+        // The f64 kernel first where there is one; the integer kernel where it is not, or
+        // where the f64 kernel could not prove every element exact.
+        let kernels = match &self.f64_functions {
+            Some(functions) => vec![Some(&functions[order_code as usize]), None],
+            None => vec![None],
+        };
+        for f64_function in kernels {
+            for first_batch in (0..batches).step_by(MAX_GRID_Z) {
+                let batches_here = MAX_GRID_Z.min(batches - first_batch);
+                let first_batch = first_batch as i32;
+                let mut launch = stream.launch_builder(f64_function.unwrap_or(&self.function));
+                launch
+                    .arg(&a.data)
+                    .arg(&a.scales)
+                    .arg(&b1.data)
+                    .arg(&b1.scales)
+                    .arg(&b2.data)
+                    .arg(&b2.scales)
+                    .arg(&m32)
+                    .arg(&n32)
+                    .arg(&blocks32)
+                    .arg(&batches32)
+                    .arg(&first_batch)
+                    .arg(&problem);
+                if f64_function.is_none() {
+                    launch.arg(&order_code);
+                }
+                launch
+                    .arg(&mut expected)
+                    .arg(&mut lo)
+                    .arg(&mut hi)
+                    .arg(&mut unbounded);
+                if f64_function.is_some() {
+                    launch.arg(&mut inexact);
+                }
+                // SAFETY: the arguments are the kernel's, in its order and types; the grid
+                // covers m x n and every access is bounded by (m, n, blocks, batches), which
+                // the operands hold (the caller's promise).
+                unsafe { launch.launch(config(batches_here)) }
+                    .map_err(gpu("launching the reference kernel"))?;
+            }
+            let not_exact = f64_function.is_some() && read_flag(stream, &inexact)? != 0;
+            if !not_exact {
+                break;
+            }
+            self.integer_reruns.fetch_add(1, Ordering::Relaxed);
+            // The f64 run's flag is not to be trusted where its statistics were not exact.
+            stream
+                .memset_zeros(&mut unbounded)
+                .map_err(gpu("clearing a flag"))?;
         }
-        let flag = stream
-            .clone_dtoh(&unbounded)
-            .map_err(gpu("reading a flag back"))?;
+        let unbounded = read_flag(stream, &unbounded)?;
         stream
             .synchronize()
             .map_err(gpu("waiting for the reference"))?;
-        if flag[0] != 0 {
+        if unbounded != 0 {
             return Err(GpuError(format!(
                 "K = {} is above the depth at which the error bound holds",
                 blocks * SCALE_BLOCK
@@ -452,6 +540,23 @@ impl DeviceReference {
 pub struct DeviceOperand {
     pub data: CUdeviceptr,
     pub scales: CUdeviceptr,
+}
+
+/// What the kernels call the K orders (ORDER_CONTIGUOUS, ORDER_ANY, ORDER_PER_PRODUCT).
+fn order_code(order: KOrder) -> i32 {
+    match order {
+        KOrder::Contiguous => 0,
+        KOrder::Any => 1,
+        KOrder::PerProduct => 2,
+    }
+}
+
+/// A one-int flag the kernels set, read back once they have run.
+fn read_flag(stream: &Arc<CudaStream>, flag: &CudaSlice<i32>) -> Result<i32, GpuError> {
+    let value = stream
+        .clone_dtoh(flag)
+        .map_err(gpu("reading a flag back"))?;
+    Ok(value[0])
 }
 
 pub(super) fn bind(stream: &Arc<CudaStream>) -> Result<(), GpuError> {
