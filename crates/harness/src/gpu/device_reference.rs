@@ -10,6 +10,9 @@
 //! elements, the first of them, and the worst distance on tight intervals. A failing output
 //! still brings the arrays back, so that its verdict lists and maps its failures as before
 //! (results/device-judge/README.md).
+//!
+//! All of it runs on the reference's judge stream, of the highest priority: the reference
+//! kernel of the next case, on the reference's own stream, would otherwise run first.
 
 use super::exact_reference::{bind, gpu, DeviceReference, GpuReference, ReferenceDims};
 use super::GpuError;
@@ -42,7 +45,7 @@ pub struct DeviceJudgement {
 impl GpuReference {
     /// The whole reference, brought back to the host.
     pub fn download(&self, reference: &DeviceReference) -> Result<Reference, GpuError> {
-        let stream = &self.stream;
+        let stream = &self.judge_stream;
         bind(stream)?;
         let len = reference.len();
         let mut staging = self
@@ -99,7 +102,7 @@ impl GpuReference {
                 hi: vec![],
             });
         }
-        let stream = &self.stream;
+        let stream = &self.judge_stream;
         bind(stream)?;
         let count = indices.len();
         let on_device = stream
@@ -160,7 +163,7 @@ impl GpuReference {
                 worst_tight_ulps: 0,
             });
         }
-        let stream = &self.stream;
+        let stream = &self.judge_stream;
         bind(stream)?;
         // SAFETY: every byte is written by the upload below before the judge reads it.
         let mut copy = unsafe { stream.alloc::<u16>(output.len()) }
@@ -194,14 +197,15 @@ impl GpuReference {
     ///
     /// # Safety
     /// `output` must point at the reference's element count of fp16 values in this context's
-    /// memory, written by work already ordered before this reference's stream's next launch.
+    /// memory, written by work that has ended (this runs on the judge's stream, not the stream
+    /// that wrote it).
     pub unsafe fn judge_on_device(
         &self,
         reference: &DeviceReference,
         output: CUdeviceptr,
         lmn: bool,
     ) -> Result<DeviceJudgement, GpuError> {
-        let stream = &self.stream;
+        let stream = &self.judge_stream;
         bind(stream)?;
         let ReferenceDims { m, n, batches, .. } = reference.dims;
         if reference.is_empty() {

@@ -104,7 +104,12 @@ pub fn compile() -> Result<Ptx, GpuError> {
 
 /// The reference kernel loaded in the parent's context.
 pub struct GpuReference {
+    /// The reference kernels' stream.
     pub(super) stream: Arc<CudaStream>,
+    /// The judge's, the gather's and the download's: a stream of the highest priority, so that
+    /// judging one case's output does not queue behind the next case's reference kernel, which
+    /// fills every SM (`super::device_reference`).
+    pub(super) judge_stream: Arc<CudaStream>,
     function: CudaFunction,
     /// The f64 kernels (`exact_reference_f64_kernel.cu`), tried first where they are here; None
     /// on a GPU with slow f64, or when asked for the integer kernel only.
@@ -159,8 +164,14 @@ impl GpuReference {
         } else {
             None
         };
+        // (least, greatest): the greatest priority is the lowest number.
+        let (_, highest) =
+            cudarc::driver::result::stream::get_priority_range().map_err(|err| err.to_string())?;
         Ok(GpuReference {
             stream: ctx.new_stream().map_err(|err| err.to_string())?,
+            judge_stream: ctx
+                .new_stream_with_priority(highest)
+                .map_err(|err| err.to_string())?,
             function,
             f64_functions,
             integer_reruns: AtomicUsize::new(0),

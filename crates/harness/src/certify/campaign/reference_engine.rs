@@ -103,10 +103,26 @@ impl EngineReport {
 #[cfg(feature = "gpu")]
 mod gpu_side {
     use crate::gpu::exact_reference::GpuReference;
-    use std::sync::{Mutex, OnceLock};
+    use std::sync::{Arc, Mutex, OnceLock};
 
     pub struct Engine {
-        pub reference: Mutex<Option<GpuReference>>,
+        /// The reference, None once switched off. Held only to take a handle: judging one
+        /// case's output (on the reference's judge stream) must not wait for the next case's
+        /// reference, computed meanwhile.
+        pub reference: Mutex<Option<Arc<GpuReference>>>,
+        /// Held while a reference is computed: one at a time, so that the memory each case's
+        /// reference was allowed (`GpuReference::declines`, `fits_beside_a_kernel`) is there.
+        pub computing: Mutex<()>,
+    }
+
+    impl Engine {
+        /// A handle on the reference, None once it is switched off.
+        pub fn handle(&self) -> Option<Arc<GpuReference>> {
+            self.reference
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone()
+        }
     }
 
     pub static ENGINE: OnceLock<Engine> = OnceLock::new();
@@ -128,9 +144,8 @@ pub fn use_gpu_reference() -> Result<String, String> {
     {
         use crate::gpu::exact_reference::GpuReference;
         if let Some(engine) = gpu_side::ENGINE.get() {
-            let guard = engine.reference.lock().unwrap_or_else(|p| p.into_inner());
-            return guard
-                .as_ref()
+            return engine
+                .handle()
                 .map(|r| r.device().to_string())
                 .ok_or_else(|| "the GPU reference was switched off".to_string());
         }
@@ -138,7 +153,8 @@ pub fn use_gpu_reference() -> Result<String, String> {
         let device = reference.device().to_string();
         with_report(|report| report.device = Some(device.clone()));
         let _ = gpu_side::ENGINE.set(gpu_side::Engine {
-            reference: Mutex::new(Some(reference)),
+            reference: Mutex::new(Some(std::sync::Arc::new(reference))),
+            computing: Mutex::new(()),
         });
         Ok(device)
     }
@@ -155,8 +171,7 @@ pub fn report() -> EngineReport {
 pub fn gpu_takes(inputs: &ProblemInputs) -> bool {
     #[cfg(feature = "gpu")]
     if let Some(engine) = gpu_side::ENGINE.get() {
-        let guard = engine.reference.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(gpu) = guard.as_ref() else {
+        let Some(gpu) = engine.handle() else {
             return false;
         };
         if matches!(inputs, ProblemInputs::GroupGemm(_)) {
@@ -179,9 +194,8 @@ pub fn gpu_takes(inputs: &ProblemInputs) -> bool {
 pub fn fits_beside_a_kernel(inputs: &ProblemInputs) -> bool {
     #[cfg(feature = "gpu")]
     if let Some(engine) = gpu_side::ENGINE.get() {
-        let guard = engine.reference.lock().unwrap_or_else(|p| p.into_inner());
-        return guard
-            .as_ref()
+        return engine
+            .handle()
             .is_none_or(|gpu| gpu.fits_beside_a_kernel(inputs));
     }
     let _ = inputs;
@@ -255,8 +269,7 @@ pub fn judge_where_it_lies(
         WholeReference::Device(on_device) => {
             let engine = gpu_side::ENGINE.get()?;
             let judged = {
-                let guard = engine.reference.lock().unwrap_or_else(|p| p.into_inner());
-                let gpu = guard.as_ref()?;
+                let gpu = engine.handle()?;
                 let started = std::time::Instant::now();
                 let judged = match output {
                     Some(output) => gpu.judge_host_output(&on_device, output).and_then(|j| {
@@ -314,8 +327,8 @@ fn gpu_reference(inputs: &ProblemInputs, order: KOrder, kept: bool) -> Option<Wh
     }
     let started = std::time::Instant::now();
     let computed = {
-        let guard = engine.reference.lock().unwrap_or_else(|p| p.into_inner());
-        let gpu = guard.as_ref()?;
+        let gpu = engine.handle()?;
+        let _one_at_a_time = engine.computing.lock().unwrap_or_else(|p| p.into_inner());
         if gpu.declines(inputs).is_some() {
             with_report(|report| report.declined += 1);
             return None;
@@ -341,11 +354,12 @@ fn gpu_reference(inputs: &ProblemInputs, order: KOrder, kept: bool) -> Option<Wh
     let (checked, elements) = match &reference {
         WholeReference::Host(host) => (cross_check(inputs, order, host, seed), host.len()),
         WholeReference::Device(on_device) => {
-            // The sampled elements are gathered under the engine's lock, which is let go
-            // before the CPU model computes them on rayon's threads.
+            // The sampled elements are gathered on the judge's stream; no lock is held while
+            // the CPU model computes them on rayon's threads.
             let gather = |indices: &[u64]| {
-                let guard = engine.reference.lock().unwrap_or_else(|p| p.into_inner());
-                let gpu = guard.as_ref().ok_or("the GPU reference was switched off")?;
+                let gpu = engine
+                    .handle()
+                    .ok_or("the GPU reference was switched off")?;
                 gpu.gather(on_device, indices).map_err(|err| {
                     format!("gathering the GPU reference's sampled elements: {}", err.0)
                 })
