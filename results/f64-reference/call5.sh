@@ -6,11 +6,7 @@
 # than 2^20 outputs, so its reference stays on the device and comes back for the host's judge
 # and the shrink); then hopper-baseline's and the torch example's campaigns with 5825347 and
 # this build in turn.
-set -u
-stage=f64-reference
-. "$(dirname "$0")/../stage.sh" "$stage"
-echo "build: $(cat .carry/build 2>/dev/null)" > "$O/device.log"
-nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv >> "$O/device.log" 2>&1
+. "$(dirname "$0")/common.sh"
 ( time NVFP4_ORACLE_BIN="$PWD/.carry/nvfp4-oracle" timeout 200 .carry/oracle_test \
     --include-ignored --nocapture --test-threads 1 \
     gpu_reference::an_output_judged_on_the_gpu_is_judged_as_on_the_host \
@@ -23,11 +19,6 @@ mkdir -p "$R/conj"
     --sanitize 0 --determinism 0 --report-dir "$R/conj" ) > "$O/conj-mid-mnk.log" 2>&1
 echo "exit $?" >> "$O/conj-mid-mnk.log"
 cat "$R"/conj/*.md >> "$O/conj-mid-mnk.log" 2>/dev/null
-campaign() {  # campaign JOB NAME TIMEOUT SUFFIX BINARY
-  B=$5 NVFP4_ORACLE_TRACE=1 JOBS=$1 AT_ONCE=1 JOB_TIMEOUT=$3 bash results/throughput/run.sh > /dev/null
-  mv "$O/$2-gpu-0-at-once-1.log.gz" "$O/$2-default-$4.log.gz"
-  mv "$O/at-once-1.log" "$O/at-once-1-$2-$4.log"
-}
 campaign kernel:hopper-baseline hopper-baseline 130 5825347 .carry/before/nvfp4-oracle-5825347
 campaign kernel:hopper-baseline hopper-baseline 130 judge-stream .carry/nvfp4-oracle
 campaign manifest:torch torch 170 5825347 .carry/before/nvfp4-oracle-5825347

@@ -137,14 +137,8 @@ __device__ __forceinline__ void exact_reference_f64(
           const int b_align = b_alignment[o][jb][tx + c * THREADS_X];
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
-            int s = __dp4a((int)a[r].x, (int)b.x, 0);
-            s = __dp4a((int)a[r].y, (int)b.y, s);
-            s = __dp4a((int)a[r].z, (int)b.z, s);
-            s = __dp4a((int)a[r].w, (int)b.w, s);
-            u32 u = __dp4a(a_abs[r].x, b_abs.x, 0u);
-            u = __dp4a(a_abs[r].y, b_abs.y, u);
-            u = __dp4a(a_abs[r].z, b_abs.z, u);
-            u = __dp4a(a_abs[r].w, b_abs.w, u);
+            const int s = block_dot(a[r], b);
+            const u32 u = block_magnitude_dot(a_abs[r], b_abs);
             // S_a * S_b < 2^36, s * S_a * S_b < 2^48: exact products.
             const double scale = sa[r] * sb;
             const double term = int_to_f64(s) * scale;

@@ -102,6 +102,22 @@ __device__ __forceinline__ int scale_alignment(int s) {
 
 __device__ __forceinline__ u32 abs4(u32 word) { return __vabs4(word); }
 
+// A 16-block's sum of products of half units (|s| <= 2304): four dp4a.
+__device__ __forceinline__ int block_dot(uint4 a, uint4 b) {
+  int s = __dp4a((int)a.x, (int)b.x, 0);
+  s = __dp4a((int)a.y, (int)b.y, s);
+  s = __dp4a((int)a.z, (int)b.z, s);
+  return __dp4a((int)a.w, (int)b.w, s);
+}
+
+// The same of the magnitudes (abs4 of each operand): the sum of |products|.
+__device__ __forceinline__ u32 block_magnitude_dot(uint4 a_abs, uint4 b_abs) {
+  u32 u = __dp4a(a_abs.x, b_abs.x, 0u);
+  u = __dp4a(a_abs.y, b_abs.y, u);
+  u = __dp4a(a_abs.z, b_abs.z, u);
+  return __dp4a(a_abs.w, b_abs.w, u);
+}
+
 // ---- the model's portable exp and silu ---------------------------------------------------------
 
 __device__ __forceinline__ double pow2(int e) {
@@ -414,14 +430,8 @@ extern "C" __global__ void __launch_bounds__(THREADS_X * THREADS_Y)
           const int sb = b_scale[o][jb][tx + c * THREADS_X];
 #pragma unroll
           for (int r = 0; r < 2; ++r) {
-            int s = __dp4a((int)a[r].x, (int)b.x, 0);
-            s = __dp4a((int)a[r].y, (int)b.y, s);
-            s = __dp4a((int)a[r].z, (int)b.z, s);
-            s = __dp4a((int)a[r].w, (int)b.w, s);
-            u32 u = __dp4a(a_abs[r].x, b_abs.x, 0u);
-            u = __dp4a(a_abs[r].y, b_abs.y, u);
-            u = __dp4a(a_abs[r].z, b_abs.z, u);
-            u = __dp4a(a_abs[r].w, b_abs.w, u);
+            const int s = block_dot(a[r], b);
+            const u32 u = block_magnitude_dot(a_abs[r], b_abs);
             DotStats& d = st[o][r][c];
             const bool nan = sa[r] == NAN_SCALE || sb == NAN_SCALE;
             // A NaN scale counts as 0: its block adds nothing and raises the maximum.
