@@ -146,11 +146,11 @@ pub fn use_gpu_reference() -> Result<String, String> {
         if let Some(engine) = gpu_side::ENGINE.get() {
             return engine
                 .handle()
-                .map(|r| r.device().to_string())
+                .map(|r| described(&r))
                 .ok_or_else(|| "the GPU reference was switched off".to_string());
         }
         let reference = GpuReference::new().map_err(|err| err.0)?;
-        let device = reference.device().to_string();
+        let device = described(&reference);
         with_report(|report| report.device = Some(device.clone()));
         let _ = gpu_side::ENGINE.set(gpu_side::Engine {
             reference: Mutex::new(Some(std::sync::Arc::new(reference))),
@@ -160,6 +160,13 @@ pub fn use_gpu_reference() -> Result<String, String> {
     }
     #[cfg(not(feature = "gpu"))]
     Err("this build has no GPU backend".into())
+}
+
+/// The GPU reference in words: its GPU, and which kernel computes a case first ("f64", the
+/// integer kernel where f64 is not proven exact; "integer" on a GPU with slow f64).
+#[cfg(feature = "gpu")]
+fn described(reference: &crate::gpu::exact_reference::GpuReference) -> String {
+    format!("{}, {} kernel", reference.device(), reference.arithmetic())
 }
 
 /// What the engine did so far in this process.
