@@ -23,9 +23,7 @@
 use super::staging::Staging;
 use super::GpuError;
 use cudarc::driver::sys::{CUdevice_attribute, CUdeviceptr};
-use cudarc::driver::{
-    CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut, LaunchConfig, PushKernelArg,
-};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
 use nvfp4_model::model::bounds::KOrder;
 use nvfp4_model::model::exact_grid::MAX_I64_BLOCKS;
@@ -44,7 +42,8 @@ const SOURCE: &str = concat!(
     include_str!("../../kernels/harness/reference_judge_kernel.cu"),
 );
 const KERNEL: &str = "nvfp4_oracle_exact_reference";
-/// The f64 kernels, one per K order, in [`order_code`]'s order.
+/// The f64 kernels, one per K order, in the order of `ORDER_CONTIGUOUS`, `ORDER_ANY`,
+/// `ORDER_PER_PRODUCT`.
 const F64_KERNELS: [&str; 3] = [
     "nvfp4_oracle_exact_reference_f64_contiguous",
     "nvfp4_oracle_exact_reference_f64_any",
@@ -56,11 +55,6 @@ const F64_KERNELS: [&str; 3] = [
 const FAST_F64_RATIO: i32 = 2;
 const JUDGE_KERNEL: &str = "nvfp4_oracle_judge_output";
 const GATHER_KERNEL: &str = "nvfp4_oracle_gather_reference";
-/// The kernel's output tile and threads (TILE_M, TILE_N, THREADS_X, THREADS_Y in the source).
-const TILE: u32 = 32;
-const THREADS: (u32, u32) = (16, 16);
-/// The most blocks a grid's third dimension (the kernel's batches) may have.
-const MAX_GRID_Z: usize = 65_535;
 /// What `problem` tells the kernel (PROBLEM_GEMM, PROBLEM_DUAL_GEMM).
 const PROBLEM_GEMM: i32 = 0;
 const PROBLEM_DUAL_GEMM: i32 = 1;
@@ -110,12 +104,12 @@ pub struct GpuReference {
     /// judging one case's output does not queue behind the next case's reference kernel, which
     /// fills every SM (`super::device_reference`).
     pub(super) judge_stream: Arc<CudaStream>,
-    function: CudaFunction,
+    pub(super) function: CudaFunction,
     /// The f64 kernels (`exact_reference_f64_kernel.cu`), tried first where they are here; None
     /// on a GPU with slow f64, or when asked for the integer kernel only.
-    f64_functions: Option<[CudaFunction; 3]>,
+    pub(super) f64_functions: Option<[CudaFunction; 3]>,
     /// How many launches the f64 kernel could not prove exact, which the integer kernel redid.
-    integer_reruns: AtomicUsize,
+    pub(super) integer_reruns: AtomicUsize,
     /// The output judge and the gather of sampled elements (`super::device_reference`).
     pub(super) judge: CudaFunction,
     pub(super) gather: CudaFunction,
@@ -382,123 +376,6 @@ impl GpuReference {
         // SAFETY: the caller's promise.
         unsafe { self.compute(operands, dims, PROBLEM_DUAL_GEMM, order) }
     }
-
-    /// Launches the reference kernel on operands in device memory and waits for it.
-    ///
-    /// # Safety
-    /// The operands must hold `dims`' data and plain scales (b1 twice for a GEMM) in this
-    /// context's memory until this returns.
-    unsafe fn compute(
-        &self,
-        operands: [DeviceOperand; 3],
-        dims: ReferenceDims,
-        problem: i32,
-        order: KOrder,
-    ) -> Result<DeviceReference, GpuError> {
-        let ReferenceDims {
-            m,
-            n,
-            blocks,
-            batches,
-        } = dims;
-        let elements = m * n * batches;
-        let stream = &self.stream;
-        if elements == 0 {
-            return Ok(DeviceReference::empty(stream, dims)?);
-        }
-        let alloc = || -> Result<CudaSlice<u16>, GpuError> {
-            stream
-                .alloc_zeros::<u16>(elements.max(1))
-                .map_err(gpu("allocating the reference's outputs"))
-        };
-        let (mut expected, mut lo, mut hi) = (alloc()?, alloc()?, alloc()?);
-        let flag = || {
-            stream
-                .alloc_zeros::<i32>(1)
-                .map_err(gpu("allocating a flag"))
-        };
-        let (mut unbounded, mut inexact) = (flag()?, flag()?);
-        // The batches in the grid's third dimension, at most MAX_GRID_Z per launch.
-        let config = |batches_here: usize| LaunchConfig {
-            grid_dim: (
-                n.div_ceil(TILE as usize) as u32,
-                m.div_ceil(TILE as usize) as u32,
-                batches_here as u32,
-            ),
-            block_dim: (THREADS.0, THREADS.1, 1),
-            shared_mem_bytes: 0,
-        };
-        let (m32, n32, blocks32, batches32) = (m as i32, n as i32, blocks as i32, batches as i32);
-        let order_code = order_code(order);
-        let [a, b1, b2] = operands;
-        // The f64 kernel first where there is one; the integer kernel where it is not, or
-        // where the f64 kernel could not prove every element exact.
-        let kernels = match &self.f64_functions {
-            Some(functions) => vec![Some(&functions[order_code as usize]), None],
-            None => vec![None],
-        };
-        for f64_function in kernels {
-            for first_batch in (0..batches).step_by(MAX_GRID_Z) {
-                let batches_here = MAX_GRID_Z.min(batches - first_batch);
-                let first_batch = first_batch as i32;
-                let mut launch = stream.launch_builder(f64_function.unwrap_or(&self.function));
-                launch
-                    .arg(&a.data)
-                    .arg(&a.scales)
-                    .arg(&b1.data)
-                    .arg(&b1.scales)
-                    .arg(&b2.data)
-                    .arg(&b2.scales)
-                    .arg(&m32)
-                    .arg(&n32)
-                    .arg(&blocks32)
-                    .arg(&batches32)
-                    .arg(&first_batch)
-                    .arg(&problem);
-                if f64_function.is_none() {
-                    launch.arg(&order_code);
-                }
-                launch
-                    .arg(&mut expected)
-                    .arg(&mut lo)
-                    .arg(&mut hi)
-                    .arg(&mut unbounded);
-                if f64_function.is_some() {
-                    launch.arg(&mut inexact);
-                }
-                // SAFETY: the arguments are the kernel's, in its order and types; the grid
-                // covers m x n and every access is bounded by (m, n, blocks, batches), which
-                // the operands hold (the caller's promise).
-                unsafe { launch.launch(config(batches_here)) }
-                    .map_err(gpu("launching the reference kernel"))?;
-            }
-            let not_exact = f64_function.is_some() && read_flag(stream, &inexact)? != 0;
-            if !not_exact {
-                break;
-            }
-            self.integer_reruns.fetch_add(1, Ordering::Relaxed);
-            // The f64 run's flag is not to be trusted where its statistics were not exact.
-            stream
-                .memset_zeros(&mut unbounded)
-                .map_err(gpu("clearing a flag"))?;
-        }
-        let unbounded = read_flag(stream, &unbounded)?;
-        stream
-            .synchronize()
-            .map_err(gpu("waiting for the reference"))?;
-        if unbounded != 0 {
-            return Err(GpuError(format!(
-                "K = {} is above the depth at which the error bound holds",
-                blocks * SCALE_BLOCK
-            )));
-        }
-        Ok(DeviceReference {
-            expected,
-            lo,
-            hi,
-            dims,
-        })
-    }
 }
 
 /// The dimensions a reference is computed for.
@@ -521,7 +398,7 @@ pub struct DeviceReference {
 
 impl DeviceReference {
     /// A reference of no elements (one element allocated per array, never read).
-    fn empty(stream: &Arc<CudaStream>, dims: ReferenceDims) -> Result<Self, GpuError> {
+    pub(super) fn empty(stream: &Arc<CudaStream>, dims: ReferenceDims) -> Result<Self, GpuError> {
         let alloc = || {
             stream
                 .alloc_zeros::<u16>(1)
@@ -551,23 +428,6 @@ impl DeviceReference {
 pub struct DeviceOperand {
     pub data: CUdeviceptr,
     pub scales: CUdeviceptr,
-}
-
-/// What the kernels call the K orders (ORDER_CONTIGUOUS, ORDER_ANY, ORDER_PER_PRODUCT).
-fn order_code(order: KOrder) -> i32 {
-    match order {
-        KOrder::Contiguous => 0,
-        KOrder::Any => 1,
-        KOrder::PerProduct => 2,
-    }
-}
-
-/// A one-int flag the kernels set, read back once they have run.
-fn read_flag(stream: &Arc<CudaStream>, flag: &CudaSlice<i32>) -> Result<i32, GpuError> {
-    let value = stream
-        .clone_dtoh(flag)
-        .map_err(gpu("reading a flag back"))?;
-    Ok(value[0])
 }
 
 pub(super) fn bind(stream: &Arc<CudaStream>) -> Result<(), GpuError> {

@@ -80,6 +80,8 @@ pub mod library;
 #[cfg(feature = "gpu")]
 pub mod pristine;
 #[cfg(feature = "gpu")]
+mod reference_launch;
+#[cfg(feature = "gpu")]
 pub mod staging;
 pub mod variants;
 
