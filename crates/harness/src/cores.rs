@@ -1,5 +1,6 @@
-//! The CPU cores a campaign may use on its host: its share when several campaigns run on one
-//! GPU host at once, one per GPU.
+//! The CPU cores a campaign may use on its host (its share when several campaigns run on one
+//! GPU host at once, one per GPU), and which of its work goes first on them: the case in hand
+//! before the inputs made ahead ([`ahead_pool`], [`beside`]).
 //!
 //! Why: a campaign's CPU work (inputs made ahead, the CPU model's cross-check, judging) runs on
 //! rayon's pool, which by default takes every core the process may run on. Four campaigns on a
@@ -133,6 +134,65 @@ pub fn use_budget() -> &'static CoreBudget {
     budget
 }
 
+/// How much lower than the campaign's own threads the ahead pool's threads run (a `nice`
+/// value: at 10 the scheduler gives such a thread about a tenth of a core another wants).
+const AHEAD_NICENESS: libc::c_int = 10;
+
+/// A second pool, as large as the budget, for work done ahead of need (a campaign's next
+/// cases' inputs), its threads at a lower priority than the rest of the process.
+///
+/// Why: rayon's threads take work from their own queues and each other's before a job handed
+/// in from outside the pool. Inputs made ahead on the global pool therefore kept a case's
+/// kernel run and its reference, handed in from the campaign's thread, waiting until every
+/// input being made was done: a third of a traced hopper campaign's range cases (16 of 42 s on
+/// an H200) was that wait. On a pool of its own, at a lower priority, the work ahead takes the
+/// cores the case in hand leaves idle, and yields them when it needs them.
+pub fn ahead_pool() -> &'static rayon::ThreadPool {
+    static POOL: std::sync::OnceLock<rayon::ThreadPool> = std::sync::OnceLock::new();
+    POOL.get_or_init(|| {
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(budget().threads)
+            .thread_name(|i| format!("ahead-{i}"))
+            // A priority that cannot be lowered leaves the thread as it is: only the order of
+            // work changes, never a result.
+            .start_handler(|_| lower_this_threads_priority())
+            .build()
+            .expect("a thread pool can be built")
+    })
+}
+
+/// Lowers the calling thread's priority by [`AHEAD_NICENESS`] (Linux sets `nice` per thread).
+fn lower_this_threads_priority() {
+    // SAFETY: gettid and setpriority have no preconditions; raising one's own niceness needs no
+    // privilege.
+    unsafe {
+        let tid = libc::gettid();
+        libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, AHEAD_NICENESS);
+    }
+}
+
+/// `run` (a case's kernel run) on the calling thread and `model` (its reference) on a thread of
+/// its own, at once.
+///
+/// Why not `rayon::join`: called from outside rayon's pool, it hands both in to the pool, whose
+/// threads take such a job only once they have nothing of their own, so the kernel waited for
+/// whatever parallel work was under way. And the model (the GPU reference) holds its engine's
+/// lock while it works on rayon's threads: a pool thread waiting on that lock would never be
+/// let in.
+pub(crate) fn beside<A: Send, B: Send>(
+    run: impl FnOnce() -> A + Send,
+    model: impl FnOnce() -> B + Send,
+) -> (A, B) {
+    std::thread::scope(|scope| {
+        let model = scope.spawn(model);
+        let ran = run();
+        let modelled = model
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        (ran, modelled)
+    })
+}
+
 /// `cores` split into `parts` contiguous slices of (nearly) equal size, for pinning one
 /// process per GPU; a part gets at least one core (cores are shared when there are fewer
 /// cores than parts).
@@ -231,6 +291,45 @@ mod tests {
             given.budget().threads,
             16,
             "an unreadable value is rayon's to refuse"
+        );
+    }
+
+    #[test]
+    fn the_ahead_pool_runs_below_the_campaigns_priority() {
+        let (ours, ahead) = ahead_pool().install(|| {
+            // SAFETY: getpriority has no preconditions; 0 means the calling thread here.
+            let ahead = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+            (std::thread::current().name().map(str::to_string), ahead)
+        });
+        // SAFETY: as above.
+        let here = unsafe { libc::getpriority(libc::PRIO_PROCESS, 0) };
+        assert!(ours.is_some_and(|name| name.starts_with("ahead-")));
+        assert_eq!(ahead, (here + AHEAD_NICENESS).min(19));
+    }
+
+    /// With every thread of rayon's pool busy, `beside` starts the run at once (rayon::join,
+    /// called from outside the pool, started it only once the pool had nothing else to do).
+    #[test]
+    fn beside_does_not_wait_for_rayons_pool() {
+        use rayon::prelude::*;
+        let threads = rayon::current_num_threads();
+        let started = std::time::Instant::now();
+        let busy = std::thread::spawn(move || {
+            (0..threads * 4)
+                .into_par_iter()
+                .for_each(|_| std::thread::sleep(std::time::Duration::from_millis(400)));
+        });
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        let (ran_at, modelled_at) = beside(|| started.elapsed(), || started.elapsed());
+        busy.join().unwrap();
+        let pool_done = started.elapsed();
+        assert!(
+            pool_done.as_millis() >= 1500,
+            "the pool was busy for {pool_done:?}"
+        );
+        assert!(
+            ran_at.as_millis() < 1000 && modelled_at.as_millis() < 1000,
+            "run started at {ran_at:?}, model at {modelled_at:?}, the pool free at {pool_done:?}"
         );
     }
 

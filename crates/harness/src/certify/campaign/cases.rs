@@ -212,7 +212,7 @@ pub fn run_kernel(
         let reference = || timed_whole_reference(&case.inputs, order, within_cpu_budget);
         let (run, (reference, model_seconds)) =
             if reference_engine::fits_beside_a_kernel(&case.inputs) {
-                rayon::join(|| timed_run(&mut output), reference)
+                crate::cores::beside(|| timed_run(&mut output), reference)
             } else {
                 let run = timed_run(&mut output);
                 (run, reference())
@@ -266,16 +266,14 @@ pub fn run_kernel_batch(
         })
         .collect();
     let cases: Vec<&KernelCase> = prepared.iter().map(|p| &p.case).collect();
-    let ((runs, kernel_seconds), references) = rayon::join(
+    let ((runs, kernel_seconds), references) = crate::cores::beside(
         || {
             let started = Instant::now();
             let runs = kernel.run_batch(&cases, &mut outputs);
             (runs, seconds_since(started))
         },
-        // One case after another: the GPU reference holds its engine's lock while it works
-        // on rayon's threads, so a task of this batch's waiting on that lock from inside such
-        // a thread would never be let in (a campaign on the H100 stopped there). Each
-        // reference is parallel inside.
+        // One case after another, each parallel inside: one reference is computed at a time
+        // (crates/harness/src/certify/campaign/reference_engine.rs).
         || {
             prepared
                 .iter()

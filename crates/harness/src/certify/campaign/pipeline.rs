@@ -40,7 +40,9 @@ fn run_with_input_makers<T>(
     std::thread::scope(|scope| {
         // Inputs made ahead on a few threads of their own, case i on thread i % makers, each
         // holding at most the case it has made until it is taken (each can be gigabytes): a
-        // deployment case's inputs take longer to make than its kernel takes to run.
+        // deployment case's inputs take longer to make than its kernel takes to run. Their
+        // parallel work runs on the ahead pool (crate::cores::ahead_pool), below the case in
+        // hand, which would otherwise wait for it.
         let mut made = Vec::new();
         for first in 0..makers {
             let (send, receive) = std::sync::mpsc::sync_channel(0);
@@ -48,7 +50,9 @@ fn run_with_input_makers<T>(
             scope.spawn(move || {
                 for &spec in specs.iter().skip(first).step_by(makers) {
                     // Sending fails once the campaign has stopped.
-                    if send.send(PreparedCase::new(problem, spec)).is_err() {
+                    let made =
+                        crate::cores::ahead_pool().install(|| PreparedCase::new(problem, spec));
+                    if send.send(made).is_err() {
                         break;
                     }
                 }
