@@ -284,6 +284,126 @@ fn a_large_case_on_shared_memory_is_the_case_on_files() {
     }
 }
 
+/// On a Hopper GPU: a large case's output left on the device by a shared run (the parent's
+/// private copy of it) holds the bytes the same run reads back and is judged on the device as
+/// the read-back output is, passing and failing (against another case's reference). Where the
+/// output cannot stay
+/// (a kernel on files) it is read back into the buffer given; a kernel that writes past its
+/// output is caught as before. Both output orders: the built-in variant's `[M][N][L]` and the
+/// C ABI library's `[L][M][N]`.
+#[test]
+#[ignore = "needs a Hopper GPU and nvcc: cargo test --release --test oracle gpu:: -- --include-ignored"]
+fn an_output_kept_on_the_device_is_the_output_read_back() {
+    use half::f16;
+    use nvfp4_harness::gpu::exact_reference::GpuReference;
+    use nvfp4_harness::kernels::manifest::Manifest;
+    use nvfp4_harness::kernels::{KernelCase, KernelFailure, KernelUnderTest};
+    use nvfp4_harness::worker::external::external_kernel;
+    use nvfp4_harness::worker::nvrtc::nvrtc_kernel;
+    use nvfp4_model::model::bounds::KOrder;
+    use nvfp4_model::problem::generate::generate_problem;
+    use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
+    common::oracle_as_worker();
+    let variant = |name: &str| {
+        gpu_variants()
+            .into_iter()
+            .find(|v| v.name == name)
+            .expect("registered")
+    };
+    let gpu = GpuReference::new().expect("the GPU reference");
+    let built = std::process::Command::new("bash")
+        .arg(common::repo_path("examples/submissions/library/build.sh"))
+        .status()
+        .expect("bash runs");
+    assert!(built.success(), "building the libraries needs nvcc");
+    let library = Manifest::read(&common::repo_path(
+        "examples/submissions/library/kernel.toml",
+    ))
+    .unwrap_or_else(|err| panic!("{err}"));
+    let kernels: Vec<(&str, Box<dyn KernelUnderTest>)> = vec![
+        (
+            "hopper-baseline",
+            Box::new(nvrtc_kernel(&variant("hopper-baseline"))),
+        ),
+        (
+            "library",
+            Box::new(external_kernel(&library).unwrap_or_else(|err| panic!("{err}"))),
+        ),
+    ];
+    let shape = Shape::new(41, 4096, 2048, 3).unwrap();
+    let case = KernelCase::new(
+        generate_problem(ProblemKind::DualGemm, shape, Distribution::Full, 5),
+        Distribution::Full.blocked_padding_fill(),
+    );
+    let elements = case.inputs.output_len();
+    let on_device = gpu
+        .reference_on_device(&case.inputs, KOrder::Contiguous)
+        .unwrap()
+        .expect("a dual GEMM");
+    let other_inputs = generate_problem(ProblemKind::DualGemm, shape, Distribution::Full, 6);
+    let other = gpu
+        .reference_on_device(&other_inputs, KOrder::Contiguous)
+        .unwrap()
+        .expect("a dual GEMM");
+    for (name, kernel) in &kernels {
+        if let Err(reason) = kernel.availability() {
+            panic!("this test needs a Hopper GPU: {reason}");
+        }
+        let mut read = vec![f16::ZERO; elements];
+        kernel.run(&case, &mut read).unwrap();
+        let mut empty = Vec::new();
+        let kept = kernel
+            .run_keeping_output(&case, &mut empty)
+            .unwrap()
+            .unwrap_or_else(|| panic!("{name}: a shared run keeps its output"));
+        assert!(empty.is_empty(), "{name}: nothing read back");
+        assert_eq!(kept.len(), elements);
+        let kept_bits: Vec<u16> = kept
+            .download()
+            .unwrap()
+            .iter()
+            .map(|x| x.to_bits())
+            .collect();
+        let read_bits: Vec<u16> = read.iter().map(|x| x.to_bits()).collect();
+        assert_eq!(kept_bits, read_bits, "{name}: kept and read back differ");
+        assert!(
+            read_bits.iter().any(|&x| x != 0),
+            "{name}: an output was written"
+        );
+        let (ptr, lmn) = kept.device_ptr();
+        assert_eq!(lmn, *name == "library", "{name}: the output's order");
+        // SAFETY: the kept output holds the reference's element count, in this context.
+        let there = unsafe { gpu.judge_on_device(&on_device, ptr, lmn) }.unwrap();
+        let host = gpu.judge_host_output(&on_device, &read).unwrap();
+        assert_eq!(there.failed, 0, "{name}: a correct output passes");
+        assert_eq!(there.worst_tight_ulps, host.worst_tight_ulps, "{name}");
+        // Judged against another case's reference, the kept output fails where, and as
+        // often as, the output read back does.
+        // SAFETY: as above.
+        let there = unsafe { gpu.judge_on_device(&other, ptr, lmn) }.unwrap();
+        let host = gpu.judge_host_output(&other, &read).unwrap();
+        assert!(host.failed > 0, "{name}: another case's reference fails it");
+        assert_eq!(
+            (there.failed, there.first),
+            (host.failed, host.first),
+            "{name}"
+        );
+    }
+    let on_files = nvrtc_kernel(&variant("hopper-baseline")).with_shared_runs(None);
+    let mut output = Vec::new();
+    assert!(on_files
+        .run_keeping_output(&case, &mut output)
+        .unwrap()
+        .is_none());
+    assert_eq!(output.len(), elements, "read back where it cannot stay");
+    let mut empty = Vec::new();
+    match nvrtc_kernel(&variant("hopper-test-oob-write")).run_keeping_output(&case, &mut empty) {
+        Err(KernelFailure::OutOfBounds(why)) => assert!(why.contains("canary"), "{why}"),
+        other => panic!("expected out of bounds, got {:?}", other.map(|_| ())),
+    }
+    eprintln!("kept outputs: {elements} elements, both orders, as read back");
+}
+
 /// On a Hopper GPU with nvcc: the hostile libraries of `tests/exploits/library/` on one large
 /// case each (run on shared memory, checked by the parent): the one that changes an input is
 /// told so, the one that computes on a side stream after its call returned never passes.

@@ -24,14 +24,15 @@ use nvfp4_model::model::mma::schedule::Schedule;
 use proptest::strategy::ValueTree;
 use std::time::{Duration, Instant};
 
-/// Outputs past this many elements are freed on a thread of their own.
+/// Cases of outputs past this many elements are freed on a thread of their own.
 const DROPPED_ASIDE_ELEMENTS: usize = 1 << 24;
 
 /// Frees a judged case's buffers (inputs, output and reference: gigabytes for a deployment
 /// case, about 50 ms a gigabyte to hand back to the system) off the thread that runs the next
 /// case, which would otherwise wait for it between two cases.
 fn drop_aside(outcome: CaseOutcome) {
-    if outcome.output.len() >= DROPPED_ASIDE_ELEMENTS {
+    // By the case's size: an output judged on the GPU never came back, but its inputs did.
+    if outcome.case.inputs.output_len() >= DROPPED_ASIDE_ELEMENTS {
         std::thread::spawn(move || drop(outcome));
     }
 }

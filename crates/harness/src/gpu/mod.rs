@@ -4,7 +4,8 @@
 //! ([`l2`]) (timing itself is `crate::bench`'s), the dual GEMM's inputs made on the GPU
 //! ([`input_generator`]), host-device copies through pinned memory ([`staging`]), fills by
 //! copies from pinned patterns ([`device_fill`]) and outputs judged against a reference kept
-//! on the device ([`device_reference`]). CUDA is loaded at run time: on a machine without
+//! on the device ([`device_reference`]), a run's output left there to be judged
+//! ([`kept_output`]). CUDA is loaded at run time: on a machine without
 //! it every GPU variant reports why it cannot run. The worker processes that run each GPU kernel
 //! in isolation, and the `gpu-worker` serving loop built on this module, are in the `worker`
 //! module, which uses this one.
@@ -71,6 +72,8 @@ pub mod exact_reference;
 pub mod fenced;
 #[cfg(feature = "gpu")]
 pub mod input_generator;
+#[cfg(feature = "gpu")]
+pub mod kept_output;
 #[cfg(feature = "gpu")]
 pub mod l2;
 #[cfg(feature = "gpu")]

@@ -346,6 +346,19 @@ pub trait KernelUnderTest: Sync {
     /// Runs one case (of [`Self::problem`]); `output` has [`ProblemInputs::output_len`]
     /// elements.
     fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure>;
+    /// [`Self::run`] for a case the harness judges on the GPU (its reference kept there): the
+    /// output may stay there too. `output` comes empty. `Ok(Some(kept))`: the output is `kept`,
+    /// in this process's GPU memory, and `output` stays empty; `Ok(None)`: `output` holds it,
+    /// as after `run` (poisoned before it). A worker's kernel on shared memory keeps it
+    /// (`crate::worker::shared_run`); by default every kernel writes `output`.
+    fn run_keeping_output(
+        &self,
+        case: &KernelCase,
+        output: &mut Vec<f16>,
+    ) -> Result<Option<KeptOutput>, KernelFailure> {
+        *output = poisoned_output(case.inputs.output_len());
+        self.run(case, output).map(|()| None)
+    }
     /// Runs `cases` one after another, each output into its own buffer of `outputs`: one
     /// result per case, in order. A worker's kernel takes small cases in one request
     /// (`crate::worker::isolated`), and a crash there is narrowed to its case; every other
@@ -395,6 +408,38 @@ pub trait KernelUnderTest: Sync {
     fn schedule(&self) -> Option<Schedule> {
         None
     }
+}
+
+/// An output left in this process's GPU memory by a run ([`KernelUnderTest::run_keeping_output`]).
+#[cfg(feature = "gpu")]
+pub use crate::gpu::kept_output::KeptOutput;
+
+/// Without the GPU backend no output is ever kept on a GPU.
+#[cfg(not(feature = "gpu"))]
+pub enum KeptOutput {}
+
+#[cfg(not(feature = "gpu"))]
+impl KeptOutput {
+    pub fn len(&self) -> usize {
+        match *self {}
+    }
+    pub fn is_empty(&self) -> bool {
+        match *self {}
+    }
+    pub fn download(&self) -> Result<Vec<f16>, crate::gpu::GpuError> {
+        match *self {}
+    }
+}
+
+/// An output buffer of `len` elements, poison everywhere ([`nvfp4_model::problem::POISON`]),
+/// written on every core: a deployment case's output is gigabytes, and filling it on one
+/// thread (each page faulted in on the way) took a tenth of a second per 2^28 elements on the
+/// H100 host.
+pub fn poisoned_output(len: usize) -> Vec<f16> {
+    use rayon::iter::ParallelExtend;
+    let mut output = Vec::with_capacity(len);
+    output.par_extend(rayon::iter::repeat_n(nvfp4_model::problem::POISON, len));
+    output
 }
 
 /// `cases` run by `kernel` one after another, each output into its own buffer of `outputs`:

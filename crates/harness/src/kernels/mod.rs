@@ -20,7 +20,7 @@ pub mod manifest;
 pub mod scaled_mutants;
 
 pub use interface::{
-    DualGemmCase, KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError,
-    RunConditions, ShapeSupport, ToolWrapper, Unavailable,
+    poisoned_output, DualGemmCase, KeptOutput, KernelCase, KernelEnvironment, KernelFailure,
+    KernelUnderTest, PrepareError, RunConditions, ShapeSupport, ToolWrapper, Unavailable,
 };
 pub use manifest::{ArchRequirement, KernelCode, Manifest};

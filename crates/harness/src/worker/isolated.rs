@@ -5,11 +5,11 @@
 use super::command::WorkerCommand;
 use super::fresh_start::{start_worker, StartingCache, CACHE};
 use super::parent::Worker;
-use super::shared_run::{run_shared, runs_shared, OutputOrder};
+use super::shared_run::{run_shared, runs_shared, OutputOrder, OutputTarget, SharedRun};
 use crate::kernels::interface::run_one_by_one;
 use crate::kernels::{
-    KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError, RunConditions,
-    ShapeSupport, ToolWrapper, Unavailable,
+    KeptOutput, KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError,
+    RunConditions, ShapeSupport, ToolWrapper, Unavailable,
 };
 use half::f16;
 use nvfp4_model::model::mma::schedule::Schedule;
@@ -432,6 +432,28 @@ impl KernelUnderTest for IsolatedKernel {
         conditions: RunConditions,
         output: &mut [f16],
     ) -> Result<(), KernelFailure> {
+        self.run_in_worker(case, conditions, OutputTarget::Host(output))
+            .map(|_| ())
+    }
+
+    fn run_keeping_output(
+        &self,
+        case: &KernelCase,
+        output: &mut Vec<f16>,
+    ) -> Result<Option<KeptOutput>, KernelFailure> {
+        self.run_in_worker(case, RunConditions::default(), OutputTarget::Kept(output))
+    }
+}
+
+impl IsolatedKernel {
+    /// Runs `case` in the worker (started again after a crash): on shared memory where the case
+    /// and the worker take it, else on files; the output into `target`.
+    fn run_in_worker(
+        &self,
+        case: &KernelCase,
+        conditions: RunConditions,
+        target: OutputTarget,
+    ) -> Result<Option<KeptOutput>, KernelFailure> {
         if let Some(refusal) = self.refusal(case) {
             return Err(refusal);
         }
@@ -446,13 +468,34 @@ impl KernelUnderTest for IsolatedKernel {
                 && worker.environment.shared_inputs
         });
         let timeout = self.case_timeout(case);
-        let result = match on_shared_memory
-            .map(|order| run_shared(worker, case, order, output, timeout))
-        {
-            Some(Ok(Some(()))) => Ok(()),
+        let mut target = target;
+        let shared = match on_shared_memory {
+            Some(order) => {
+                let target = match &mut target {
+                    OutputTarget::Host(output) => OutputTarget::Host(output),
+                    OutputTarget::Kept(output) => OutputTarget::Kept(output),
+                };
+                Some(run_shared(worker, case, order, target, timeout))
+            }
+            None => None,
+        };
+        let result = match shared {
+            Some(Ok(SharedRun::Kept(kept))) => Ok(Some(kept)),
+            Some(Ok(SharedRun::ReadBack)) => Ok(None),
             Some(Err(failure)) => Err(failure),
             // Not such a case, or the parent could not set the shared memory up: on files.
-            Some(Ok(None)) | None => worker.run(case, conditions, output, &self.scratch, timeout),
+            Some(Ok(SharedRun::NotSetUp)) | None => {
+                let output: &mut [f16] = match target {
+                    OutputTarget::Host(output) => output,
+                    OutputTarget::Kept(output) => {
+                        *output = crate::kernels::poisoned_output(case.inputs.output_len());
+                        output.as_mut_slice()
+                    }
+                };
+                worker
+                    .run(case, conditions, output, &self.scratch, timeout)
+                    .map(|()| None)
+            }
         };
         if matches!(
             result,

@@ -24,6 +24,7 @@ use super::parent::{fp16_bytes, Worker};
 use super::protocol::{CaseFiles, Reply, Request, SharedTensor};
 use super::shared_inputs::{map_dual_gemm_tensors, send_fds, SHARED_KEYS};
 use crate::gpu::fenced::FencedBuffer;
+use crate::gpu::kept_output::KeptOutput;
 use crate::gpu::launch::LaunchBuffers;
 use crate::gpu::library::lmn_into_mnl;
 use crate::gpu::pristine::Pristine;
@@ -184,16 +185,35 @@ fn device_copies(stream: &Arc<CudaStream>, inputs: &[FencedBuffer]) -> Option<Ve
     Some(copies)
 }
 
+/// Where a shared run puts the output it reads.
+pub enum OutputTarget<'a> {
+    /// Read back into the caller's buffer, `[M][N][L]`.
+    Host(&'a mut [f16]),
+    /// Left on the GPU, as the parent's private copy of it ([`KeptOutput`]); where that copy
+    /// cannot be made, read back into the vector (empty when given) as for `Host`.
+    Kept(&'a mut Vec<f16>),
+}
+
+/// What a shared run did with the output, once the kernel's run passed the parent's checks.
+pub enum SharedRun {
+    /// The parent could not set the memory up (no memory left for it, say): the caller runs
+    /// the case on files instead.
+    NotSetUp,
+    /// The output was read back into the target's buffer.
+    ReadBack,
+    /// The output stayed on the GPU.
+    Kept(KeptOutput),
+}
+
 /// The parent's side: runs `case` in `worker` on shared memory and reads its output into
-/// `output` (`[M][N][L]`), or says how the kernel failed. `Ok(None)` when the parent could not
-/// set the memory up (no memory left for it, say): the caller runs the case on files instead.
+/// `target`, or says how the kernel failed.
 pub fn run_shared(
     worker: &mut Worker,
     case: &KernelCase,
     order: OutputOrder,
-    output: &mut [f16],
+    target: OutputTarget,
     timeout: Duration,
-) -> Result<Option<()>, KernelFailure> {
+) -> Result<SharedRun, KernelFailure> {
     let dual = case.dual_or_refuse()?;
     let shape = dual.inputs.shape;
     // With one batch the two orders are one: the output is read straight into `output`.
@@ -204,17 +224,18 @@ pub fn run_shared(
     };
     // In SHARED_KEYS order: the ABI's inputs, then the output `c` (made on the device).
     let bodies = dual.abi_inputs().map(|(_, body)| body);
+    let elements = shape.m * shape.n * shape.l;
     let Ok(stream) = parent_stream() else {
-        return Ok(None);
+        return Ok(SharedRun::NotSetUp);
     };
     let started = Instant::now();
-    let Ok((buffers, pristine_inputs, steps)) = allocate(&stream, &bodies, output.len()) else {
-        return Ok(None);
+    let Ok((buffers, pristine_inputs, steps)) = allocate(&stream, &bodies, elements) else {
+        return Ok(SharedRun::NotSetUp);
     };
     let allocated = started.elapsed().as_secs_f64();
     let fds: Vec<OwnedFd> = match buffers.iter().map(FencedBuffer::export_fd).collect() {
         Ok(fds) => fds,
-        Err(_) => return Ok(None),
+        Err(_) => return Ok(SharedRun::NotSetUp),
     };
     let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
     let layout: Vec<SharedTensor> = SHARED_KEYS
@@ -255,32 +276,45 @@ pub fn run_shared(
     // The output as the worker left it, copied on the device at once where there is room: the
     // bytes read and judged, and what `c` must still hold after the checks below.
     let c_copy = Pristine::of(&stream, c).ok();
+    // The copy is the parent's alone: the output may stay on the GPU as that copy. Without
+    // one, the output is read back.
+    let keep = matches!(target, OutputTarget::Kept(_)) && c_copy.is_some();
+    let output: &mut [f16] = match target {
+        OutputTarget::Host(output) => output,
+        OutputTarget::Kept(output) if keep => output.as_mut_slice(),
+        OutputTarget::Kept(output) => {
+            *output = crate::kernels::poisoned_output(elements);
+            output.as_mut_slice()
+        }
+    };
     // The bytes as the kernel left them: straight into `output` where it is stored as the
     // harness stores it (memory the caller has already written, so the copy takes no page
     // faults), else into a buffer of their own.
     let mut lmn = Vec::new();
-    if order == OutputOrder::Lmn {
+    if order == OutputOrder::Lmn && !keep {
         lmn = vec![0u8; c.body_len()];
     }
-    let read_into: &mut [u8] = match order {
-        OutputOrder::Mnl => fp16_bytes(output),
-        OutputOrder::Lmn => &mut lmn,
-    };
-    let source = match &c_copy {
-        Some(copy) => copy.device_ptr(),
-        None => c.body_ptr(),
-    };
-    match staging(&stream) {
-        Some(staging) => staging
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .download(&stream, source, read_into),
-        None => match &c_copy {
-            Some(copy) => copy.download_into(&stream, read_into),
-            None => c.download_body_into(&stream, read_into),
-        },
+    if !keep {
+        let read_into: &mut [u8] = match order {
+            OutputOrder::Mnl => fp16_bytes(output),
+            OutputOrder::Lmn => &mut lmn,
+        };
+        let source = match &c_copy {
+            Some(copy) => copy.device_ptr(),
+            None => c.body_ptr(),
+        };
+        match staging(&stream) {
+            Some(staging) => staging
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .download(&stream, source, read_into),
+            None => match &c_copy {
+                Some(copy) => copy.download_into(&stream, read_into),
+                None => c.download_body_into(&stream, read_into),
+            },
+        }
+        .map_err(unreadable)?;
     }
-    .map_err(unreadable)?;
     let downloaded = started.elapsed().as_secs_f64() - sent - worker_seconds;
     if let Some(place) = c.canaries_overwritten(&stream).map_err(unreadable)? {
         return Err(KernelFailure::OutOfBounds(format!(
@@ -309,13 +343,15 @@ pub fn run_shared(
             )));
         }
     }
-    let read: &[u8] = match order {
-        OutputOrder::Mnl => fp16_bytes(output),
-        OutputOrder::Lmn => &lmn,
-    };
     let unchanged = match &c_copy {
         Some(copy) => copy.matches(&stream, c),
-        None => c.body_equals(&stream, read),
+        None => {
+            let read: &[u8] = match order {
+                OutputOrder::Mnl => fp16_bytes(output),
+                OutputOrder::Lmn => &lmn,
+            };
+            c.body_equals(&stream, read)
+        }
     };
     if !unchanged.map_err(unreadable)? {
         return Err(KernelFailure::Unordered(
@@ -324,20 +360,37 @@ pub fn run_shared(
                 .into(),
         ));
     }
-    if order == OutputOrder::Lmn {
+    if order == OutputOrder::Lmn && !keep {
         lmn_into_mnl(&lmn, shape, fp16_bytes(output));
     }
     trace(format_args!(
         "shared run {shape}: {:.3} s buffers and inputs ({steps}, {:.3} s the descriptors), \
          {:.3} s the worker's answer, {:.3} s reading and checks ({downloaded:.3} s the \
-         output's copy and download, {} MB)",
+         output's copy{}, {} MB)",
         allocated,
         sent - allocated,
         worker_seconds,
         started.elapsed().as_secs_f64() - sent - worker_seconds,
-        output.len() * 2 >> 20,
+        if keep {
+            ", kept on the device"
+        } else {
+            " and download"
+        },
+        (elements * 2) >> 20,
     ));
-    Ok(Some(()))
+    match c_copy {
+        Some(copy) if keep => {
+            // The copy's work has ended before anyone else's stream reads it.
+            stream.synchronize().map_err(|err| unreadable(err.into()))?;
+            Ok(SharedRun::Kept(KeptOutput::new(
+                copy,
+                stream.clone(),
+                shape,
+                order == OutputOrder::Lmn,
+            )))
+        }
+        _ => Ok(SharedRun::ReadBack),
+    }
 }
 
 /// The worker's side of a [`Request::RunShared`]: maps the parent's buffers (`layout`, the

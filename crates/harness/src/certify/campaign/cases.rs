@@ -2,11 +2,13 @@
 //! or on sampled rows past [`FULL_REFERENCE_PRODUCTS`] products: crates/harness/src/certify/campaign/sampling.rs), and
 //! the fixed cases every campaign runs (edge shapes, per-product rounding's worst case).
 
-use super::reference_engine::{self, WhereJudged, WholeReference};
+use super::reference_engine::{self, OutputToJudge, WhereJudged, WholeReference};
 use super::sampling::FULL_REFERENCE_PRODUCTS;
 use super::sampling::{products, sample_for, sampled_reference, RowSample};
 use super::values_seen::{inputs_seen, values_seen, ValuesSeen};
-use crate::kernels::{KernelCase, KernelFailure, KernelUnderTest, ShapeSupport};
+use crate::kernels::{
+    poisoned_output, KeptOutput, KernelCase, KernelFailure, KernelUnderTest, ShapeSupport,
+};
 use crate::secrets::unpredictable_seed;
 use half::f16;
 use nvfp4_model::compare::{judge, OutputShape, Verdict};
@@ -169,7 +171,9 @@ pub fn run_prepared(
 pub struct RanCase {
     spec: CaseSpec,
     case: KernelCase,
+    /// Empty where the output was left on the GPU (`kept`).
     output: Vec<f16>,
+    kept: Option<KeptOutput>,
     run: Result<(), KernelFailure>,
     /// The model of a case judged whole, computed while the kernel ran (a large output's kept
     /// on the GPU, to be judged there).
@@ -196,13 +200,20 @@ pub fn run_kernel(
         inputs: seconds,
         ..CasePhases::default()
     };
-    let (m, n, l) = case.inputs.output_dims();
-    let mut output = poisoned_output(m * n * l);
     let within_cpu_budget = products(&case.inputs) <= full_reference_products;
     let judged_whole = within_cpu_budget || reference_engine::gpu_takes(&case.inputs);
+    // Where the output will be judged on the GPU, the run may leave it there.
+    let keep_output = judged_whole && reference_engine::judges_on_device(&case.inputs);
+    let mut output = match keep_output {
+        true => Vec::new(),
+        false => poisoned_output(case.inputs.output_len()),
+    };
     let timed_run = |output: &mut Vec<f16>| {
         let started = Instant::now();
-        let run = kernel.run(&case, output);
+        let run = match keep_output {
+            true => kernel.run_keeping_output(&case, output),
+            false => kernel.run(&case, output).map(|()| None),
+        };
         (run, seconds_since(started))
     };
     let ((run, kernel_seconds), whole_reference) = if judged_whole {
@@ -223,14 +234,38 @@ pub fn run_kernel(
         (timed_run(&mut output), None)
     };
     phases.kernel = kernel_seconds;
+    let (run, kept) = match run {
+        Ok(kept) => (Ok(()), kept),
+        Err(failure) => (Err(failure), None),
+    };
+    if kept.is_none() && output.is_empty() {
+        // A failed run that was to leave its output on the GPU: the poison it started as.
+        output = poisoned_output(case.inputs.output_len());
+    }
     RanCase {
         spec,
         case,
         output,
+        kept,
         run,
         whole_reference,
         full_reference_products,
         phases,
+    }
+}
+
+/// A kept output (if any) read back into `output`; where it cannot be, the case fails: a check
+/// that cannot run never passes.
+fn read_back(kept: Option<KeptOutput>, output: &mut Vec<f16>, run: &mut Result<(), KernelFailure>) {
+    let Some(kept) = kept else { return };
+    match kept.download() {
+        Ok(read) => *output = read,
+        Err(err) => {
+            *output = poisoned_output(kept.len());
+            *run = Err(KernelFailure::Crashed(format!(
+                "the harness could not read the output back from the GPU: {err}"
+            )));
+        }
     }
 }
 
@@ -295,6 +330,7 @@ pub fn run_kernel_batch(
             spec: p.spec,
             case: p.case,
             output,
+            kept: None,
             run,
             whole_reference: reference,
             full_reference_products: FULL_REFERENCE_PRODUCTS,
@@ -371,8 +407,9 @@ impl RanCase {
         let RanCase {
             spec,
             case,
-            output,
-            run,
+            mut output,
+            kept,
+            mut run,
             whole_reference,
             full_reference_products,
             mut phases,
@@ -380,11 +417,30 @@ impl RanCase {
         let (m, n, l) = case.inputs.output_dims();
         let shape = OutputShape { m, n, l };
         let started = Instant::now();
+        // An output left on the GPU is judged there against a reference kept there; against
+        // any other it comes back first.
+        let on_device = whole_reference
+            .as_ref()
+            .is_some_and(WholeReference::is_on_device);
+        let mut kept = kept;
+        if !on_device {
+            read_back(kept.take(), &mut output, &mut run);
+        }
         // A reference kept on the GPU judges the output there first: a passing output's
-        // reference never comes back.
-        let where_judged = whole_reference.and_then(|reference| {
-            reference_engine::judge_where_it_lies(reference, run.is_ok().then_some(&output[..]))
-        });
+        // reference never comes back, nor a kept output.
+        let to_judge = match (&kept, &run) {
+            (_, Err(_)) => None,
+            (Some(kept), Ok(())) => Some(OutputToJudge::Device(kept)),
+            (None, Ok(())) => Some(OutputToJudge::Host(&output)),
+        };
+        let where_judged = whole_reference
+            .and_then(|reference| reference_engine::judge_where_it_lies(reference, to_judge));
+        if !matches!(where_judged, Some(WhereJudged::PassedOnDevice { .. })) {
+            // Failed on the GPU (the host's judge lists and maps the failures), or the GPU
+            // could not judge it.
+            read_back(kept.take(), &mut output, &mut run);
+        }
+        drop(kept);
         let (whole_reference, passed_on_device) = match where_judged {
             Some(WhereJudged::OnHost(reference)) => (Some(reference), None),
             Some(WhereJudged::PassedOnDevice { worst_tight_ulps }) => {
@@ -456,16 +512,6 @@ impl RanCase {
             phases,
         }
     }
-}
-
-/// An output buffer of `len` elements, poison everywhere, written on every core: a
-/// deployment case's output is gigabytes, and filling it on one thread (each page faulted in
-/// on the way) took a tenth of a second per 2^28 elements on the H100 host.
-pub(super) fn poisoned_output(len: usize) -> Vec<f16> {
-    use rayon::iter::ParallelExtend;
-    let mut output = Vec::with_capacity(len);
-    output.par_extend(rayon::iter::repeat_n(POISON, len));
-    output
 }
 
 /// Seconds since `started`: a case's phases.

@@ -15,6 +15,7 @@
 
 #[cfg(feature = "gpu")]
 use super::cross_check::{cross_check, cross_check_with};
+use crate::kernels::KeptOutput;
 #[cfg(feature = "gpu")]
 use crate::secrets::unpredictable_seed;
 use nvfp4_model::model::bounds::KOrder;
@@ -230,6 +231,39 @@ pub enum WholeReference {
     Device(crate::gpu::exact_reference::DeviceReference),
 }
 
+impl WholeReference {
+    /// Kept in the GPU reference's memory.
+    pub fn is_on_device(&self) -> bool {
+        match self {
+            WholeReference::Host(_) => false,
+            #[cfg(feature = "gpu")]
+            WholeReference::Device(_) => true,
+        }
+    }
+}
+
+/// An output to judge: on the host, or left on the GPU by its run.
+#[cfg_attr(not(feature = "gpu"), allow(dead_code))]
+pub enum OutputToJudge<'a> {
+    Host(&'a [half::f16]),
+    Device(&'a KeptOutput),
+}
+
+/// Whether the reference of `inputs` is to be kept on the GPU, its output judged there (the
+/// run may then leave the output there too: [`crate::kernels::KernelUnderTest::run_keeping_output`]).
+/// The GPU reference may still decline the case when it comes to it: the output then comes
+/// back to the host.
+pub fn judges_on_device(inputs: &ProblemInputs) -> bool {
+    #[cfg(feature = "gpu")]
+    if let Some(engine) = gpu_side::ENGINE.get() {
+        return inputs.output_len() >= DEVICE_JUDGED_ELEMENTS
+            && !matches!(inputs, ProblemInputs::GroupGemm(_))
+            && engine.handle().is_some();
+    }
+    let _ = inputs;
+    false
+}
+
 /// What judging an output where its reference lies gave.
 #[cfg_attr(not(feature = "gpu"), allow(dead_code))]
 pub enum WhereJudged {
@@ -266,7 +300,7 @@ pub fn case_whole_reference(
 /// caller judges the case as one without a whole reference).
 pub fn judge_where_it_lies(
     reference: WholeReference,
-    output: Option<&[half::f16]>,
+    output: Option<OutputToJudge>,
 ) -> Option<WhereJudged> {
     #[cfg(not(feature = "gpu"))]
     let _ = output;
@@ -278,8 +312,25 @@ pub fn judge_where_it_lies(
             let judged = {
                 let gpu = engine.handle()?;
                 let started = std::time::Instant::now();
+                let judged_there = |output: OutputToJudge| match output {
+                    OutputToJudge::Host(output) => gpu.judge_host_output(&on_device, output),
+                    OutputToJudge::Device(kept) => {
+                        let (output, lmn) = kept.device_ptr();
+                        if kept.len() != on_device.len() {
+                            return Err(crate::gpu::GpuError(format!(
+                                "an output of {} elements for a reference of {}",
+                                kept.len(),
+                                on_device.len()
+                            )));
+                        }
+                        // SAFETY: the kept output holds the reference's element count of fp16
+                        // values (checked above) in this process's context (both are device
+                        // 0's primary context), written by work that has ended.
+                        unsafe { gpu.judge_on_device(&on_device, output, lmn) }
+                    }
+                };
                 let judged = match output {
-                    Some(output) => gpu.judge_host_output(&on_device, output).and_then(|j| {
+                    Some(output) => judged_there(output).and_then(|j| {
                         if j.failed == 0 {
                             Ok(WhereJudged::PassedOnDevice {
                                 worst_tight_ulps: j.worst_tight_ulps,
