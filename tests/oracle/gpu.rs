@@ -249,12 +249,6 @@ fn a_large_case_on_shared_memory_is_the_case_on_files() {
     use nvfp4_model::problem::generate::generate_problem;
     use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
     common::oracle_as_worker();
-    let variant = |name: &str| {
-        gpu_variants()
-            .into_iter()
-            .find(|v| v.name == name)
-            .expect("registered")
-    };
     // An output of a length that is no multiple of 256 bytes: a write just past it lands in
     // the canaries before the unmapped granule.
     let shape = Shape::new(41, 4008, 2048, 2).unwrap();
@@ -304,18 +298,8 @@ fn an_output_kept_on_the_device_is_the_output_read_back() {
     use nvfp4_model::problem::generate::generate_problem;
     use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
     common::oracle_as_worker();
-    let variant = |name: &str| {
-        gpu_variants()
-            .into_iter()
-            .find(|v| v.name == name)
-            .expect("registered")
-    };
     let gpu = GpuReference::new().expect("the GPU reference");
-    let built = std::process::Command::new("bash")
-        .arg(common::repo_path("examples/submissions/library/build.sh"))
-        .status()
-        .expect("bash runs");
-    assert!(built.success(), "building the libraries needs nvcc");
+    build_libraries();
     let library = Manifest::read(&common::repo_path(
         "examples/submissions/library/kernel.toml",
     ))
@@ -428,11 +412,7 @@ fn a_hostile_library_on_shared_memory_is_caught() {
     use nvfp4_model::problem::generate::generate_problem;
     use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
     common::oracle_as_worker();
-    let built = std::process::Command::new("bash")
-        .arg(common::repo_path("examples/submissions/library/build.sh"))
-        .status()
-        .expect("bash runs");
-    assert!(built.success(), "building the libraries needs nvcc");
+    build_libraries();
     let kernel = |manifest: &str| {
         let manifest =
             Manifest::read(&common::repo_path(manifest)).unwrap_or_else(|err| panic!("{err}"));
@@ -586,4 +566,21 @@ fn a_batch_made_and_judged_on_the_device_is_the_hosts() {
             );
         }
     }
+}
+
+/// The registered built-in variant `name`.
+fn variant(name: &str) -> nvfp4_harness::gpu::variants::GpuVariant {
+    gpu_variants()
+        .into_iter()
+        .find(|v| v.name == name)
+        .expect("registered")
+}
+
+/// The example and hostile C ABI libraries built with nvcc (`examples/submissions/library/build.sh`).
+fn build_libraries() {
+    let built = std::process::Command::new("bash")
+        .arg(common::repo_path("examples/submissions/library/build.sh"))
+        .status()
+        .expect("bash runs");
+    assert!(built.success(), "building the libraries needs nvcc");
 }
