@@ -20,13 +20,13 @@ mod shrink;
 // The face: what the CLI, the Python package, the examples and the tests name. Everything else
 // stays inside its room.
 pub use campaign::cases::{
-    builtin_golden_campaign_cases, golden_campaign_cases, run_case_within, stagnation_cases,
-    CaseSpec,
+    builtin_golden_campaign_cases, golden_campaign_cases, run_case_within, CaseSpec,
 };
 pub use campaign::coverage::Coverage;
 pub use campaign::cross_check::{
     cross_check, cross_check_rows, cross_check_sample, CROSS_CHECK_BATCHES, CROSS_CHECK_COLUMNS,
 };
+pub use campaign::fixed_cases::stagnation_cases;
 pub use campaign::limits::{CampaignLimits, DEFAULT_CASES, DEFAULT_GPU_CASES};
 pub use campaign::models::{load_model, ModelShapes, DEFAULT_MAX_TOKENS};
 pub use campaign::plan::CampaignPlan;

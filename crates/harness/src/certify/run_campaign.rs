@@ -11,10 +11,9 @@
 //! against the intervals, and the result says "correct within the intervals, schedule differs
 //! from the declared one" with the first differing element.
 
-use super::campaign::cases::{
-    refuses_unsupported_shape, run_cases, CaseOutcome, CaseSpec, RANDOM_BATCH,
-};
+use super::campaign::cases::{run_cases, CaseOutcome, CaseSpec, RANDOM_BATCH};
 use super::campaign::coverage::Coverage;
+use super::campaign::fixed_cases::refuses_unsupported_shape;
 use super::campaign::limits::CampaignLimits;
 use super::campaign::pipeline::run_in_pipeline;
 use super::campaign::plan::CampaignPlan;

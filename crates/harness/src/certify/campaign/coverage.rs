@@ -54,7 +54,7 @@ pub struct Coverage {
     pub models: Vec<super::models::ModelCoverage>,
     /// `certify --quick`: the planned production-size cases were not run.
     pub production_size_skipped: bool,
-    /// The fixed cases of per-product rounding's worst case ([`super::cases::stagnation_cases`]).
+    /// The fixed cases of per-product rounding's worst case ([`super::fixed_cases::stagnation_cases`]).
     pub planned_stagnation_cases: usize,
     /// Cases judged on sampled rows (too large to judge whole), the rows judged and the rows
     /// of M they were drawn from.

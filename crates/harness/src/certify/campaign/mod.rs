@@ -7,6 +7,7 @@ pub(crate) mod cases;
 pub(crate) mod coverage;
 pub(crate) mod cross_check;
 pub(crate) mod defaults;
+pub(crate) mod fixed_cases;
 pub(crate) mod limits;
 pub(crate) mod models;
 pub(crate) mod pipeline;

@@ -9,8 +9,9 @@
 //! random small cases drawn by proptest strategies (shapes inside the kernel's declared support,
 //! biased to edges).
 
-use super::cases::{edge_cases, round_up, stagnation_cases, CaseSpec};
+use super::cases::CaseSpec;
 use super::coverage::{shape_class, Coverage};
+use super::fixed_cases::{edge_cases, round_up, stagnation_cases};
 use super::limits::CampaignLimits;
 use super::production::ProductionSize;
 use super::regimes::regimes_of;

@@ -15,8 +15,9 @@
 //! the largest of them on sampled rows (crates/harness/src/certify/campaign/sampling.rs). A CPU kernel gets fewer of
 //! them, thin as above and within [`CPU_LARGE_NKL`].
 
-use super::cases::{fitted, round_up, CaseSpec};
+use super::cases::CaseSpec;
 use super::coverage::Coverage;
+use super::fixed_cases::{fitted, round_up};
 use super::limits::CampaignLimits;
 use super::models::model_cases;
 use super::range_draw::range_cases;

@@ -13,7 +13,8 @@
 //! A CPU kernel computes every output itself on a machine of a few cores: it keeps the thin
 //! production shapes (`production.rs`) and draws no regime case.
 
-use super::cases::{round_up, CaseSpec};
+use super::cases::CaseSpec;
+use super::fixed_cases::round_up;
 use super::regimes::{Regime, HUGE_OUTPUT, MANY_TILES, PUBLIC_MODEL_SHAPES};
 use crate::kernels::ShapeSupport;
 use nvfp4_model::problem::{Distribution, ProblemKind, Shape};

@@ -1,5 +1,5 @@
 //! Checks beyond the outputs of single runs, for kernels that run on a GPU: the
-//! determinism check (the sample of cases they share is [`super::cases::check_cases`]). compute-sanitizer is in
+//! determinism check (the sample of cases they share is [`super::fixed_cases::check_cases`]). compute-sanitizer is in
 //! [`super::sanitize`].
 //!
 //! The determinism check runs each sampled case with shared memory filled with 0x00 just before
@@ -13,7 +13,7 @@
 //! note, because a kernel can tell a checked run from a plain one (compute-sanitizer shows itself
 //! in the process; the determinism check repeats inputs) and fail on purpose to skip it.
 
-use super::cases::check_cases;
+use super::fixed_cases::check_cases;
 use crate::kernels::{KernelUnderTest, RunConditions};
 use nvfp4_model::problem::POISON;
 use serde::{Deserialize, Serialize};

@@ -6,4 +6,4 @@ pub(crate) mod sanitize;
 pub(crate) mod tool_log;
 
 // The modules of other rooms the checks name.
-use super::campaign::{self, cases};
+use super::campaign::{self, fixed_cases};

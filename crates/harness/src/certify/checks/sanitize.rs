@@ -6,7 +6,7 @@
 //! tensor ends at unmapped memory (crates/harness/src/gpu/fenced.rs) in every run, so a kernel gains nothing by
 //! behaving differently under the tool.
 
-use super::cases::check_cases;
+use super::fixed_cases::check_cases;
 use super::tool_log::LogChannel;
 use crate::kernels::{KernelUnderTest, ToolWrapper};
 use serde::{Deserialize, Serialize};

@@ -3,7 +3,8 @@
 //! catalogue of known bugs (`compare::diagnosis`) with a few larger runs that separate
 //! look-alike bug classes.
 
-use super::cases::{round_up, run_case, CaseOutcome, CaseSpec};
+use super::cases::{run_case, CaseOutcome, CaseSpec};
+use super::fixed_cases::round_up;
 use super::reference_engine;
 use super::sampling::{shape_products, FULL_REFERENCE_PRODUCTS};
 use crate::kernels::{KernelUnderTest, ShapeSupport};

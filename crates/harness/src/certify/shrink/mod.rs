@@ -10,5 +10,5 @@ pub(crate) mod shrink_data;
 pub(crate) mod shrink_shape;
 
 // The modules of other rooms the shrinking files name.
-use super::campaign::{cases, reference_engine, sampling};
+use super::campaign::{cases, fixed_cases, reference_engine, sampling};
 use crate::trace::trace;
