@@ -455,3 +455,50 @@ pub fn run_one_by_one<K: KernelUnderTest + ?Sized>(
         .map(|(case, output)| kernel.run(case, output))
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kernels::cpu::CpuKernel;
+    use nvfp4_model::problem::generate::generate_problem;
+    use nvfp4_model::problem::Distribution;
+
+    /// A kernel that cannot leave its output on a GPU writes it into the buffer it is given,
+    /// as its `run` does, from poison: where it writes nothing, the poison is what is judged.
+    #[test]
+    fn an_output_not_kept_is_written_into_the_buffer_given() {
+        let shape = Shape::new(3, 40, 64, 2).unwrap();
+        let case = KernelCase::new(
+            generate_problem(ProblemKind::DualGemm, shape, Distribution::Full, 4),
+            0,
+        );
+        let mut run = vec![f16::ZERO; case.inputs.output_len()];
+        CpuKernel::correct().run(&case, &mut run).unwrap();
+        let mut kept = Vec::new();
+        let on_device = CpuKernel::correct()
+            .run_keeping_output(&case, &mut kept)
+            .unwrap();
+        assert!(on_device.is_none());
+        let bits = |v: &[f16]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+        assert_eq!(bits(&kept), bits(&run));
+
+        struct WritesNothing;
+        impl KernelUnderTest for WritesNothing {
+            fn name(&self) -> &str {
+                "writes-nothing"
+            }
+            fn run(&self, _: &KernelCase, _: &mut [f16]) -> Result<(), KernelFailure> {
+                Ok(())
+            }
+        }
+        let mut left = Vec::new();
+        assert!(WritesNothing
+            .run_keeping_output(&case, &mut left)
+            .unwrap()
+            .is_none());
+        assert_eq!(left.len(), case.inputs.output_len());
+        assert!(left
+            .iter()
+            .all(|x| x.to_bits() == nvfp4_model::problem::POISON.to_bits()));
+    }
+}
