@@ -58,9 +58,6 @@ impl KeptOutput {
         if self.lmn && self.shape.l > 1 {
             bytes = super::library::lmn_to_mnl(bytes, self.shape);
         }
-        Ok(bytes
-            .chunks_exact(2)
-            .map(|pair| f16::from_le_bytes([pair[0], pair[1]]))
-            .collect())
+        Ok(nvfp4_model::case_file::fp16_from_bytes(&bytes))
     }
 }

@@ -469,29 +469,15 @@ impl IsolatedKernel {
         });
         let timeout = self.case_timeout(case);
         let mut target = target;
-        let shared = match on_shared_memory {
-            Some(order) => {
-                let target = match &mut target {
-                    OutputTarget::Host(output) => OutputTarget::Host(output),
-                    OutputTarget::Kept(output) => OutputTarget::Kept(output),
-                };
-                Some(run_shared(worker, case, order, target, timeout))
-            }
-            None => None,
-        };
+        let shared = on_shared_memory
+            .map(|order| run_shared(worker, case, order, target.reborrow(), timeout));
         let result = match shared {
             Some(Ok(SharedRun::Kept(kept))) => Ok(Some(kept)),
             Some(Ok(SharedRun::ReadBack)) => Ok(None),
             Some(Err(failure)) => Err(failure),
             // Not such a case, or the parent could not set the shared memory up: on files.
             Some(Ok(SharedRun::NotSetUp)) | None => {
-                let output: &mut [f16] = match target {
-                    OutputTarget::Host(output) => output,
-                    OutputTarget::Kept(output) => {
-                        *output = crate::kernels::poisoned_output(case.inputs.output_len());
-                        output.as_mut_slice()
-                    }
-                };
+                let output = target.into_host(case.inputs.output_len());
                 worker
                     .run(case, conditions, output, &self.scratch, timeout)
                     .map(|()| None)

@@ -194,6 +194,28 @@ pub enum OutputTarget<'a> {
     Kept(&'a mut Vec<f16>),
 }
 
+impl<'a> OutputTarget<'a> {
+    /// The same target, borrowed again (for a run on files after a shared run not set up).
+    pub fn reborrow(&mut self) -> OutputTarget<'_> {
+        match self {
+            OutputTarget::Host(output) => OutputTarget::Host(output),
+            OutputTarget::Kept(output) => OutputTarget::Kept(output),
+        }
+    }
+
+    /// The host buffer the output is read into: a kept target's vector made `elements` of
+    /// poison first.
+    pub fn into_host(self, elements: usize) -> &'a mut [f16] {
+        match self {
+            OutputTarget::Host(output) => output,
+            OutputTarget::Kept(output) => {
+                *output = crate::kernels::poisoned_output(elements);
+                output.as_mut_slice()
+            }
+        }
+    }
+}
+
 /// What a shared run did with the output, once the kernel's run passed the parent's checks.
 pub enum SharedRun {
     /// The parent could not set the memory up (no memory left for it, say): the caller runs
@@ -280,12 +302,8 @@ pub fn run_shared(
     // one, the output is read back.
     let keep = matches!(target, OutputTarget::Kept(_)) && c_copy.is_some();
     let output: &mut [f16] = match target {
-        OutputTarget::Host(output) => output,
         OutputTarget::Kept(output) if keep => output.as_mut_slice(),
-        OutputTarget::Kept(output) => {
-            *output = crate::kernels::poisoned_output(elements);
-            output.as_mut_slice()
-        }
+        target => target.into_host(elements),
     };
     // The bytes as the kernel left them: straight into `output` where it is stored as the
     // harness stores it (memory the caller has already written, so the copy takes no page
