@@ -1,7 +1,8 @@
-# Sourced by the call scripts here: the stage's paths (../stage.sh), the device's line in
-# $O/device.log, and campaign(), one default campaign traced with a given binary.
+# Sourced by the call scripts here, and by later stages' after they set `stage`: the stage's
+# paths (../stage.sh), the device's line in $O/device.log, and campaign(), one default campaign
+# traced with a given binary.
 set -u
-stage=case-overlap
+stage=${stage:-case-overlap}  # a later stage sets its own and sources this file
 . "$(dirname "${BASH_SOURCE[0]}")/../stage.sh" "$stage"
 echo "build: $(cat .carry/build 2>/dev/null)" > "$O/device.log"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv >> "$O/device.log" 2>&1

@@ -238,7 +238,8 @@ fn a_device_copy_sees_one_changed_byte() {
 
 /// On a Hopper GPU: a large case run on shared device memory gives the output the same kernel
 /// gives on files, bit for bit, and a kernel that writes past its output is caught there by the
-/// parent's own canary check.
+/// parent's own canary check. Both kinds of large case: large inputs, and a short K with a wide
+/// output (its inputs a few kilobytes).
 #[test]
 #[ignore = "needs a Hopper GPU: cargo test --release --test oracle gpu:: -- --include-ignored"]
 fn a_large_case_on_shared_memory_is_the_case_on_files() {
@@ -249,32 +250,43 @@ fn a_large_case_on_shared_memory_is_the_case_on_files() {
     use nvfp4_model::problem::generate::generate_problem;
     use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
     common::oracle_as_worker();
-    // An output of a length that is no multiple of 256 bytes: a write just past it lands in
-    // the canaries before the unmapped granule.
-    let shape = Shape::new(41, 4008, 2048, 2).unwrap();
-    let case = KernelCase::new(
-        generate_problem(ProblemKind::DualGemm, shape, Distribution::Full, 5),
-        Distribution::Full.blocked_padding_fill(),
-    );
-    assert!(runs_shared(&case), "the case is large enough to be shared");
-    let shared = nvrtc_kernel(&variant("hopper-baseline"));
-    if let Err(reason) = shared.availability() {
-        panic!("this test needs a Hopper GPU: {reason}");
-    }
-    let on_files = nvrtc_kernel(&variant("hopper-baseline")).with_shared_runs(None);
-    let run = |kernel: &dyn KernelUnderTest| {
-        let mut output = vec![f16::ZERO; 41 * 4008 * 2];
-        kernel.run(&case, &mut output).map(|()| output)
-    };
-    let (a, b) = (run(&shared).unwrap(), run(&on_files).unwrap());
-    assert!(
-        a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
-        "shared and file outputs differ"
-    );
-    assert!(a.iter().any(|x| x.to_bits() != 0), "an output was written");
-    match run(&nvrtc_kernel(&variant("hopper-test-oob-write"))) {
-        Err(KernelFailure::OutOfBounds(why)) => assert!(why.contains("canary"), "{why}"),
-        other => panic!("expected out of bounds, got {:?}", other.map(|_| ())),
+    // Outputs of a length that is no multiple of 256 bytes: a write just past one lands in the
+    // canaries before the unmapped granule.
+    for shape in [
+        Shape::new(41, 4008, 2048, 2).unwrap(),
+        Shape::new(1031, 2056, 64, 1).unwrap(),
+    ] {
+        let case = KernelCase::new(
+            generate_problem(ProblemKind::DualGemm, shape, Distribution::Full, 5),
+            Distribution::Full.blocked_padding_fill(),
+        );
+        assert!(runs_shared(&case), "{shape}: large enough to be shared");
+        let shared = nvrtc_kernel(&variant("hopper-baseline"));
+        if let Err(reason) = shared.availability() {
+            panic!("this test needs a Hopper GPU: {reason}");
+        }
+        let on_files = nvrtc_kernel(&variant("hopper-baseline")).with_shared_runs(None);
+        let run = |kernel: &dyn KernelUnderTest| {
+            let mut output = vec![f16::ZERO; case.inputs.output_len()];
+            kernel.run(&case, &mut output).map(|()| output)
+        };
+        let (a, b) = (run(&shared).unwrap(), run(&on_files).unwrap());
+        assert!(
+            a.iter().zip(&b).all(|(x, y)| x.to_bits() == y.to_bits()),
+            "{shape}: shared and file outputs differ"
+        );
+        assert!(
+            a.iter().any(|x| x.to_bits() != 0),
+            "{shape}: an output was written"
+        );
+        match run(&nvrtc_kernel(&variant("hopper-test-oob-write"))) {
+            Err(KernelFailure::OutOfBounds(why)) => assert!(why.contains("canary"), "{why}"),
+            other => panic!(
+                "{shape}: expected out of bounds, got {:?}",
+                other.map(|_| ())
+            ),
+        }
+        eprintln!("{shape}: shared run = files, out-of-bounds write caught");
     }
 }
 

@@ -59,7 +59,8 @@
 //!   read-only file system, its own `/dev`, no capabilities, a seccomp filter).
 //! - [`secrets`]: what no kernel may know: the folder of the signing key, unpredictable seeds.
 //! - `private_tmp`: this run's private temporary folder, removed however the run ends.
-//! - `trace`: where a long run's time goes, on stderr, with `NVFP4_ORACLE_TRACE` set.
+//! - `trace`: where a long run's time goes, on stderr, with `NVFP4_ORACLE_TRACE` set
+//!   ([`trace_step`] for the tool's own steps).
 //! - [`cores`]: the campaign's share of the host's cores (one GPU of several: its share).
 //! - [`error`]: the harness's error type (the model's, a GPU that failed, bad usage).
 
@@ -80,3 +81,4 @@ mod trace;
 pub mod worker;
 
 pub use error::{Error, Result};
+pub use trace::trace_step;

@@ -15,3 +15,10 @@ pub(crate) fn trace(what: std::fmt::Arguments) {
         eprintln!("trace: [{since:9.3}] {what}");
     }
 }
+
+/// One step of a run, traced as [`trace`] traces a campaign's: the tool calls it first thing, so
+/// that the clock starts with the process and the time before the first case (the worker's
+/// start, the reference's compile) and after the last (the checks, the certificate) shows.
+pub fn trace_step(what: &str) {
+    trace(format_args!("{what}"));
+}

@@ -352,6 +352,7 @@ fn announce(args: &CertifyArgs, kernels: usize, limits: &CampaignLimits) {
 }
 
 pub fn run(args: CertifyArgs) -> Result<ExitCode> {
+    nvfp4_harness::trace_step("certify: started");
     // Before any worker starts: this process's memory out of a worker's reach, and the key that
     // signs certificates made (so that every sandbox hides it).
     nvfp4_harness::sandbox::protect_parent();
@@ -362,6 +363,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
         eprintln!("cores: {}", cores.why);
     }
     let selection = Selection::of(&args)?;
+    nvfp4_harness::trace_step("certify: kernels selected");
     // Before the campaign: a baseline that cannot be read is known now, not after it.
     let names: Vec<&str> = selection.kernels.iter().map(|k| k.name()).collect();
     args.gate.check_baseline(&names)?;
@@ -387,6 +389,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             nvfp4_harness::certify::refuse_another_kernels(&args.report_dir, &stem, problem)?;
         }
     }
+    nvfp4_harness::trace_step("certify: choosing the reference");
     let on_gpu = match args.reference_on_gpu(&selection.kernels) {
         Ok(on_gpu) => on_gpu,
         Err(why) => {
@@ -394,6 +397,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
             return Ok(ExitCode::from(super::exit_code::EXIT_UNAVAILABLE));
         }
     };
+    nvfp4_harness::trace_step("certify: reference chosen");
     let limits = args.limits(on_gpu, seed, shard, models);
     if args.plan {
         return plan::print_plans(&selection.kernels, &limits, &golden_cases(&args)?, seed);

@@ -17,6 +17,7 @@ use super::campaign::fixed_cases::refuses_unsupported_shape;
 use super::campaign::limits::CampaignLimits;
 use super::campaign::pipeline::run_in_pipeline;
 use super::campaign::plan::CampaignPlan;
+use super::campaign::references_ahead::MadeAhead;
 use super::shrink::failure::{shrunk, ExactFailure, Failure, Shrunk};
 use crate::kernels::KernelUnderTest;
 use nvfp4_model::model::mma::schedule::Schedule;
@@ -63,6 +64,18 @@ pub fn certify_variant(
     kernel: &dyn KernelUnderTest,
     limits: CampaignLimits,
     golden: &[CaseSpec],
+    progress: impl FnMut(usize, usize),
+) -> CampaignResult {
+    certify_variant_with(kernel, limits, golden, &MadeAhead::default(), progress)
+}
+
+/// [`certify_variant`], the random small cases taking their references from those made
+/// `ahead` while the kernel started (`super::certify_kernel`).
+pub(crate) fn certify_variant_with(
+    kernel: &dyn KernelUnderTest,
+    limits: CampaignLimits,
+    golden: &[CaseSpec],
+    ahead: &MadeAhead,
     mut progress: impl FnMut(usize, usize),
 ) -> CampaignResult {
     let started = Instant::now();
@@ -153,7 +166,7 @@ pub fn certify_variant(
                 index += 1;
             }
             let specs: Vec<CaseSpec> = batch.iter().map(|(_, tree)| tree.current()).collect();
-            let outcomes = run_cases(kernel, &specs, order, schedule);
+            let outcomes = run_cases(kernel, &specs, order, schedule, ahead);
             for ((index, mut tree), (outcome, seconds)) in batch.into_iter().zip(outcomes) {
                 failure = judge_case(outcome, seconds, index, Some(tree.as_mut()), &mut coverage);
                 if failure.is_some() {

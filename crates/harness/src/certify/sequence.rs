@@ -6,9 +6,10 @@
 use super::campaign::cases::CaseSpec;
 use super::campaign::limits::CampaignLimits;
 use super::campaign::reference_engine;
+use super::campaign::references_ahead::{MadeAhead, ReferencesAhead};
 use super::certificate::report::Certificate;
 use super::checks::determinism::run_checks;
-use super::run_campaign::certify_variant;
+use super::run_campaign::certify_variant_with;
 use crate::error::Result;
 use crate::kernels::{KernelUnderTest, PrepareError};
 use std::path::Path;
@@ -53,10 +54,22 @@ pub fn certify_kernel(
     progress: impl FnMut(usize, usize),
 ) -> Result<KernelOutcome> {
     let limits = &request.limits;
-    let prepared = match kernel.availability() {
-        Err(reason) if !request.start_when_unavailable => Err(PrepareError::Unavailable(reason.0)),
-        _ => kernel.prepare(),
+    crate::trace::trace_step("starting the kernel");
+    let before = reference_engine::report();
+    let starts = match kernel.availability() {
+        Err(reason) if !request.start_when_unavailable => Err(reason),
+        _ => Ok(()),
     };
+    // While the kernel starts (seconds for a Python submission), the references of its small
+    // random cases are made.
+    let ahead = starts
+        .is_ok()
+        .then(|| ReferencesAhead::start(kernel, limits, request.golden));
+    let prepared = match starts {
+        Err(reason) => Err(PrepareError::Unavailable(reason.0)),
+        Ok(()) => kernel.prepare(),
+    };
+    let ahead = ahead.map_or_else(MadeAhead::default, ReferencesAhead::stop);
     let certificate = match prepared {
         Err(PrepareError::Unusable(reason)) => return Ok(KernelOutcome::Unusable(reason)),
         Err(PrepareError::Unavailable(reason)) => Certificate::unavailable(
@@ -65,11 +78,13 @@ pub fn certify_kernel(
             with_preflight_hint(reason, request.preflight),
         ),
         Ok(()) => {
-            let before = reference_engine::report();
-            let result = certify_variant(kernel, limits.clone(), request.golden, progress);
+            crate::trace::trace_step("kernel started; the campaign begins");
+            let result =
+                certify_variant_with(kernel, limits.clone(), request.golden, &ahead, progress);
             let mut certificate =
                 Certificate::from_campaign(kernel, limits, result, request.report_dir)?;
             let reference = reference_engine::report().since(&before);
+            crate::trace::trace_step("campaign ended");
             certificate.reference = (reference.cases + reference.declined > 0
                 || !reference.mismatches.is_empty())
             .then_some(reference);
@@ -97,6 +112,7 @@ pub fn certify_kernel(
         }
     };
     let mut certificate = certificate;
+    crate::trace::trace_step("checks ended");
     if request.write {
         certificate.kept_instead = certificate.write(request.report_dir)?;
     }

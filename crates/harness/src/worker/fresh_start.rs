@@ -130,10 +130,16 @@ impl StartingCache {
         if !*made {
             let build = self.root.join("build");
             let _ = std::fs::remove_dir_all(&self.root);
+            let started = std::time::Instant::now();
             let (worker, _) = start_worker(&self.command, &build, None)?;
+            let ready = started.elapsed().as_secs_f64();
             // Its stdin closed, the worker leaves its request loop and exits; past the wait it
             // is killed. It ran no case.
             worker.close(Duration::from_secs(60));
+            crate::trace::trace(format_args!(
+                "build worker: ready in {ready:.2} s, gone {:.2} s later",
+                started.elapsed().as_secs_f64() - ready
+            ));
             std::fs::rename(build.join(CACHE), &snapshot)
                 .map_err(|err| unusable("keep", &build.join(CACHE), err))?;
             let _ = std::fs::remove_dir_all(&build);

@@ -183,8 +183,13 @@ impl IsolatedKernel {
                 Some(starting) => Some(starting.snapshot()?),
                 None => None,
             };
+            let started = std::time::Instant::now();
             let (mut worker, isolation) =
                 start_worker(&self.command, &self.scratch, snapshot.as_deref())?;
+            crate::trace::trace(format_args!(
+                "worker ready in {:.2} s",
+                started.elapsed().as_secs_f64()
+            ));
             worker.remove_when_gone(self.scratch.join(CACHE));
             let mut environment = worker.environment.clone();
             // What the parent knows, never what the worker says.

@@ -39,8 +39,11 @@ use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// A dual-GEMM case whose inputs take at least this many bytes runs on shared memory; a
-/// smaller one on files (ten exportable allocations cost more than a few small files).
+/// A dual-GEMM case whose inputs and output take at least this many bytes runs on shared
+/// memory; a smaller one on files (ten exportable allocations cost more than a few small files).
+/// The output counts as the inputs do: a case of K = 32 with a 512 MB output, on files, had the
+/// worker write the output to a file and the parent read it back (1.1 s of a torch submission's
+/// case whose kernel takes milliseconds).
 pub const SHARED_RUN_BYTES: usize = 4 << 20;
 
 /// How a worker's kernel stores its output `c`: the harness's `[M][N][L]`, or the C ABI's
@@ -51,15 +54,14 @@ pub enum OutputOrder {
     Lmn,
 }
 
-/// Whether `case` runs on shared memory: a dual GEMM of at least [`SHARED_RUN_BYTES`].
+/// Whether `case` runs on shared memory: a dual GEMM whose inputs and output take at least
+/// [`SHARED_RUN_BYTES`].
 pub fn runs_shared(case: &KernelCase) -> bool {
     case.problem() == ProblemKind::DualGemm
         && case.dual().is_some_and(|dual| {
-            dual.abi_inputs()
-                .iter()
-                .map(|(_, body)| body.len())
-                .sum::<usize>()
-                >= SHARED_RUN_BYTES
+            let inputs: usize = dual.abi_inputs().iter().map(|(_, body)| body.len()).sum();
+            let shape = dual.inputs.shape;
+            inputs + shape.m * shape.n * shape.l * std::mem::size_of::<f16>() >= SHARED_RUN_BYTES
         })
 }
 
@@ -433,4 +435,40 @@ pub fn serve_shared_run(
         .map_err(|err| KernelFailure::Crashed(err.to_string()))?;
     drop(shared);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use nvfp4_model::problem::generate::generate_problem;
+    use nvfp4_model::problem::{Distribution, Shape};
+
+    fn dual_case(m: usize, n: usize, k: usize) -> KernelCase {
+        let shape = Shape::new(m, n, k, 1).unwrap();
+        KernelCase::new(
+            generate_problem(ProblemKind::DualGemm, shape, Distribution::Gpumode, 3),
+            0,
+        )
+    }
+
+    /// A case of a short K and a wide output moves its output, not its inputs: it goes on
+    /// shared memory all the same.
+    #[test]
+    fn the_output_counts_toward_a_shared_run() {
+        // 2048 x 1024 fp16 outputs are 4 MB; the inputs, 3072 rows of 8 + 1 bytes, are 27 kB.
+        let wide = dual_case(2048, 1024, 16);
+        assert!(
+            wide.dual()
+                .unwrap()
+                .abi_inputs()
+                .iter()
+                .map(|(_, b)| b.len())
+                .sum::<usize>()
+                < 1 << 20
+        );
+        assert!(runs_shared(&wide));
+        // Half of it is below the line: small cases stay on files (and in batches).
+        assert!(!runs_shared(&dual_case(1024, 1024, 16)));
+        assert!(!runs_shared(&dual_case(64, 48, 128)));
+    }
 }

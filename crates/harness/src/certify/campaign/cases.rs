@@ -4,6 +4,7 @@
 //! in `fixed_cases.rs`.
 
 use super::reference_engine::{self, OutputToJudge, WhereJudged, WholeReference};
+use super::references_ahead::MadeAhead;
 use super::sampling::FULL_REFERENCE_PRODUCTS;
 use super::sampling::{products, sample_for, sampled_reference, RowSample};
 use super::values_seen::{inputs_seen, values_seen, ValuesSeen};
@@ -20,7 +21,7 @@ use nvfp4_model::problem::{Distribution, ProblemInputs, ProblemKind, Shape};
 use std::time::Instant;
 
 /// One generated case: everything needed to regenerate its inputs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct CaseSpec {
     pub shape: Shape,
     pub dist: Distribution,
@@ -126,8 +127,8 @@ pub fn run_case_within(
 /// A case's inputs, made before its run (a campaign makes the next case's while the kernel
 /// runs this one: crates/harness/src/certify/run_campaign.rs).
 pub struct PreparedCase {
-    spec: CaseSpec,
-    case: KernelCase,
+    pub(super) spec: CaseSpec,
+    pub(super) case: KernelCase,
     seconds: f64,
 }
 
@@ -275,14 +276,16 @@ fn timed_whole_reference(
 }
 
 /// Small cases the kernel runs one after another in one batch ([`KernelUnderTest::run_batch`]:
-/// one request to a worker), each case's model computed beside the batch on this machine's
-/// cores: what a case costs a Python submission is mostly its request's round trip. Each case
-/// is given an equal share of the batch's time as its kernel phase. Cases past the CPU model's
-/// budget are not batched (the caller runs them one by one: [`run_kernel`]).
+/// one request to a worker), each case's model made ahead (`ahead`) or computed beside the
+/// batch on this machine's cores: what a case costs a Python submission is mostly its request's
+/// round trip. Each case is given an equal share of the batch's time as its kernel phase. Cases
+/// past the CPU model's budget are not batched (the caller runs them one by one:
+/// [`run_kernel`]).
 pub fn run_kernel_batch(
     kernel: &dyn KernelUnderTest,
     prepared: Vec<PreparedCase>,
     order: KOrder,
+    ahead: &MadeAhead,
 ) -> Vec<RanCase> {
     debug_assert!(prepared
         .iter()
@@ -295,28 +298,37 @@ pub fn run_kernel_batch(
         })
         .collect();
     let cases: Vec<&KernelCase> = prepared.iter().map(|p| &p.case).collect();
-    // On rayon's pool, not `beside`: nothing else waits there during the random cases, and each
-    // small case's model (its parallel parts, the GPU reference's cross-check) runs a few
-    // short parallel loops that cost a thread outside the pool a wake-up of the pool's threads
-    // each: beside, a torch campaign's 2,000 small cases took 16 s of models where they took
-    // 6.5 s here (an H200, results/case-overlap).
-    let ((runs, kernel_seconds), references) = rayon::join(
-        || {
-            let started = Instant::now();
-            let runs = kernel.run_batch(&cases, &mut outputs);
-            (runs, seconds_since(started))
-        },
-        // One case after another, each parallel inside: the GPU reference holds its engine's
-        // lock while it works on rayon's threads, so a task of this batch's waiting on that
-        // lock from inside such a thread would never be let in (a campaign on the H100 stopped
-        // there).
-        || {
-            prepared
-                .iter()
-                .map(|p| timed_whole_reference(&p.case.inputs, order, true))
-                .collect::<Vec<_>>()
-        },
-    );
+    let made: Vec<_> = prepared.iter().map(|p| ahead.take(&p.spec)).collect();
+    let run = |outputs: &mut [Vec<f16>]| {
+        let started = Instant::now();
+        let runs = kernel.run_batch(&cases, outputs);
+        (runs, seconds_since(started))
+    };
+    let ((runs, kernel_seconds), references) = if made.iter().all(Option::is_some) {
+        (run(&mut outputs), made.into_iter().flatten().collect())
+    } else {
+        // On rayon's pool, not `beside`: nothing else waits there during the random cases, and
+        // each small case's model (its parallel parts, the GPU reference's cross-check) runs a
+        // few short parallel loops that cost a thread outside the pool a wake-up of the pool's
+        // threads each: beside, a torch campaign's 2,000 small cases took 16 s of models where
+        // they took 6.5 s here (an H200, results/case-overlap).
+        rayon::join(
+            || run(&mut outputs),
+            // One case after another, each parallel inside: the GPU reference holds its
+            // engine's lock while it works on rayon's threads, so a task of this batch's
+            // waiting on that lock from inside such a thread would never be let in (a campaign
+            // on the H100 stopped there).
+            || {
+                prepared
+                    .iter()
+                    .zip(made)
+                    .map(|(p, made)| {
+                        made.unwrap_or_else(|| timed_whole_reference(&p.case.inputs, order, true))
+                    })
+                    .collect::<Vec<_>>()
+            },
+        )
+    };
     let share = kernel_seconds / prepared.len().max(1) as f64;
     crate::trace::trace(format_args!(
         "kernel batch: {kernel_seconds:.4} s the kernel's run, {:.4} s the models beside it",
@@ -352,6 +364,7 @@ pub fn run_cases(
     specs: &[CaseSpec],
     order: KOrder,
     schedule: Option<Schedule>,
+    ahead: &MadeAhead,
 ) -> Vec<(CaseOutcome, f64)> {
     use rayon::prelude::*;
     let started = Instant::now();
@@ -373,7 +386,7 @@ pub fn run_cases(
             .collect();
     }
     let made = started.elapsed().as_secs_f64();
-    let ran = run_kernel_batch(kernel, prepared, order);
+    let ran = run_kernel_batch(kernel, prepared, order, ahead);
     let batch_seconds = started.elapsed().as_secs_f64();
     let share = batch_seconds / ran.len() as f64;
     let outcomes: Vec<(CaseOutcome, f64)> = ran

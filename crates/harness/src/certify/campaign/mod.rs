@@ -15,6 +15,7 @@ pub(crate) mod plan;
 pub(crate) mod production;
 pub(crate) mod range_draw;
 pub(crate) mod reference_engine;
+pub(crate) mod references_ahead;
 pub(crate) mod regime_draw;
 pub(crate) mod regimes;
 pub(crate) mod sampling;
