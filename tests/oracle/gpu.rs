@@ -120,7 +120,7 @@ fn the_byte_comparison_compiles() {
 
 /// On a GPU: bytes copied up and back through the pinned halves are the bytes, for lengths on
 /// either side of a half and past two, at an offset into device memory; a download waits for
-/// the work enqueued before it.
+/// the work enqueued before it; many uploads sharing the halves, on two streams, land whole.
 #[test]
 #[ignore = "needs a CUDA GPU: cargo test --release --test oracle gpu:: -- --include-ignored"]
 fn staged_copies_keep_every_byte() {
@@ -150,6 +150,48 @@ fn staged_copies_keep_every_byte() {
         staging.download(&stream, base + 3, &mut back).unwrap();
         assert!(back == bytes, "length {len}: the bytes came back changed");
     }
+
+    // Many uploads of assorted lengths filling the halves one after another, on two streams in
+    // turn (each stream's own half), their sources overwritten as soon as each returns; a
+    // download on one stream while the other's uploads may still be running.
+    let other = ctx.new_stream().unwrap();
+    let mut expected = vec![0u8; longest];
+    let mut at = 0usize;
+    let mut piece = 0usize;
+    while at < longest {
+        let len = match piece % 7 {
+            0 => 1,
+            3 => 5 << 20,
+            5 => 300_001,
+            _ => 4096 * (piece % 13) + 17,
+        }
+        .min(longest - at);
+        let mut bytes: Vec<u8> = (0..len).map(|i| (i * 13 + piece * 101) as u8).collect();
+        expected[at..at + len].copy_from_slice(&bytes);
+        let on = if piece % 2 == 0 { &stream } else { &other };
+        staging.upload(on, base + at as u64, &bytes).unwrap();
+        bytes.fill(0xEE);
+        if piece == 46 {
+            // This piece back at once, while the other stream's last upload (5 MB) may still be
+            // reading their half: the download writes a half only after its copies have passed
+            // (the final check finds theirs whole).
+            let mut back = vec![0u8; len];
+            staging
+                .download(&stream, base + at as u64, &mut back)
+                .unwrap();
+            assert!(back == expected[at..at + len], "piece 46 came back changed");
+        }
+        at += len;
+        piece += 1;
+    }
+    other.synchronize().unwrap();
+    let mut back = vec![0u8; longest];
+    staging.download(&stream, base, &mut back).unwrap();
+    let first_wrong = back.iter().zip(&expected).position(|(a, b)| a != b);
+    assert!(
+        first_wrong.is_none(),
+        "{piece} uploads on two streams: byte {first_wrong:?} came back changed"
+    );
 }
 
 /// On a GPU: the fills made by copies from pinned patterns (`gpu/device_fill.rs`) leave every
