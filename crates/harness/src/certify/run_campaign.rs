@@ -11,13 +11,13 @@
 //! against the intervals, and the result says "correct within the intervals, schedule differs
 //! from the declared one" with the first differing element.
 
+use super::campaign::cases::MadeAhead;
 use super::campaign::cases::{run_cases, CaseOutcome, CaseSpec, RANDOM_BATCH};
 use super::campaign::coverage::Coverage;
 use super::campaign::fixed_cases::refuses_unsupported_shape;
 use super::campaign::limits::CampaignLimits;
 use super::campaign::pipeline::run_in_pipeline;
 use super::campaign::plan::CampaignPlan;
-use super::campaign::references_ahead::MadeAhead;
 use super::shrink::failure::{shrunk, ExactFailure, Failure, Shrunk};
 use crate::kernels::KernelUnderTest;
 use nvfp4_model::model::mma::schedule::Schedule;

@@ -4,9 +4,10 @@
 //! code the outcomes of several kernels add up to, is the caller's.
 
 use super::campaign::cases::CaseSpec;
+use super::campaign::cases::MadeAhead;
 use super::campaign::limits::CampaignLimits;
 use super::campaign::reference_engine;
-use super::campaign::references_ahead::{MadeAhead, ReferencesAhead};
+use super::campaign::references_ahead::ReferencesAhead;
 use super::certificate::report::Certificate;
 use super::checks::determinism::run_checks;
 use super::run_campaign::certify_variant_with;

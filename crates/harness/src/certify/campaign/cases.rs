@@ -4,7 +4,6 @@
 //! in `fixed_cases.rs`.
 
 use super::reference_engine::{self, OutputToJudge, WhereJudged, WholeReference};
-use super::references_ahead::MadeAhead;
 use super::sampling::FULL_REFERENCE_PRODUCTS;
 use super::sampling::{products, sample_for, sampled_reference, RowSample};
 use super::values_seen::{inputs_seen, values_seen, ValuesSeen};
@@ -18,6 +17,8 @@ use nvfp4_model::model::replay::{replay_dual_gemm, ExactComparison};
 use nvfp4_model::model::{problem_reference, Reference};
 use nvfp4_model::problem::generate::generate_problem;
 use nvfp4_model::problem::{Distribution, ProblemInputs, ProblemKind, Shape};
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Instant;
 
 /// One generated case: everything needed to regenerate its inputs.
@@ -273,6 +274,50 @@ fn timed_whole_reference(
     let started = Instant::now();
     let reference = reference_engine::case_whole_reference(inputs, order, within_cpu_budget);
     (reference, seconds_since(started))
+}
+
+/// A case's whole reference made before its case ran, and the seconds it took.
+pub type MadeReference = (Option<WholeReference>, f64);
+
+/// References made before their cases ran (`references_ahead.rs` makes the small random cases'
+/// while the kernel starts), each taken once by the batch that runs its case.
+#[derive(Default)]
+pub struct MadeAhead {
+    references: Mutex<HashMap<CaseSpec, MadeReference>>,
+}
+
+impl MadeAhead {
+    pub fn new(references: HashMap<CaseSpec, MadeReference>) -> MadeAhead {
+        MadeAhead {
+            references: Mutex::new(references),
+        }
+    }
+
+    /// The reference made for `spec` (normalized, as a prepared case's), once.
+    pub fn take(&self, spec: &CaseSpec) -> Option<MadeReference> {
+        self.references
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .remove(spec)
+    }
+
+    /// How many are left untaken.
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.references
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+
+    /// `reference` made for `spec`, in place of any other.
+    #[cfg(test)]
+    pub fn put(&self, spec: CaseSpec, reference: MadeReference) {
+        self.references
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(spec, reference);
+    }
 }
 
 /// Small cases the kernel runs one after another in one batch ([`KernelUnderTest::run_batch`]:

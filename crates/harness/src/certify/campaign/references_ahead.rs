@@ -16,17 +16,17 @@
 //! computed beside its batch, as before. A reference depends on its case's inputs alone, which
 //! its spec makes: the one made ahead is the one the batch would have made.
 
-use super::cases::{CaseSpec, PreparedCase};
+use super::cases::{CaseSpec, MadeAhead, MadeReference, PreparedCase};
 use super::coverage::Coverage;
 use super::limits::CampaignLimits;
 use super::plan::CampaignPlan;
-use super::reference_engine::{case_whole_reference, WholeReference};
+use super::reference_engine::case_whole_reference;
 use super::sampling::{products, FULL_REFERENCE_PRODUCTS};
 use crate::kernels::KernelUnderTest;
 use nvfp4_model::model::bounds::KOrder;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -34,19 +34,10 @@ use std::time::Instant;
 /// output): a default campaign's 2,000 small cases hold about 300 MB.
 pub const AHEAD_BYTES: usize = 1 << 30;
 
-/// A reference made ahead and the seconds it took.
-type Made = (Option<WholeReference>, f64);
-
 /// The thread making references ahead; [`ReferencesAhead::stop`] ends it.
 pub struct ReferencesAhead {
     stop: Arc<AtomicBool>,
-    thread: Option<JoinHandle<HashMap<CaseSpec, Made>>>,
-}
-
-/// The references made ahead, each taken once by the batch that runs its case.
-#[derive(Default)]
-pub struct MadeAhead {
-    references: Mutex<HashMap<CaseSpec, Made>>,
+    thread: Option<JoinHandle<HashMap<CaseSpec, MadeReference>>>,
 }
 
 impl ReferencesAhead {
@@ -90,9 +81,7 @@ impl ReferencesAhead {
             .take()
             .and_then(|thread| thread.join().ok())
             .unwrap_or_default();
-        MadeAhead {
-            references: Mutex::new(references),
-        }
+        MadeAhead::new(references)
     }
 }
 
@@ -101,9 +90,7 @@ impl ReferencesAhead {
     /// Waits until every reference is made, as if the kernel took that long to start.
     fn finished(mut self) -> MadeAhead {
         let references = self.thread.take().unwrap().join().unwrap();
-        MadeAhead {
-            references: Mutex::new(references),
-        }
+        MadeAhead::new(references)
     }
 }
 
@@ -119,7 +106,7 @@ fn make(
     specs: Vec<CaseSpec>,
     order: KOrder,
     stop: &AtomicBool,
-) -> HashMap<CaseSpec, Made> {
+) -> HashMap<CaseSpec, MadeReference> {
     let started = Instant::now();
     let mut made = HashMap::new();
     let mut bytes = 0;
@@ -148,28 +135,10 @@ fn make(
     made
 }
 
-impl MadeAhead {
-    /// The reference made ahead for `spec` (normalized, as a prepared case's), once.
-    pub fn take(&self, spec: &CaseSpec) -> Option<Made> {
-        self.references
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .remove(spec)
-    }
-
-    /// How many are left untaken.
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.references
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .len()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::certify::campaign::reference_engine::WholeReference;
     use crate::certify::run_campaign::certify_variant_with;
     use crate::kernels::cpu::CpuKernel;
     use half::f16;
@@ -192,7 +161,7 @@ mod tests {
             .collect()
     }
 
-    fn host(made: Made) -> Reference {
+    fn host(made: MadeReference) -> Reference {
         match made.0 {
             Some(WholeReference::Host(reference)) => reference,
             _ => panic!("a small case's reference on the host"),
@@ -252,11 +221,7 @@ mod tests {
         reference.expected.fill(far);
         reference.lo.fill(far);
         reference.hi.fill(far);
-        ahead
-            .references
-            .lock()
-            .unwrap()
-            .insert(wrong, (Some(WholeReference::Host(reference)), seconds));
+        ahead.put(wrong, (Some(WholeReference::Host(reference)), seconds));
         let result = certify_variant_with(&kernel, limits(), &[], &ahead, |_, _| {});
         let failure = result.failure.expect("the wrong reference fails its case");
         assert_eq!(failure.first, wrong);
