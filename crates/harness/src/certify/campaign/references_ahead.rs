@@ -110,7 +110,7 @@ fn make(
     let started = Instant::now();
     let mut made = HashMap::new();
     let mut bytes = 0;
-    let small = specs.len();
+    let drawn = specs.len();
     for spec in specs {
         if stop.load(Ordering::Relaxed) || bytes >= AHEAD_BYTES {
             break;
@@ -128,7 +128,7 @@ fn make(
         );
     }
     crate::trace::trace(format_args!(
-        "references made ahead: {} of {small} random cases in {:.2} s, while the kernel started",
+        "references made ahead: {} of {drawn} random cases in {:.2} s, while the kernel started",
         made.len(),
         started.elapsed().as_secs_f64()
     ));
