@@ -60,8 +60,7 @@ pub fn runs_shared(case: &KernelCase) -> bool {
     case.problem() == ProblemKind::DualGemm
         && case.dual().is_some_and(|dual| {
             let inputs: usize = dual.abi_inputs().iter().map(|(_, body)| body.len()).sum();
-            let shape = dual.inputs.shape;
-            inputs + shape.m * shape.n * shape.l * std::mem::size_of::<f16>() >= SHARED_RUN_BYTES
+            inputs + case.inputs.output_len() * std::mem::size_of::<f16>() >= SHARED_RUN_BYTES
         })
 }
 

@@ -344,36 +344,31 @@ pub fn run_kernel_batch(
         .collect();
     let cases: Vec<&KernelCase> = prepared.iter().map(|p| &p.case).collect();
     let made: Vec<_> = prepared.iter().map(|p| ahead.take(&p.spec)).collect();
-    let run = |outputs: &mut [Vec<f16>]| {
-        let started = Instant::now();
-        let runs = kernel.run_batch(&cases, outputs);
-        (runs, seconds_since(started))
-    };
-    let ((runs, kernel_seconds), references) = if made.iter().all(Option::is_some) {
-        (run(&mut outputs), made.into_iter().flatten().collect())
-    } else {
-        // On rayon's pool, not `beside`: nothing else waits there during the random cases, and
-        // each small case's model (its parallel parts, the GPU reference's cross-check) runs a
-        // few short parallel loops that cost a thread outside the pool a wake-up of the pool's
-        // threads each: beside, a torch campaign's 2,000 small cases took 16 s of models where
-        // they took 6.5 s here (an H200, results/case-overlap).
-        rayon::join(
-            || run(&mut outputs),
-            // One case after another, each parallel inside: the GPU reference holds its
-            // engine's lock while it works on rayon's threads, so a task of this batch's
-            // waiting on that lock from inside such a thread would never be let in (a campaign
-            // on the H100 stopped there).
-            || {
-                prepared
-                    .iter()
-                    .zip(made)
-                    .map(|(p, made)| {
-                        made.unwrap_or_else(|| timed_whole_reference(&p.case.inputs, order, true))
-                    })
-                    .collect::<Vec<_>>()
-            },
-        )
-    };
+    // On rayon's pool, not `beside`: nothing else waits there during the random cases, and each
+    // small case's model (its parallel parts, the GPU reference's cross-check) runs a few
+    // short parallel loops that cost a thread outside the pool a wake-up of the pool's threads
+    // each: beside, a torch campaign's 2,000 small cases took 16 s of models where they took
+    // 6.5 s here (an H200, results/case-overlap).
+    let ((runs, kernel_seconds), references) = rayon::join(
+        || {
+            let started = Instant::now();
+            let runs = kernel.run_batch(&cases, &mut outputs);
+            (runs, seconds_since(started))
+        },
+        // One case after another, each parallel inside: the GPU reference holds its engine's
+        // lock while it works on rayon's threads, so a task of this batch's waiting on that
+        // lock from inside such a thread would never be let in (a campaign on the H100 stopped
+        // there). A case whose reference was made ahead has nothing left to compute.
+        || {
+            prepared
+                .iter()
+                .zip(made)
+                .map(|(p, made)| {
+                    made.unwrap_or_else(|| timed_whole_reference(&p.case.inputs, order, true))
+                })
+                .collect::<Vec<_>>()
+        },
+    );
     let share = kernel_seconds / prepared.len().max(1) as f64;
     crate::trace::trace(format_args!(
         "kernel batch: {kernel_seconds:.4} s the kernel's run, {:.4} s the models beside it",
