@@ -280,15 +280,20 @@ fn a_device_copy_sees_one_changed_byte() {
 
 /// On a Hopper GPU: a large case run on shared device memory gives the output the same kernel
 /// gives on files, bit for bit, and a kernel that writes past its output is caught there by the
-/// parent's own canary check. Both kinds of large case: large inputs, and a short K with a wide
-/// output (its inputs a few kilobytes).
+/// parent's own canary check; the same on buffers made before the run, whose inputs' copies
+/// give the GPU reference the CPU model's bits. Both kinds of large case: large inputs, and a
+/// short K with a wide output (its inputs a few kilobytes).
 #[test]
 #[ignore = "needs a Hopper GPU: cargo test --release --test oracle gpu:: -- --include-ignored"]
 fn a_large_case_on_shared_memory_is_the_case_on_files() {
     use half::f16;
+    use nvfp4_harness::gpu::exact_reference::GpuReference;
+    use nvfp4_harness::gpu::shared_buffers::abi_operands;
     use nvfp4_harness::kernels::{KernelCase, KernelFailure, KernelUnderTest};
     use nvfp4_harness::worker::nvrtc::nvrtc_kernel;
     use nvfp4_harness::worker::shared_run::runs_shared;
+    use nvfp4_model::model::bounds::KOrder;
+    use nvfp4_model::model::problem_reference;
     use nvfp4_model::problem::generate::generate_problem;
     use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
     common::oracle_as_worker();
@@ -321,14 +326,55 @@ fn a_large_case_on_shared_memory_is_the_case_on_files() {
             a.iter().any(|x| x.to_bits() != 0),
             "{shape}: an output was written"
         );
-        match run(&nvrtc_kernel(&variant("hopper-test-oob-write"))) {
-            Err(KernelFailure::OutOfBounds(why)) => assert!(why.contains("canary"), "{why}"),
-            other => panic!(
-                "{shape}: expected out of bounds, got {:?}",
-                other.map(|_| ())
-            ),
+        // Buffers made before the run (as a campaign's input makers make them): the run takes
+        // them, once, and gives the same output; their inputs' copies give the GPU reference
+        // the CPU model's bits without an upload of its own.
+        shared.make_ready(&case);
+        let copies = case
+            .ready
+            .pristine()
+            .expect("buffers made ahead, with copies");
+        let reference = GpuReference::new().expect("the GPU reference");
+        // SAFETY: the copies hold the case's inputs, alive (held here) and never written.
+        let on_device = unsafe {
+            reference.dual_gemm_on_device(shape, abi_operands(&copies), KOrder::Contiguous)
         }
-        eprintln!("{shape}: shared run = files, out-of-bounds write caught");
+        .unwrap();
+        let from_copies = reference.download(&on_device).unwrap();
+        let model = problem_reference(&case.inputs, KOrder::Contiguous);
+        assert!(
+            from_copies.expected == model.expected
+                && from_copies.lo == model.lo
+                && from_copies.hi == model.hi,
+            "{shape}: the reference from the copies is the CPU model's"
+        );
+        let ahead = run(&shared).unwrap();
+        assert!(case.ready.take().is_none(), "{shape}: the run took them");
+        assert!(
+            ahead
+                .iter()
+                .zip(&a)
+                .all(|(x, y)| x.to_bits() == y.to_bits()),
+            "{shape}: a run on buffers made ahead differs"
+        );
+        let oob = nvrtc_kernel(&variant("hopper-test-oob-write"));
+        for made_ahead in [false, true] {
+            if made_ahead {
+                oob.make_ready(&case);
+                assert!(case.ready.pristine().is_some(), "{shape}: made ahead");
+            }
+            match run(&oob) {
+                Err(KernelFailure::OutOfBounds(why)) => assert!(why.contains("canary"), "{why}"),
+                other => panic!(
+                    "{shape}: expected out of bounds (made ahead: {made_ahead}), got {:?}",
+                    other.map(|_| ())
+                ),
+            }
+        }
+        eprintln!(
+            "{shape}: shared run = files = on buffers made ahead, the reference from their \
+             copies = the CPU model, out-of-bounds write caught"
+        );
     }
 }
 

@@ -14,6 +14,8 @@
 //! 8x4 layout rows to 8). Padding bytes get a caller-chosen fill and are never read back into a
 //! plain layout or a result.
 
+use rayon::prelude::*;
+
 /// Bytes in one 128 x 4 atom of the blocked layout.
 pub const ATOM_BYTES: usize = 512;
 pub const ATOM_ROWS: usize = 128;
@@ -133,10 +135,27 @@ pub fn plain_to_blocked(plain: &[u8], dims: ScaleDims, fill: u8) -> Vec<u8> {
         from.len(),
         "plain scale buffer does not match {dims:?}"
     );
-    let mut blocked = vec![fill; to.len()];
-    for_each_index(dims, |i, j, l| {
-        blocked[to.offset(i, j, l)] = plain[from.offset(i, j, l)]
-    });
+    // One band of atoms (a batch's 128 rows, every column) after another, each on a core of
+    // its own: a case of a few rows and many batches pads every batch to 128 rows, and its
+    // blocked scales (1.5 GB for 1 x 3 x 127152 x 511) took seconds on one core.
+    let band_bytes = to.col_atoms() * ATOM_BYTES;
+    let mut blocked = vec![0u8; to.len()];
+    if band_bytes == 0 {
+        return blocked;
+    }
+    blocked
+        .par_chunks_mut(band_bytes)
+        .enumerate()
+        .for_each(|(band, bytes)| {
+            bytes.fill(fill);
+            let (l, mm) = (band / to.row_atoms(), band % to.row_atoms());
+            let band_start = band * band_bytes;
+            for i in mm * ATOM_ROWS..dims.rows.min((mm + 1) * ATOM_ROWS) {
+                for j in 0..dims.cols {
+                    bytes[to.offset(i, j, l) - band_start] = plain[from.offset(i, j, l)];
+                }
+            }
+        });
     blocked
 }
 

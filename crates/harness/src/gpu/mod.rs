@@ -85,6 +85,8 @@ pub mod pristine;
 #[cfg(feature = "gpu")]
 mod reference_launch;
 #[cfg(feature = "gpu")]
+pub mod shared_buffers;
+#[cfg(feature = "gpu")]
 pub mod staging;
 pub mod variants;
 

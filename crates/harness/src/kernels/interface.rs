@@ -62,7 +62,19 @@ pub struct KernelCase {
     /// padding filled with `padding_fill`.
     pub blocked: Vec<Vec<u8>>,
     pub padding_fill: u8,
+    /// Device memory for the case's run made before its turn, taken by the run
+    /// ([`KernelUnderTest::make_ready`]); empty for a case made and run at once.
+    pub ready: ReadyBuffers,
 }
+
+/// A case's shared-run buffers made ahead (`crate::gpu::shared_buffers`).
+#[cfg(feature = "gpu")]
+pub use crate::gpu::shared_buffers::ReadyBuffers;
+
+/// Without the GPU backend nothing is made ahead on a GPU.
+#[cfg(not(feature = "gpu"))]
+#[derive(Default)]
+pub struct ReadyBuffers;
 
 /// A dual-GEMM call's nine input tensors by their data-tuple keys, in the C ABI's order: a, b1,
 /// b2, the blocked scales, the plain scales ([`DualGemmCase::abi_inputs`]).
@@ -120,6 +132,7 @@ impl KernelCase {
                 .collect(),
             inputs,
             padding_fill,
+            ready: ReadyBuffers::default(),
         }
     }
 
@@ -343,6 +356,10 @@ pub trait KernelUnderTest: Sync {
     fn environment(&self) -> KernelEnvironment {
         KernelEnvironment::default()
     }
+    /// Makes what its run of `case` needs before the case's turn (a worker's shared memory,
+    /// filled: [`KernelCase::ready`]), on a thread that makes a campaign's inputs ahead while
+    /// the kernel runs earlier cases. By default nothing.
+    fn make_ready(&self, _case: &KernelCase) {}
     /// Runs one case (of [`Self::problem`]); `output` has [`ProblemInputs::output_len`]
     /// elements.
     fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure>;

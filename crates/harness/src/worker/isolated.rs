@@ -5,7 +5,9 @@
 use super::command::WorkerCommand;
 use super::fresh_start::{start_worker, StartingCache, CACHE};
 use super::parent::Worker;
-use super::shared_run::{run_shared, runs_shared, OutputOrder, OutputTarget, SharedRun};
+use super::shared_run::{
+    fill_ahead, run_shared, runs_shared, OutputOrder, OutputTarget, SharedRun,
+};
 use crate::kernels::interface::run_one_by_one;
 use crate::kernels::{
     KeptOutput, KernelCase, KernelEnvironment, KernelFailure, KernelUnderTest, PrepareError,
@@ -447,6 +449,18 @@ impl KernelUnderTest for IsolatedKernel {
         output: &mut Vec<f16>,
     ) -> Result<Option<KeptOutput>, KernelFailure> {
         self.run_in_worker(case, RunConditions::default(), OutputTarget::Kept(output))
+    }
+
+    /// A case that will run on shared memory has its buffers made and filled now.
+    fn make_ready(&self, case: &KernelCase) {
+        let shared_inputs = self
+            .environment
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .shared_inputs;
+        if self.shared_runs.is_some() && shared_inputs && self.refusal(case).is_none() {
+            fill_ahead(case);
+        }
     }
 }
 

@@ -146,6 +146,7 @@ impl CaseFiles {
             inputs,
             blocked,
             padding_fill: self.padding_fill,
+            ready: Default::default(),
         })
     }
 }

@@ -28,12 +28,13 @@ use crate::gpu::kept_output::KeptOutput;
 use crate::gpu::launch::LaunchBuffers;
 use crate::gpu::library::lmn_into_mnl;
 use crate::gpu::pristine::Pristine;
+use crate::gpu::shared_buffers::SharedBuffers;
 use crate::gpu::staging::Staging;
 use crate::kernels::{KernelCase, KernelFailure};
 use crate::trace::trace;
 use cudarc::driver::CudaStream;
 use half::f16;
-use nvfp4_model::problem::{ProblemKind, POISON};
+use nvfp4_model::problem::ProblemKind;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixStream;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -64,126 +65,53 @@ pub fn runs_shared(case: &KernelCase) -> bool {
         })
 }
 
-/// The parent's stream for shared runs: its own, non-blocking, so that its copies overlap the
-/// GPU reference computed beside the kernel's run.
-fn parent_stream() -> Result<Arc<CudaStream>, String> {
-    static STREAM: OnceLock<Result<Arc<CudaStream>, String>> = OnceLock::new();
-    STREAM
-        .get_or_init(|| {
-            let (ctx, _) = crate::gpu::device::open_device().map_err(|err| err.0)?;
-            ctx.new_stream().map_err(|err| err.to_string())
-        })
-        .clone()
+/// A stream of the parent's and the pinned memory its copies go through
+/// (`crate::gpu::staging`; None where it cannot be allocated: the copies are then the driver's
+/// from pageable memory). Two for the process: the runs' own, and that of buffers made ahead.
+struct CopyLane {
+    stream: Arc<CudaStream>,
+    staging: Option<Mutex<Staging>>,
 }
 
-/// The pinned host memory the parent's shared-run copies go through (`crate::gpu::staging`):
-/// one for the process, in `stream`'s context; None where it cannot be allocated (the copies are
-/// then the driver's from pageable memory).
-fn staging(stream: &Arc<CudaStream>) -> Option<&'static Mutex<Staging>> {
-    static STAGING: OnceLock<Option<Mutex<Staging>>> = OnceLock::new();
-    STAGING
-        .get_or_init(|| Staging::new(stream.context()).ok().map(Mutex::new))
-        .as_ref()
+/// The runs' lane: a non-blocking stream of its own, so that its copies overlap the GPU
+/// reference computed beside the kernel's run.
+fn run_lane() -> Result<&'static CopyLane, String> {
+    static LANE: OnceLock<Result<CopyLane, String>> = OnceLock::new();
+    LANE.get_or_init(new_lane).as_ref().map_err(Clone::clone)
 }
 
-/// The buffers of one shared run, filled: the inputs uploaded, the output poisoned; the inputs'
-/// device copies ([`Pristine`]) where there is room for them; with the seconds of each step in
-/// words, for the trace.
-///
-/// Why the copies are made by the upload where the copies go through pinned memory (a second
-/// copy engine transfer of the same pinned chunk) rather than copied on the device afterwards:
-/// a device-to-device copy, like a memset, waited behind the same case's GPU reference, which
-/// fills every SM (results/device-judge/README.md).
-#[allow(clippy::type_complexity)]
-fn allocate(
-    stream: &Arc<CudaStream>,
-    bodies: &[&[u8]; 9],
-    output_elements: usize,
-) -> Result<(Vec<FencedBuffer>, Option<Vec<Pristine>>, String), String> {
-    let started = Instant::now();
-    let mut buffers = Vec::with_capacity(SHARED_KEYS.len());
-    for body in bodies {
-        buffers.push(FencedBuffer::canaries_around(stream, body.len(), true).map_err(|e| e.0)?);
+/// The lane of buffers made ahead, on the threads that make a campaign's inputs: apart from the
+/// runs', so that a run's copies and checks (each waits for its stream) never wait behind an
+/// upload for a later case, nor a run's download for its pinned memory.
+fn ahead_lane() -> Result<&'static CopyLane, String> {
+    static LANE: OnceLock<Result<CopyLane, String>> = OnceLock::new();
+    LANE.get_or_init(new_lane).as_ref().map_err(Clone::clone)
+}
+
+fn new_lane() -> Result<CopyLane, String> {
+    let (ctx, _) = crate::gpu::device::open_device().map_err(|err| err.0)?;
+    let stream = ctx.new_stream().map_err(|err| err.to_string())?;
+    let staging = Staging::new(&ctx).ok().map(Mutex::new);
+    Ok(CopyLane { stream, staging })
+}
+
+/// Makes `case`'s shared-run buffers now and holds them in the case for its run
+/// ([`KernelCase::ready`]), where it runs shared and the bytes held ahead allow
+/// (`crate::gpu::shared_buffers::AHEAD_BYTES`); else does nothing (the run makes its own).
+pub fn fill_ahead(case: &KernelCase) {
+    if !runs_shared(case) {
+        return;
     }
-    let fenced = started.elapsed().as_secs_f64();
-    let staged = staging(stream);
-    let mut copies = room_for_copies(bodies).then(Vec::new);
-    let mut staged_seconds = (0.0, 0.0);
-    match staged {
-        Some(staging) => {
-            let mut staging = staging.lock().unwrap_or_else(|p| p.into_inner());
-            staging.take_seconds();
-            for (buffer, body) in buffers.iter().zip(bodies) {
-                if let Some(made) = copies.as_mut() {
-                    match Pristine::uploaded(stream, &mut staging, buffer, body) {
-                        Ok(copy) => {
-                            made.push(copy);
-                            continue;
-                        }
-                        // No memory for this copy: the inputs are compared with the host's
-                        // bytes instead.
-                        Err(_) => copies = None,
-                    }
-                }
-                staging
-                    .upload(stream, buffer.body_ptr(), body)
-                    .map_err(|e| e.0)?;
-            }
-            staged_seconds = staging.take_seconds();
-        }
-        None => {
-            for (buffer, body) in buffers.iter().zip(bodies) {
-                buffer.write_body(stream, body).map_err(|e| e.0)?;
-            }
-        }
+    let (Ok(dual), Ok(lane)) = (case.dual_or_refuse(), ahead_lane()) else {
+        return;
+    };
+    let bodies = dual.abi_inputs().map(|(_, body)| body);
+    let elements = case.inputs.output_len();
+    if let Some(made) =
+        SharedBuffers::fill_ahead(&lane.stream, lane.staging.as_ref(), &bodies, elements)
+    {
+        case.ready.put(made);
     }
-    let uploaded = started.elapsed().as_secs_f64() - fenced;
-    if staged.is_none() {
-        copies = copies.and_then(|_| device_copies(stream, &buffers));
-    }
-    let copied = started.elapsed().as_secs_f64() - fenced - uploaded;
-    let c = FencedBuffer::canaries_around(stream, 2 * output_elements, true).map_err(|e| e.0)?;
-    c.fill_body_u16(stream, POISON.to_bits()).map_err(|e| e.0)?;
-    buffers.push(c);
-    stream.synchronize().map_err(|e| e.to_string())?;
-    let steps = format!(
-        "{fenced:.3} s fenced buffers, {uploaded:.3} s inputs uploaded{}, {copied:.3} s \
-         device copies, {:.3} s the output poisoned",
-        match (staged.is_some(), copies.is_some()) {
-            (true, true) => format!(
-                " through pinned memory with their device copies ({:.3} s on the host, {:.3} s \
-                 waiting for the device)",
-                staged_seconds.0, staged_seconds.1
-            ),
-            (true, false) => format!(
-                " through pinned memory ({:.3} s on the host, {:.3} s waiting for the device)",
-                staged_seconds.0, staged_seconds.1
-            ),
-            _ => String::new(),
-        },
-        started.elapsed().as_secs_f64() - fenced - uploaded - copied,
-    );
-    Ok((buffers, copies, steps))
-}
-
-/// Whether the inputs' device copies may be made: at most a sixteenth of the free device
-/// memory (the kernel's own allocations come first). Without them the inputs are compared with
-/// the host's bytes.
-fn room_for_copies(bodies: &[&[u8]; 9]) -> bool {
-    let bytes: usize = bodies.iter().map(|body| body.len()).sum();
-    cudarc::driver::result::mem_get_info().is_ok_and(|(free, _)| bytes <= free / 16)
-}
-
-/// Device copies of the uploaded inputs, made on the device (where they were not made by the
-/// upload); None where they cannot be made.
-fn device_copies(stream: &Arc<CudaStream>, inputs: &[FencedBuffer]) -> Option<Vec<Pristine>> {
-    let copies = inputs
-        .iter()
-        .map(|input| Pristine::of(stream, input))
-        .collect::<Result<Vec<_>, _>>()
-        .ok()?;
-    stream.synchronize().ok()?;
-    Some(copies)
 }
 
 /// Where a shared run puts the output it reads.
@@ -248,13 +176,24 @@ pub fn run_shared(
     // In SHARED_KEYS order: the ABI's inputs, then the output `c` (made on the device).
     let bodies = dual.abi_inputs().map(|(_, body)| body);
     let elements = shape.m * shape.n * shape.l;
-    let Ok(stream) = parent_stream() else {
+    let Ok(lane) = run_lane() else {
         return Ok(SharedRun::NotSetUp);
     };
+    let stream = &lane.stream;
     let started = Instant::now();
-    let Ok((buffers, pristine_inputs, steps)) = allocate(&stream, &bodies, elements) else {
-        return Ok(SharedRun::NotSetUp);
+    let made = match case.ready.take() {
+        Some(ready) => ready,
+        None => match SharedBuffers::fill(stream, lane.staging.as_ref(), &bodies, elements) {
+            Ok(made) => made,
+            Err(_) => return Ok(SharedRun::NotSetUp),
+        },
     };
+    let steps = match made.made_ahead() {
+        true => format!("made ahead in {:.3} s: {}", made.seconds, made.steps),
+        false => made.steps.clone(),
+    };
+    let pristine_inputs = made.pristine.clone();
+    let buffers = &made.buffers;
     let allocated = started.elapsed().as_secs_f64();
     let fds: Vec<OwnedFd> = match buffers.iter().map(FencedBuffer::export_fd).collect() {
         Ok(fds) => fds,
@@ -263,7 +202,7 @@ pub fn run_shared(
     let raw: Vec<RawFd> = fds.iter().map(AsRawFd::as_raw_fd).collect();
     let layout: Vec<SharedTensor> = SHARED_KEYS
         .iter()
-        .zip(&buffers)
+        .zip(buffers)
         .map(|(key, buffer)| SharedTensor {
             key: key.to_string(),
             len: buffer.body_len(),
@@ -298,7 +237,7 @@ pub fn run_shared(
     let c = &buffers[SHARED_KEYS.len() - 1];
     // The output as the worker left it, copied on the device at once where there is room: the
     // bytes read and judged, and what `c` must still hold after the checks below.
-    let c_copy = Pristine::of(&stream, c).ok();
+    let c_copy = Pristine::of(stream, c).ok();
     // The copy is the parent's alone: the output may stay on the GPU as that copy. Without
     // one, the output is read back.
     let keep = matches!(target, OutputTarget::Kept(_)) && c_copy.is_some();
@@ -322,33 +261,33 @@ pub fn run_shared(
             Some(copy) => copy.device_ptr(),
             None => c.body_ptr(),
         };
-        match staging(&stream) {
+        match &lane.staging {
             Some(staging) => staging
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .download(&stream, source, read_into),
+                .download(stream, source, read_into),
             None => match &c_copy {
-                Some(copy) => copy.download_into(&stream, read_into),
-                None => c.download_body_into(&stream, read_into),
+                Some(copy) => copy.download_into(stream, read_into),
+                None => c.download_body_into(stream, read_into),
             },
         }
         .map_err(unreadable)?;
     }
     let downloaded = started.elapsed().as_secs_f64() - sent - worker_seconds;
-    if let Some(place) = c.canaries_overwritten(&stream).map_err(unreadable)? {
+    if let Some(place) = c.canaries_overwritten(stream).map_err(unreadable)? {
         return Err(KernelFailure::OutOfBounds(format!(
             "the canary around c was overwritten ({place})"
         )));
     }
-    for (i, ((key, body), buffer)) in SHARED_KEYS.iter().zip(bodies).zip(&buffers).enumerate() {
+    for (i, ((key, body), buffer)) in SHARED_KEYS.iter().zip(bodies).zip(buffers).enumerate() {
         let unchanged = match &pristine_inputs {
-            Some(copies) => copies[i].matches(&stream, buffer),
-            None => buffer.body_equals(&stream, body),
+            Some(copies) => copies[i].matches(stream, buffer),
+            None => buffer.body_equals(stream, body),
         };
         let kind = if !unchanged.map_err(unreadable)? {
             Some("its contents changed")
         } else if buffer
-            .canaries_overwritten(&stream)
+            .canaries_overwritten(stream)
             .map_err(unreadable)?
             .is_some()
         {
@@ -363,13 +302,13 @@ pub fn run_shared(
         }
     }
     let unchanged = match &c_copy {
-        Some(copy) => copy.matches(&stream, c),
+        Some(copy) => copy.matches(stream, c),
         None => {
             let read: &[u8] = match order {
                 OutputOrder::Mnl => fp16_bytes(output),
                 OutputOrder::Lmn => &lmn,
             };
-            c.body_equals(&stream, read)
+            c.body_equals(stream, read)
         }
     };
     if !unchanged.map_err(unreadable)? {

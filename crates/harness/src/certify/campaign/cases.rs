@@ -16,7 +16,7 @@ use nvfp4_model::model::mma::schedule::Schedule;
 use nvfp4_model::model::replay::{replay_dual_gemm, ExactComparison};
 use nvfp4_model::model::{problem_reference, Reference};
 use nvfp4_model::problem::generate::generate_problem;
-use nvfp4_model::problem::{Distribution, ProblemInputs, ProblemKind, Shape};
+use nvfp4_model::problem::{Distribution, ProblemKind, Shape};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Instant;
@@ -216,7 +216,7 @@ pub fn run_kernel(
         // Past the CPU model's budget only the GPU computes a whole reference. It is asked
         // again when the case runs, and with less free memory by then it may decline, or it
         // may fail: the case is then judged on sampled rows, never by the CPU model whole.
-        let reference = || timed_whole_reference(&case.inputs, order, within_cpu_budget);
+        let reference = || timed_whole_reference(&case, order, within_cpu_budget);
         let (run, (reference, model_seconds)) =
             if reference_engine::fits_beside_a_kernel(&case.inputs) {
                 crate::cores::beside(|| timed_run(&mut output), reference)
@@ -267,12 +267,12 @@ fn read_back(kept: Option<KeptOutput>, output: &mut Vec<f16>, run: &mut Result<(
 
 /// A case's whole reference ([`reference_engine::case_whole_reference`]) and the seconds it took.
 fn timed_whole_reference(
-    inputs: &ProblemInputs,
+    case: &KernelCase,
     order: KOrder,
     within_cpu_budget: bool,
 ) -> (Option<WholeReference>, f64) {
     let started = Instant::now();
-    let reference = reference_engine::case_whole_reference(inputs, order, within_cpu_budget);
+    let reference = reference_engine::case_whole_reference(case, order, within_cpu_budget);
     (reference, seconds_since(started))
 }
 
@@ -364,7 +364,7 @@ pub fn run_kernel_batch(
                 .iter()
                 .zip(made)
                 .map(|(p, made)| {
-                    made.unwrap_or_else(|| timed_whole_reference(&p.case.inputs, order, true))
+                    made.unwrap_or_else(|| timed_whole_reference(&p.case, order, true))
                 })
                 .collect::<Vec<_>>()
         },

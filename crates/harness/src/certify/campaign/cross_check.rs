@@ -115,37 +115,47 @@ pub fn cross_check(
         let cpu = problem_reference(inputs, order);
         return compare_all(&cpu, reference, "grouped GEMM");
     }
-    let picked = |indices: &[u64]| {
+    model_sample(inputs, order, seed)?.compare(reference.len(), sampled_from(reference))
+}
+
+/// The elements of a reference on the host at the indices given, for [`ModelSample::compare`].
+pub(super) fn sampled_from(
+    reference: &Reference,
+) -> impl FnOnce(&[u64]) -> Result<Reference, String> + '_ {
+    |indices: &[u64]| {
         let pick = |values: &[half::f16]| indices.iter().map(|&i| values[i as usize]).collect();
         Ok(Reference {
             expected: pick(&reference.expected),
             lo: pick(&reference.lo),
             hi: pick(&reference.hi),
         })
-    };
-    cross_check_with(inputs, order, reference.len(), seed, picked)
+    }
 }
 
-/// [`cross_check`] of a reference of `elements` elements (not a grouped GEMM's) whose sampled
-/// elements `gpu_at` gives, in the order of the indices it is given.
-pub(super) fn cross_check_with(
+/// The CPU model's values of a case's sampled elements ([`cross_check_sample`]), to compare
+/// with a GPU reference: computed on their own, so that a caller can compute them while the
+/// GPU computes the whole.
+pub(super) struct ModelSample {
+    shape: Shape,
+    name: &'static str,
+    order: KOrder,
+    /// The sampled elements' indices in the output, in the order `values` holds them.
+    at: Vec<u64>,
+    values: Reference,
+}
+
+/// The CPU model's [`ModelSample`] of `inputs` (not a grouped GEMM, compared whole) from `seed`.
+pub(super) fn model_sample(
     inputs: &ProblemInputs,
     order: KOrder,
-    elements: usize,
     seed: u64,
-    gpu_at: impl FnOnce(&[u64]) -> Result<Reference, String>,
-) -> Result<u64, String> {
+) -> Result<ModelSample, String> {
     let (shape, name) = match inputs {
         ProblemInputs::DualGemm(d) => (d.shape, "dual GEMM"),
         ProblemInputs::Gemm(g) => (g.shape, "GEMM"),
         ProblemInputs::Gemv(g) => (g.shape, "GEMV"),
         ProblemInputs::GroupGemm(_) => return Err("a grouped GEMM is compared whole".into()),
     };
-    if elements != shape.m * shape.n * shape.l {
-        return Err(format!(
-            "the GPU reference of a {name} of {shape} has {elements} elements"
-        ));
-    }
     let sample = cross_check_sample(shape, seed);
     // The sampled elements, in the order the CPU model's array of them holds them.
     let mut at = Vec::new();
@@ -156,43 +166,75 @@ pub(super) fn cross_check_with(
             }
         }
     }
-    let gpu = gpu_at(&at)?;
-    if gpu.len() != at.len() {
-        return Err(format!(
-            "{} sampled elements of the GPU reference for {}",
-            gpu.len(),
-            at.len()
-        ));
-    }
     // The sampled elements alone (a whole-output array would be gigabytes for the large cases).
-    let cpu = elements_reference(
+    let values = elements_reference(
         inputs,
         order,
         &sample.rows,
         Some(&sample.cols),
         Some(&sample.batches),
     );
-    for (j, &i) in at.iter().enumerate() {
-        let i = i as usize;
-        let pairs = [
-            ("expected", cpu.expected[j], gpu.expected[j]),
-            ("lo", cpu.lo[j], gpu.lo[j]),
-            ("hi", cpu.hi[j], gpu.hi[j]),
-        ];
-        for (what, model, gpu) in pairs {
-            if model.to_bits() != gpu.to_bits() {
-                let (row, col, batch) = (i / shape.l / shape.n, i / shape.l % shape.n, i % shape.l);
-                return Err(format!(
-                    "the GPU reference differs from the CPU model on a {name} of {shape} \
-                     ({order:?} order) at row {row}, column {col}, batch {batch}: {what} \
-                     is {gpu} (0x{:04X}) on the GPU and {model} (0x{:04X}) in the model",
-                    gpu.to_bits(),
-                    model.to_bits()
-                ));
+    Ok(ModelSample {
+        shape,
+        name,
+        order,
+        at,
+        values,
+    })
+}
+
+impl ModelSample {
+    /// Compares the sample with the GPU reference of `elements` elements whose sampled
+    /// elements `gpu_at` gives: the number of elements compared, or the first difference in
+    /// words.
+    pub(super) fn compare(
+        &self,
+        elements: usize,
+        gpu_at: impl FnOnce(&[u64]) -> Result<Reference, String>,
+    ) -> Result<u64, String> {
+        let ModelSample {
+            shape,
+            name,
+            order,
+            at,
+            values: cpu,
+        } = self;
+        if elements != shape.m * shape.n * shape.l {
+            return Err(format!(
+                "the GPU reference of a {name} of {shape} has {elements} elements"
+            ));
+        }
+        let gpu = gpu_at(at)?;
+        if gpu.len() != at.len() {
+            return Err(format!(
+                "{} sampled elements of the GPU reference for {}",
+                gpu.len(),
+                at.len()
+            ));
+        }
+        for (j, &i) in at.iter().enumerate() {
+            let i = i as usize;
+            let pairs = [
+                ("expected", cpu.expected[j], gpu.expected[j]),
+                ("lo", cpu.lo[j], gpu.lo[j]),
+                ("hi", cpu.hi[j], gpu.hi[j]),
+            ];
+            for (what, model, gpu) in pairs {
+                if model.to_bits() != gpu.to_bits() {
+                    let (row, col, batch) =
+                        (i / shape.l / shape.n, i / shape.l % shape.n, i % shape.l);
+                    return Err(format!(
+                        "the GPU reference differs from the CPU model on a {name} of {shape} \
+                         ({order:?} order) at row {row}, column {col}, batch {batch}: {what} \
+                         is {gpu} (0x{:04X}) on the GPU and {model} (0x{:04X}) in the model",
+                        gpu.to_bits(),
+                        model.to_bits()
+                    ));
+                }
             }
         }
+        Ok(at.len() as u64)
     }
-    Ok(at.len() as u64)
 }
 
 fn compare_all(cpu: &Reference, gpu: &Reference, name: &str) -> Result<u64, String> {

@@ -1,6 +1,7 @@
 //! A campaign's fixed cases (edge, golden, production-size, stagnation) as a pipeline, so that
 //! a GPU campaign goes at the GPU's pace: while the kernel runs case i, other threads make the
-//! inputs of the next cases and another judges case i - 1 (for a case judged on sampled rows, that is
+//! inputs of the next cases (and what the kernel's run of each needs on the device:
+//! [`KernelUnderTest::make_ready`]) and another judges case i - 1 (for a case judged on sampled rows, that is
 //! where the model runs: its rows are drawn only after the kernel returned). The kernel runs on
 //! the calling thread alone, one case at a time, and outcomes are handed over in case order, so
 //! the campaign stops at the same first failure as one case after another would; after a wrong
@@ -49,9 +50,14 @@ fn run_with_input_makers<T>(
             made.push(receive);
             scope.spawn(move || {
                 for &spec in specs.iter().skip(first).step_by(makers) {
+                    // The kernel's own device memory for the case is made here too (a
+                    // shared run's buffers, filled), off the kernel's path.
+                    let made = crate::cores::ahead_pool().install(|| {
+                        let made = PreparedCase::new(problem, spec);
+                        kernel.make_ready(&made.case);
+                        made
+                    });
                     // Sending fails once the campaign has stopped.
-                    let made =
-                        crate::cores::ahead_pool().install(|| PreparedCase::new(problem, spec));
                     if send.send(made).is_err() {
                         break;
                     }

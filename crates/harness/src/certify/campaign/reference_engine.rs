@@ -14,8 +14,10 @@
 //! ([`EngineReport::mismatches`]), and `certify` exits with its harness-error code.
 
 #[cfg(feature = "gpu")]
-use super::cross_check::{cross_check, cross_check_with};
-use crate::kernels::KeptOutput;
+use super::cross_check::{model_sample, sampled_from};
+#[cfg(feature = "gpu")]
+use crate::gpu::shared_buffers::abi_operands;
+use crate::kernels::{KeptOutput, KernelCase};
 #[cfg(feature = "gpu")]
 use crate::secrets::unpredictable_seed;
 use nvfp4_model::model::bounds::KOrder;
@@ -279,16 +281,19 @@ pub enum WhereJudged {
 /// The reference of a case judged whole: [`whole_reference`] where the CPU model may compute
 /// it (`within_cpu_budget`); past that budget only the GPU's, which may decline the case now or
 /// fail (None: the case is then judged on sampled rows, never by the CPU model whole). An
-/// output of at least [`DEVICE_JUDGED_ELEMENTS`] keeps its GPU reference on the GPU.
+/// output of at least [`DEVICE_JUDGED_ELEMENTS`] keeps its GPU reference on the GPU. The GPU
+/// reads the inputs from the copies a shared run's buffers made ahead hold, where the case has
+/// them ([`KernelCase::ready`]), and uploads them itself otherwise.
 pub fn case_whole_reference(
-    inputs: &ProblemInputs,
+    case: &KernelCase,
     order: KOrder,
     within_cpu_budget: bool,
 ) -> Option<WholeReference> {
+    let inputs = &case.inputs;
     #[cfg(feature = "gpu")]
     let kept = inputs.output_len() >= DEVICE_JUDGED_ELEMENTS;
     #[cfg(feature = "gpu")]
-    if let Some(reference) = gpu_reference(inputs, order, kept) {
+    if let Some(reference) = gpu_reference(inputs, order, kept, case.ready.pristine()) {
         return Some(reference);
     }
     within_cpu_budget.then(|| WholeReference::Host(problem_reference(inputs, order)))
@@ -364,7 +369,7 @@ pub fn judge_where_it_lies(
 /// judged on sampled rows rather than by the CPU model for hours.
 pub fn gpu_whole_reference(inputs: &ProblemInputs, order: KOrder) -> Option<Reference> {
     #[cfg(feature = "gpu")]
-    return match gpu_reference(inputs, order, false)? {
+    return match gpu_reference(inputs, order, false, None)? {
         WholeReference::Host(reference) => Some(reference),
         WholeReference::Device(_) => None,
     };
@@ -376,30 +381,70 @@ pub fn gpu_whole_reference(inputs: &ProblemInputs, order: KOrder) -> Option<Refe
 }
 
 /// The GPU's reference of `inputs`, brought back or `kept` on the device, checked against the
-/// CPU model on sampled elements (gathered on the device for a kept one).
+/// CPU model on sampled elements (gathered on the device for a kept one); computed from
+/// `copies` where given (a dual GEMM's nine input tensors on the device, in the C ABI's order:
+/// a shared run's, which nothing writes once made).
 #[cfg(feature = "gpu")]
-fn gpu_reference(inputs: &ProblemInputs, order: KOrder, kept: bool) -> Option<WholeReference> {
+fn gpu_reference(
+    inputs: &ProblemInputs,
+    order: KOrder,
+    kept: bool,
+    copies: Option<std::sync::Arc<Vec<crate::gpu::pristine::Pristine>>>,
+) -> Option<WholeReference> {
     let engine = gpu_side::ENGINE.get()?;
     if matches!(inputs, ProblemInputs::GroupGemm(_)) {
         return None;
     }
-    let started = std::time::Instant::now();
-    let computed = {
-        let gpu = engine.handle()?;
-        let _one_at_a_time = engine.computing.lock().unwrap_or_else(|p| p.into_inner());
-        if gpu.declines(inputs).is_some() {
-            with_report(|report| report.declined += 1);
-            return None;
-        }
-        if kept {
-            gpu.reference_on_device(inputs, order).map(|on_device| {
-                WholeReference::Device(on_device.expect("every problem but a grouped GEMM"))
-            })
-        } else {
-            gpu.reference(inputs, order).map(WholeReference::Host)
-        }
-    };
-    let gpu_seconds = started.elapsed().as_secs_f64();
+    let from_copies = copies.is_some() && matches!(inputs, ProblemInputs::DualGemm(_));
+    let seed = unpredictable_seed();
+    let gpu = engine.handle()?;
+    let one_at_a_time = engine.computing.lock().unwrap_or_else(|p| p.into_inner());
+    if gpu.declines(inputs).is_some() {
+        with_report(|report| report.declined += 1);
+        return None;
+    }
+    // The CPU model's share of the cross-check is computed on a thread of its own while the GPU
+    // computes the whole (on rayon's threads where it is parallel; no lock is held there): one
+    // after the other, they added up on a mid-sized case's path (results/ahead-buffers).
+    // Work ahead of need (references made while the kernel starts) keeps its lower priority.
+    let ahead = crate::cores::ahead_pool().current_thread_index().is_some();
+    let ((computed, gpu_seconds), (modelled, model_seconds)) = std::thread::scope(|scope| {
+        let modelled = scope.spawn(move || {
+            let started = std::time::Instant::now();
+            let sample = || model_sample(inputs, order, seed);
+            let sample = match ahead {
+                true => crate::cores::ahead_pool().install(sample),
+                false => sample(),
+            };
+            (sample, started.elapsed().as_secs_f64())
+        });
+        let started = std::time::Instant::now();
+        let on_device = match (inputs, &copies) {
+            (ProblemInputs::DualGemm(dual), Some(copies)) => {
+                let operands = abi_operands(copies);
+                // SAFETY: the copies hold the case's packed data and plain scales (uploaded
+                // from `abi_inputs`, whose work has ended), are alive until this returns (held
+                // here) and are never written.
+                unsafe { gpu.dual_gemm_on_device(dual.shape, operands, order) }
+            }
+            _ => gpu
+                .reference_on_device(inputs, order)
+                .map(|on_device| on_device.expect("every problem but a grouped GEMM")),
+        };
+        let computed = match kept {
+            true => on_device.map(WholeReference::Device),
+            false => on_device
+                .and_then(|on_device| gpu.download(&on_device))
+                .map(WholeReference::Host),
+        };
+        let gpu_seconds = started.elapsed().as_secs_f64();
+        let modelled = modelled
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        ((computed, gpu_seconds), modelled)
+    });
+    drop(one_at_a_time);
+    drop(gpu);
     let reference = match computed {
         Ok(reference) => reference,
         Err(err) => {
@@ -408,12 +453,14 @@ fn gpu_reference(inputs: &ProblemInputs, order: KOrder, kept: bool) -> Option<Wh
         }
     };
     let started = std::time::Instant::now();
-    let seed = unpredictable_seed();
     let (checked, elements) = match &reference {
-        WholeReference::Host(host) => (cross_check(inputs, order, host, seed), host.len()),
+        WholeReference::Host(host) => {
+            let checked =
+                modelled.and_then(|sample| sample.compare(host.len(), sampled_from(host)));
+            (checked, host.len())
+        }
         WholeReference::Device(on_device) => {
-            // The sampled elements are gathered on the judge's stream; no lock is held while
-            // the CPU model computes them on rayon's threads.
+            // The sampled elements are gathered on the judge's stream.
             let gather = |indices: &[u64]| {
                 let gpu = engine
                     .handle()
@@ -422,11 +469,26 @@ fn gpu_reference(inputs: &ProblemInputs, order: KOrder, kept: bool) -> Option<Wh
                     format!("gathering the GPU reference's sampled elements: {}", err.0)
                 })
             };
-            let checked = cross_check_with(inputs, order, on_device.len(), seed, gather);
+            let checked = modelled.and_then(|sample| sample.compare(on_device.len(), gather));
             (checked, on_device.len())
         }
     };
-    let cross_check_seconds = started.elapsed().as_secs_f64();
+    let cross_check_seconds = model_seconds + started.elapsed().as_secs_f64();
+    crate::trace::trace(format_args!(
+        "GPU reference of {:?} outputs: {gpu_seconds:.3} s ({}, {}), {cross_check_seconds:.3} \
+         s its cross-check (beside it)",
+        inputs.output_dims(),
+        if from_copies {
+            "inputs read from the shared run's copies"
+        } else {
+            "inputs uploaded"
+        },
+        if kept {
+            "kept on the device"
+        } else {
+            "brought back"
+        },
+    ));
     match checked {
         Ok(compared) => {
             with_report(|report| {

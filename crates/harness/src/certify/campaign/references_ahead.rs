@@ -120,7 +120,7 @@ fn make(
             continue;
         }
         let case_started = Instant::now();
-        let reference = case_whole_reference(&prepared.case.inputs, order, true);
+        let reference = case_whole_reference(&prepared.case, order, true);
         bytes += prepared.case.inputs.output_len() * 6;
         made.insert(
             prepared.spec,
@@ -187,7 +187,7 @@ mod tests {
             let made = ahead
                 .take(&p.spec)
                 .expect("made for every random small case");
-            let now = case_whole_reference(&p.case.inputs, order, true).unwrap();
+            let now = case_whole_reference(&p.case, order, true).unwrap();
             assert_eq!(
                 bits(&host(made)),
                 bits(&host((Some(now), 0.0))),
