@@ -5,7 +5,7 @@
 //! ([`input_generator`]), host-device copies through pinned memory ([`staging`]), fills by
 //! copies from pinned patterns ([`device_fill`]) and outputs judged against a reference kept
 //! on the device ([`device_reference`]), a run's output left there to be judged
-//! ([`kept_output`]). CUDA is loaded at run time: on a machine without
+//! ([`kept_output`]), a shared run's buffers made before its turn ([`shared_buffers`]). CUDA is loaded at run time: on a machine without
 //! it every GPU variant reports why it cannot run. The worker processes that run each GPU kernel
 //! in isolation, and the `gpu-worker` serving loop built on this module, are in the `worker`
 //! module, which uses this one.
