@@ -11,11 +11,11 @@ use super::{
 };
 use crate::error::{Error, Result};
 use crate::formats::{E4m3, E4m3Overflow, E4M3_MAX_CODE, E4M3_NAN_CODE, E4M3_ONE_CODE};
-use rand_chacha::ChaCha8Rng;
-use rand_core::{RngCore, SeedableRng};
 
 mod draws;
+mod source;
 pub use draws::{dual_gemm_draws, DualGemmDraws};
+use source::Source;
 
 /// The input distributions. See the README for what each is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -252,90 +252,6 @@ fn generate_gemm_streams(
         },
     );
     GemmInputs::new(shape, a, b).expect("generated operands match their shape")
-}
-
-/// Portable random source: ChaCha8 on its own stream per tensor.
-struct Source(ChaCha8Rng);
-
-/// How far ahead [`Source::seek`] reads rather than sets the position: rand_chacha's buffer
-/// (four 16-word blocks).
-const SEEK_BY_READING: u128 = 64;
-
-impl Source {
-    fn new(seed: u64, stream: u64) -> Self {
-        let mut rng = ChaCha8Rng::seed_from_u64(seed);
-        rng.set_stream(stream);
-        Source(rng)
-    }
-
-    /// The stream from its word `word` on (ChaCha is a counter mode: any word is reached at
-    /// once).
-    fn at(seed: u64, stream: u64, word: u128) -> Self {
-        let mut source = Source::new(seed, stream);
-        source.seek(word);
-        source
-    }
-
-    /// Moves the stream to its word `word`. A word a short way ahead is reached by reading up
-    /// to it (the words are in rand_chacha's buffer, or one refill away), anything else by
-    /// setting the position, which refills the buffer: an operand's row starts peek at a word
-    /// of every row, and with K = 16 a row is ten words long.
-    fn seek(&mut self, word: u128) {
-        let now = self.0.get_word_pos();
-        if word >= now && word - now <= SEEK_BY_READING {
-            for _ in now..word {
-                self.0.next_u32();
-            }
-        } else {
-            self.0.set_word_pos(word);
-        }
-    }
-
-    fn word_pos(&self) -> u128 {
-        self.0.get_word_pos()
-    }
-
-    fn byte(&mut self) -> u8 {
-        (self.0.next_u32() >> 24) as u8
-    }
-
-    /// `out.len()` draws of [`Source::byte`], each masked with `mask`: the same words, read a
-    /// chunk at a time. ChaCha's `fill_bytes` gives whole words in order, little-endian, so a
-    /// word's top byte is the fourth of its four.
-    ///
-    /// Why not `byte` in a loop: a call per byte costs twice what ChaCha's own rounds cost
-    /// (measured on the range class's shapes), and a campaign makes tens of gigabytes of
-    /// operands on its cores.
-    fn top_bytes(&mut self, out: &mut [u8], mask: u8) {
-        const CHUNK: usize = 256;
-        // A K-block's eight bytes cost less one call at a time than a chunk's buffer.
-        if out.len() < 32 {
-            out.iter_mut().for_each(|byte| *byte = self.byte() & mask);
-            return;
-        }
-        let mut words = [0u8; 4 * CHUNK];
-        for part in out.chunks_mut(CHUNK) {
-            let words = &mut words[..4 * part.len()];
-            self.0.fill_bytes(words);
-            for (byte, word) in part.iter_mut().zip(words.chunks_exact(4)) {
-                *byte = word[3] & mask;
-            }
-        }
-    }
-
-    /// Uniform in 0..bound (bound small, so the modulo bias is below 2^-24 and irrelevant here).
-    fn below(&mut self, bound: u32) -> u32 {
-        ((u64::from(self.0.next_u32()) * u64::from(bound)) >> 32) as u32
-    }
-
-    fn chance(&mut self, numerator: u32, denominator: u32) -> bool {
-        self.below(denominator) < numerator
-    }
-
-    /// Uniform in [0, 1) on the 2^-24 grid, like torch.rand's float32.
-    fn unit_f32(&mut self) -> f32 {
-        (self.0.next_u32() >> 8) as f32 * (1.0 / 16_777_216.0)
-    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -704,24 +620,5 @@ mod tests {
                 }
             }
         }
-    }
-
-    /// A seek a short way ahead (read up to) and one that sets the position give the same words.
-    #[test]
-    fn a_seek_reads_the_words_setting_the_position_reads() {
-        for start in [0u128, 5, 63, 64, 1000] {
-            for ahead in [0u128, 1, 15, 16, 63, 64, 65, 200] {
-                let mut read = Source::at(9, 2, start);
-                read.seek(start + ahead);
-                let mut set = Source::new(9, 2);
-                set.0.set_word_pos(start + ahead);
-                let words = |s: &mut Source| (0..40).map(|_| s.0.next_u32()).collect::<Vec<_>>();
-                assert_eq!(words(&mut read), words(&mut set), "{start} + {ahead}");
-            }
-        }
-        // Backwards, too.
-        let mut back = Source::at(9, 2, 300);
-        back.seek(7);
-        assert_eq!(back.word_pos(), 7);
     }
 }
