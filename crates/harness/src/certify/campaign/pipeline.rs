@@ -164,6 +164,64 @@ mod tests {
         assert_eq!((first, seen), (Some(specs[1]), 2));
     }
 
+    /// A kernel that records the cases made ready for it (by M), on which threads, and finds
+    /// each case it runs among them.
+    #[derive(Default)]
+    struct ReadyFirst {
+        ready: std::sync::Mutex<Vec<(usize, Option<String>)>>,
+        ran: std::sync::atomic::AtomicUsize,
+    }
+
+    impl KernelUnderTest for ReadyFirst {
+        fn name(&self) -> &str {
+            "ready-first"
+        }
+        fn make_ready(&self, case: &KernelCase) {
+            let thread = std::thread::current().name().map(str::to_string);
+            self.ready.lock().unwrap().push((case.shape().m, thread));
+        }
+        fn run(&self, case: &KernelCase, output: &mut [f16]) -> Result<(), KernelFailure> {
+            let made_ready = self
+                .ready
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|(m, _)| *m == case.shape().m);
+            assert!(
+                made_ready,
+                "case {} ran before it was made ready",
+                case.shape()
+            );
+            self.ran.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            CpuKernel::correct().run(case, output)
+        }
+    }
+
+    /// Every case is made ready for the kernel (`make_ready`) before the kernel runs it, on the
+    /// pool that makes inputs ahead (not the campaign's thread), once.
+    #[test]
+    fn every_case_is_made_ready_ahead_before_it_runs() {
+        let specs: Vec<CaseSpec> = (0..9).map(|i| spec(8 + i, 1, i as u64)).collect();
+        let kernel = ReadyFirst::default();
+        let none: Option<()> =
+            run_with_input_makers(&kernel, &specs, KOrder::Contiguous, None, 3, |o, _| {
+                assert!(!o.failed());
+                None
+            });
+        assert!(none.is_none());
+        assert_eq!(
+            kernel.ran.load(std::sync::atomic::Ordering::SeqCst),
+            specs.len()
+        );
+        let ready = kernel.ready.lock().unwrap();
+        let mut made: Vec<usize> = ready.iter().map(|(m, _)| *m).collect();
+        made.sort_unstable();
+        assert_eq!(made, (8..17).collect::<Vec<_>>());
+        assert!(ready.iter().all(|(_, thread)| thread
+            .as_deref()
+            .is_some_and(|name| name.starts_with("ahead-"))));
+    }
+
     /// A kernel that fails to run on a case: the run stops there, the next case never started.
     struct CrashesOnBatches(std::sync::atomic::AtomicUsize);
 
