@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Call 5: the shared runs' stream at the highest priority (as the judge's), so that the checks
+# after a worker's answer do not queue behind the GPU reference's kernel. The default campaigns
+# of hopper-baseline and the torch example with 0ccb9eb and this build in turn, then the GPU
+# tests of shared runs with this build, one H200.
+stage=ahead-buffers
+. "$(dirname "$0")/../case-overlap/common.sh"
+campaign kernel:hopper-baseline hopper-baseline 100 0ccb9eb .carry/before/nvfp4-oracle-0ccb9eb
+campaign kernel:hopper-baseline hopper-baseline 100 priority .carry/nvfp4-oracle
+campaign manifest:torch torch 120 0ccb9eb .carry/before/nvfp4-oracle-0ccb9eb
+campaign manifest:torch torch 120 priority .carry/nvfp4-oracle
+( time NVFP4_ORACLE_BIN="$PWD/.carry/nvfp4-oracle" timeout 150 .carry/oracle_test \
+    --include-ignored --nocapture --test-threads 1 \
+    gpu::a_large_case_on_shared_memory_is_the_case_on_files \
+    gpu::a_hostile_library_on_shared_memory_is_caught \
+  ) > "$O/call5-oracle-tests.log" 2>&1
+echo "exit $?" >> "$O/call5-oracle-tests.log"
+cd "$O" && cat at-once-1-*.log > call5-campaigns.log && rm at-once-1-*.log \
+  && cat summary.log >> device.log && rm summary.log && mv device.log call5-device.log \
+  && tar czf call5-traces.tgz *-default-*.log.gz && rm *-default-*.log.gz
