@@ -275,7 +275,11 @@ pub fn run_shared(
         .map_err(unreadable)?;
     }
     let downloaded = started.elapsed().as_secs_f64() - sent - worker_seconds;
-    if let Some(place) = c.canaries_overwritten(stream).map_err(unreadable)? {
+    let since = |mark: f64| started.elapsed().as_secs_f64() - sent - worker_seconds - mark;
+    // Its first wait for the stream: the output's copy on the device ends there.
+    let canaries_read = c.canaries_overwritten(stream).map_err(unreadable)?;
+    let c_canaries = since(downloaded);
+    if let Some(place) = canaries_read {
         return Err(KernelFailure::OutOfBounds(format!(
             "the canary around c was overwritten ({place})"
         )));
@@ -302,6 +306,7 @@ pub fn run_shared(
             )));
         }
     }
+    let inputs_checked = since(downloaded + c_canaries);
     let unchanged = match &c_copy {
         Some(copy) => copy.matches(stream, c),
         None => {
@@ -319,13 +324,15 @@ pub fn run_shared(
                 .into(),
         ));
     }
+    let rechecked = since(downloaded + c_canaries + inputs_checked);
     if order == OutputOrder::Lmn && !keep {
         lmn_into_mnl(&lmn, shape, fp16_bytes(output));
     }
     trace(format_args!(
         "shared run {shape}: {:.3} s buffers and inputs ({steps}, {:.3} s the descriptors), \
          {:.3} s the worker's answer, {:.3} s reading and checks ({downloaded:.3} s the \
-         output's copy{}, {} MB)",
+         output's copy{}, {} MB; {c_canaries:.3} s the output's canaries, {inputs_checked:.3} s \
+         the inputs checked, {rechecked:.3} s the output checked again)",
         allocated,
         sent - allocated,
         worker_seconds,
