@@ -49,6 +49,11 @@ impl SharedBuffers {
     /// Allocates the buffers on `stream` and fills them (through `staging` where there is one,
     /// each input uploaded to its buffer and its copy at once; else the driver's copies and
     /// copies made on the device); returns when the device has done it.
+    ///
+    /// Why the copies are made by the upload where it goes through pinned memory (a second copy
+    /// engine transfer of the same pinned chunk) rather than copied on the device afterwards: a
+    /// device-to-device copy, like a memset, waited behind the same case's GPU reference, which
+    /// fills every SM (results/device-judge/README.md).
     pub fn fill(
         stream: &Arc<CudaStream>,
         staging: Option<&Mutex<Staging>>,

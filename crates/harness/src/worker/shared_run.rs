@@ -12,9 +12,10 @@
 //! around the body, unmapped memory past them), exportable as a file descriptor, uploads the
 //! inputs into them, fills the output with poison on the device (`crate::gpu::shared_buffers`:
 //! at the run, or before the case's turn on a campaign's input makers, [`fill_ahead`]), sends
-//! the descriptors on the worker's input socket and then a [`Request::RunShared`]. The worker maps them, calls the
-//! kernel once, waits for its stream, unmaps them and answers. Every buffer is the parent's
-//! and fresh for the case: a mapping a worker keeps reaches nothing of a later case.
+//! the descriptors on the worker's input socket and then a [`Request::RunShared`]. The worker
+//! maps them, calls the kernel once, waits for its stream, unmaps them and answers. Every
+//! buffer is the parent's and fresh for the case: a mapping a worker keeps reaches nothing of a
+//! later case.
 //!
 //! What the parent then reads and checks itself (the worker's code is the kernel's): the
 //! output; the canaries around it; every input, body and canaries, against the bytes it
