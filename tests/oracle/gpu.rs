@@ -34,18 +34,30 @@ fn every_kernel_compiles_for_its_declared_arch() {
     let _ = std::fs::remove_dir_all(cache);
 }
 
-/// On a Hopper GPU: every (non-test) variant passes a short campaign with zero tolerance (its
-/// declared schedule replayed bit for bit), and the reversed-K test kernel passes the intervals
-/// but is caught by the replay. Full runs: results/hopper-variants/device_run.sh.
-#[test]
-#[ignore = "needs a Hopper GPU: cargo test --release --test oracle gpu:: -- --include-ignored"]
-fn hopper_variants_certify_exactly_on_a_hopper_gpu() {
+/// The kernels whose exact campaigns run on a Hopper GPU, one test each (below): every variant
+/// that is not a test kernel, the persistent kernel on 7 CTAs (several tiles per CTA), and the
+/// reversed-K test kernel, which must be caught by the replay alone.
+const EXACT_ON_HOPPER: [&str; 7] = [
+    "hopper-baseline",
+    "hopper-persistent",
+    "hopper-warp-specialized",
+    "hopper-cluster-pair",
+    "hopper-splitk-pair",
+    "hopper-test-persistent-7-ctas",
+    "hopper-test-reversed-k",
+];
+
+/// On a Hopper GPU: `name` passes a short campaign with zero tolerance (its declared schedule
+/// replayed bit for bit), or, for the reversed-K test kernel, passes the intervals but is caught
+/// by the replay. One test per kernel, so that each fits a device call (all seven ran past
+/// 470 s). Full runs: results/hopper-variants/device_run.sh.
+fn certifies_exactly_on_a_hopper_gpu(name: &str) {
     let kernels = nvrtc_kernels();
-    let baseline = kernels
+    let kernel = kernels
         .iter()
-        .find(|k| k.name() == "hopper-baseline")
-        .expect("registered");
-    if let Err(reason) = baseline.availability() {
+        .find(|k| k.name() == name)
+        .unwrap_or_else(|| panic!("{name} is not registered"));
+    if let Err(reason) = kernel.availability() {
         panic!("this test needs a Hopper GPU: {reason}");
     }
     // The worker processes must be the real binary, not this test harness: the one under test,
@@ -57,33 +69,58 @@ fn hopper_variants_certify_exactly_on_a_hopper_gpu() {
         exact: true,
         ..CampaignLimits::default()
     };
-    // Every real variant, the persistent kernel on 7 CTAs (several tiles per CTA), and the
-    // reversed-K test kernel (which must be caught by the replay alone).
-    let checked = ["hopper-test-persistent-7-ctas", "hopper-test-reversed-k"];
-    for kernel in kernels
+    let result = certify_variant(kernel.as_ref(), limits, &[], |_, _| {});
+    assert!(
+        result.failure.is_none(),
+        "{name} failed on {:?}",
+        result.failure.map(|f| f.minimal.spec)
+    );
+    let exact = result.exact.expect("exact mode reports");
+    assert!(exact.schedule.is_some(), "{name} declares a schedule");
+    assert_eq!(
+        exact.mismatch.is_some(),
+        name == "hopper-test-reversed-k",
+        "{name}: replay mismatch {:?}",
+        exact.mismatch.map(|m| m.minimal)
+    );
+}
+
+/// One `#[test]` per kernel of [`EXACT_ON_HOPPER`].
+macro_rules! exact_on_hopper {
+    ($($test:ident: $name:literal,)*) => {$(
+        #[test]
+        #[ignore = "needs a Hopper GPU: cargo test --release --test oracle gpu:: -- --include-ignored"]
+        fn $test() {
+            certifies_exactly_on_a_hopper_gpu($name);
+        }
+    )*};
+}
+
+exact_on_hopper! {
+    hopper_baseline_certifies_exactly_on_a_hopper_gpu: "hopper-baseline",
+    hopper_persistent_certifies_exactly_on_a_hopper_gpu: "hopper-persistent",
+    hopper_warp_specialized_certifies_exactly_on_a_hopper_gpu: "hopper-warp-specialized",
+    hopper_cluster_pair_certifies_exactly_on_a_hopper_gpu: "hopper-cluster-pair",
+    hopper_splitk_pair_certifies_exactly_on_a_hopper_gpu: "hopper-splitk-pair",
+    hopper_persistent_on_7_ctas_certifies_exactly_on_a_hopper_gpu: "hopper-test-persistent-7-ctas",
+    hopper_reversed_k_is_caught_by_the_replay_on_a_hopper_gpu: "hopper-test-reversed-k",
+}
+
+/// The exact campaigns above cover every variant that is not a test kernel: a variant added to
+/// the registry and not to [`EXACT_ON_HOPPER`] fails here, with no GPU.
+#[test]
+fn every_real_variant_has_an_exact_campaign_on_hopper() {
+    let real: Vec<&str> = gpu_variants()
         .iter()
-        .filter(|k| !k.is_deliberately_broken() || checked.contains(&k.name()))
-    {
-        let result = certify_variant(kernel.as_ref(), limits.clone(), &[], |_, _| {});
-        assert!(
-            result.failure.is_none(),
-            "{} failed on {:?}",
-            kernel.name(),
-            result.failure.map(|f| f.minimal.spec)
-        );
-        let exact = result.exact.expect("exact mode reports");
-        assert!(
-            exact.schedule.is_some(),
-            "{} declares a schedule",
-            kernel.name()
-        );
-        assert_eq!(
-            exact.mismatch.is_some(),
-            kernel.name() == "hopper-test-reversed-k",
-            "{}: replay mismatch {:?}",
-            kernel.name(),
-            exact.mismatch.map(|m| m.minimal)
-        );
+        .filter(|v| !v.test_kernel)
+        .map(|v| v.name)
+        .collect();
+    for name in &real {
+        assert!(EXACT_ON_HOPPER.contains(name), "{name} has no exact test");
+    }
+    let registered: Vec<&str> = gpu_variants().iter().map(|v| v.name).collect();
+    for name in EXACT_ON_HOPPER {
+        assert!(registered.contains(&name), "{name} is not registered");
     }
 }
 

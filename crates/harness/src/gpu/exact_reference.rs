@@ -158,14 +158,9 @@ impl GpuReference {
         } else {
             None
         };
-        // (least, greatest): the greatest priority is the lowest number.
-        let (_, highest) =
-            cudarc::driver::result::stream::get_priority_range().map_err(|err| err.to_string())?;
         Ok(GpuReference {
             stream: ctx.new_stream().map_err(|err| err.to_string())?,
-            judge_stream: ctx
-                .new_stream_with_priority(highest)
-                .map_err(|err| err.to_string())?,
+            judge_stream: super::device::urgent_stream(&ctx)?,
             function,
             f64_functions,
             integer_reruns: AtomicUsize::new(0),

@@ -88,13 +88,15 @@ impl Pristine {
             return Ok(false);
         }
         let function = compare_function(stream)?;
-        let mut differ = stream
-            .alloc_zeros::<u32>(1)
-            .map_err(|err| format!("allocating a flag: {err}"))?;
+        let differ = Flag::take(stream)?;
+        // SAFETY: the flag is a live word of device memory that no other work uses.
+        check("cuMemsetD8Async", unsafe {
+            sys::cuMemsetD8Async(differ.0, 0, FLAG_BYTES, stream.cu_stream())
+        })?;
         let body = buffer.body_ptr();
         let mut launch = stream.launch_builder(&function);
         let copy = self.device_ptr();
-        launch.arg(&body).arg(&copy).arg(&n).arg(&mut differ);
+        launch.arg(&body).arg(&copy).arg(&n).arg(&differ.0);
         let config = LaunchConfig {
             grid_dim: (COMPARE_GRID.0, 1, 1),
             block_dim: (COMPARE_GRID.1, 1, 1),
@@ -102,10 +104,19 @@ impl Pristine {
         };
         // SAFETY: (body, copy, n, differ) as the kernel takes them; both ranges hold n bytes.
         unsafe { launch.launch(config) }.map_err(|err| err.to_string())?;
-        let flag = stream
-            .clone_dtoh(&differ)
-            .map_err(|err| format!("reading a flag back: {err}"))?;
-        Ok(flag[0] == 0)
+        let mut flag = 0u32;
+        // SAFETY: four bytes into a live u32 that outlives the synchronize below.
+        check("cuMemcpyDtoHAsync", unsafe {
+            sys::cuMemcpyDtoHAsync_v2(
+                (&mut flag as *mut u32).cast(),
+                differ.0,
+                FLAG_BYTES,
+                stream.cu_stream(),
+            )
+        })?;
+        stream.synchronize().map_err(GpuError::from)?;
+        differ.give_back();
+        Ok(flag == 0)
     }
 
     /// Where the copy lies in device memory (for a copy out enqueued on `stream`, after the
@@ -142,6 +153,48 @@ impl Pristine {
             )
         })?;
         stream.synchronize().map_err(GpuError::from)
+    }
+}
+
+/// Bytes of a comparison's flag (the kernel's `unsigned int`).
+const FLAG_BYTES: usize = std::mem::size_of::<u32>();
+
+/// Flags no comparison holds now, for the next ones: allocated with `cuMemAlloc` once and
+/// reused, never freed.
+///
+/// Why not the stream's pool (`alloc_zeros`): an allocation from the pool may reuse memory
+/// another stream freed and then wait for that stream's work. The comparisons after a shared
+/// run's answer waited so for the GPU reference's kernel beside them (0.1 s a 512 MB output's
+/// case, results/device-copy/README.md). Nor `cuMemFree` after each: it waits for the device.
+static FREE_FLAGS: Mutex<Vec<sys::CUdeviceptr>> = Mutex::new(Vec::new());
+
+/// A comparison's flag, a word of device memory of its own while held. Given back only after
+/// the work that used it has ended ([`Flag::give_back`]); one dropped on an error path is left
+/// unused for good (four bytes), never handed to a comparison while work may still write it.
+struct Flag(sys::CUdeviceptr);
+
+impl Flag {
+    fn take(stream: &Arc<CudaStream>) -> Result<Flag, GpuError> {
+        let free = FREE_FLAGS.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        if let Some(ptr) = free {
+            return Ok(Flag(ptr));
+        }
+        stream
+            .context()
+            .bind_to_thread()
+            .map_err(|err| err.to_string())?;
+        // SAFETY: allocates FLAG_BYTES of device memory in the stream's (bound) context.
+        let ptr = unsafe { cudarc::driver::result::malloc_sync(FLAG_BYTES) }
+            .map_err(|err| format!("allocating a flag: {err}"))?;
+        Ok(Flag(ptr))
+    }
+
+    /// For the next comparison: the caller's work on it has ended.
+    fn give_back(self) {
+        FREE_FLAGS
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(self.0);
     }
 }
 
