@@ -160,7 +160,8 @@ impl Pristine {
 const FLAG_BYTES: usize = std::mem::size_of::<u32>();
 
 /// Flags no comparison holds now, for the next ones: allocated with `cuMemAlloc` once and
-/// reused, never freed.
+/// reused, never freed, in the one context the parent uses (which the comparison kernel, loaded
+/// once for the process before any flag is taken, keeps alive).
 ///
 /// Why not the stream's pool (`alloc_zeros`): an allocation from the pool may reuse memory
 /// another stream freed and then wait for that stream's work. The comparisons after a shared
