@@ -40,7 +40,7 @@ sandbox)
   { id; uname -r; } >> "$LOG"
   run probe $B sandbox --probe -- true
   # Absolute: the test may start the launcher from another directory.
-  run hostile-fake-worker env NVFP4_ORACLE_BIN=$PWD/.carry/nvfp4-oracle .carry/oracle_test external_kernels::a_sandboxed --nocapture
+  run hostile-fake-worker env NVFP4_ORACLE_BIN=$PWD/.carry/nvfp4-oracle .carry/oracle_test external_kernels::checks::a_sandboxed --nocapture
   run build-library bash $S/library/build.sh
   for m in $GOOD; do run "certify-$(basename "$(dirname "$m")")" $B certify --manifest "$m" --cases 200 --seed 2026 --report-dir "$R/certs"; done
   run certify-hopper-baseline $B certify --kernel hopper-baseline --cases 200 --seed 2026 --report-dir "$R/certs"
@@ -94,7 +94,7 @@ filter)
   nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv >> "$LOG"
   { id; uname -r; } >> "$LOG"
   run probe $B sandbox --probe -- true
-  run hostile-fake-worker env NVFP4_ORACLE_BIN=$PWD/.carry/nvfp4-oracle .carry/oracle_test external_kernels::a_sandboxed --nocapture
+  run hostile-fake-worker env NVFP4_ORACLE_BIN=$PWD/.carry/nvfp4-oracle .carry/oracle_test external_kernels::checks::a_sandboxed --nocapture
   run build-library bash $S/library/build.sh
   for m in $GOOD; do run "certify-$(basename "$(dirname "$m")")" $B certify --manifest "$m" --quick --cases 50 --seed 2026 --report-dir "$R/certs"; done
   run certify-hopper-baseline $B certify --kernel hopper-baseline --quick --cases 50 --seed 2026 --report-dir "$R/certs"
