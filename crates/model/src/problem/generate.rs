@@ -391,8 +391,16 @@ impl OperandDraw<'_> {
     /// The stream's word position at the first row of each task of `task_rows` rows, and where
     /// the last row ends: each row's length read from the few words that decide it.
     fn row_starts(&self, all_rows: usize, task_rows: usize) -> Vec<u128> {
-        let mut peek = Source::at(self.seed, self.stream, 0);
         let mut starts = Vec::with_capacity(all_rows.div_ceil(task_rows) + 1);
+        if self.dist == Distribution::Gpumode {
+            // Every row draws as many words (`row_words`): the starts are multiples of it, with
+            // no pass over millions of rows.
+            let row = (self.row_bytes + self.blocks) as u128;
+            starts.extend((0..all_rows).step_by(task_rows).map(|r| r as u128 * row));
+            starts.push(all_rows as u128 * row);
+            return starts;
+        }
+        let mut peek = Source::at(self.seed, self.stream, 0);
         let mut at = 0u128;
         for row in 0..all_rows {
             if row % task_rows == 0 {
