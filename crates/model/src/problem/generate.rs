@@ -392,10 +392,8 @@ impl OperandDraw<'_> {
     /// the last row ends: each row's length read from the few words that decide it.
     fn row_starts(&self, all_rows: usize, task_rows: usize) -> Vec<u128> {
         let mut starts = Vec::with_capacity(all_rows.div_ceil(task_rows) + 1);
-        if self.dist == Distribution::Gpumode {
-            // Every row draws as many words (`row_words`): the starts are multiples of it, with
-            // no pass over millions of rows.
-            let row = (self.row_bytes + self.blocks) as u128;
+        if let Some(row) = self.fixed_row_words() {
+            // The starts are multiples of the row's words, with no pass over millions of rows.
             starts.extend((0..all_rows).step_by(task_rows).map(|r| r as u128 * row));
             starts.push(all_rows as u128 * row);
             return starts;
@@ -412,8 +410,36 @@ impl OperandDraw<'_> {
         starts
     }
 
+    /// How many words every row draws, where no row's draws depend on its chances: a GPU MODE
+    /// operand's, and an adversarial B's (no maximal or kept block, no NaN scale).
+    fn fixed_row_words(&self) -> Option<u128> {
+        match (self.dist, self.role) {
+            (Distribution::Gpumode, _) => Some((self.row_bytes + self.blocks) as u128),
+            (Distribution::Adversarial, Role::B) => Some(self.plan_words()),
+            _ => None,
+        }
+    }
+
+    /// The words an adversarial row's K blocks draw, as its plan lays them out.
+    fn plan_words(&self) -> u128 {
+        let block_bytes = (SCALE_BLOCK / 2) as u128;
+        self.plan
+            .0
+            .iter()
+            .map(|mode| match (mode, self.role) {
+                (KBlockMode::Random, _) | (KBlockMode::Zero, Role::B) => block_bytes + 1,
+                (KBlockMode::Zero, Role::A) => 1,
+                (KBlockMode::CancelFirst | KBlockMode::Max, _) => block_bytes,
+                (KBlockMode::CancelSecond, _) => 0,
+            })
+            .sum()
+    }
+
     /// How many words of the stream the row starting at word `at` draws ([`Self::row`]).
     fn row_words(&self, at: u128, peek: &mut Source) -> u128 {
+        if let Some(words) = self.fixed_row_words() {
+            return words;
+        }
         let (row_bytes, blocks) = (self.row_bytes as u128, self.blocks as u128);
         // One word per draw: a byte, a scale, a chance.
         let mut chance_at = |at: u128, numerator, denominator| {
@@ -421,7 +447,7 @@ impl OperandDraw<'_> {
             peek.chance(numerator, denominator)
         };
         match self.dist {
-            Distribution::Gpumode => row_bytes + blocks,
+            Distribution::Gpumode => unreachable!("every GPU MODE row draws as many words"),
             Distribution::Full => {
                 // A wide row draws a chance before each of its scales.
                 let wide_row = chance_at(at + row_bytes, 1, 8);
@@ -430,20 +456,7 @@ impl OperandDraw<'_> {
             Distribution::Stagnation => unreachable!("built whole by problem::stagnation"),
             Distribution::Adversarial | Distribution::AdversarialNan => {
                 let block_bytes = (SCALE_BLOCK / 2) as u128;
-                let mut end = at
-                    + self
-                        .plan
-                        .0
-                        .iter()
-                        .map(|mode| match (mode, self.role) {
-                            (KBlockMode::Random, _) | (KBlockMode::Zero, Role::B) => {
-                                block_bytes + 1
-                            }
-                            (KBlockMode::Zero, Role::A) => 1,
-                            (KBlockMode::CancelFirst | KBlockMode::Max, _) => block_bytes,
-                            (KBlockMode::CancelSecond, _) => 0,
-                        })
-                        .sum::<u128>();
+                let mut end = at + self.plan_words();
                 if self.role == Role::A {
                     // The maximal block: its position, then its bytes.
                     end += if chance_at(end, 1, 16) {
