@@ -401,7 +401,7 @@ pub fn acceptance(
     Some(out)
 }
 
-fn inside(got: f16, lo: f16, hi: f16) -> bool {
+pub(crate) fn inside(got: f16, lo: f16, hi: f16) -> bool {
     if lo.is_nan() || hi.is_nan() {
         return got.is_nan();
     }
@@ -557,7 +557,7 @@ pub fn index_span(indices: &[usize]) -> String {
 
 /// Where unwritten (row, column) elements lie, in words: whole rows, whole columns, or both
 /// named.
-fn unwritten_where(elements: &[(usize, usize)], shape: crate::problem::Shape) -> String {
+pub(crate) fn unwritten_where(elements: &[(usize, usize)], shape: crate::problem::Shape) -> String {
     let rows: Vec<usize> = elements.iter().map(|e| e.0).collect();
     let columns: Vec<usize> = elements.iter().map(|e| e.1).collect();
     let distinct = |v: &[usize]| {

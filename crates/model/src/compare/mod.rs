@@ -3,6 +3,8 @@
 
 pub mod diagnosis;
 pub mod field_checks;
+pub mod identify;
+pub mod nearby_problems;
 
 use crate::model::bounds::fp16_ordinal;
 use half::f16;

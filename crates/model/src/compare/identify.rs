@@ -1,0 +1,245 @@
+//! Which problem did a failing kernel solve? Its output held against the model's answers to the
+//! nearby problems (`nearby_problems.rs`): another batch, row or column of an operand, B1's and
+//! B2's scales confused over a K range, an fp16 epilogue, rows never written. These bugs are
+//! partial: only the batches, tiles or K ranges past some index are wrong, each read from
+//! another place. A nearby problem is the answer when it holds every element of every failing
+//! run (the right ones too: an index map is the identity where the kernel is right), and
+//! the first such in the candidates' order (narrowest operands, simplest map) is named.
+
+use super::diagnosis::{inside, plural, unwritten_where, Observation};
+use super::nearby_problems::NearbyProblem;
+use crate::model::bounds::KOrder;
+use crate::model::reference::dual_gemm_reference;
+use crate::problem::{Shape, POISON, SCALE_BLOCK};
+use serde::{Deserialize, Serialize};
+use std::time::Instant;
+
+/// Most products (M N K L, both GEMMs) one nearby problem may cost on one run: past it, the run
+/// is no evidence for that problem (the minimal case always fits a few hundred of them).
+const MAX_PRODUCTS_PER_PROBLEM: usize = 1 << 26;
+
+/// What the kernel's output answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identification {
+    /// The family: "another-batch", "another-column", "another-row", "k-range-scales",
+    /// "fp16-epilogue", "never-written", or "none" where no nearby problem explains it.
+    pub family: String,
+    /// The nearby problem that explains the output, or the nearest one ("batches-scales-from-mod-32").
+    pub problem: String,
+    /// In words: "the exact answer with batch l's ... taken from batch l mod 32".
+    pub words: String,
+    /// Whether it explains every element (every wrong one, and holds every right one).
+    pub explains_all: bool,
+    /// Wrong elements over the runs judged, and how many of them it explains.
+    pub wrong_elements: usize,
+    pub explained_elements: usize,
+    /// Other nearby problems that also explain every element (the runs cannot tell them apart).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub also_consistent: Vec<String>,
+    /// The runs judged, the minimal case first.
+    pub runs: Vec<Shape>,
+    /// Whether every nearby problem was tried (false when the time bound stopped it).
+    pub finished: bool,
+}
+
+impl Identification {
+    /// One sentence for the certificate.
+    pub fn sentence(&self) -> String {
+        let runs: Vec<String> = self.runs.iter().map(Shape::to_string).collect();
+        let at = format!("at {}", runs.join(" and "));
+        let unfinished = if self.finished {
+            ""
+        } else {
+            "; not every nearby problem was tried in the time"
+        };
+        if self.explains_all {
+            let also = if self.also_consistent.is_empty() {
+                String::new()
+            } else {
+                format!(" (also consistent: {})", self.also_consistent.join(", "))
+            };
+            format!(
+                "{} (all {} explained, {at}){also}{unfinished}",
+                self.words,
+                plural(self.wrong_elements, "wrong element")
+            )
+        } else {
+            format!(
+                "no known bug class explains all of it; the nearest: {} ({} of {} explained, \
+                 {at}){unfinished}",
+                self.words,
+                self.explained_elements,
+                plural(self.wrong_elements, "wrong element")
+            )
+        }
+    }
+}
+
+/// One run's wrong elements against the problem asked.
+struct Judged<'a> {
+    observation: &'a Observation<'a>,
+    wrong: Vec<bool>,
+}
+
+/// Names the problem the kernel's failing runs answer (the minimal case first), or `None` where
+/// no run is wrong. `deadline` stops the search: what was tried is still reported, marked
+/// unfinished.
+pub fn identify(
+    observations: &[Observation],
+    order: KOrder,
+    deadline: Option<Instant>,
+) -> Option<Identification> {
+    let judged: Vec<Judged> = observations
+        .iter()
+        .map(|observation| {
+            let correct = dual_gemm_reference(observation.inputs, order);
+            let wrong = (0..observation.output.len())
+                .map(|i| !inside(observation.output[i], correct.lo[i], correct.hi[i]))
+                .collect();
+            Judged { observation, wrong }
+        })
+        .collect();
+    let first = judged.first()?;
+    if !first.wrong.iter().any(|&w| w) {
+        return None;
+    }
+    let runs: Vec<Shape> = observations.iter().map(|o| o.inputs.shape).collect();
+    if let Some(unwritten) = never_written(first) {
+        return Some(Identification { runs, ..unwritten });
+    }
+    let wrong_total: usize = judged
+        .iter()
+        .map(|j| j.wrong.iter().filter(|&&w| w).count())
+        .sum();
+    let shape = first.observation.inputs.shape;
+    let mut fitting: Vec<NearbyProblem> = Vec::new();
+    // The nearest so far: (wrong elements explained, right elements it breaks), and the problem.
+    let mut nearest: Option<((usize, usize), NearbyProblem)> = None;
+    let mut finished = true;
+    for problem in NearbyProblem::candidates(shape) {
+        if deadline.is_some_and(|d| Instant::now() >= d) {
+            finished = false;
+            break;
+        }
+        let Some((explained, broken)) = score(problem, &judged, order) else {
+            continue;
+        };
+        if explained == wrong_total && broken == 0 {
+            fitting.push(problem);
+        }
+        let better = nearest.is_none_or(|((e, b), _)| {
+            (explained, std::cmp::Reverse(broken)) > (e, std::cmp::Reverse(b))
+        });
+        if better {
+            nearest = Some(((explained, broken), problem));
+        }
+    }
+    let blocks = shape.k / SCALE_BLOCK;
+    let (problem, explained, explains_all) = match fitting.first() {
+        Some(&problem) => (problem, wrong_total, true),
+        None => {
+            let ((explained, _), problem) = nearest?;
+            (problem, explained, false)
+        }
+    };
+    Some(Identification {
+        family: if explains_all {
+            problem.family()
+        } else {
+            "none"
+        }
+        .into(),
+        problem: problem.slug(),
+        words: problem.words(blocks),
+        explains_all,
+        wrong_elements: wrong_total,
+        explained_elements: explained,
+        also_consistent: fitting.iter().skip(1).take(4).map(|p| p.slug()).collect(),
+        runs,
+        finished,
+    })
+}
+
+/// How many wrong elements `problem` explains over the runs, and how many right ones it breaks;
+/// `None` where it cannot differ from the problem asked on the minimal case, or costs too much
+/// there.
+fn score(problem: NearbyProblem, judged: &[Judged], order: KOrder) -> Option<(usize, usize)> {
+    let (mut explained, mut broken) = (0, 0);
+    for (index, run) in judged.iter().enumerate() {
+        let shape = run.observation.inputs.shape;
+        let intervals = if 2 * shape.m * shape.n * shape.k * shape.l <= MAX_PRODUCTS_PER_PROBLEM {
+            problem.intervals(run.observation.inputs, order)
+        } else {
+            None
+        };
+        let Some(intervals) = intervals else {
+            if index == 0 {
+                return None;
+            }
+            continue;
+        };
+        for (i, &value) in run.observation.output.iter().enumerate() {
+            let holds = !intervals.unbounded[i] && inside(value, intervals.lo[i], intervals.hi[i]);
+            match (run.wrong[i], holds) {
+                (true, true) => explained += 1,
+                (false, false) => broken += 1,
+                _ => {}
+            }
+        }
+    }
+    Some((explained, broken))
+}
+
+/// Where the minimal case's only wrong elements are ones still holding the poison the harness
+/// wrote: the rows or columns never written, in words.
+fn never_written(run: &Judged) -> Option<Identification> {
+    let output = run.observation.output;
+    let shape = run.observation.inputs.shape;
+    let poisoned = |i: usize| output[i].to_bits() == POISON.to_bits();
+    let wrong: Vec<usize> = (0..output.len()).filter(|&i| run.wrong[i]).collect();
+    if !wrong.iter().all(|&i| poisoned(i)) {
+        return None;
+    }
+    let elements: Vec<(usize, usize)> = wrong
+        .iter()
+        .map(|&i| (i / (shape.n * shape.l), i / shape.l % shape.n))
+        .collect();
+    let rows: Vec<usize> = elements.iter().map(|e| e.0).collect();
+    let columns: Vec<usize> = elements.iter().map(|e| e.1).collect();
+    let tile = |indices: &[usize], len: usize| {
+        const TILE: usize = 128;
+        let (lo, hi) = (*indices.iter().min()?, *indices.iter().max()?);
+        let last = (len - 1) / TILE * TILE;
+        (lo == last && hi == len - 1 && len % TILE != 0).then_some(len / TILE)
+    };
+    let whole_rows = columns
+        .iter()
+        .collect::<std::collections::BTreeSet<_>>()
+        .len()
+        == shape.n;
+    let whole_columns = rows.iter().collect::<std::collections::BTreeSet<_>>().len() == shape.m;
+    let tile_words = match (tile(&rows, shape.m), tile(&columns, shape.n)) {
+        (Some(t), _) if whole_rows => format!(" (row tile {t}, the last and partial one)"),
+        (_, Some(t)) if whole_columns => format!(" (column tile {t}, the last and partial one)"),
+        _ => String::new(),
+    };
+    Some(Identification {
+        family: "never-written".into(),
+        problem: "never-written".into(),
+        words: format!(
+            "the exact answer with {}{tile_words} left as the poison the harness wrote (never \
+             written)",
+            unwritten_where(&elements, shape)
+        ),
+        explains_all: true,
+        wrong_elements: wrong.len(),
+        explained_elements: wrong.len(),
+        also_consistent: Vec::new(),
+        runs: Vec::new(),
+        finished: true,
+    })
+}
+
+#[cfg(test)]
+#[path = "identify_tests.rs"]
+mod tests;

@@ -1,0 +1,177 @@
+//! The identification on outputs made by the nearby problems themselves: each is named, in
+//! words and by its JSON name, and a wrong problem outside the list is not made up.
+
+use super::*;
+use crate::compare::nearby_problems::{IndexMap, KMisread, KRange, NearbyProblem, Operands};
+use crate::problem::generate::generate_dual_gemm;
+use crate::problem::{Distribution, DualGemmInputs};
+use half::f16;
+
+fn inputs(m: usize, n: usize, k: usize, l: usize, seed: u64) -> DualGemmInputs {
+    generate_dual_gemm(Shape::new(m, n, k, l).unwrap(), Distribution::Gpumode, seed)
+}
+
+/// The output a kernel solving `problem` could give: the low end of each of its intervals.
+fn output_of(problem: NearbyProblem, inputs: &DualGemmInputs) -> Vec<f16> {
+    problem.intervals(inputs, KOrder::Contiguous).unwrap().lo
+}
+
+fn identified(runs: &[(&DualGemmInputs, &[f16])]) -> Identification {
+    let observations: Vec<Observation> = runs
+        .iter()
+        .map(|&(inputs, output)| Observation {
+            inputs,
+            fill: 0,
+            output,
+        })
+        .collect();
+    identify(&observations, KOrder::Contiguous, None).expect("the output is wrong")
+}
+
+#[test]
+fn scales_of_batch_l_mod_32_are_named_once_a_larger_run_separates_them_from_a_ring() {
+    let problem = NearbyProblem::Batches {
+        operands: Operands::Scales,
+        map: IndexMap::Mod(5),
+    };
+    let minimal = inputs(1, 1, 16, 33, 3);
+    let first = inputs(1, 1, 16, 70, 4);
+    let (out_minimal, out_first) = (output_of(problem, &minimal), output_of(problem, &first));
+    // At L = 33 alone, batch 0 for l >= 32 is the same problem.
+    let alone = identified(&[(&minimal, &out_minimal)]);
+    assert!(alone.explains_all);
+    assert_eq!(alone.problem, "batches-scales-from-mod-32");
+    assert!(alone
+        .also_consistent
+        .contains(&"batches-scales-from-0-from-32".to_string()));
+    let both = identified(&[(&minimal, &out_minimal), (&first, &out_first)]);
+    assert_eq!(both.problem, "batches-scales-from-mod-32");
+    assert_eq!(both.family, "another-batch");
+    assert!(
+        both.also_consistent.is_empty(),
+        "{:?}",
+        both.also_consistent
+    );
+    let sentence = both.sentence();
+    assert!(
+        sentence.starts_with(
+            "the exact answer with batch l's scale factors (SFA, SFB1, SFB2) taken from batch \
+             l mod 32 (all "
+        ),
+        "{sentence}"
+    );
+    assert!(sentence.contains("wrong elements explained, at 1x1x16x33 and 1x1x16x70)"));
+}
+
+#[test]
+fn a_ring_of_four_that_wraps_to_batch_0_for_sfa_only_is_named() {
+    let problem = NearbyProblem::Batches {
+        operands: Operands::Sfa,
+        map: IndexMap::ZeroFrom(4),
+    };
+    let minimal = inputs(2, 3, 64, 9, 8);
+    let out = output_of(problem, &minimal);
+    let found = identified(&[(&minimal, &out)]);
+    assert_eq!(found.problem, "batches-sfa-from-0-from-4");
+    assert!(found
+        .words
+        .contains("batch l's SFA (A's scale factors) taken from batch 0 for l >= 4"));
+}
+
+#[test]
+fn columns_past_an_index_that_wraps_read_the_rows_it_wraps_to() {
+    let problem = NearbyProblem::Columns {
+        scales_only: false,
+        map: IndexMap::Mod(9),
+    };
+    let minimal = inputs(1, 513, 16, 1, 5);
+    let out = output_of(problem, &minimal);
+    let found = identified(&[(&minimal, &out)]);
+    assert_eq!(found.problem, "columns-b-from-mod-512");
+    assert!(found
+        .words
+        .contains("column n's B1 and B2 rows (and their scale factors) taken from row n mod 512"));
+}
+
+#[test]
+fn a_split_k_half_that_scales_b2_with_sfb1_is_named() {
+    let problem = NearbyProblem::KRange {
+        misread: KMisread::B2WithSfb1,
+        range: KRange::SecondHalf,
+    };
+    let minimal = inputs(3, 4, 512, 1, 6);
+    let out = output_of(problem, &minimal);
+    let found = identified(&[(&minimal, &out)]);
+    assert_eq!(found.problem, "k-range-b2-with-sfb1-second-half-of-k");
+    assert_eq!(found.family, "k-range-scales");
+    assert!(found
+        .words
+        .contains("B2 scaled with SFB1 (B1's scale factors) over the second half of K (k >= 256)"));
+}
+
+#[test]
+fn a_k_tail_scaled_with_the_previous_chunk_is_named() {
+    let problem = NearbyProblem::KRange {
+        misread: KMisread::PreviousChunkScales,
+        range: KRange::Tail { chunk: 256 },
+    };
+    let minimal = inputs(2, 2, 272, 1, 7);
+    let out = output_of(problem, &minimal);
+    let found = identified(&[(&minimal, &out)]);
+    assert_eq!(found.problem, "k-range-previous-chunk-scales-k-tail-of-256");
+}
+
+#[test]
+fn an_fp16_silu_epilogue_is_named() {
+    let minimal = inputs(8, 64, 256, 1, 9);
+    let out = output_of(NearbyProblem::Fp16Silu, &minimal);
+    let found = identified(&[(&minimal, &out)]);
+    assert_eq!(found.problem, "fp16-silu-epilogue");
+    assert_eq!(found.family, "fp16-epilogue");
+}
+
+#[test]
+fn the_last_partial_row_tile_left_as_poison_is_named() {
+    let minimal = inputs(130, 2, 16, 1, 10);
+    let reference = dual_gemm_reference(&minimal, KOrder::Contiguous);
+    let mut out = reference.expected.clone();
+    out[128 * 2..].fill(POISON);
+    let found = identified(&[(&minimal, &out)]);
+    assert_eq!(found.family, "never-written");
+    assert!(
+        found.words.contains("rows m 128 to 129, every column (row tile 1, the last and partial one) left as the poison"),
+        "{}",
+        found.words
+    );
+}
+
+#[test]
+fn an_output_no_nearby_problem_gives_is_not_named_but_its_nearest_is_said() {
+    let minimal = inputs(2, 3, 32, 2, 11);
+    let reference = dual_gemm_reference(&minimal, KOrder::Contiguous);
+    let mut out = reference.expected.clone();
+    out[0] = f16::from_f32(1234.0);
+    let found = identified(&[(&minimal, &out)]);
+    assert!(!found.explains_all);
+    assert_eq!(found.family, "none");
+    assert!(found
+        .sentence()
+        .starts_with("no known bug class explains all of it; the nearest: "));
+    assert!(
+        found.sentence().contains("of 1 wrong element explained"),
+        "{}",
+        found.sentence()
+    );
+}
+
+#[test]
+fn a_right_output_is_not_identified() {
+    let minimal = inputs(2, 3, 32, 2, 12);
+    let reference = dual_gemm_reference(&minimal, KOrder::Contiguous);
+    let observation = Observation {
+        inputs: &minimal,
+        fill: 0,
+        output: &reference.expected,
+    };
+    assert_eq!(identify(&[observation], KOrder::Contiguous, None), None);
+}
