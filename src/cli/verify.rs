@@ -30,6 +30,9 @@ struct Check {
 }
 
 pub fn run(args: VerifyArgs) -> Result<ExitCode> {
+    // A damaged key, or one another user could have planted, is named once (exit 2), not
+    // reported as every certificate's edited signature.
+    nvfp4_harness::certify::check_key()?;
     let external = args.external.kernels()?;
     let registry = nvfp4_harness::worker::registry();
     let mut all_hold = true;
