@@ -233,6 +233,7 @@ pub fn fake_worker_kernel(
             deliberately_broken: false,
             nondeterministic: false,
             accumulation: None,
+            source_path: None,
         },
         WorkerCommand {
             program: PathBuf::from("python3"),

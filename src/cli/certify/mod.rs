@@ -382,11 +382,24 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     }
     let shard = args.shard()?;
     let models = args.models()?;
+    // Held until the certificates are written: a second run certifying one of these kernels
+    // into this directory meanwhile is refused, not left to lose a certificate.
+    let mut _locks = Vec::new();
     if !args.plan {
         for kernel in &selection.kernels {
             let stem = shard.map_or(kernel.name().to_string(), |s| s.file_stem(kernel.name()));
             let problem = kernel.problem().name();
-            nvfp4_harness::certify::refuse_another_kernels(&args.report_dir, &stem, problem)?;
+            let source = kernel.source_path();
+            nvfp4_harness::certify::refuse_another_kernels(
+                &args.report_dir,
+                &stem,
+                problem,
+                source.as_deref(),
+            )?;
+            _locks.push(nvfp4_harness::certify::ReportLock::take(
+                &args.report_dir,
+                &stem,
+            )?);
         }
     }
     nvfp4_harness::trace_step("certify: choosing the reference");

@@ -309,6 +309,7 @@ fn a_sandboxed_worker_cannot_reach_the_parent_the_reports_or_outlive_itself() {
                 deliberately_broken: true,
                 nondeterministic: false,
                 accumulation: None,
+                source_path: None,
             },
             command,
             std::sync::Arc::new(|| Ok(())),

@@ -47,7 +47,8 @@ pub use certificate::report::{
     check_dir_writable, check_file_writable, refuse_another_kernels, write_atomically, Certificate,
     ExactOutcome, Status, BUILD,
 };
-pub use certificate::signing::{ensure_key, read_verified, sign, verify};
+pub use certificate::report_lock::ReportLock;
+pub use certificate::signing::{check_key, ensure_key, read_verified, sign, verify};
 pub use certificate::trust::{production_coverage_gap, timing_trust, Trust};
 pub use checks::determinism::{determinism, COULD_NOT_RUN};
 pub use checks::sanitize::{sanitize, Tool};

@@ -326,6 +326,12 @@ pub trait KernelUnderTest: Sync {
         false
     }
     /// Hash of the kernel's source, for kernels built from source at run time.
+    /// Where a user's kernel came from (its manifest's or code's path): two kernels of one name
+    /// from different places never share a certificate. `None` for a built-in kernel.
+    fn source_path(&self) -> Option<String> {
+        None
+    }
+
     fn source_hash(&self) -> Option<String> {
         None
     }

@@ -229,6 +229,13 @@ pub fn external_kernel(manifest: &Manifest) -> Result<IsolatedKernel> {
         deliberately_broken: manifest.deliberately_broken,
         nondeterministic: manifest.nondeterministic,
         accumulation: manifest.accumulation,
+        source_path: Some(
+            absolute(manifest.path.as_deref().unwrap_or(match &manifest.code {
+                KernelCode::Submission(path) | KernelCode::Library { path, .. } => path,
+            }))
+            .display()
+            .to_string(),
+        ),
     };
     let baseline = IsolatedKernel::new(
         KernelInfo {

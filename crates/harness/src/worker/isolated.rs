@@ -47,6 +47,9 @@ pub struct KernelInfo {
     pub nondeterministic: bool,
     /// Declared (manifest) accumulation other than the default contract's.
     pub accumulation: Option<nvfp4_model::model::bounds::KOrder>,
+    /// Where a user's kernel came from (its manifest's or code's absolute path); `None` for a
+    /// built-in one.
+    pub source_path: Option<String>,
 }
 
 /// Says why the kernel cannot run on this machine, without starting anything.
@@ -336,6 +339,10 @@ impl KernelUnderTest for IsolatedKernel {
 
     fn source_hash(&self) -> Option<String> {
         Some(self.info.source_hash.clone())
+    }
+
+    fn source_path(&self) -> Option<String> {
+        self.info.source_path.clone()
     }
 
     fn problem(&self) -> ProblemKind {

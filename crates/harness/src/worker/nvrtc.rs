@@ -43,6 +43,7 @@ pub fn nvrtc_kernel(variant: &GpuVariant) -> IsolatedKernel {
             deliberately_broken: variant.test_kernel,
             nondeterministic: false,
             accumulation: None,
+            source_path: None,
         },
         WorkerCommand {
             program: worker_program(),

@@ -6,6 +6,7 @@ pub(crate) mod ci_report;
 pub(crate) mod failure_report;
 pub(crate) mod merge;
 pub(crate) mod report;
+pub(crate) mod report_lock;
 pub(crate) mod report_markdown;
 pub(crate) mod signing;
 pub(crate) mod summary_row;

@@ -159,6 +159,10 @@ pub struct Certificate {
     pub kernel: String,
     /// SHA-256 of the kernel's source (GPU variants): `bench` trusts certificates of the same hash.
     pub source_hash: Option<String>,
+    /// Where a user's kernel came from (its manifest's or code's path): another kernel of the
+    /// same name from elsewhere never replaces this certificate.
+    #[serde(default)]
+    pub source_path: Option<String>,
     pub problem: String,
     pub supported_shapes: String,
     pub status: Status,
@@ -212,6 +216,7 @@ impl Certificate {
             model_version: MODEL_VERSION.to_string(),
             kernel: kernel.name().to_string(),
             source_hash: kernel.source_hash(),
+            source_path: kernel.source_path(),
             problem: kernel.problem().name().to_string(),
             supported_shapes: kernel.support().describe(),
             status: Status::Unavailable,
@@ -383,7 +388,12 @@ impl Certificate {
     /// replaced ([`refuse_another_kernels`]).
     pub fn write(&self, dir: &Path) -> Result<Option<String>> {
         let json_path = dir.join(format!("{}.json", self.file_stem()));
-        refuse_another_kernels(dir, &self.file_stem(), &self.problem)?;
+        refuse_another_kernels(
+            dir,
+            &self.file_stem(),
+            &self.problem,
+            self.source_path.as_deref(),
+        )?;
         let existing = existing_certificate(&json_path);
         if let Some(old) = &existing {
             let (was, old_rank) = verdict(old);
@@ -428,23 +438,36 @@ fn existing_certificate(path: &Path) -> Option<Certificate> {
     serde_json::from_str(&text).ok()
 }
 
-/// Refuses to write a certificate of `stem` for a kernel of `problem` over one in `dir` of
-/// another kernel that bears the same name (another problem's): the user's kernel named like
+/// Refuses to write a certificate of `stem` for a kernel of `problem` from `source_path` over
+/// one in `dir` of another kernel that bears the same name (another problem's, or one from
+/// another place: two `submission.py` in folders of one name): the user's kernel named like
 /// another, whose certificate would be lost. Certify calls it before a campaign too, so that
 /// no run is wasted on it.
-pub fn refuse_another_kernels(dir: &Path, stem: &str, problem: &str) -> Result<()> {
+pub fn refuse_another_kernels(
+    dir: &Path,
+    stem: &str,
+    problem: &str,
+    source_path: Option<&str>,
+) -> Result<()> {
     let path = dir.join(format!("{stem}.json"));
-    match existing_certificate(&path) {
-        Some(old) if old.problem != problem => Err(Error::Usage(format!(
-            "{} is the certificate of another kernel named '{}' (of the {} problem, not the \
-             {problem}): not replaced; give this kernel another name (a manifest's `name`), or \
-             certify into another --report-dir",
-            path.display(),
-            old.kernel,
-            old.problem
-        ))),
-        _ => Ok(()),
-    }
+    let Some(old) = existing_certificate(&path) else {
+        return Ok(());
+    };
+    let other = if old.problem != problem {
+        format!("of the {} problem, not the {problem}", old.problem)
+    } else {
+        match (old.source_path.as_deref(), source_path) {
+            (Some(was), Some(now)) if was != now => format!("from {was}, not {now}"),
+            _ => return Ok(()),
+        }
+    };
+    Err(Error::Usage(format!(
+        "{} is the certificate of another kernel named '{}' ({other}): not replaced; give this \
+         kernel another name (a manifest's `name`), or certify into another --report-dir (if it \
+         is the same kernel, moved, remove the old certificate)",
+        path.display(),
+        old.kernel,
+    )))
 }
 
 /// Checks, before any work, that a file can be written at `path` (its folder exists and takes
