@@ -12,23 +12,27 @@ use nvfp4_model::compare::diagnosis::{diagnose, Diagnosis, Observation};
 use nvfp4_model::compare::{judge, OutputShape};
 use nvfp4_model::model::bounds::KOrder;
 use nvfp4_model::problem::{Distribution, Shape};
+use std::time::Instant;
 
-/// `minimal` judged whole, and its diagnosis: from the minimal case plus larger runs (the
-/// `first` failing case, and a 192x160x784 case in the failing and in the gpumode
-/// distribution), of which the runs that fail count. None for a crash or a hang, for another
-/// problem than the dual GEMM (the catalogue is the dual GEMM's), and past the size the CPU
-/// model judges whole (the catalogue computes a dozen wrong problems in full on the CPU: a bug
-/// that needs 2^30 outputs stays that large).
+/// `minimal` judged whole, its diagnosis, and the larger runs that failed: from the minimal
+/// case plus larger runs (the `first` failing case, and a 192x160x784 case in the failing and
+/// in the gpumode distribution), of which the runs that fail count. No diagnosis for a crash or
+/// a hang, for another problem than the dual GEMM (the catalogue is the dual GEMM's), past the
+/// size the CPU model judges whole (the catalogue computes a dozen wrong problems in full on
+/// the CPU: a bug that needs 2^30 outputs stays that large), and once `deadline` has passed
+/// (the failure's time bound).
 pub(super) fn diagnosed(
     kernel: &dyn KernelUnderTest,
     minimal: CaseOutcome,
     first: CaseSpec,
     order: KOrder,
-) -> (CaseOutcome, Option<Diagnosis>) {
+    deadline: Instant,
+) -> (CaseOutcome, Option<Diagnosis>, Vec<CaseOutcome>) {
     // Judging whole changes neither the spec, nor whether the kernel gave an output.
     let diagnosable = minimal.result.is_ok()
         && minimal.case.dual().is_some()
-        && shape_products(minimal.spec.shape, 2) <= FULL_REFERENCE_PRODUCTS;
+        && shape_products(minimal.spec.shape, 2) <= FULL_REFERENCE_PRODUCTS
+        && Instant::now() < deadline;
     let separating = if diagnosable {
         separating_cases(kernel.support(), minimal.spec, first)
     } else {
@@ -36,10 +40,11 @@ pub(super) fn diagnosed(
     };
     let minimal = judged_whole(minimal, order);
     if !diagnosable {
-        return (minimal, None);
+        return (minimal, None, Vec::new());
     }
     let extra: Vec<CaseOutcome> = separating
         .into_iter()
+        .take_while(|_| Instant::now() < deadline)
         .map(|spec| run_case(kernel, spec, order, None))
         // A run the kernel gets right is no evidence for any class (a bug that shows only at
         // some depths or widths would contradict every class there).
@@ -56,7 +61,7 @@ pub(super) fn diagnosed(
         })
         .collect();
     let diagnosis = diagnose(&observations, order);
-    (minimal, Some(diagnosis))
+    (minimal, Some(diagnosis), extra)
 }
 
 /// The larger runs that separate look-alike bug classes: the first failing case, and a

@@ -1,16 +1,21 @@
-//! What a campaign does with a case that fails: the one call after a failure, in order. The
-//! case is shrunk (`shrink_shape.rs`); a minimal case outside the intervals is judged on every
-//! element and diagnosed (`diagnose.rs`) and its data shrunk (`shrink_data.rs`); in exact mode,
-//! a minimal case still inside the intervals is a schedule difference, with the schedules whose
-//! replay the first differing output matches.
+//! What a campaign does with a case that fails: the one call after a failure, in order, under
+//! one time bound from that case (`time_bound.rs`). The case is shrunk (`shrink_shape.rs`); a
+//! minimal case outside the intervals gets its failing region (`region.rs`), is judged on every
+//! element, diagnosed (`diagnose.rs`) and its wrong problem identified (`identify.rs`), and its
+//! data shrunk (`shrink_data.rs`); in exact mode, a minimal case still inside the intervals is
+//! a schedule difference, with the schedules whose replay the first differing output matches.
 
 use super::cases::{CaseOutcome, CaseSpec};
 use super::diagnose::diagnosed;
+use super::identify::identified;
+use super::region::{failing_region, Region};
 use super::shrink_data::{shrink_data, ShrunkData};
 use super::shrink_shape::shrink_case;
+use super::time_bound::{Step, TimeBound};
 use super::trace;
-use crate::kernels::KernelUnderTest;
+use crate::kernels::{KernelFailure, KernelUnderTest};
 use nvfp4_model::compare::diagnosis::Diagnosis;
+use nvfp4_model::compare::identify::Identification;
 use nvfp4_model::model::bounds::KOrder;
 use nvfp4_model::model::mma::schedule::{KChunkOrder, MmaModel, Schedule};
 use nvfp4_model::model::replay::{replay_dual_gemm, ExactComparison};
@@ -28,6 +33,13 @@ pub struct Failure {
     pub shrink_steps: usize,
     /// The failing case's data shrunk further (dual GEMM, wrong outputs).
     pub data: Option<ShrunkData>,
+    /// Around the minimal case: each dimension's boundary and which ones the failure needs
+    /// (none for a hang: each run would cost a watchdog).
+    pub region: Option<Region>,
+    /// The nearby problem the output answers, or the nearest one (wrong dual-GEMM outputs).
+    pub identification: Option<Identification>,
+    /// What the time bound stopped before its end, in words (empty when everything finished).
+    pub unfinished: Vec<String>,
 }
 
 /// An output inside the intervals that is not what the declared schedule gives, shrunk.
@@ -79,8 +91,25 @@ pub fn shrunk(
     } else {
         CaseOutcome::failed
     };
+    let bound = TimeBound::from_now();
+    let mut unfinished = Vec::new();
+    let mut stopped = |step: Step, finished: bool| {
+        if !finished {
+            unfinished.push(step.unfinished_words().to_string());
+        }
+    };
     let started = Instant::now();
-    let (minimal, shrink_steps) = shrink_case(kernel, failing, tree, order, schedule, still_fails);
+    let shrunk_shape = shrink_case(
+        kernel,
+        failing,
+        tree,
+        order,
+        schedule,
+        still_fails,
+        bound.end_of(Step::ShapeShrink),
+    );
+    stopped(Step::ShapeShrink, shrunk_shape.finished);
+    let (minimal, shrink_steps) = (shrunk_shape.minimal, shrunk_shape.steps);
     if !schedule_only {
         trace(format_args!(
             "shrunk to {} in {shrink_steps} runs, {:.1} s",
@@ -99,10 +128,31 @@ pub fn shrunk(
         });
     }
     // Shrinking a schedule difference may find a case outside the intervals: a failure too.
+    let region = (!matches!(minimal.result, Err(KernelFailure::Hung(_)))).then(|| {
+        failing_region(
+            kernel,
+            minimal.spec,
+            order,
+            schedule,
+            &still_fails,
+            bound.end_of(Step::Region),
+        )
+    });
+    stopped(Step::Region, region.as_ref().is_none_or(|r| r.finished));
     let started = Instant::now();
-    let (minimal, diagnosis) = diagnosed(kernel, minimal, first, order);
+    let identification_ends = bound.end_of(Step::Identification);
+    let (minimal, diagnosis, extra) = diagnosed(kernel, minimal, first, order, identification_ends);
+    let identification = identified(kernel, &minimal, &extra, order, identification_ends);
+    drop(extra);
+    stopped(
+        Step::Identification,
+        identification.as_ref().is_none_or(|i| i.finished)
+            && (diagnosis.is_some()
+                || minimal.result.is_err()
+                || !bound.over(Step::Identification)),
+    );
     trace(format_args!(
-        "diagnosed in {:.1} s",
+        "diagnosed and identified in {:.1} s",
         started.elapsed().as_secs_f64()
     ));
     let started = Instant::now();
@@ -113,12 +163,18 @@ pub fn shrunk(
             &minimal.case.inputs,
             minimal.case.padding_fill,
             order,
+            bound.end_of(Step::DataShrink),
         ),
         Err(_) => None,
     };
+    stopped(
+        Step::DataShrink,
+        minimal.result.is_err() || !bound.over(Step::DataShrink),
+    );
     trace(format_args!(
-        "data shrunk in {:.1} s",
-        started.elapsed().as_secs_f64()
+        "data shrunk in {:.1} s; {:.1} s after the first failure",
+        started.elapsed().as_secs_f64(),
+        bound.elapsed().as_secs_f64()
     ));
     Shrunk::Failure(Box::new(Failure {
         case_index,
@@ -127,6 +183,9 @@ pub fn shrunk(
         diagnosis,
         shrink_steps,
         data,
+        region,
+        identification,
+        unfinished,
     }))
 }
 

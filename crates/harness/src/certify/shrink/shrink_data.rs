@@ -70,6 +70,8 @@ struct Shrinker<'a> {
     fill: u8,
     runs: usize,
     started: std::time::Instant,
+    /// The failure's time bound for this step.
+    deadline: std::time::Instant,
 }
 
 impl Shrinker<'_> {
@@ -99,7 +101,9 @@ impl Shrinker<'_> {
 
     /// Whether the runs or the seconds of the budget are spent.
     fn spent(&self) -> bool {
-        self.runs >= RUN_BUDGET || self.started.elapsed().as_secs_f64() > SECONDS_BUDGET
+        self.runs >= RUN_BUDGET
+            || self.started.elapsed().as_secs_f64() > SECONDS_BUDGET
+            || std::time::Instant::now() >= self.deadline
     }
 
     /// The output when the kernel still fails on `inputs`; None when it passes or when the
@@ -171,6 +175,7 @@ pub fn shrink_data(
     failing: &ProblemInputs,
     fill: u8,
     order: KOrder,
+    deadline: std::time::Instant,
 ) -> Option<ShrunkData> {
     let ProblemInputs::DualGemm(start) = failing else {
         return None;
@@ -188,6 +193,7 @@ pub fn shrink_data(
         fill,
         runs: 0,
         started: std::time::Instant::now(),
+        deadline,
     };
     shrinker.fails(start)?;
     let mut inputs = start.clone();
