@@ -122,10 +122,15 @@ fn start_failures_say_whether_the_machine_or_the_kernel_is_to_blame() {
         Err(PrepareError::Unavailable(reason)) if reason.contains("sm_100a")
     ));
     let unusable = fake_kernel("unusable", &["unusable"], Duration::from_secs(5));
-    assert!(matches!(
-        unusable.prepare(),
-        Err(PrepareError::Unusable(reason)) if reason.contains("custom_kernel")
-    ));
+    // The worker's report is not called the kernel's words; what the kernel printed is quoted.
+    match unusable.prepare() {
+        Err(PrepareError::Unusable(reason)) => assert!(
+            reason.contains("custom_kernel(data) function» (the worker's report)")
+                && reason.contains("its last output before it failed: «loading my kernel» (the kernel's own words)"),
+            "{reason}"
+        ),
+        other => panic!("{:?}", other.err()),
+    }
     let slow = fake_kernel("slow", &["slow-start"], Duration::from_secs(5));
     assert!(matches!(
         slow.prepare(),

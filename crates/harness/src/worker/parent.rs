@@ -211,6 +211,18 @@ pub const QUOTED_MAX_CHARS: usize = 1200;
 /// but line breaks shown as `\u{..}` escapes, so that it cannot rewrite a terminal or a log
 /// around it.
 pub fn quoted_within(text: &str, max_chars: usize) -> String {
+    quoted_as(text, max_chars, "the kernel's own words")
+}
+
+/// What a worker reported of its own start (the oracle's worker script's words, about the
+/// kernel's file), marked as the worker's: it came from a process the kernel runs in, so it is
+/// quoted and bounded as the kernel's text is, but it is not the kernel's own output.
+pub fn worker_report(text: &str) -> String {
+    quoted_as(text, QUOTED_MAX_CHARS, "the worker's report")
+}
+
+/// [`quoted_within`] with the words that say whose text it is.
+fn quoted_as(text: &str, max_chars: usize, whose: &str) -> String {
     let text = text.trim();
     let count = text.chars().count();
     let kept: String = text.chars().skip(count.saturating_sub(max_chars)).collect();
@@ -229,7 +241,7 @@ pub fn quoted_within(text: &str, max_chars: usize) -> String {
     } else {
         String::new()
     };
-    format!("«{cut}{clean}» (the kernel's own words)")
+    format!("«{cut}{clean}» ({whose})")
 }
 
 /// [`quoted_within`] at [`QUOTED_MAX_CHARS`].
@@ -251,6 +263,9 @@ pub fn quoted_failure(failure: KernelFailure) -> KernelFailure {
         BadOutput(t) => BadOutput(quoted(&t)),
     }
 }
+
+/// The most lines of a submission's output quoted when it fails to start.
+const START_FAILURE_LINES: usize = 12;
 
 /// How often a worker that has not started yet is reported on stderr.
 const START_NOTE_EVERY: Duration = Duration::from_secs(15);
@@ -395,7 +410,16 @@ impl Worker {
                 unavailable: true,
                 reason,
             }) => Err(PrepareError::Unavailable(reason)),
-            Ok(Reply::StartFailed { reason, .. }) => Err(PrepareError::Unusable(quoted(&reason))),
+            // The submission's own fault (a typo'd import, a syntax error): what it printed
+            // before failing is quoted too, since it often says why.
+            Ok(Reply::StartFailed { reason, .. }) => Err(PrepareError::Unusable(format!(
+                "{}{}",
+                worker_report(&reason),
+                match log_tail(&worker.log, START_FAILURE_LINES) {
+                    tail if tail.is_empty() => String::new(),
+                    tail => format!("\nits last output before it failed: {}", quoted(&tail)),
+                }
+            ))),
             Ok(Reply::Done(_) | Reply::Timed(_) | Reply::Batch(_)) => Err(PrepareError::Unusable(
                 "the worker answered before it was asked".into(),
             )),

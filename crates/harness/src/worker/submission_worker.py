@@ -16,9 +16,12 @@ import ast
 import contextlib
 import ctypes
 import importlib.util
+import io
 import json
 import os
+import re
 import sys
+import tokenize
 import traceback
 import types
 
@@ -1044,17 +1047,75 @@ BLACKWELL_ONLY = ("tcgen05", "blackwell_helpers", "sm100_utils", "MmaMXF4NVF4Op"
 HOPPER_PATH = ("wgmma", "sm_90", "sm90", "hopper_helpers", "warpgroup")
 
 
+def code_pieces(source):
+    """The submission's code, as (line, text) pieces, that the markers are looked for in: Python
+    comments and string-only statements (docstrings) dropped, and C and C++ comments dropped from
+    the strings kept (a CUDA source handed to load_inline is code). A word in a comment never
+    decides what a submission needs."""
+    tokens = [t for t in tokenize.generate_tokens(io.StringIO(source).readline)
+              if t.type not in (tokenize.COMMENT, tokenize.NL)]
+    statement_ends = (tokenize.NEWLINE, tokenize.ENDMARKER, tokenize.DEDENT)
+    statement_starts = (tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENCODING)
+    pieces, i = [], 0
+    while i < len(tokens):
+        run = i
+        while run < len(tokens) and tokens[run].type == tokenize.STRING:
+            run += 1
+        if run > i:
+            alone = ((i == 0 or tokens[i - 1].type in statement_starts)
+                     and (run == len(tokens) or tokens[run].type in statement_ends))
+            if not alone:
+                for token in tokens[i:run]:
+                    # A comment's line breaks kept, so that each line keeps its number.
+                    text = C_COMMENT.sub(lambda c: "\n" * c.group().count("\n"), token.string)
+                    pieces.extend((token.start[0] + n, line)
+                                  for n, line in enumerate(text.split("\n")))
+            i = run
+            continue
+        pieces.append((tokens[i].start[0], tokens[i].string))
+        i += 1
+    return pieces
+
+
+C_COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+
+
 def blackwell_only(source):
-    """Where a submission's source shows Blackwell-only code and no Hopper path: the first
+    """Where a submission's code shows Blackwell-only code and no Hopper path: the first
     marker and its line, else None. A kernel like that cannot run on an older GPU (it fails
     at its first compile), and `nvfp4-oracle preflight --submission` is what can read it."""
-    if any(marker in source for marker in HOPPER_PATH):
+    try:
+        pieces = code_pieces(source)
+    except (tokenize.TokenError, SyntaxError):
         return None
-    for number, line in enumerate(source.splitlines(), 1):
+    if any(marker in text for _, text in pieces for marker in HOPPER_PATH):
+        return None
+    for number, text in pieces:
         for marker in BLACKWELL_ONLY:
-            if marker in line:
+            if marker in text:
                 return f"`{marker}` (line {number})"
     return None
+
+
+# Top-level modules of packages only a GPU platform has: a submission importing one where it
+# is missing cannot run here (exit 4). Any other module missing is the submission's to fix (a
+# typo, a helper file not beside it, a package to install).
+PLATFORM_MODULES = ("torch", "triton", "cutlass", "cuda", "cupy", "pycuda", "nvidia", "tilelang",
+                    "tvm", "flashinfer", "deep_gemm", "tensorrt", "thunderkittens", "quack",
+                    "cuda_bindings", "torchao", "nvmath", "numba")
+
+
+def missing_module_failure(exc, submission):
+    """What a ModuleNotFoundError raised by importing the submission says, and whether it is
+    this machine's (a GPU platform's package is missing) rather than the submission's."""
+    top = (exc.name or "").split(".")[0]
+    if top in PLATFORM_MODULES:
+        return (f"{submission} needs the Python module '{exc.name}', which is not installed for "
+                f"{sys.executable}"), True
+    beside = os.path.join(os.path.dirname(submission), top + ".py")
+    return (f"{submission}: importing it raised {exception_text(exc, submission)}: '{top}' is "
+            f"neither beside it ({beside} does not exist) nor installed for {sys.executable}: "
+            f"a misspelt name, a helper file to put beside it, or a package to install"), False
 
 
 def read_checked_source(submission):
@@ -1163,10 +1224,7 @@ def main():
         sys.modules["submission"] = module
         spec.loader.exec_module(module)
     except ModuleNotFoundError as exc:
-        if exc.name and exc.name.split(".")[0] not in ("task", "submission"):
-            start_failed(f"{submission} needs the Python module '{exc.name}', which is not "
-                         f"installed for {sys.executable}", unavailable=True)
-        start_failed(f"{submission}: importing it raised {exception_text(exc, submission)}")
+        start_failed(*missing_module_failure(exc, submission))
     except Exception as exc:
         start_failed(f"{submission}: importing it raised {exception_text(exc, submission)}")
     kernel = getattr(module, "custom_kernel", None)
