@@ -45,8 +45,7 @@ pub struct Identification {
 impl Identification {
     /// One sentence for the certificate.
     pub fn sentence(&self) -> String {
-        let runs: Vec<String> = self.runs.iter().map(Shape::to_string).collect();
-        let at = format!("at {}", runs.join(" and "));
+        let at = runs_in_words(&self.runs);
         let unfinished = if self.finished {
             ""
         } else {
@@ -72,6 +71,30 @@ impl Identification {
                 plural(self.wrong_elements, "wrong element")
             )
         }
+    }
+}
+
+/// "at 1x1x16x33", "at 1x1x16x33 and 1x1x16x70", "at 65x1x16, 128x128x256 and 192x160x784 (2
+/// runs)": each shape once, with its count (other runs differ by data, not shape).
+fn runs_in_words(runs: &[Shape]) -> String {
+    let mut shapes: Vec<(Shape, usize)> = Vec::new();
+    for shape in runs {
+        match shapes.iter_mut().find(|(s, _)| s == shape) {
+            Some((_, count)) => *count += 1,
+            None => shapes.push((*shape, 1)),
+        }
+    }
+    let words: Vec<String> = shapes
+        .iter()
+        .map(|(shape, count)| match count {
+            1 => shape.to_string(),
+            _ => format!("{shape} ({count} runs)"),
+        })
+        .collect();
+    match words.split_last() {
+        Some((last, [])) => format!("at {last}"),
+        Some((last, rest)) => format!("at {} and {last}", rest.join(", ")),
+        None => String::new(),
     }
 }
 
@@ -103,44 +126,40 @@ pub fn identify(
     if !first.wrong.iter().any(|&w| w) {
         return None;
     }
-    let runs: Vec<Shape> = observations.iter().map(|o| o.inputs.shape).collect();
     if let Some(unwritten) = never_written(first) {
-        return Some(Identification { runs, ..unwritten });
+        return Some(Identification {
+            runs: vec![first.observation.inputs.shape],
+            ..unwritten
+        });
     }
-    let wrong_total: usize = judged
-        .iter()
-        .map(|j| j.wrong.iter().filter(|&&w| w).count())
-        .sum();
     let shape = first.observation.inputs.shape;
-    let mut fitting: Vec<NearbyProblem> = Vec::new();
-    // The nearest so far: (wrong elements explained, right elements it breaks), and the problem.
-    let mut nearest: Option<((usize, usize), NearbyProblem)> = None;
+    let mut fitting: Vec<(NearbyProblem, Score)> = Vec::new();
+    // The nearest so far: most wrong elements explained, then fewest right ones broken.
+    let mut nearest: Option<(NearbyProblem, Score)> = None;
     let mut finished = true;
     for problem in NearbyProblem::candidates(shape) {
         if deadline.is_some_and(|d| Instant::now() >= d) {
             finished = false;
             break;
         }
-        let Some((explained, broken)) = score(problem, &judged, order) else {
+        let Some(score) = score(problem, &judged, order) else {
             continue;
         };
-        if explained == wrong_total && broken == 0 {
-            fitting.push(problem);
+        let key = |s: &Score| (s.explained, std::cmp::Reverse(s.broken));
+        if nearest
+            .as_ref()
+            .is_none_or(|(_, best)| key(&score) > key(best))
+        {
+            nearest = Some((problem, score.clone()));
         }
-        let better = nearest.is_none_or(|((e, b), _)| {
-            (explained, std::cmp::Reverse(broken)) > (e, std::cmp::Reverse(b))
-        });
-        if better {
-            nearest = Some(((explained, broken), problem));
+        if score.explained == score.wrong && score.broken == 0 {
+            fitting.push((problem, score));
         }
     }
     let blocks = shape.k / SCALE_BLOCK;
-    let (problem, explained, explains_all) = match fitting.first() {
-        Some(&problem) => (problem, wrong_total, true),
-        None => {
-            let ((explained, _), problem) = nearest?;
-            (problem, explained, false)
-        }
+    let ((problem, score), explains_all) = match fitting.first() {
+        Some(found) => (found.clone(), true),
+        None => (nearest?, false),
     };
     Some(Identification {
         family: if explains_all {
@@ -152,19 +171,41 @@ pub fn identify(
         problem: problem.slug(),
         words: problem.words(blocks),
         explains_all,
-        wrong_elements: wrong_total,
-        explained_elements: explained,
-        also_consistent: fitting.iter().skip(1).take(4).map(|p| p.slug()).collect(),
-        runs,
+        wrong_elements: score.wrong,
+        explained_elements: score.explained,
+        also_consistent: fitting
+            .iter()
+            .skip(1)
+            .take(4)
+            .map(|(p, _)| p.slug())
+            .collect(),
+        runs: score.runs,
         finished,
     })
 }
 
-/// How many wrong elements `problem` explains over the runs, and how many right ones it breaks;
-/// `None` where it cannot differ from the problem asked on the minimal case, or costs too much
-/// there.
-fn score(problem: NearbyProblem, judged: &[Judged], order: KOrder) -> Option<(usize, usize)> {
-    let (mut explained, mut broken) = (0, 0);
+/// How a nearby problem fares over the runs it could be computed on.
+#[derive(Clone)]
+struct Score {
+    /// Wrong elements of those runs, and how many of them it explains.
+    wrong: usize,
+    explained: usize,
+    /// Right elements it does not hold.
+    broken: usize,
+    /// The runs it was computed on, the minimal case first.
+    runs: Vec<Shape>,
+}
+
+/// How `problem` fares over the runs it can be computed on (a run too large for it is no
+/// evidence either way); `None` where it cannot differ from the problem asked on the minimal
+/// case, or costs too much there.
+fn score(problem: NearbyProblem, judged: &[Judged], order: KOrder) -> Option<Score> {
+    let mut score = Score {
+        wrong: 0,
+        explained: 0,
+        broken: 0,
+        runs: Vec::new(),
+    };
     for (index, run) in judged.iter().enumerate() {
         let shape = run.observation.inputs.shape;
         let intervals = if 2 * shape.m * shape.n * shape.k * shape.l <= MAX_PRODUCTS_PER_PROBLEM {
@@ -178,16 +219,18 @@ fn score(problem: NearbyProblem, judged: &[Judged], order: KOrder) -> Option<(us
             }
             continue;
         };
+        score.runs.push(shape);
         for (i, &value) in run.observation.output.iter().enumerate() {
             let holds = !intervals.unbounded[i] && inside(value, intervals.lo[i], intervals.hi[i]);
+            score.wrong += usize::from(run.wrong[i]);
             match (run.wrong[i], holds) {
-                (true, true) => explained += 1,
-                (false, false) => broken += 1,
+                (true, true) => score.explained += 1,
+                (false, false) => score.broken += 1,
                 _ => {}
             }
         }
     }
-    Some((explained, broken))
+    Some(score)
 }
 
 /// Where the minimal case's only wrong elements are ones still holding the poison the harness
@@ -227,8 +270,8 @@ fn never_written(run: &Judged) -> Option<Identification> {
         family: "never-written".into(),
         problem: "never-written".into(),
         words: format!(
-            "the exact answer with {}{tile_words} left as the poison the harness wrote (never \
-             written)",
+            "the exact answer wherever it wrote; {}{tile_words} never written (still the poison \
+             the harness wrote)",
             unwritten_where(&elements, shape)
         ),
         explains_all: true,

@@ -61,6 +61,7 @@ fn scales_of_batch_l_mod_32_are_named_once_a_larger_run_separates_them_from_a_ri
         "{sentence}"
     );
     assert!(sentence.contains("wrong elements explained, at 1x1x16x33 and 1x1x16x70)"));
+    assert_eq!(both.runs.len(), 2);
 }
 
 #[test]
@@ -139,7 +140,10 @@ fn the_last_partial_row_tile_left_as_poison_is_named() {
     let found = identified(&[(&minimal, &out)]);
     assert_eq!(found.family, "never-written");
     assert!(
-        found.words.contains("rows m 128 to 129, every column (row tile 1, the last and partial one) left as the poison"),
+        found.words.contains(
+            "the exact answer wherever it wrote; rows m 128 to 129, every column (row tile 1, \
+             the last and partial one) never written (still the poison"
+        ),
         "{}",
         found.words
     );
@@ -174,4 +178,26 @@ fn a_right_output_is_not_identified() {
         output: &reference.expected,
     };
     assert_eq!(identify(&[observation], KOrder::Contiguous, None), None);
+}
+
+/// A run too large for a nearby problem is no evidence for or against it: its wrong elements
+/// are not counted against the problem's explanation of the runs it was computed on.
+#[test]
+fn a_run_too_large_to_compute_a_nearby_problem_on_does_not_count_against_it() {
+    let problem = NearbyProblem::Columns {
+        scales_only: false,
+        map: IndexMap::Mod(9),
+    };
+    let minimal = inputs(1, 513, 16, 1, 13);
+    // 2 x 8192 x 4096 x 2 products: past what one nearby problem may cost.
+    let large = inputs(2, 8192, 4096, 1, 14);
+    let (out_minimal, mut out_large) = (output_of(problem, &minimal), {
+        dual_gemm_reference(&large, KOrder::Contiguous).expected
+    });
+    out_large[3] = f16::from_f32(-777.0);
+    let found = identified(&[(&minimal, &out_minimal), (&large, &out_large)]);
+    assert!(found.explains_all, "{}", found.sentence());
+    assert_eq!(found.problem, "columns-b-from-mod-512");
+    assert_eq!(found.runs, vec![minimal.shape]);
+    assert_eq!(found.wrong_elements, found.explained_elements);
 }
