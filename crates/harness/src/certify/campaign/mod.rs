@@ -9,6 +9,7 @@ pub(crate) mod cross_check;
 pub(crate) mod defaults;
 pub(crate) mod fixed_cases;
 pub(crate) mod limits;
+pub(crate) mod model_strata;
 pub(crate) mod models;
 pub(crate) mod pipeline;
 pub(crate) mod plan;

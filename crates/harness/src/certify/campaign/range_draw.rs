@@ -7,11 +7,16 @@
 //!   (pairs first, then band triples), the cheaper octave on a tie. Cases are drawn until every
 //!   pair cell is reached, whatever the budget.
 //! - **Then triples, up to the budget** ([`DEFAULT_GPU_RANGE_CASES`] cases in all): cases built
-//!   around band triples (two octaves a dimension) no case has reached.
+//!   around band triples (two octaves a dimension) no case has reached, every triple a case
+//!   within the per-case bound can hold, the largest first (a conjunction of three dimensions
+//!   at deployment size is where deployments run and where the random cases never go; the
+//!   small ones are the ones a budget may leave).
 //! - **Values where code branches.** Inside its octave a value is drawn at a multiple of 64, 128,
 //!   256 or 1024, or one either side of it (16 for K), at an odd count of 128-wide tiles, at the
-//!   octave's ends, K at a multiple of 16 that is not one of 64, or log-uniformly; then rounded
-//!   to the kernel's declared multiples.
+//!   octave's ends, K at a multiple of 16 that is not one of 64, or log-uniformly, each
+//!   dimension taking these kinds in turn; then rounded to the kernel's declared multiples.
+//! - **The public models' own points** (`model_strata.rs`) before the drawn cases: experts,
+//!   width and depth at once, at every token range.
 //! - **Within a per-case bound.** Every operand (A, B1, B2) and the output at most
 //!   [`RANGE_ELEMENTS_BOUND`] elements, the products at most [`RANGE_PRODUCTS_BOUND`]: a cell no
 //!   case within the bound (or within the kernel's shape support) can hold is listed, with why,
@@ -21,6 +26,7 @@
 //! `certify --plan` lists them without running anything.
 
 use super::cases::CaseSpec;
+use super::model_strata::model_strata;
 use super::shape_ranges::{
     all_cells, cells_of, octave_values, Cell, Dim, Level, RangeCoverage, PAIRS, TRIPLES,
 };
@@ -37,12 +43,9 @@ pub const RANGE_ELEMENTS_BOUND: usize = 1 << 28;
 /// The most multiply-adds (M N K L) of one range case: about a second of the GPU reference on an
 /// H100.
 pub const RANGE_PRODUCTS_BOUND: usize = 1 << 39;
-/// A band triple is drawn for only where its least case moves at most this many elements (A,
-/// B1, B2 and the output): the larger ones are listed; their pairs are all reached.
-pub const TRIPLE_COST_BOUND: usize = 1 << 26;
 /// Range cases of a campaign whose reference is computed on the GPU (`certify --range-cases`):
 /// enough to reach every pair, the rest on triples.
-pub const DEFAULT_GPU_RANGE_CASES: usize = 1000;
+pub const DEFAULT_GPU_RANGE_CASES: usize = 1200;
 /// Candidates weighed for each case: the one that reaches the most uncovered cells is drawn.
 const CANDIDATES: usize = 12;
 /// A case whose least shape moves at most this many elements is cheap (a few milliseconds of an
@@ -61,8 +64,6 @@ const OUTSIDE_SUPPORT: &str = "outside the kernel's declared shape support";
 const PAST_BOUND: &str =
     "past the per-case bound (an operand or the output past 2^28 elements, or \
                           past 2^39 multiply-adds)";
-const PAST_TRIPLE_BOUND: &str = "a triple whose least case moves more than 2^26 elements (its \
-                                 pairs are reached, the triple is not drawn for)";
 
 /// A campaign's range cases and what they leave uncovered.
 #[derive(Debug, Clone, Default)]
@@ -124,9 +125,21 @@ fn cost([m, n, k, l]: [usize; 4]) -> usize {
     (m * k + 2 * n * k + m * n) * l
 }
 
-/// A value of octave `o` of `d` where code branches, a multiple of `multiple` (None: the draw
-/// left the octave).
-fn branch_value(rng: &mut ChaCha8Rng, d: Dim, o: u32, multiple: usize) -> Option<usize> {
+/// The kinds of value a dimension takes in turn ([`branch_value`]): a tile multiple one past,
+/// one short and on it, an odd count of 128-wide tiles, the octave's ends, K at a multiple of 16
+/// that is not one of 64, and log-uniform. Taken in turn, not at random, so that every octave a
+/// dozen cases reach sees each kind, a tile +-1 at every scale.
+const VALUE_KINDS: usize = 8;
+
+/// A value of octave `o` of `d` of kind `kind` (of [`VALUE_KINDS`]) where code branches, a
+/// multiple of `multiple` (None: the draw left the octave).
+fn branch_value(
+    rng: &mut ChaCha8Rng,
+    d: Dim,
+    o: u32,
+    multiple: usize,
+    kind: usize,
+) -> Option<usize> {
     let (lo, hi) = octave_values(o);
     let mut pick = |n: usize| (rng.next_u64() % n.max(1) as u64) as usize;
     let step = if d == Dim::K { 16 } else { 1 };
@@ -135,19 +148,20 @@ fn branch_value(rng: &mut ChaCha8Rng, d: Dim, o: u32, multiple: usize) -> Option
         1 => v,
         _ => v + step,
     };
-    let v = match pick(7) {
-        0 => {
+    let v = match kind % VALUE_KINDS {
+        kind @ 0..=2 => {
+            // One past a tile multiple, one short of it, on it.
+            let side = [2, 0, 1][kind];
             let g = [64, 128, 256, 1024][pick(4)];
             let first = lo.div_ceil(g);
             let last = hi / g;
             if last < first {
                 lo + pick(hi - lo + 1)
             } else {
-                let side = pick(3);
                 near((first + pick(last - first + 1)) * g, side)
             }
         }
-        1 => {
+        3 => {
             // An odd count of 128-wide tiles.
             let first = lo.div_ceil(128);
             let last = hi / 128;
@@ -163,9 +177,9 @@ fn branch_value(rng: &mut ChaCha8Rng, d: Dim, o: u32, multiple: usize) -> Option
                 }
             }
         }
-        2 => lo,
-        3 => hi,
-        4 if d == Dim::K => {
+        4 => lo,
+        5 => hi,
+        6 if d == Dim::K => {
             // A multiple of 16 that is not one of 64.
             let blocks = (lo.div_ceil(16)..=hi / 16).filter(|b| b % 4 != 0);
             let blocks: Vec<usize> = blocks.take(1 << 12).collect();
@@ -244,6 +258,28 @@ fn gain(
     score
 }
 
+/// Marks the cells `shape` lies in as reached: its pairs, and its triples once as many of
+/// their corners as `needed` are.
+fn record_reached(
+    shape: Shape,
+    pairs: &mut BTreeSet<Cell>,
+    triples: &mut BTreeSet<Cell>,
+    corners: &mut BTreeMap<Cell, BTreeSet<[Option<u32>; 4]>>,
+    needed: &BTreeMap<Cell, usize>,
+) {
+    for cell in cells_of(shape, Level::Pair) {
+        pairs.remove(&cell);
+    }
+    let octaves = Dim::ALL.map(|d| Some(super::shape_ranges::octave(d.of(shape))));
+    for cell in cells_of(shape, Level::Triple) {
+        let reached = corners.entry(cell).or_default();
+        reached.insert(corner_of(&cell, &octaves));
+        if reached.len() >= needed.get(&cell).copied().unwrap_or(0) {
+            triples.remove(&cell);
+        }
+    }
+}
+
 /// The range cases of a campaign of `seed`: every pair cell the support and the bound allow,
 /// then band triples up to `budget` cases in all. None for the grouped GEMM and the GEMV (their
 /// campaigns draw their shapes otherwise) or with a budget of 0.
@@ -303,6 +339,9 @@ pub fn range_cases(
     let mut needed: BTreeMap<Cell, usize> = BTreeMap::new();
     let mut corners: BTreeMap<Cell, BTreeSet<[Option<u32>; 4]>> = BTreeMap::new();
     let mut triples_left: BTreeMap<String, usize> = BTreeMap::new();
+    // Per triple, the octave of the elements its least case moves: the largest are drawn for
+    // first.
+    let mut size_of: BTreeMap<Cell, u32> = BTreeMap::new();
     for cell in triple_cells {
         let corners = triple_corners(&cell);
         let reasons: Vec<Result<_, &str>> =
@@ -311,17 +350,11 @@ pub fn range_cases(
             .iter()
             .filter_map(|least| least.ok().map(cost))
             .min();
-        if cheapest.is_some_and(|c| c <= TRIPLE_COST_BOUND) {
-            let held = reasons
-                .iter()
-                .filter(|least| least.is_ok_and(|l| cost(l) <= TRIPLE_COST_BOUND))
-                .count();
+        if let Some(cheapest) = cheapest {
+            let held = reasons.iter().filter(|least| least.is_ok()).count();
             needed.insert(cell, held.min(TRIPLE_DRAWS));
+            size_of.insert(cell, cheapest.ilog2());
             triples.insert(cell);
-        } else if cheapest.is_some() {
-            *triples_left
-                .entry(PAST_TRIPLE_BOUND.to_string())
-                .or_default() += 1;
         } else {
             let why = if reasons.contains(&Err(PAST_BOUND)) {
                 PAST_BOUND
@@ -333,6 +366,21 @@ pub fn range_cases(
     }
     let mut rng = ChaCha8Rng::seed_from_u64(seed ^ 0x7a9e_c0fe_7a9e_0000);
     let mut cases: Vec<(Cell, Shape, usize)> = Vec::new();
+    // Each dimension's next kind of value, from a place of the seed's.
+    let mut value_kinds = [0; 4].map(|_: usize| rng.next_u64() as usize % VALUE_KINDS);
+    // The public models' own points first: the draw then covers what they leave.
+    for (_, shape) in model_strata(problem, support, seed, within_bound) {
+        let triples_of = cells_of(shape, Level::Triple);
+        let Some(&cell) = (if shape.l > 1 {
+            triples_of.last()
+        } else {
+            triples_of.first()
+        }) else {
+            continue;
+        };
+        record_reached(shape, &mut pairs, &mut triples, &mut corners, &needed);
+        cases.push((cell, shape, cost([shape.m, shape.n, shape.k, shape.l])));
+    }
     while !pairs.is_empty() || (!triples.is_empty() && cases.len() < budget) {
         let pair_phase = !pairs.is_empty();
         let mut best: Option<(usize, usize, Cell, [Option<u32>; 4])> = None;
@@ -343,10 +391,10 @@ pub fn range_cases(
                     .nth(rng.next_u64() as usize % pairs.len())
                     .expect("not empty")
             } else {
-                *triples
-                    .iter()
-                    .nth(rng.next_u64() as usize % triples.len())
-                    .expect("not empty")
+                let largest = triples.iter().map(|c| size_of[c]).max().expect("not empty");
+                let at_largest: Vec<&Cell> =
+                    triples.iter().filter(|c| size_of[*c] == largest).collect();
+                *at_largest[rng.next_u64() as usize % at_largest.len()]
             };
             let mut at = match target.level {
                 Level::Pair => target.at,
@@ -355,7 +403,7 @@ pub fn range_cases(
                     let held: Vec<_> = triple_corners(&target)
                         .into_iter()
                         .filter(|at| {
-                            least_shape(at, support).is_ok_and(|l| cost(l) <= TRIPLE_COST_BOUND)
+                            least_shape(at, support).is_ok()
                                 && !reached.is_some_and(|r| r.contains(at))
                         })
                         .collect();
@@ -424,24 +472,17 @@ pub fn range_cases(
             .find_map(|_| {
                 let mut values = [0; 4];
                 for d in Dim::ALL {
-                    values[d.index()] = branch_value(&mut rng, d, at[d.index()]?, multiple(d))?;
+                    let kind = value_kinds[d.index()];
+                    value_kinds[d.index()] += 1;
+                    values[d.index()] =
+                        branch_value(&mut rng, d, at[d.index()]?, multiple(d), kind)?;
                 }
                 (within_bound(values) && values[Dim::L.index()] <= support.max_l).then_some(values)
             })
             .unwrap_or(least);
         let [m, n, k, l] = values;
         let shape = problem.normalize(Shape::new(m, n, k, l).expect("range shapes are valid"));
-        for cell in cells_of(shape, Level::Pair) {
-            pairs.remove(&cell);
-        }
-        let octaves = Dim::ALL.map(|d| Some(super::shape_ranges::octave(d.of(shape))));
-        for cell in cells_of(shape, Level::Triple) {
-            let reached = corners.entry(cell).or_default();
-            reached.insert(corner_of(&cell, &octaves));
-            if reached.len() >= needed.get(&cell).copied().unwrap_or(0) {
-                triples.remove(&cell);
-            }
-        }
+        record_reached(shape, &mut pairs, &mut triples, &mut corners, &needed);
         // Never drawn for again, reached or not (a rounding that left the cell).
         pairs.remove(&target);
         if target.level == Level::Triple && !cells_of(shape, Level::Triple).contains(&target) {
@@ -589,8 +630,6 @@ mod tests {
         let elements = format!("2^{} elements", RANGE_ELEMENTS_BOUND.ilog2());
         let products = format!("2^{} multiply-adds", RANGE_PRODUCTS_BOUND.ilog2());
         assert!(PAST_BOUND.contains(&elements) && PAST_BOUND.contains(&products));
-        let triple = format!("2^{} elements", TRIPLE_COST_BOUND.ilog2());
-        assert!(PAST_TRIPLE_BOUND.contains(&triple));
     }
 
     #[test]
