@@ -70,6 +70,15 @@ pub fn run(args: PreflightArgs) -> Result<ExitCode> {
     // An interrupted preflight kills what it started and removes its files before it ends.
     nvfp4_harness::preflight::catch_interrupts();
     nvfp4_harness::worker::pass_env(&args.pass_env).map_err(Error::Usage)?;
+    // A compilation may take minutes (or hang until --timeout): never a silent wait, on a
+    // terminal or in a CI log.
+    let timeout = args.timeout;
+    let _notes = super::progress::Heartbeat::start(move |elapsed| {
+        format!(
+            "preflight: still working: {} s of the {timeout} s that --timeout allows",
+            elapsed.as_secs()
+        )
+    });
     let code = code_to_read(&args, &deadline)?;
     let (source, modules, threads, dynamic, compiled) = match code {
         Code::Read((source, modules, threads, dynamic)) => {

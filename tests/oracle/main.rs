@@ -26,6 +26,7 @@ mod hardening;
 mod preflight;
 mod preflight_cute;
 mod preflight_steps;
+mod progress_notes;
 mod readme_commands;
 mod regimes;
 mod replay;

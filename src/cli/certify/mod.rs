@@ -24,6 +24,7 @@ use reference_choice::ReferenceChoice;
 pub(crate) use select::matches;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 #[derive(Args, Debug)]
@@ -166,7 +167,8 @@ pub struct CertifyArgs {
     /// judged by the CPU model.
     #[arg(long, value_enum, default_value_t = ReferenceChoice::Auto)]
     pub reference: ReferenceChoice,
-    /// No progress bar (there is none either where stderr is not a terminal).
+    /// No progress bar, and where stderr is not a terminal (a CI log) none of the lines that
+    /// stand for it there (one every 15 s: the kernel, its cases done, the seconds).
     #[arg(long, short = 'q')]
     pub quiet: bool,
 }
@@ -351,6 +353,58 @@ fn announce(args: &CertifyArgs, kernels: usize, limits: &CampaignLimits) {
     );
 }
 
+/// Refuses a kernel whose certificate in `dir` is another kernel's of the same name, then locks
+/// each kernel's certificate there ([`nvfp4_harness::certify::ReportLock`]).
+fn claim_certificates(
+    kernels: &[Box<dyn KernelUnderTest>],
+    dir: &std::path::Path,
+    shard: Option<Shard>,
+) -> Result<Vec<nvfp4_harness::certify::ReportLock>> {
+    let mut locks = Vec::new();
+    for kernel in kernels {
+        let stem = shard.map_or(kernel.name().to_string(), |s| s.file_stem(kernel.name()));
+        let source = kernel.source_path();
+        nvfp4_harness::certify::refuse_another_kernels(
+            dir,
+            &stem,
+            kernel.problem().name(),
+            source.as_deref(),
+        )?;
+        locks.push(nvfp4_harness::certify::ReportLock::take(dir, &stem)?);
+    }
+    Ok(locks)
+}
+
+/// One kernel's campaign, with its bar on a terminal, else (unless `quiet`) a line every 15 s.
+fn certify_with_progress(
+    kernel: &dyn KernelUnderTest,
+    request: &CertifyRequest,
+    quiet: bool,
+) -> Result<KernelOutcome> {
+    let planned = request.limits.cases;
+    let bar = super::progress::cases_bar(kernel.name(), planned, quiet);
+    let counts = std::sync::Arc::new([AtomicUsize::new(0), AtomicUsize::new(planned)]);
+    let _notes = (!quiet && !super::progress::stderr_is_terminal()).then(|| {
+        let (counts, name) = (counts.clone(), kernel.name().to_string());
+        super::progress::Heartbeat::start(move |elapsed| {
+            format!(
+                "certify: {name}: {}/{} cases, {} s",
+                counts[0].load(Ordering::Relaxed),
+                counts[1].load(Ordering::Relaxed),
+                elapsed.as_secs()
+            )
+        })
+    });
+    let outcome = certify_kernel(kernel, request, |done, planned| {
+        bar.set_length(planned as u64);
+        bar.set_position(done as u64);
+        counts[0].store(done, Ordering::Relaxed);
+        counts[1].store(planned, Ordering::Relaxed);
+    });
+    bar.finish_and_clear();
+    outcome
+}
+
 pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     nvfp4_harness::trace_step("certify: started");
     // Before any worker starts: this process's memory out of a worker's reach, and the key that
@@ -384,24 +438,11 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     let models = args.models()?;
     // Held until the certificates are written: a second run certifying one of these kernels
     // into this directory meanwhile is refused, not left to lose a certificate.
-    let mut _locks = Vec::new();
-    if !args.plan {
-        for kernel in &selection.kernels {
-            let stem = shard.map_or(kernel.name().to_string(), |s| s.file_stem(kernel.name()));
-            let problem = kernel.problem().name();
-            let source = kernel.source_path();
-            nvfp4_harness::certify::refuse_another_kernels(
-                &args.report_dir,
-                &stem,
-                problem,
-                source.as_deref(),
-            )?;
-            _locks.push(nvfp4_harness::certify::ReportLock::take(
-                &args.report_dir,
-                &stem,
-            )?);
-        }
-    }
+    let _locks = if args.plan {
+        Vec::new()
+    } else {
+        claim_certificates(&selection.kernels, &args.report_dir, shard)?
+    };
     nvfp4_harness::trace_step("certify: choosing the reference");
     let on_gpu = match args.reference_on_gpu(&selection.kernels) {
         Ok(on_gpu) => on_gpu,
@@ -421,12 +462,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     let mut certificates = Vec::new();
     for kernel in &selection.kernels {
         let request = selection.request(kernel.as_ref(), &args, &limits, &golden);
-        let bar = super::progress::cases_bar(kernel.name(), limits.cases, args.quiet);
-        let outcome = certify_kernel(kernel.as_ref(), &request, |done, planned| {
-            bar.set_length(planned as u64);
-            bar.set_position(done as u64);
-        });
-        bar.finish_and_clear();
+        let outcome = certify_with_progress(kernel.as_ref(), &request, args.quiet);
         let certificate = match outcome? {
             KernelOutcome::Unusable(reason) => {
                 outcomes.unusable(kernel.name(), &reason);
