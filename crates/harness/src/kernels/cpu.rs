@@ -44,10 +44,19 @@ pub enum Bug {
     // Wrong only at production depths and widths: a deep-K path and a wide-N epilogue.
     DeepKScalePer32,
     WideNSiluOnD2,
+    // Wrong only in a regime, each reading another batch, column, K range or epilogue there:
+    // the failing region and the wrong-problem identification must name them.
+    ScalesOfBatchMod2,
+    SfaRingOf2DeepK,
+    NTileIndexWraps,
+    KTailPreviousChunkScales,
+    LastRowTileUnwrittenPast128,
+    Fp16SiluTallTiles,
+    SplitKB2WithSfb1,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 24] = [
+    pub const ALL: [Bug; 31] = [
         Bug::GemmOnly,
         Bug::SiluWrongGemm,
         Bug::ScalesIgnored,
@@ -72,6 +81,13 @@ impl Bug {
         Bug::Fp4ThreeReadAsTwo,
         Bug::DeepKScalePer32,
         Bug::WideNSiluOnD2,
+        Bug::ScalesOfBatchMod2,
+        Bug::SfaRingOf2DeepK,
+        Bug::NTileIndexWraps,
+        Bug::KTailPreviousChunkScales,
+        Bug::LastRowTileUnwrittenPast128,
+        Bug::Fp16SiluTallTiles,
+        Bug::SplitKB2WithSfb1,
     ];
 
     pub fn slug(self) -> &'static str {
@@ -100,6 +116,13 @@ impl Bug {
             Bug::Fp4ThreeReadAsTwo => "fp4-three-read-as-two",
             Bug::DeepKScalePer32 => "deep-k-scale-per-32",
             Bug::WideNSiluOnD2 => "wide-n-silu-on-d2",
+            Bug::ScalesOfBatchMod2 => "scales-of-batch-l-mod-2",
+            Bug::SfaRingOf2DeepK => "sfa-ring-of-2-deep-k",
+            Bug::NTileIndexWraps => "n-tile-index-wraps",
+            Bug::KTailPreviousChunkScales => "k-tail-previous-chunk-scales",
+            Bug::LastRowTileUnwrittenPast128 => "last-row-tile-unwritten-past-128",
+            Bug::Fp16SiluTallTiles => "fp16-silu-tall-tiles",
+            Bug::SplitKB2WithSfb1 => "split-k-b2-with-sfb1",
         }
     }
 
@@ -136,6 +159,27 @@ impl Bug {
             }
             Bug::WideNSiluOnD2 => {
                 "when N > 2048 (a wide-N epilogue), applies silu to A@B2 instead of A@B1"
+            }
+            Bug::ScalesOfBatchMod2 => {
+                "reads batch l's scale factors from an expert table of 2: batch l mod 2 (wrong from L = 3)"
+            }
+            Bug::SfaRingOf2DeepK => {
+                "when K >= 512, batches past a ring of 2 read batch 0's SFA (wrong from L = 3)"
+            }
+            Bug::NTileIndexWraps => {
+                "the N-tile index wraps at 2 bits: columns n >= 512 read B1's and B2's rows n mod 512"
+            }
+            Bug::KTailPreviousChunkScales => {
+                "when K > 256 is not a multiple of 256, the last K chunk reads the previous chunk's scales"
+            }
+            Bug::LastRowTileUnwrittenPast128 => {
+                "when M > 128 (a wide-index path), the last partial row tile is never written"
+            }
+            Bug::Fp16SiluTallTiles => {
+                "when M > 64 (a tall tile config), rounds silu(A@B1) to fp16 before the product"
+            }
+            Bug::SplitKB2WithSfb1 => {
+                "when K >= 512 (a split K), the second half of K scales B2 with SFB1"
             }
         }
     }
@@ -199,6 +243,8 @@ impl CpuKernel {
         }
         let batch = if self.has(Bug::BatchIgnored) || self.has(Bug::ScalesOfBatch0) {
             0
+        } else if self.has(Bug::ScalesOfBatchMod2) {
+            batch % 2
         } else {
             batch
         };
@@ -235,11 +281,22 @@ impl CpuKernel {
         } else {
             k
         };
+        // The last partial chunk of 256, where K has one before it.
+        let tail_start = if self.has(Bug::KTailPreviousChunkScales) && k > 256 && k % 256 != 0 {
+            k / 256 * 256
+        } else {
+            k
+        };
         let mut acc = 0f32;
         let mut acc16 = f16::ZERO;
         for tile in (0..k_end).step_by(K_TILE) {
             for block in (tile..(tile + K_TILE).min(k_end)).step_by(SCALE_BLOCK) {
                 let j = block / SCALE_BLOCK;
+                let j = if block >= tail_start {
+                    j - 256 / SCALE_BLOCK
+                } else {
+                    j
+                };
                 let sum: f32 = (block..block + SCALE_BLOCK)
                     .map(|kk| self.fp4(a_row, kk) * self.fp4(b_row, kk))
                     .sum();
@@ -258,10 +315,13 @@ impl CpuKernel {
         }
     }
 
-    fn epilogue(&self, x1: f32, x2: f32, n: usize) -> f16 {
+    fn epilogue(&self, x1: f32, x2: f32, (m, n): (usize, usize)) -> f16 {
         let wide_n_bug = self.has(Bug::WideNSiluOnD2) && n > 2048;
         let y = match self.bug {
             _ if wide_n_bug => x2 / (1.0 + (-x2).exp()) * x1,
+            Some(Bug::Fp16SiluTallTiles) if m > 64 => {
+                f16::from_f32(x1 / (1.0 + (-x1).exp())).to_f32() * x2
+            }
             Some(Bug::GemmOnly) => x1,
             Some(Bug::GemmB2Only) => x2,
             Some(Bug::NoSilu) => x1 * x2,
@@ -316,7 +376,9 @@ impl KernelUnderTest for CpuKernel {
             BlockedScaleLayout(inputs.b1.scale_dims()),
         );
         let blocks = shape.scale_cols();
-        let m_tiles = if self.has(Bug::MEdgeOffByOne) {
+        let m_tiles = if self.has(Bug::MEdgeOffByOne)
+            || (self.has(Bug::LastRowTileUnwrittenPast128) && shape.m > TILE)
+        {
             shape.m / TILE
         } else {
             shape.m.div_ceil(TILE)
@@ -329,40 +391,61 @@ impl KernelUnderTest for CpuKernel {
         };
         for l in 0..shape.l {
             let data_batch = if self.has(Bug::BatchIgnored) { 0 } else { l };
-            let scales_of = |blocked: &[u8], layout: &BlockedScaleLayout, row: usize| -> Vec<f32> {
-                (0..blocks)
-                    .map(|j| self.scale(blocked, layout, (row, j, l), shape.k))
-                    .collect()
+            let scales_of =
+                |blocked: &[u8], layout: &BlockedScaleLayout, row: usize, batch: usize| {
+                    (0..blocks)
+                        .map(|j| self.scale(blocked, layout, (row, j, batch), shape.k))
+                        .collect::<Vec<f32>>()
+                };
+            let sfa_batch = if self.has(Bug::SfaRingOf2DeepK) && shape.k >= 512 && l >= 2 {
+                0
+            } else {
+                l
             };
             let sb1: Vec<Vec<f32>> = (0..shape.n)
-                .map(|n| scales_of(case.sfb1_blocked, &layout_b, n))
+                .map(|n| scales_of(case.sfb1_blocked, &layout_b, n, l))
                 .collect();
+            let split_k = self.has(Bug::SplitKB2WithSfb1) && shape.k >= 512;
             let sb2: Vec<Vec<f32>> = (0..shape.n)
-                .map(|n| scales_of(case.sfb2_blocked, &layout_b, n))
+                .map(|n| {
+                    let mut own = scales_of(case.sfb2_blocked, &layout_b, n, l);
+                    if split_k {
+                        own[blocks / 2..].copy_from_slice(&sb1[n][blocks / 2..]);
+                    }
+                    own
+                })
                 .collect();
+            // A 2-bit N-tile index: column n reads B's row n mod 512.
+            let b_row = |n: usize| {
+                if self.has(Bug::NTileIndexWraps) {
+                    n % (4 * TILE)
+                } else {
+                    n
+                }
+            };
             let row_len = shape.n * shape.l;
             output[..rows_written * row_len]
                 .par_chunks_mut(row_len)
                 .enumerate()
                 .for_each(|(m, row)| {
-                    let sa = scales_of(case.sfa_blocked, &layout_a, m);
+                    let sa = scales_of(case.sfa_blocked, &layout_a, m, sfa_batch);
                     let a_row = inputs.a.row_data(m, data_batch);
                     for n in 0..columns_written {
                         let x1 = self.dot(
                             a_row,
-                            inputs.b1.row_data(n, data_batch),
+                            inputs.b1.row_data(b_row(n), data_batch),
                             &sa,
-                            &sb1[n],
+                            &sb1[b_row(n)],
                             shape.k,
                         );
                         let x2 = self.dot(
                             a_row,
-                            inputs.b2.row_data(n, data_batch),
+                            inputs.b2.row_data(b_row(n), data_batch),
                             &sa,
-                            &sb2[n],
+                            &sb2[b_row(n)],
                             shape.k,
                         );
-                        row[n * shape.l + l] = self.epilogue(x1, x2, shape.n);
+                        row[n * shape.l + l] = self.epilogue(x1, x2, (shape.m, shape.n));
                     }
                 });
         }

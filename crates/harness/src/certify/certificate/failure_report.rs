@@ -3,11 +3,13 @@
 
 use super::campaign::{CampaignLimits, CaseSpec};
 use super::failure::Failure;
+use super::region::Region;
 use super::shrink_data::ShrunkData;
 use crate::error::Result;
 use crate::kernels::KernelUnderTest;
 use nvfp4_model::case_file::{fp16_bytes, CaseWriter};
 use nvfp4_model::compare::diagnosis::{Diagnosis, Evidence};
+use nvfp4_model::compare::identify::Identification;
 use safetensors::Dtype;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -39,6 +41,16 @@ pub struct FailureReport {
     /// it was written have none).
     #[serde(default)]
     pub repro_minimal_output: Option<PathBuf>,
+    /// Around the minimal case: each dimension's boundary, which dimensions the failure needs,
+    /// in words and field by field (certificates from before it have none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<Region>,
+    /// The problem the kernel's output answers (or the nearest one and what it explains).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identification: Option<Identification>,
+    /// What the time bound after the first failure stopped before its end, in words.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unfinished: Vec<String>,
 }
 
 impl FailureReport {
@@ -162,8 +174,46 @@ impl FailureReport {
             minimal_data: failure.data,
             repro_minimal_data,
             repro_minimal_output,
+            region: failure.region,
+            identification: failure.identification,
+            unfinished: failure.unfinished,
         })
     }
+}
+
+/// The Markdown lines of the failing region, the identified wrong problem and what the time
+/// bound left unfinished, beside the minimal repro (none where the failure has none of them).
+pub fn region_and_identification_lines(report: &FailureReport) -> String {
+    let mut lines = String::new();
+    if let Some(identification) = &report.identification {
+        lines.push_str(&format!(
+            "- wrong problem: **{}**\n",
+            identification.sentence()
+        ));
+    }
+    if let Some(region) = &report.region {
+        let needs = region
+            .needs
+            .as_ref()
+            .map_or(String::new(), |needs| format!("; {needs}"));
+        let unfinished = if region.finished {
+            ""
+        } else {
+            " (not every dimension checked in time)"
+        };
+        lines.push_str(&format!(
+            "- failing region: {}{needs}{unfinished}\n",
+            region.words
+        ));
+    }
+    if !report.unfinished.is_empty() {
+        lines.push_str(&format!(
+            "- not finished within {} s of the first failing case: {}\n",
+            super::time_bound::AFTER_FIRST_FAILURE.as_secs(),
+            report.unfinished.join("; ")
+        ));
+    }
+    lines
 }
 
 /// The command that regenerates a campaign case's inputs and reference from its seed: the same

@@ -15,4 +15,4 @@ pub(crate) mod trust;
 // The modules of other rooms the certificate's files name.
 use super::campaign::{self, coverage, reference_engine, regimes, shard};
 use super::checks::{self, sanitize};
-use super::shrink::{failure, failure_class, shrink_data};
+use super::shrink::{failure, failure_class, region, shrink_data, time_bound};

@@ -339,7 +339,7 @@ impl Certificate {
         }
         if let Some(f) = &self.failure {
             md.push_str(&format!(
-                "\n## Failure: the minimal case (its shape shrunk; the verdict and the map below are its own)\n\n- first failing case: {} {} seed {}\n- minimal case after {}: **{} {} seed {}**\n- verdict: {}\n- diagnosis: **{}**\n- replay: `{}`\n- regenerate its inputs from the seed: `{}`\n\n```\n{}```\n",
+                "\n## Failure: the minimal case (its shape shrunk; the verdict and the map below are its own)\n\n- first failing case: {} {} seed {}\n- minimal case after {}: **{} {} seed {}**\n- verdict: {}\n- diagnosis: **{}**\n{}- replay: `{}`\n- regenerate its inputs from the seed: `{}`\n\n```\n{}```\n",
                 f.first_case.shape,
                 f.first_case.dist.name(),
                 f.first_case.seed,
@@ -349,6 +349,7 @@ impl Certificate {
                 f.minimal_case.seed,
                 f.verdict,
                 f.diagnosis,
+                super::failure_report::region_and_identification_lines(f),
                 f.replay,
                 f.regenerate,
                 f.failure_map

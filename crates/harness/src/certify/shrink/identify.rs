@@ -1,7 +1,8 @@
 //! Which problem the kernel solved, at the minimal case and the larger runs that failed
 //! (`compare::identify` holds the output against the model's answers to nearby problems). Where
-//! two index maps fit the runs alike (batch l mod 32 and a ring of 32 agree up to L = 33), one
-//! more run with four times the batches tells them apart.
+//! an index map is named from the minimal case alone (often a single wrong element), or two fit
+//! the runs alike (batch l mod 32 and a ring of 32 agree up to L = 33), one more run along that
+//! index (four times the batches, twice the rows or columns) confirms it or tells them apart.
 
 use super::cases::{run_case, CaseOutcome, CaseSpec};
 use super::sampling::{shape_products, FULL_REFERENCE_PRODUCTS};
@@ -36,12 +37,12 @@ pub(super) fn identified(
         .chain(extra.iter().filter(|o| judged_whole(o)))
         .collect();
     let found = identify(&observations(&runs), order, Some(deadline))?;
-    let ambiguous_batches =
-        found.explains_all && found.family == "another-batch" && !found.also_consistent.is_empty();
-    if !ambiguous_batches || Instant::now() >= deadline {
+    let unconfirmed =
+        found.explains_all && (found.runs.len() == 1 || !found.also_consistent.is_empty());
+    if !unconfirmed || Instant::now() >= deadline {
         return Some(found);
     }
-    let Some(spec) = more_batches(kernel, minimal.spec) else {
+    let Some(spec) = along_the_index(kernel, minimal.spec, &found.family) else {
         return Some(found);
     };
     let separating = run_case(kernel, spec, order, None);
@@ -65,11 +66,17 @@ fn observations<'a>(runs: &[&'a CaseOutcome]) -> Vec<Observation<'a>> {
         .collect()
 }
 
-/// The minimal case with four times its batches, where the kernel takes it and the model
-/// judges it whole.
-fn more_batches(kernel: &dyn KernelUnderTest, spec: CaseSpec) -> Option<CaseSpec> {
+/// The minimal case grown along the index an index map reads (four times the batches, twice
+/// the rows or columns), where the kernel takes it and the model judges it whole.
+fn along_the_index(kernel: &dyn KernelUnderTest, spec: CaseSpec, family: &str) -> Option<CaseSpec> {
     let s = spec.shape;
-    let shape = Shape::new(s.m, s.n, s.k, s.l * 4).ok()?;
+    let (m, n, l) = match family {
+        "another-batch" => (s.m, s.n, s.l * 4),
+        "another-row" => (s.m * 2, s.n, s.l),
+        "another-column" => (s.m, s.n * 2, s.l),
+        _ => return None,
+    };
+    let shape = Shape::new(m, n, s.k, l).ok()?;
     (kernel.support().supports(shape) && shape_products(shape, 2) <= FULL_REFERENCE_PRODUCTS)
         .then_some(CaseSpec { shape, ..spec })
 }

@@ -133,15 +133,23 @@ pub(crate) fn failing_region(
     }
 }
 
-/// The values above `value` at which a threshold is checked: the next one on the grid, and one
-/// past the next tile (128 rows or columns, 256 of K) or, for L, twice as many batches.
+/// The values above `value` at which a threshold is checked: the next one on the grid, the
+/// next tile boundary (128 rows or columns, a K chunk of 256) and one past it, or, for L, twice
+/// as many batches. A boundary catches the regions that skip aligned values (M = 1 mod 128, a
+/// K tail), the value past it those that need a partial tile.
 fn points_above(dimension: Dimension, value: usize, unit: usize) -> Vec<usize> {
-    let far = match dimension {
-        Dimension::M | Dimension::N => (value / (128 * unit) + 1) * 128 * unit + unit,
-        Dimension::K => (value / 256 + 1) * 256 + unit.max(16),
-        Dimension::L => 2 * value,
+    let aligned = |tile: usize| (value / tile + 1) * tile;
+    let mut points = match dimension {
+        Dimension::M | Dimension::N => {
+            let boundary = aligned(128 * unit);
+            vec![value + unit, boundary, boundary + unit]
+        }
+        Dimension::K => {
+            let boundary = aligned(256).next_multiple_of(unit);
+            vec![value + unit, boundary, boundary + unit]
+        }
+        Dimension::L => vec![value + 1, 2 * value],
     };
-    let mut points = vec![value + unit, far.next_multiple_of(unit)];
     points.dedup();
     points
 }

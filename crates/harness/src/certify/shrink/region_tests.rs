@@ -100,7 +100,7 @@ fn a_conjunction_of_two_thresholds_needs_both() {
     );
     assert!(
         region.words.starts_with(
-            "fails when K >= 2048 (passes at K = 2032; also fails at K = 2064, 2320) and L >= 5 \
+            "fails when K >= 2048 (passes at K = 2032; also fails at K = 2064, 2304, 2320) and L >= 5 \
              (passes at L = 4; also fails at L = 6, 10), whatever M, N (checked at M = 130, \
              N = 130, each with the others kept)"
         ),
@@ -121,7 +121,7 @@ fn a_region_that_is_not_an_interval_is_not_called_a_threshold() {
     assert_eq!(n.passes_below, Some(103));
     assert!(
         region.words.contains(
-            "N = 104 but not every N above it: not an interval (passes at N = 103, 105, 129)"
+            "N = 104 but not every N above it: not an interval (passes at N = 103, 105, 128, 129)"
         ),
         "{}",
         region.words
@@ -160,4 +160,25 @@ fn a_region_out_of_time_states_nothing_it_did_not_check() {
         .all(|b| b.kind == BoundaryKind::Unresolved && b.needed.is_none()));
     assert!(!region.words.contains(">="), "{}", region.words);
     assert_eq!(region.needs, None);
+}
+
+/// A K tail bug fails past 256 except at multiples of 256: the boundary checked above the
+/// minimal case is what keeps it from being called "K >= 272".
+#[test]
+fn a_k_tail_bug_is_not_called_a_threshold_because_the_next_chunk_boundary_passes() {
+    let region = region_of(
+        |s| s.k > 256 && s.k % 256 != 0,
+        Shape::new(1, 1, 272, 1).unwrap(),
+        FAR,
+    );
+    let k = dimension(&region, "K");
+    assert_eq!(k.kind, BoundaryKind::NotAnInterval);
+    assert!(
+        region.words.starts_with(
+            "fails when K = 272 but not every K above it: not an interval (passes at K = 256, \
+             512; fails at K = 288, 528 too), whatever M, N, L"
+        ),
+        "{}",
+        region.words
+    );
 }
