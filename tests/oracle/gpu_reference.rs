@@ -174,18 +174,27 @@ fn the_cross_check_computes_sampled_batches_with_the_whole_models_bits() {
     );
 }
 
-fn gpu_or_panic() -> GpuReference {
+pub(crate) fn gpu_or_panic() -> GpuReference {
     GpuReference::new().unwrap_or_else(|err| panic!("this test needs a GPU: {err}"))
 }
 
-fn bits(reference: &Reference) -> [Vec<u16>; 3] {
+/// The GPU reference with its tensor-core kernels first (whether or not they are the default).
+pub(crate) fn tensor_cores_or_panic() -> GpuReference {
+    gpu_or_panic()
+        .with_tensor_cores()
+        .unwrap_or_else(|err| panic!("loading the tensor-core kernels: {err}"))
+}
+
+pub(crate) fn bits(reference: &Reference) -> [Vec<u16>; 3] {
     [&reference.expected, &reference.lo, &reference.hi]
         .map(|values| values.iter().map(|x| x.to_bits()).collect())
 }
 
 /// Every element of every edge shape, in every distribution, problem and K order: the GPU's
-/// expected, lo and hi are the CPU model's, bit for bit, from the f64 kernels (where the GPU
-/// runs them) and from the integer kernel alone.
+/// expected, lo and hi are the CPU model's, bit for bit, from the tensor-core kernels (where the
+/// GPU has them: compute capability 8.0 on, fast f64), from the f64 kernels and from the
+/// integer kernel alone. The shapes cover K = 16, batches, and M and N past, short of and inside
+/// every kernel's tile (the tensor-core kernels': 64 x 32 for a GEMM, 32 x 32 for a dual GEMM).
 #[test]
 #[ignore = "needs a GPU: cargo test --release --test oracle gpu_reference:: -- --include-ignored"]
 fn the_gpu_reference_is_the_cpu_model_bit_for_bit() {
@@ -196,35 +205,44 @@ fn the_gpu_reference_is_the_cpu_model_bit_for_bit() {
         (32, 32, 128, 1),
         (33, 31, 144, 2),
         (64, 96, 256, 1),
+        (65, 33, 16, 2),
         (129, 70, 1040, 1),
         (256, 200, 4096, 1),
         (40, 64, 16384, 1),
     ];
-    let references = [gpu_or_panic(), gpu_or_panic().integer_only()];
+    let references = [
+        tensor_cores_or_panic(),
+        gpu_or_panic().f64_only(),
+        gpu_or_panic().integer_only(),
+    ];
     assert_eq!(
-        references[0].arithmetic(),
-        "f64",
-        "the f64 kernels run on a GPU for NVFP4 work"
+        references.each_ref().map(|gpu| gpu.arithmetic()),
+        ["tensor-core", "f64", "integer"],
+        "a GPU for NVFP4 work has the tensor-core kernels (sm_80 on, fast f64)"
     );
-    for gpu in &references {
-        let mut elements = 0u64;
-        for kind in ProblemKind::ALL {
-            for dist in Distribution::NAMED {
-                for (i, &(m, n, k, l)) in shapes.iter().enumerate() {
-                    let shape = Shape::new(m, n, k, l).unwrap();
-                    let inputs = generate_problem(kind, shape, dist, 1000 + i as u64);
-                    for order in KOrder::ALL {
+    let mut elements = 0u64;
+    for kind in ProblemKind::ALL {
+        for dist in Distribution::NAMED {
+            for (i, &(m, n, k, l)) in shapes.iter().enumerate() {
+                let shape = Shape::new(m, n, k, l).unwrap();
+                let inputs = generate_problem(kind, shape, dist, 1000 + i as u64);
+                for order in KOrder::ALL {
+                    let model = problem_reference(&inputs, order);
+                    for gpu in &references {
                         let what = format!(
                             "{} kernel, {} {} {shape} {order:?}",
                             gpu.arithmetic(),
                             kind.name(),
                             dist.name()
                         );
-                        elements += assert_model_bits(gpu, &inputs, order, &what);
+                        assert_bits_of(gpu, &inputs, order, &model, &what);
                     }
+                    elements += model.len() as u64;
                 }
             }
         }
+    }
+    for gpu in &references {
         println!(
             "GPU reference on {}, {} kernel: {elements} elements compared with the CPU model \
              (expected, lo, hi each), 0 differences; {} launches redone by the integer kernel",
@@ -238,10 +256,22 @@ fn the_gpu_reference_is_the_cpu_model_bit_for_bit() {
 /// `gpu`'s reference of `inputs` is the CPU model's, bit for bit; the elements compared.
 fn assert_model_bits(gpu: &GpuReference, inputs: &ProblemInputs, order: KOrder, what: &str) -> u64 {
     let model = problem_reference(inputs, order);
+    assert_bits_of(gpu, inputs, order, &model, what);
+    model.len() as u64
+}
+
+/// `gpu`'s reference of `inputs` is `model`, bit for bit.
+pub(crate) fn assert_bits_of(
+    gpu: &GpuReference,
+    inputs: &ProblemInputs,
+    order: KOrder,
+    model: &Reference,
+    what: &str,
+) {
     let on_gpu = gpu
         .reference(inputs, order)
         .unwrap_or_else(|err| panic!("{what}: {err}"));
-    let (model_bits, gpu_bits) = (bits(&model), bits(&on_gpu));
+    let (model_bits, gpu_bits) = (bits(model), bits(&on_gpu));
     for (array, (a, b)) in ["expected", "lo", "hi"]
         .iter()
         .zip(model_bits.iter().zip(&gpu_bits))
@@ -254,17 +284,22 @@ fn assert_model_bits(gpu: &GpuReference, inputs: &ProblemInputs, order: KOrder, 
             first.map(|f| b[f]),
         );
     }
-    model.len() as u64
 }
 
-/// Where the f64 kernel's statistics could pass 2^53 (every scale e4m3's largest, every value
-/// 6, K deep) it does not answer: the integer kernel redoes the case, and the answer is the
-/// CPU model's. Where they cannot, the f64 kernel's answer stands.
+/// Where the f64 statistics (of the tensor-core and of the f64 kernels) could pass 2^53 (every
+/// scale e4m3's largest, every value 6, K deep) they do not answer: the integer kernel redoes
+/// the case, and the answer is the CPU model's. Where they cannot, their answer stands.
 #[test]
 #[ignore = "needs a GPU: cargo test --release --test oracle gpu_reference:: -- --include-ignored"]
 fn the_f64_kernel_hands_what_it_cannot_prove_exact_to_the_integer_kernel() {
-    let gpu = gpu_or_panic();
-    assert_eq!(gpu.arithmetic(), "f64");
+    for gpu in [tensor_cores_or_panic(), gpu_or_panic().f64_only()] {
+        assert_hands_over(&gpu);
+    }
+}
+
+fn assert_hands_over(gpu: &GpuReference) {
+    let arithmetic = gpu.arithmetic();
+    assert_ne!(arithmetic, "integer", "a GPU for NVFP4 work has fast f64");
     let largest = |rows: usize, k: usize| {
         // 0x77: two e2m1 6s; 0x7E: e4m3's 448.
         BlockScaledMatrix::new(
@@ -286,19 +321,19 @@ fn the_f64_kernel_hands_what_it_cannot_prove_exact_to_the_integer_kernel() {
         for order in KOrder::ALL {
             let before = gpu.integer_reruns();
             assert_model_bits(
-                &gpu,
+                gpu,
                 &inputs,
                 order,
-                &format!("largest values {shape} {order:?}"),
+                &format!("{arithmetic}: largest values {shape} {order:?}"),
             );
             assert_eq!(
                 gpu.integer_reruns() - before,
                 usize::from(redone),
-                "{shape} {order:?}: redone by the integer kernel"
+                "{arithmetic}: {shape} {order:?}: redone by the integer kernel"
             );
         }
     }
-    // A campaign's usual case: the f64 kernel's answer.
+    // A campaign's usual case: the first kernel's answer.
     let inputs = generate_problem(
         ProblemKind::DualGemm,
         Shape::new(256, 512, 7168, 1).unwrap(),
@@ -307,12 +342,16 @@ fn the_f64_kernel_hands_what_it_cannot_prove_exact_to_the_integer_kernel() {
     );
     let before = gpu.integer_reruns();
     assert_model_bits(
-        &gpu,
+        gpu,
         &inputs,
         KOrder::Contiguous,
-        "gpumode 256 x 512 x 7168",
+        &format!("{arithmetic}: gpumode 256 x 512 x 7168"),
     );
-    assert_eq!(gpu.integer_reruns(), before, "gpumode data is exact in f64");
+    assert_eq!(
+        gpu.integer_reruns(),
+        before,
+        "{arithmetic}: gpumode data is exact in f64"
+    );
 }
 
 fn median(mut seconds: Vec<f64>) -> f64 {

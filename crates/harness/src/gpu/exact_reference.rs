@@ -2,9 +2,13 @@
 //! the parent's own CUDA context, by a kernel of the harness's own
 //! (`kernels/harness/exact_reference_kernel.cu`), compiled at run time for the GPU it finds.
 //!
-//! Two kernels compute it: the f64 kernels (`exact_reference_f64_kernel.cu`, one per K order),
-//! tried first where the GPU's f64 is fast, and the 64-bit integer kernel, which redoes a launch
-//! whose f64 statistics could not be proven exact and runs alone where f64 is slow.
+//! Three kernels compute it: the tensor-core kernels (`exact_reference_mma_kernel.cu`, block
+//! dots as int8 MMAs, statistics in f64; `super::tensor_core_reference`), tried first on a GPU
+//! of compute capability 8.0 or later whose f64 is fast; the f64 kernels
+//! (`exact_reference_f64_kernel.cu`, one per K order), tried first where only f64 is fast; and
+//! the 64-bit integer kernel, which redoes a launch whose f64 statistics could not be proven
+//! exact and runs alone where f64 is slow. The others stay as each other's cross-check
+//! ([`GpuReference::f64_only`], [`GpuReference::integer_only`]).
 //!
 //! Why: a campaign's largest cost was the CPU model (about 1 s for 512 x 4096 x 7168 on 2
 //! cores), which is why cases past 2^36 products were judged on sampled rows. The exact answer
@@ -21,6 +25,7 @@
 //! come back, not three fp16 arrays of the output's size.
 
 use super::staging::Staging;
+use super::tensor_core_reference::{decoded_bytes, TensorCoreKernels};
 use super::GpuError;
 use cudarc::driver::sys::{CUdevice_attribute, CUdeviceptr};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, DevicePtr, DevicePtrMut};
@@ -29,7 +34,7 @@ use nvfp4_model::model::bounds::KOrder;
 use nvfp4_model::model::exact_grid::MAX_I64_BLOCKS;
 use nvfp4_model::model::Reference;
 use nvfp4_model::problem::{BlockScaledMatrix, ProblemInputs, Shape, SCALE_BLOCK};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// The integer kernel with its formats, bounds and element; the f64 kernels; the judge and the
@@ -53,6 +58,10 @@ const F64_KERNELS: [&str; 3] = [
 /// `SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO`) at which the f64 kernels run: 2 on the H100, H200
 /// and B200; a GPU with slow f64 (32 or 64) runs the integer kernel, which is faster there.
 const FAST_F64_RATIO: i32 = 2;
+/// Whether the tensor-core kernels compute a case first where the GPU has them; otherwise only
+/// a reference made [`GpuReference::with_tensor_cores`] runs them. Off until their equality
+/// with the CPU model has been seen on a GPU (tests/oracle/gpu_reference.rs).
+const TENSOR_CORES_FIRST: bool = false;
 const JUDGE_KERNEL: &str = "nvfp4_oracle_judge_output";
 const GATHER_KERNEL: &str = "nvfp4_oracle_gather_reference";
 /// What `problem` tells the kernel (PROBLEM_GEMM, PROBLEM_DUAL_GEMM).
@@ -108,8 +117,14 @@ pub struct GpuReference {
     /// The f64 kernels (`exact_reference_f64_kernel.cu`), tried first where they are here; None
     /// on a GPU with slow f64, or when asked for the integer kernel only.
     pub(super) f64_functions: Option<[CudaFunction; 3]>,
+    /// The tensor-core kernels, tried before the f64 kernels where they are here; None on a
+    /// GPU older than sm_80 or with slow f64, or when asked for another arithmetic.
+    pub(super) tensor_core: Option<TensorCoreKernels>,
     /// How many launches the f64 kernel could not prove exact, which the integer kernel redid.
     pub(super) integer_reruns: AtomicUsize,
+    /// The last reference's computation from operands on the device (decode, kernels, flags),
+    /// in seconds as f64 bits: what the timing tests compare between kernels.
+    compute_seconds: AtomicU64,
     /// The output judge and the gather of sampled elements (`super::device_reference`).
     pub(super) judge: CudaFunction,
     pub(super) gather: CudaFunction,
@@ -158,12 +173,20 @@ impl GpuReference {
         } else {
             None
         };
+        // Its statistics are f64 too: where f64 is slow the integer kernel alone is faster.
+        let tensor_core = if f64_functions.is_some() && TENSOR_CORES_FIRST {
+            TensorCoreKernels::load(&ctx)?
+        } else {
+            None
+        };
         Ok(GpuReference {
             stream: ctx.new_stream().map_err(|err| err.to_string())?,
             judge_stream: super::device::urgent_stream(&ctx)?,
             function,
             f64_functions,
+            tensor_core,
             integer_reruns: AtomicUsize::new(0),
+            compute_seconds: AtomicU64::new(0),
             judge,
             gather,
             device: info.describe(),
@@ -177,16 +200,35 @@ impl GpuReference {
     }
 
     /// This reference with the integer kernel only: what a GPU with slow f64 runs, and what the
-    /// tests hold the f64 kernels against.
+    /// tests hold the other kernels against.
     pub fn integer_only(mut self) -> Self {
         self.f64_functions = None;
+        self.tensor_core = None;
         self
     }
 
-    /// Which kernel computes a case first: "f64" (the integer kernel where f64 is not proven
-    /// exact) or "integer".
+    /// This reference with the tensor-core kernels first, where the GPU has them (compute
+    /// capability 8.0 on) and its f64 is fast; unchanged elsewhere.
+    pub fn with_tensor_cores(mut self) -> Result<Self, GpuError> {
+        if self.tensor_core.is_none() && self.f64_functions.is_some() {
+            self.tensor_core = TensorCoreKernels::load(self.stream.context())?;
+        }
+        Ok(self)
+    }
+
+    /// This reference without the tensor-core kernels: the f64 kernels first (where f64 is
+    /// fast), the cross-check of the tensor-core kernels and what they are timed against.
+    pub fn f64_only(mut self) -> Self {
+        self.tensor_core = None;
+        self
+    }
+
+    /// Which kernel computes a case first: "tensor-core", "f64" (for both, the integer kernel
+    /// where the f64 statistics are not proven exact) or "integer".
     pub fn arithmetic(&self) -> &'static str {
-        if self.f64_functions.is_some() {
+        if self.tensor_core.is_some() {
+            "tensor-core"
+        } else if self.f64_functions.is_some() {
             "f64"
         } else {
             "integer"
@@ -199,9 +241,15 @@ impl GpuReference {
         self.integer_reruns.load(Ordering::Relaxed)
     }
 
+    /// The seconds the last reference computed from uploaded operands took on the device: the
+    /// decode and the kernels, the outputs' allocation and the flags read back, not the uploads.
+    pub fn last_compute_seconds(&self) -> f64 {
+        f64::from_bits(self.compute_seconds.load(Ordering::Relaxed))
+    }
+
     /// Whether a case is one this reference takes, and if not why.
     pub fn declines(&self, inputs: &ProblemInputs) -> Option<Declined> {
-        let (k, needed) = demand(inputs);
+        let (k, needed) = demand(inputs, self.tensor_core.is_some());
         if k / SCALE_BLOCK > MAX_I64_BLOCKS {
             return Some(Declined::KTooDeep);
         }
@@ -212,7 +260,7 @@ impl GpuReference {
     /// Whether the reference of `inputs` is small enough to compute while the kernel runs (at
     /// most [`BESIDE_A_KERNEL_SHARE`] of the GPU's free memory); if not, it waits for the kernel.
     pub fn fits_beside_a_kernel(&self, inputs: &ProblemInputs) -> bool {
-        let (_, needed) = demand(inputs);
+        let (_, needed) = demand(inputs, self.tensor_core.is_some());
         let free = self.free_memory();
         needed as f64 <= BESIDE_A_KERNEL_SHARE * free as f64
     }
@@ -336,8 +384,17 @@ impl GpuReference {
             operand(&b1_data, &b1_scales),
             operand(b2_data, b2_scales),
         ];
+        // The uploads done, so that the time below is the computation's alone.
+        stream
+            .synchronize()
+            .map_err(gpu("waiting for the operands' upload"))?;
+        let started = std::time::Instant::now();
         // SAFETY: the operands are the uploads above, alive until `compute` has synchronized.
-        unsafe { self.compute(operands, dims, problem, order) }
+        let reference = unsafe { self.compute(operands, dims, problem, order) }?;
+        let seconds = started.elapsed().as_secs_f64();
+        self.compute_seconds
+            .store(seconds.to_bits(), Ordering::Relaxed);
+        Ok(reference)
     }
 
     /// The dual GEMM's reference of operands already in device memory of this reference's
@@ -438,21 +495,32 @@ pub(super) fn gpu(what: &'static str) -> impl Fn(cudarc::driver::DriverError) ->
 }
 
 /// The deepest K of a case and the device bytes its reference takes (a grouped GEMM's largest
-/// group: groups are computed one at a time).
-fn demand(inputs: &ProblemInputs) -> (usize, usize) {
+/// group: groups are computed one at a time), with the tensor-core kernels' decoded operands
+/// where they run.
+fn demand(inputs: &ProblemInputs, decoded: bool) -> (usize, usize) {
+    let needed = |shape, operands| bytes_needed(shape, operands, decoded);
     match inputs {
-        ProblemInputs::DualGemm(d) => (d.shape.k, bytes_needed(d.shape, 2)),
-        ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => (g.shape.k, bytes_needed(g.shape, 1)),
+        ProblemInputs::DualGemm(d) => (d.shape.k, needed(d.shape, 2)),
+        ProblemInputs::Gemm(g) | ProblemInputs::Gemv(g) => (g.shape.k, needed(g.shape, 1)),
         ProblemInputs::GroupGemm(g) => {
             let deepest = g.groups.iter().map(|g| g.shape.k).max();
-            let largest = g.groups.iter().map(|g| bytes_needed(g.shape, 1)).max();
+            let largest = g.groups.iter().map(|g| needed(g.shape, 1)).max();
             (deepest.unwrap_or(0), largest.unwrap_or(0))
         }
     }
 }
 
-/// Device bytes one case takes: its operands and three fp16 outputs.
-fn bytes_needed(shape: nvfp4_model::problem::Shape, operands: usize) -> usize {
-    let operand = |rows: usize| rows * shape.l * (shape.k / 2 + shape.k / SCALE_BLOCK);
+/// Device bytes one case takes: its operands (and their decoded copies) and three fp16 outputs.
+fn bytes_needed(shape: Shape, operands: usize, decoded: bool) -> usize {
+    let operand = |rows: usize| {
+        let rows = rows * shape.l;
+        let packed = rows * (shape.k / 2 + shape.k / SCALE_BLOCK);
+        packed
+            + if decoded {
+                decoded_bytes(rows, shape.k)
+            } else {
+                0
+            }
+    };
     operand(shape.m) + operands * operand(shape.n) + 3 * 2 * shape.m * shape.n * shape.l
 }

@@ -88,6 +88,8 @@ mod reference_launch;
 pub mod shared_buffers;
 #[cfg(feature = "gpu")]
 pub mod staging;
+#[cfg(feature = "gpu")]
+pub mod tensor_core_reference;
 pub mod variants;
 
 // What the command line and the examples name of the GPU backend.

@@ -1,0 +1,134 @@
+//! The GPU reference's tensor-core kernels (crates/harness/kernels/harness/exact_reference_mma_kernel.cu):
+//! compiled without a GPU (CI installs NVRTC), and on a GPU timed against the f64 and integer
+//! kernels at 8192 x 8192 x 16384, where their references must be the same bits. Their
+//! equality with the CPU model over every edge shape, distribution, problem and K order is
+//! `gpu_reference::the_gpu_reference_is_the_cpu_model_bit_for_bit`.
+//!
+//!     cargo test --release --test oracle gpu_reference -- --include-ignored --nocapture
+
+use crate::common;
+use crate::gpu_reference::{bits, gpu_or_panic, tensor_cores_or_panic};
+use nvfp4_harness::certify::cross_check;
+use nvfp4_harness::gpu::compile::nvrtc_present;
+use nvfp4_harness::gpu::exact_reference::GpuReference;
+use nvfp4_harness::gpu::tensor_core_reference::compile;
+use nvfp4_model::model::bounds::KOrder;
+use nvfp4_model::model::Reference;
+use nvfp4_model::problem::generate::generate_problem;
+use nvfp4_model::problem::{Distribution, ProblemInputs, ProblemKind, Shape};
+use std::time::Instant;
+
+#[test]
+fn the_tensor_core_reference_compiles_to_int8_mma() {
+    if !nvrtc_present() {
+        common::skip("NVRTC (libnvrtc.so) cannot be loaded here; .ci/run installs it from PyPI");
+        return;
+    }
+    let ptx = compile().unwrap_or_else(|err| panic!("{err}")).to_src();
+    for entry in [
+        "nvfp4_oracle_mma_decode",
+        "nvfp4_oracle_exact_reference_mma_contiguous",
+        "nvfp4_oracle_exact_reference_mma_any",
+        "nvfp4_oracle_exact_reference_mma_per_product",
+    ] {
+        assert!(ptx.contains(entry), "{entry} missing");
+    }
+    // The block dots are int8 MMAs, not dp4a.
+    assert!(
+        ptx.contains("mma.sync.aligned.m16n8k16.row.col.s32.s8.s8.s32"),
+        "the block dots are s8 MMAs"
+    );
+    assert!(
+        ptx.contains("cp.async"),
+        "the tiles are staged asynchronously"
+    );
+    assert!(
+        ptx.contains("cvt.rn.f16.f64"),
+        "one correctly rounded f64 -> fp16 conversion"
+    );
+}
+
+/// Seconds of the computation from uploaded operands (decode, kernels, outputs' allocation,
+/// flags), the fastest of `runs` after one to warm, and the whole call's (uploads and download
+/// too), with the reference of the last.
+fn timed(
+    gpu: &GpuReference,
+    inputs: &ProblemInputs,
+    order: KOrder,
+    runs: usize,
+) -> (f64, f64, Reference) {
+    let mut reference = gpu.reference(inputs, order).unwrap();
+    let (mut compute, mut whole) = (f64::INFINITY, f64::INFINITY);
+    for _ in 0..runs {
+        let started = Instant::now();
+        reference = gpu.reference(inputs, order).unwrap();
+        whole = whole.min(started.elapsed().as_secs_f64());
+        compute = compute.min(gpu.last_compute_seconds());
+    }
+    (compute, whole, reference)
+}
+
+/// The three kernels at 8192 x 8192 x 16384 (L = 1), the dual GEMM in every K order and the
+/// GEMM in the contiguous one, Full inputs: each reference the same bits as the integer
+/// kernel's (the f64 statistics proven exact: no launch redone), rows of it the CPU model's,
+/// and the table of times.
+#[test]
+#[ignore = "needs a GPU: cargo test --release --test oracle gpu_reference -- --include-ignored"]
+fn tensor_core_reference_against_f64_and_integer_at_8192() {
+    let kernels = [
+        tensor_cores_or_panic(),
+        gpu_or_panic().f64_only(),
+        gpu_or_panic().integer_only(),
+    ];
+    assert_eq!(kernels[0].arithmetic(), "tensor-core");
+    println!("GPU reference on {}", kernels[0].device());
+    println!("| problem | K order | kernel | computation (s) | whole call (s) | f64 / this (computation) |");
+    println!("|---|---|---|---|---|---|");
+    let shape = Shape::new(8192, 8192, 16384, 1).unwrap();
+    let cases = [
+        (ProblemKind::DualGemm, KOrder::ALL.to_vec()),
+        (ProblemKind::Gemm, vec![KOrder::Contiguous]),
+    ];
+    for (kind, orders) in cases {
+        let started = Instant::now();
+        let inputs = generate_problem(kind, shape, Distribution::Full, 7);
+        println!(
+            "({} {shape} inputs made in {:.1} s)",
+            kind.name(),
+            started.elapsed().as_secs_f64()
+        );
+        for order in orders {
+            // One integer kernel serves every order: it is timed (and is the baseline of bits)
+            // in each, its f64 and tensor-core results held against it.
+            let results: Vec<_> = kernels
+                .iter()
+                .map(|gpu| (gpu.arithmetic(), timed(gpu, &inputs, order, 2)))
+                .collect();
+            let integer = &results[2].1 .2;
+            let f64_seconds = results[1].1 .0;
+            for (arithmetic, (compute, whole, reference)) in &results {
+                assert!(
+                    bits(reference) == bits(integer),
+                    "{} {shape} {order:?}: the {arithmetic} kernel differs from the integer kernel",
+                    kind.name()
+                );
+                println!(
+                    "| {} | {order:?} | {arithmetic} | {compute:.4} | {whole:.3} | {:.1}x |",
+                    kind.name(),
+                    f64_seconds / compute
+                );
+            }
+            let compared = cross_check(&inputs, order, integer, 5)
+                .unwrap_or_else(|difference| panic!("{difference}"));
+            println!("({compared} elements compared with the CPU model on sampled rows)");
+        }
+    }
+    for gpu in &kernels[..2] {
+        assert_eq!(
+            gpu.integer_reruns(),
+            0,
+            "{}: Full inputs are exact in f64",
+            gpu.arithmetic()
+        );
+    }
+}
