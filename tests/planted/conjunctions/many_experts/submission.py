@@ -1,0 +1,54 @@
+"""DELIBERATELY BROKEN copy of the PyTorch example (nvfp4-oracle planted kernel).
+
+BUG, only where many experts meet real weights (L >= 64 with N >= 1024 and K >= 1024): an
+expert table of 64 entries, so batch l >= 64 takes its A scale factors from batch l % 64. Right
+everywhere else, at every other L, N and K.
+
+Otherwise identical to examples/submissions/torch/submission.py.
+"""
+import torch
+from task import input_t, output_t
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
+# e2m1 codes 0..15: 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives (8 is -0).
+_FP4_VALUES = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0,
+               -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0]
+_luts = {}
+
+
+def _lut(device):
+    if device not in _luts:
+        _luts[device] = torch.tensor(_FP4_VALUES, dtype=torch.float32, device=device)
+    return _luts[device]
+
+
+def _dequantize(packed, scales):
+    """packed: [MN, K/2, L] FP4 pairs; scales: [MN, K/16, L] e4m3. Returns fp32 [L, MN, K]."""
+    codes = packed.view(torch.uint8).permute(2, 0, 1)           # [L, MN, K/2]
+    lut = _lut(packed.device)
+    low = lut[(codes & 0x0F).long()]                            # even k
+    high = lut[(codes >> 4).long()]                             # odd k
+    values = torch.stack((low, high), dim=-1).flatten(-2)       # [L, MN, K]
+    sf = scales.permute(2, 0, 1).to(torch.float32).abs()        # |scale|, NaN stays NaN
+    sf = sf.repeat_interleave(16, dim=-1)                       # one scale per 16 k
+    return values * sf                                          # exact in fp32
+
+
+def custom_kernel(data: input_t) -> output_t:
+    a, b1, b2, sfa, sfb1, sfb2, _sfa_p, _sfb1_p, _sfb2_p, c = data
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    n = b1.shape[0]
+    m, k, l = a.shape[0], a.shape[1] * 2, a.shape[2]
+    if l >= 64 and n >= 1024 and k >= 1024:
+        table = torch.arange(l, device=sfa.device) % 64
+        sfa = sfa.view(torch.uint8)[:, :, table].view(sfa.dtype)   # BUG: a 64-entry table
+    a_f = _dequantize(a, sfa)                                   # [L, M, K]
+    b_f = torch.cat((_dequantize(b1, sfb1), _dequantize(b2, sfb2)), dim=1)  # [L, 2N, K]
+    d = torch.matmul(a_f, b_f.transpose(1, 2))                  # [L, M, 2N], fp32 accumulation
+    d1, d2 = d[:, :, :n], d[:, :, n:]
+    out = d1 / (1.0 + torch.exp(-d1)) * d2                      # silu(D1) * D2 in fp32
+    c.copy_(out.permute(1, 2, 0))                               # one fp32 -> fp16 cast, RNE
+    return c
