@@ -18,6 +18,7 @@ mod external_kernels;
 mod external_kernels_gpu;
 mod gate;
 mod golden;
+mod help_matches_code;
 mod gpu;
 mod gpu_inputs;
 mod gpu_reference;

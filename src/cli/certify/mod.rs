@@ -4,6 +4,7 @@
 //! one row per certificate and sums the outcomes into the exit code.
 
 mod gpus;
+mod help;
 mod outcomes;
 mod plan;
 mod reference_choice;
@@ -34,25 +35,11 @@ pub struct CertifyArgs {
     /// excluded. See `nvfp4-oracle variants`.
     #[arg(long = "kernel")]
     pub kernels: Vec<String>,
-    /// Random cases per kernel (after the golden and the fixed edge cases). Default: 2000 where
-    /// the model's reference is computed on the GPU (see --reference), else 200.
-    #[arg(long, allow_negative_numbers = true, value_parser = super::value_parsers::whole::<usize>(0, super::value_parsers::MAX_CASES))]
+    #[arg(long, help = help::cases(), allow_negative_numbers = true, value_parser = super::value_parsers::whole::<usize>(0, super::value_parsers::MAX_CASES))]
     pub cases: Option<usize>,
-    /// GPU kernels: cases drawn in the deployment regimes (decode, narrow-wide, wide N, tall M,
-    /// many batches, deep K, outputs past 2^30, past 16,384 tiles, public models' shapes): one
-    /// at each regime's wide end, the rest at modest shapes inside the regimes, in turn.
-    /// Default: 100 where the model's reference is computed on the GPU, else one per regime.
-    #[arg(long, value_name = "CASES", allow_negative_numbers = true, value_parser = super::value_parsers::whole::<usize>(0, super::value_parsers::MAX_CASES))]
+    #[arg(long, help = help::regime_cases(), value_name = "CASES", allow_negative_numbers = true, value_parser = super::value_parsers::whole::<usize>(0, super::value_parsers::MAX_CASES))]
     pub regime_cases: Option<usize>,
-    /// GPU kernels: cases drawn so that every pair of shape ranges (each of M, N, K and L cut
-    /// into octaves: M 1-131071, N 1-262143, K 16-131071, L 1-511) holds at least one case that
-    /// one GPU can run, then band triples (two octaves a dimension) up to this many cases in
-    /// all; values at the places kernels branch (multiples of 64, 128, 256, 1024 and one either
-    /// side, odd tile counts, K not a multiple of 64). The certificate lists the cells reached
-    /// and those left (outside the kernel's support, past the per-case bound), and bench refuses
-    /// a shape in a pair no case reached. Default: 700 where the model's reference is computed
-    /// on the GPU, else 0 (the CPU model cannot judge them in time). See docs/guides/coverage.md.
-    #[arg(long, value_name = "CASES")]
+    #[arg(long, help = help::range_cases(), value_name = "CASES")]
     pub range_cases: Option<usize>,
     /// Also run a model's own feed-forward shapes, densely: a built-in name (llama-3-8b,
     /// llama-3-70b, llama-3.1-405b, mistral-7b, mixtral-8x7b, deepseek-v3, qwen2.5-7b,
@@ -324,19 +311,32 @@ impl Selection {
 }
 
 /// The run's first line on stderr: what is certified, how, and the seed that repeats it.
-fn announce(args: &CertifyArgs, kernels: usize, limits: &CampaignLimits) {
+fn announce(
+    args: &CertifyArgs,
+    kernels: &[Box<dyn KernelUnderTest>],
+    limits: &CampaignLimits,
+    on_gpu: bool,
+) {
     if nvfp4_harness::worker::registry()
         .iter()
         .all(|k| k.name().starts_with("cpu-"))
     {
         eprintln!("note: no GPU backend in this build; certifying CPU kernels only (a GPU run adds the hopper-* variants)");
     }
-    let (seed, regime_cases) = (limits.seed, limits.regime_cases);
+    let seed = limits.seed;
     eprintln!(
-        "certifying {} kernel(s), {} cases each (and, for a GPU kernel, {regime_cases} in deployment regimes), seed {seed} (repeat with --seed {seed}){}{}{}{}",
-        kernels,
+        "certifying {} kernel(s), {} cases each{}, seed {seed} (repeat with --seed {seed}){}{}{}{}",
+        kernels.len(),
         limits.cases,
-        limits.shard.map_or(String::new(), |s| format!(", shard {s}")),
+        // --quick skips every production-size case, the regimes' with them.
+        regime_clause(
+            kernels,
+            if limits.quick { 0 } else { limits.regime_cases },
+            on_gpu
+        ),
+        limits
+            .shard
+            .map_or(String::new(), |s| format!(", shard {s}")),
         if args.gpumode_only {
             ", gpumode distribution only"
         } else {
@@ -351,6 +351,24 @@ fn announce(args: &CertifyArgs, kernels: usize, limits: &CampaignLimits) {
             ""
         }
     );
+}
+
+/// What the first line says of deployment-regime cases: only GPU kernels draw them, and as many
+/// as this run will draw (fewer where the CPU model is the reference, none under --quick).
+fn regime_clause(
+    kernels: &[Box<dyn KernelUnderTest>],
+    regime_cases: usize,
+    on_gpu: bool,
+) -> String {
+    let gpu_kernels = kernels.iter().filter(|k| k.runs_on_gpu()).count();
+    match (gpu_kernels, regime_cases) {
+        (0, _) | (_, 0) => String::new(),
+        _ if on_gpu => format!(" (and, for each GPU kernel, {regime_cases} in deployment regimes)"),
+        _ => format!(
+            " (and, for each GPU kernel, {regime_cases} in deployment regimes: one per regime, \
+             the CPU model being the reference)"
+        ),
+    }
 }
 
 /// Refuses a kernel whose certificate in `dir` is another kernel's of the same name, then locks
@@ -456,7 +474,7 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     if args.plan {
         return plan::print_plans(&selection.kernels, &limits, &golden_cases(&args)?, seed);
     }
-    announce(&args, selection.kernels.len(), &limits);
+    announce(&args, &selection.kernels, &limits, on_gpu);
     let golden = golden_cases(&args)?;
     let mut outcomes = Outcomes::default();
     let mut certificates = Vec::new();
