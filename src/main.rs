@@ -57,15 +57,7 @@ fn exit_quietly_on_broken_pipe() {
         // std's wording for a print that failed: "failed printing to stdout: <io error>".
         let broken = std::io::Error::from_raw_os_error(libc::EPIPE).to_string();
         if message.starts_with("failed printing to stdout") && message.ends_with(&broken) {
-            nvfp4_harness::private_tmp::remove();
-            // SAFETY: restoring the default disposition and raising the signal in this process
-            // only; nothing else runs after it.
-            unsafe {
-                libc::signal(libc::SIGPIPE, libc::SIG_DFL);
-                libc::raise(libc::SIGPIPE);
-            }
-            // Where the signal could not end the process: the status a shell gives it.
-            std::process::exit(128 + libc::SIGPIPE);
+            nvfp4_oracle::cli::end_on_closed_stdout();
         }
         default_hook(info);
     }));

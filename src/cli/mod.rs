@@ -139,3 +139,26 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         }
     }
 }
+
+/// Ends the process as a Unix tool ends when the reader of its stdout has gone (`certify --plan |
+/// head -1`): killed by SIGPIPE, with nothing printed, its private temporary folder removed.
+pub fn end_on_closed_stdout() -> ! {
+    nvfp4_harness::private_tmp::remove();
+    // SAFETY: restoring the default disposition and raising the signal in this process only;
+    // nothing else runs after it.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::raise(libc::SIGPIPE);
+    }
+    // Where the signal could not end the process: the status a shell gives it.
+    std::process::exit(128 + libc::SIGPIPE);
+}
+
+/// A write to stdout that failed: a closed pipe ends the process quietly
+/// ([`end_on_closed_stdout`]); any other failure is an error.
+pub(crate) fn stdout_error(err: std::io::Error) -> Error {
+    if err.kind() == std::io::ErrorKind::BrokenPipe {
+        end_on_closed_stdout();
+    }
+    Error::Usage(format!("stdout: {err}"))
+}

@@ -2,7 +2,7 @@
 
 use nvfp4_harness::certify::{CampaignLimits, CampaignPlan, CaseSpec, Coverage};
 use nvfp4_harness::kernels::KernelUnderTest;
-use nvfp4_harness::{Error, Result};
+use nvfp4_harness::Result;
 use std::process::ExitCode;
 
 /// `certify --plan`: each kernel's cases as JSON Lines on stdout, what they reach of the shape
@@ -30,7 +30,7 @@ pub(super) fn print_plans(
                 k: row.k,
                 l: row.l,
             });
-            writeln!(out, "{line}").map_err(|err| Error::Usage(format!("stdout: {err}")))?;
+            writeln!(out, "{line}").map_err(crate::cli::stdout_error)?;
         }
         eprintln!(
             "plan: {}: {} cases (seed {seed}), {} range cases; pairs of ranges reached {} of {} \
@@ -45,7 +45,6 @@ pub(super) fn print_plans(
             ranges.triples_total,
         );
     }
-    out.flush()
-        .map_err(|err| Error::Usage(format!("stdout: {err}")))?;
+    out.flush().map_err(crate::cli::stdout_error)?;
     Ok(ExitCode::SUCCESS)
 }
