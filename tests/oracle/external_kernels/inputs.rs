@@ -126,6 +126,9 @@ fn manifests_are_validated_with_messages_that_name_the_problem() {
         ("name = \"x\"\nlibrary = \"submission.py\"\nsymbol = \"f\"\npython_path = [\"pkgs\"]\n", "`python_path` goes with `submission`"),
         ("name = \"x\"\nsubmission = \"submission.py\"\ncolour = \"red\"\n", "colour"),
         ("name = \"x\"\nsubmission = \"submission.py\"\narch = \"hopper\"\n", "arch 'hopper'"),
+        ("name = \"x\"\nsubmission = \"submission.py\"\narch = \"sm_77\"\n", "arch 'sm_77': not a GPU architecture"),
+        ("name = \"x\"\nsubmission = \"submission.py\"\narch = \"sm_80a\"\n", "arch 'sm_80a': not a GPU architecture"),
+        ("name = \"x\"\nsubmission = \"submission.py\"\n[shapes]\nproduction = [[65536, 65536, 65536, 512]]\n", "past 2^31 elements"),
         ("name = \"x\"\nsubmission = \"submission.py\"\n[shapes]\nk_multiple = 24\n", "multiple of 16"),
         ("name = \"x\"\nsubmission = \"submission.py\"\n[shapes]\nm_multiple = 0\n", "at least 1"),
         ("name = \"x\"\nlibrary = \"lib.so\"\n", "symbol"),
@@ -166,6 +169,9 @@ fn arch_requirements() {
     assert!(at_least.unmet_by((7, 5)).is_some());
     assert!(ArchRequirement::parse("sm_9").is_none());
     assert!(ArchRequirement::parse("90a").is_none());
+    assert!(ArchRequirement::parse("sm_90a").unwrap().is_known());
+    assert!(ArchRequirement::parse("sm_121").unwrap().is_known());
+    assert!(!ArchRequirement::parse("sm_77").unwrap().is_known());
 }
 
 #[test]

@@ -28,7 +28,7 @@ pub use campaign::cross_check::{
 };
 pub use campaign::fixed_cases::stagnation_cases;
 pub use campaign::limits::{CampaignLimits, DEFAULT_CASES, DEFAULT_GPU_CASES};
-pub use campaign::models::{load_model, ModelShapes, DEFAULT_MAX_TOKENS};
+pub use campaign::models::{load_model, within_case_bound, ModelShapes, DEFAULT_MAX_TOKENS};
 pub use campaign::plan::CampaignPlan;
 pub use campaign::production::production_cases;
 pub use campaign::range_draw::DEFAULT_GPU_RANGE_CASES;

@@ -100,7 +100,36 @@ pub struct ArchRequirement {
     pub exact: bool,
 }
 
+/// The compute capabilities NVIDIA's GPUs have (CUDA's `sm_XY` targets).
+pub const KNOWN_ARCHS: [(i32, i32); 20] = [
+    (5, 0),
+    (5, 2),
+    (5, 3),
+    (6, 0),
+    (6, 1),
+    (6, 2),
+    (7, 0),
+    (7, 2),
+    (7, 5),
+    (8, 0),
+    (8, 6),
+    (8, 7),
+    (8, 9),
+    (9, 0),
+    (10, 0),
+    (10, 1),
+    (10, 3),
+    (11, 0),
+    (12, 0),
+    (12, 1),
+];
+
 impl ArchRequirement {
+    /// Whether it names a GPU that exists; the `a` targets begin with sm_90a.
+    pub fn is_known(&self) -> bool {
+        KNOWN_ARCHS.contains(&(self.major, self.minor)) && (!self.exact || self.major >= 9)
+    }
+
     pub fn parse(text: &str) -> Option<ArchRequirement> {
         let digits = text.strip_prefix("sm_")?;
         let (digits, exact) = match digits.strip_suffix('a') {
@@ -313,12 +342,22 @@ impl Manifest {
         };
         let arch = match &file.arch {
             None => None,
-            Some(text) => Some(ArchRequirement::parse(text).ok_or_else(|| {
-                bad(
-                    path,
-                    format!("arch '{text}': expected sm_XY or sm_XYa, e.g. sm_90a or sm_100a"),
-                )
-            })?),
+            Some(text) => Some(
+                ArchRequirement::parse(text)
+                    .filter(ArchRequirement::is_known)
+                    .ok_or_else(|| {
+                        bad(
+                            path,
+                            format!(
+                                "arch '{text}': not a GPU architecture; expected one of {} (with \
+                                 `a`, e.g. sm_90a or sm_100a: exactly that one)",
+                                KNOWN_ARCHS
+                                    .map(|(major, minor)| format!("sm_{major}{minor}"))
+                                    .join(", ")
+                            ),
+                        )
+                    })?,
+            ),
         };
         let mut support = ShapeSupport::ANY;
         if let Some(shapes) = &file.shapes {
@@ -369,6 +408,17 @@ impl Manifest {
                     format!(
                         "shapes.production {dims:?}: outside the declared support ({})",
                         support.describe()
+                    ),
+                ));
+            }
+            // As --model leaves such shapes out: one GPU cannot hold the case beside a kernel.
+            if !crate::certify::within_case_bound(shape) {
+                return Err(bad(
+                    path,
+                    format!(
+                        "shapes.production {dims:?}: an operand or the output past 2^31 \
+                         elements, the most one case may have (what one 80 GB GPU holds beside \
+                         the kernel); give the shape the kernel runs per call"
                     ),
                 ));
             }

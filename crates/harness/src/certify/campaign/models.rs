@@ -154,6 +154,15 @@ pub fn load_model(given: &str) -> Result<ModelConfig, String> {
 /// The most elements of one operand or of the output of a model's case: 1 GiB of packed FP4,
 /// 4 GiB of fp16 output, what one 80 GB GPU holds beside the kernel's own buffers.
 pub const MODEL_ELEMENTS_BOUND: usize = 1 << 31;
+/// Whether a shape's operands and output are each within [`MODEL_ELEMENTS_BOUND`] elements: the
+/// bound `--model` lists shapes past as left out, and a manifest's production shapes must keep.
+pub fn within_case_bound(shape: Shape) -> bool {
+    let (m, n, k, l) = (shape.m as u128, shape.n as u128, shape.k as u128, shape.l as u128);
+    [m * k * l, n * k * l, m * n * l]
+        .iter()
+        .all(|&e| e <= MODEL_ELEMENTS_BOUND as u128)
+}
+
 /// Tokens of the longest prefill a model's campaign runs unless told (`--max-tokens`).
 pub const DEFAULT_MAX_TOKENS: usize = 8192;
 
