@@ -25,6 +25,8 @@ enum Expected {
     Unwritten,
     /// Outside every class: the localization of the shrunk data must say this.
     Localized(&'static str),
+    /// A regime bug: the identification names this nearby problem, explaining every element.
+    Identified(&'static str),
 }
 
 fn expected(bug: Bug) -> Expected {
@@ -56,6 +58,15 @@ fn expected(bug: Bug) -> Expected {
         // from the runs that fail.
         Bug::DeepKScalePer32 => Named(WrongProblem::ScalePer32),
         Bug::WideNSiluOnD2 => Named(WrongProblem::SiluOnSecondGemm),
+        // Wrong only in a regime, each reading another batch, column, K range or epilogue
+        // there (tests/oracle/wrong_problems.rs asserts their regions and words).
+        Bug::ScalesOfBatchMod2 => Identified("batches-scales-from-mod-2"),
+        Bug::SfaRingOf2DeepK => Identified("batches-sfa-from-0-from-2"),
+        Bug::NTileIndexWraps => Identified("columns-b-from-mod-512"),
+        Bug::KTailPreviousChunkScales => Identified("k-range-previous-chunk-scales-k-tail-of-256"),
+        Bug::LastRowTileUnwrittenPast128 => Unwritten,
+        Bug::Fp16SiluTallTiles => Identified("fp16-silu-epilogue"),
+        Bug::SplitKB2WithSfb1 => Identified("k-range-b2-with-sfb1-second-half-of-k"),
     }
 }
 
@@ -111,6 +122,10 @@ fn every_mutant_is_rejected_and_diagnosed() {
             Expected::Unwritten => diagnosis.unwritten > 0,
             // Values compared by magnitude: the shrunk input may be negative.
             Expected::Localized(feature) => localized.replace('-', "").contains(feature),
+            Expected::Identified(problem) => failure
+                .identification
+                .as_ref()
+                .is_some_and(|i| i.problem == problem && i.explains_all),
         };
         eprintln!(
             "{:<24} minimal {} -> {} | {localized}",
