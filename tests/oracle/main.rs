@@ -38,6 +38,5 @@ mod scaled_gemm_cli;
 mod shard;
 mod skip_log;
 mod submission_start;
-mod temp_cleanup;
 mod worker_isolation;
 mod wrong_problems;
