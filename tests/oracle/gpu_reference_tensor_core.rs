@@ -132,3 +132,57 @@ fn tensor_core_reference_against_f64_and_integer_at_8192() {
         );
     }
 }
+
+/// The kernel's S for a UE4M3 scale byte (exact_reference_kernel.cu's `scale_integer`): the
+/// scale in units of 2^-9; None for NaN.
+fn scale_integer(byte: u8) -> Option<i64> {
+    let magnitude = byte & 0x7F;
+    let (field, mantissa) = (i64::from(magnitude >> 3), i64::from(magnitude & 7));
+    match (magnitude, field) {
+        (0x7F, _) => None,
+        (_, 0) => Some(mantissa),
+        _ => Some((mantissa | 8) << (field - 1)),
+    }
+}
+
+/// The tensor-core kernels' block term, as their header argues (no GPU needed): for every pair
+/// of finite scales and the dots at and near the extremes, the 64-bit multiply-add of the bits
+/// and the fma give s * S_a * S_b exactly, and -(2^52 + 2^31) * S_a is exact. f64::mul_add is
+/// the correctly rounded fma the kernel's __fma_rn is.
+#[test]
+fn the_tensor_core_block_term_is_exact_for_every_scale_pair() {
+    const MAGIC: f64 = 4_503_601_774_854_144.0; // 2^52 + 2^31
+    const MAGIC_BITS: i64 = 0x4330_0000_8000_0000;
+    assert_eq!(MAGIC.to_bits() as i64, MAGIC_BITS);
+    let dots = [-2304, -2303, -1153, -1, 0, 1, 2, 767, 1152, 2303, 2304];
+    let mut checked = 0u32;
+    for sa in (0..=0x7Eu8).filter_map(scale_integer) {
+        let offset = -MAGIC * sa as f64;
+        assert_eq!(
+            offset as i128,
+            -(MAGIC as i128) * i128::from(sa),
+            "-(2^52 + 2^31) * {sa} is exact"
+        );
+        for sb in (0..=0x7Eu8).filter_map(scale_integer) {
+            for s in dots {
+                let x = s * sb;
+                assert!(x.abs() < 1 << 30, "s * S_b below 2^30");
+                let biased = f64::from_bits((x + MAGIC_BITS) as u64);
+                assert_eq!(biased, MAGIC + x as f64, "the bits are 2^52 + 2^31 + x");
+                let term = biased.mul_add(sa as f64, offset);
+                assert_eq!(
+                    term,
+                    (x * sa) as f64,
+                    "s = {s}, S_a = {sa}, S_b = {sb}: the term is exact"
+                );
+                assert_eq!(term as i64, x * sa, "and an integer below 2^53");
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(
+        checked,
+        127 * 127 * dots.len() as u32,
+        "every finite scale pair"
+    );
+}

@@ -59,9 +59,13 @@ const F64_KERNELS: [&str; 3] = [
 /// and B200; a GPU with slow f64 (32 or 64) runs the integer kernel, which is faster there.
 const FAST_F64_RATIO: i32 = 2;
 /// Whether the tensor-core kernels compute a case first where the GPU has them; otherwise only
-/// a reference made [`GpuReference::with_tensor_cores`] runs them. Off until their equality
-/// with the CPU model has been seen on a GPU (tests/oracle/gpu_reference.rs).
+/// a reference made [`GpuReference::with_tensor_cores`], or made with [`TENSOR_CORES_ENV`] set
+/// to 1, runs them. Off until their equality with the CPU model has been seen on a GPU
+/// (tests/oracle/gpu_reference.rs).
 const TENSOR_CORES_FIRST: bool = false;
+/// Set to 1: every GPU reference of the process tries the tensor-core kernels first (a
+/// campaign's, say), where the GPU has them.
+pub const TENSOR_CORES_ENV: &str = "NVFP4_ORACLE_TENSOR_CORE_REFERENCE";
 const JUDGE_KERNEL: &str = "nvfp4_oracle_judge_output";
 const GATHER_KERNEL: &str = "nvfp4_oracle_gather_reference";
 /// What `problem` tells the kernel (PROBLEM_GEMM, PROBLEM_DUAL_GEMM).
@@ -174,7 +178,8 @@ impl GpuReference {
             None
         };
         // Its statistics are f64 too: where f64 is slow the integer kernel alone is faster.
-        let tensor_core = if f64_functions.is_some() && TENSOR_CORES_FIRST {
+        let asked = std::env::var(TENSOR_CORES_ENV).is_ok_and(|value| value == "1");
+        let tensor_core = if f64_functions.is_some() && (TENSOR_CORES_FIRST || asked) {
             TensorCoreKernels::load(&ctx)?
         } else {
             None
