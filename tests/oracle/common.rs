@@ -187,6 +187,38 @@ pub fn code_and_text(out: std::process::Output) -> (i32, String) {
     )
 }
 
+/// Every folder this test process, and each oracle it starts, makes in the temporary directory
+/// lies in one of its own (`$TMPDIR/nvfp4-oracle-tests-<pid>`), removed when the process exits:
+/// a test that forgets its folder, or fails before removing it, leaves nothing in /tmp. Set
+/// before `main`, while the process has one thread, so that no test sees another TMPDIR.
+#[used]
+#[link_section = ".init_array"]
+static PRIVATE_TEMP_DIR: extern "C" fn() = private_temp_dir;
+
+/// This process's temporary folder, once [`private_temp_dir`] has made it.
+pub static TEMP_ROOT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+
+extern "C" fn private_temp_dir() {
+    use std::os::unix::fs::DirBuilderExt;
+    let dir = std::env::temp_dir().join(format!("nvfp4-oracle-tests-{}", std::process::id()));
+    // A folder of an earlier process of this pid, killed before its exit: not ours to keep.
+    let _ = std::fs::remove_dir_all(&dir);
+    if std::fs::DirBuilder::new().mode(0o700).create(&dir).is_err() {
+        return;
+    }
+    // SAFETY: before main, on the process's only thread; nothing reads the environment yet.
+    unsafe { std::env::set_var("TMPDIR", &dir) };
+    let _ = TEMP_ROOT.set(dir);
+    // SAFETY: registers a plain function with no arguments.
+    unsafe { libc::atexit(remove_temp_root) };
+}
+
+extern "C" fn remove_temp_root() {
+    if let Some(dir) = TEMP_ROOT.get() {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
 /// A fresh directory for one test under cargo's test scratch space.
 pub fn scratch_dir(name: &str) -> PathBuf {
     let dir =

@@ -38,5 +38,7 @@ mod scaled_gemm_cli;
 mod shard;
 mod skip_log;
 mod submission_start;
+mod temp_cleanup;
+mod usage_messages;
 mod worker_isolation;
 mod wrong_problems;
