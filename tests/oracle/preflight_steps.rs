@@ -245,10 +245,18 @@ fn with_the_sandbox_off_the_compilation_works_in_a_fresh_folder() {
     }
     let ptx = SMALL_KERNEL.replace("sm_90a", "sm_100a");
     let where_file = dir.join("where");
+    let mode_file = dir.join("mode");
+    // The mode of the compilation's folder, the one preflight made in the temporary directory.
+    let folder_mode = format!(
+        "d=$PWD\nwhile [ \"$(dirname \"$d\")\" != {} ]; do d=$(dirname \"$d\"); done\n\
+         stat -c %a \"$d\" > {}\n",
+        tmp.display(),
+        mode_file.display()
+    );
     let (python, submission) = fake_python(
         &dir,
         &format!(
-            "read token\npwd > {}\ncat > result-$token.json <<'EOF'\n{}\nEOF\n",
+            "read token\npwd > {}\n{folder_mode}cat > result-$token.json <<'EOF'\n{}\nEOF\n",
             where_file.display(),
             result_json(&ptx, "gpu.launch_func @kernels::@small")
         ),
@@ -266,6 +274,8 @@ fn with_the_sandbox_off_the_compilation_works_in_a_fresh_folder() {
         Path::new(worked_in.trim()).starts_with(&tmp),
         "worked in {worked_in}"
     );
+    let mode = std::fs::read_to_string(&mode_file).unwrap();
+    assert_eq!(mode.trim(), "700", "private, as certify's folders are");
     assert_eq!(entries(&cwd), Vec::<String>::new());
     assert_eq!(entries(&tmp), Vec::<String>::new());
     let _ = std::fs::remove_dir_all(dir);

@@ -22,7 +22,7 @@ use nvfp4_harness::{Error, Result};
 use nvfp4_model::model::bounds::KOrder;
 use outcomes::Outcomes;
 use reference_choice::ReferenceChoice;
-pub(crate) use select::matches;
+pub(crate) use select::{matches, selects};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -444,6 +444,12 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     let seed = args
         .seed
         .unwrap_or_else(nvfp4_harness::secrets::unpredictable_seed);
+    // The command line read whole before the report directory is made: a usage error leaves
+    // no empty folder behind.
+    let (shard, models) = match args.gpus {
+        Some(_) => (None, Vec::new()),
+        None => (args.shard()?, args.models()?),
+    };
     // Before the campaign: a report directory that cannot be written is known now (a plan
     // writes none).
     if !args.plan {
@@ -452,8 +458,6 @@ pub fn run(args: CertifyArgs) -> Result<ExitCode> {
     if let Some(list) = &args.gpus {
         return gpus::run_on_gpus(list, seed, &args);
     }
-    let shard = args.shard()?;
-    let models = args.models()?;
     // Held until the certificates are written: a second run certifying one of these kernels
     // into this directory meanwhile is refused, not left to lose a certificate.
     let _locks = if args.plan {

@@ -14,6 +14,21 @@ pub(crate) fn matches(pattern: &str, name: &str) -> bool {
     }
 }
 
+/// Whether `pattern` selects the kernel `name` (deliberately broken where `broken`) of `all`
+/// (each kernel's name and whether it is broken): a wildcard takes a broken kernel only where
+/// every kernel it matches is broken ('hopper-test-*'), so that 'hopper-*' means the sound
+/// variants; a kernel named whole is taken whatever it is.
+pub(crate) fn selects(pattern: &str, (name, broken): (&str, bool), all: &[(&str, bool)]) -> bool {
+    if !matches(pattern, name) {
+        return false;
+    }
+    !broken
+        || !pattern.contains('*')
+        || all
+            .iter()
+            .all(|&(other, other_broken)| other_broken || !matches(pattern, other))
+}
+
 /// The kernels of `all` that `patterns` name (an unknown name is an error), or with none the
 /// default selection (with `exact`, only kernels that declare a schedule).
 pub(super) fn select(
@@ -47,7 +62,7 @@ pub(super) fn select(
 
 #[cfg(test)]
 mod tests {
-    use super::{matches, select};
+    use super::{matches, select, selects};
     use half::f16;
     use nvfp4_harness::kernels::{KernelCase, KernelFailure, KernelUnderTest};
 
@@ -100,6 +115,29 @@ mod tests {
         // Named, a broken kernel is certified all the same.
         let named = select(gpu_registry(), &["hopper-test-*".into()], false).unwrap();
         assert_eq!(names(&named).len(), 3);
+    }
+
+    /// bench's 'hopper-*' is the sound Hopper variants; the test kernels are had by naming them.
+    #[test]
+    fn a_wildcard_over_sound_kernels_leaves_the_broken_ones_out() {
+        let all = [
+            ("hopper-baseline", false),
+            ("hopper-tiled", false),
+            ("hopper-test-spin", true),
+            ("hopper-test-oob-write", true),
+        ];
+        let chosen = |pattern: &str| -> Vec<&str> {
+            all.iter()
+                .filter(|&&kernel| selects(pattern, kernel, &all))
+                .map(|&(name, _)| name)
+                .collect()
+        };
+        assert_eq!(chosen("hopper-*"), ["hopper-baseline", "hopper-tiled"]);
+        assert_eq!(
+            chosen("hopper-test-*"),
+            ["hopper-test-spin", "hopper-test-oob-write"]
+        );
+        assert_eq!(chosen("hopper-test-spin"), ["hopper-test-spin"]);
     }
 
     #[test]

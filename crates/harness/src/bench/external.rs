@@ -118,12 +118,13 @@ pub struct ExternalOptions<'a> {
     pub force_untrusted: bool,
 }
 
-/// Times a certified external kernel in its worker on every shape it supports.
+/// Times a certified external kernel in its worker on every shape it supports. `Ok(false)` where
+/// it was skipped for want of a certificate of its files (and not `--force-untrusted`).
 pub fn bench_external(
     kernel: &IsolatedKernel,
     args: &ExternalOptions<'_>,
     report: &mut BenchReport,
-) -> Result<()> {
+) -> Result<bool> {
     let name = kernel.name().to_string();
     let certified = trusted(args.report_dir, &name, &kernel.info.source_hash);
     let is_trusted = certified.is_some();
@@ -132,7 +133,7 @@ pub fn bench_external(
             "skipping {name}: no certificate of this kernel's files in {} (certify it first, or --force-untrusted)",
             args.report_dir.display()
         );
-        return Ok(());
+        return Ok(false);
     }
     // The parent's own GPU state first, before any code of the kernel's runs: a kernel that
     // then takes the device's memory cannot turn its timing into "no usable GPU".
@@ -140,7 +141,7 @@ pub fn bench_external(
     let mut l2 = L2Reset::new()?;
     if let Err(err) = kernel.prepare() {
         eprintln!("skipping {name}: {err}");
-        return Ok(());
+        return Ok(true);
     }
     report.device = info.describe();
     if let Some(isolation) = kernel.environment().isolation {
@@ -330,7 +331,7 @@ pub fn bench_external(
         ));
         report.batches.push(row);
     }
-    Ok(())
+    Ok(true)
 }
 
 /// One shape's batches: the report's row, the calls whose outputs were wrong (named, with the

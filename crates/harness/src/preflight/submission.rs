@@ -106,8 +106,13 @@ pub fn compile(submission: &Path, arch: &str, deadline: &Deadline) -> Result<Com
         return Err(Error::file(&submission, "no such file"));
     }
     let scratch = std::env::temp_dir().join(format!("nvfp4-oracle-preflight-{}", random_hex()?));
-    // Made here, never found: a folder that already exists under this name is refused.
-    std::fs::create_dir(&scratch).map_err(|err| Error::file(&scratch, err))?;
+    // Made here, never found: a folder that already exists under this name is refused. Private
+    // (0700), as certify's folders are: the compilation's files are the submission's.
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .create(&scratch)
+        .map_err(|err| Error::file(&scratch, err))?;
     let outcome = compile_in(&scratch, &submission, arch, deadline);
     let _ = std::fs::remove_dir_all(&scratch);
     outcome

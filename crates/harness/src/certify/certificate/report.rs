@@ -491,6 +491,13 @@ pub fn check_file_writable(path: &Path) -> Result<()> {
 
 /// Checks, before any work, that `dir` exists (or can be made) and takes new files.
 pub fn check_dir_writable(dir: &Path) -> Result<()> {
+    if dir.exists() && !dir.is_dir() {
+        return Err(Error::file(
+            dir,
+            "is a file, not a folder: name a folder for the certificates (one that does not \
+             exist yet is made)",
+        ));
+    }
     std::fs::create_dir_all(dir)
         .map_err(|err| Error::file(dir, format!("cannot create: {err}")))?;
     let probe = dir.join(format!(".nvfp4-oracle-probe-{}", std::process::id()));

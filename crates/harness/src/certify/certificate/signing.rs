@@ -74,7 +74,13 @@ fn key() -> Result<Vec<u8>> {
 /// first, and at most one byte more than a key is read, whatever the file is (`/dev/zero`).
 fn read_key(path: &std::path::Path) -> Result<Option<Vec<u8>>> {
     match std::fs::metadata(path) {
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        // No key, nor its folder (a HOME that is not a folder included): one is to be made.
+        Err(err)
+            if err.kind() == std::io::ErrorKind::NotFound
+                || err.raw_os_error() == Some(libc::ENOTDIR) =>
+        {
+            return Ok(None)
+        }
         Err(err) => return Err(damaged(path, format!("it cannot be read: {err}"))),
         Ok(_) => {}
     }
