@@ -3,7 +3,7 @@
 # triples up to 2^26 elements, 1,000 range cases) and after (the public models' strata, every
 # band triple within the per-case bound, 1,200 range cases), one after another on one GPU, then
 # each binary's plan sizes. From the repository root on the GPU machine, binaries carried in
-# .carry-conj/.
+# .carry-conj/. The torch example's campaign before runs only with TORCH_BEFORE=1.
 set -u
 stage=conjunctions
 B=./.carry-conj/nvfp4-oracle
@@ -25,8 +25,9 @@ campaign() {  # NAME BINARY TIMEOUT ARGS...
     echo; } >> "$O/campaigns.log"
   echo "$name: exit $code ($((SECONDS - started)) s)" >> "$O/device.log"
 }
-campaign hopper-before .carry-conj/nvfp4-oracle-a4435a2 150 --kernel hopper-baseline
-campaign hopper-after $B 200 --kernel hopper-baseline
-campaign torch-before .carry-conj/nvfp4-oracle-a4435a2 150 --manifest examples/submissions/torch/kernel.toml
-campaign torch-after $B 200 --manifest examples/submissions/torch/kernel.toml
+campaign hopper-before .carry-conj/nvfp4-oracle-a4435a2 ${BEFORE_LIMIT:-90} --kernel hopper-baseline
+campaign hopper-after $B ${AFTER_LIMIT:-150} --kernel hopper-baseline
+campaign torch-after $B ${TORCH_LIMIT:-120} --manifest examples/submissions/torch/kernel.toml
+[ -n "${TORCH_BEFORE:-}" ] && campaign torch-before .carry-conj/nvfp4-oracle-a4435a2 120 \
+  --manifest examples/submissions/torch/kernel.toml
 cat "$O/device.log"
