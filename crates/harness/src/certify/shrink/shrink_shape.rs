@@ -368,19 +368,36 @@ mod tests {
     }
 
     /// A slow kernel's shrink stops at its deadline, on a case that still fails, and says it
-    /// did not finish.
+    /// did not finish. Counted in runs, not wall time, so that a loaded machine cannot fail it:
+    /// every run sleeps `pause`, so no more than `bound / pause` runs start before the deadline,
+    /// where the unbounded shrink of the same case takes more.
     #[test]
     fn the_shrink_stops_at_its_deadline_on_a_failing_case() {
-        let mut kernel = WrongWhere::new(|shape| shape.n > 300);
-        kernel.pause = std::time::Duration::from_millis(40);
+        let pause = std::time::Duration::from_millis(40);
         let bound = std::time::Duration::from_millis(300);
         let shape = Shape::new(37, 4000, 64, 1).unwrap();
-        let started = Instant::now();
+        let mut unbounded = WrongWhere::new(|shape| shape.n > 300);
+        unbounded.pause = std::time::Duration::ZERO;
+        let whole = shrunk_from(&unbounded, shape, FAR);
+        assert!(whole.finished);
+        let runs_within = (bound.as_millis() / pause.as_millis()) as usize + 1;
+        assert!(
+            whole.steps > runs_within,
+            "the whole shrink takes {} runs: the bound would not show",
+            whole.steps
+        );
+        let mut kernel = WrongWhere::new(|shape| shape.n > 300);
+        kernel.pause = pause;
         let shrunk = shrunk_from(&kernel, shape, bound);
         assert!(!shrunk.finished);
         assert!(shrunk.minimal.failed());
         assert!(shrunk.steps >= 1);
-        // The first run and the shrink: well under a second past the bound (one run each side).
-        assert!(started.elapsed() < bound + std::time::Duration::from_millis(900));
+        assert!(
+            shrunk.steps <= runs_within,
+            "{} runs within a bound of {} ms at {} ms a run",
+            shrunk.steps,
+            bound.as_millis(),
+            pause.as_millis()
+        );
     }
 }
