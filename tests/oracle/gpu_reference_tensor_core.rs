@@ -133,6 +133,50 @@ fn tensor_core_reference_against_f64_and_integer_at_8192() {
     }
 }
 
+/// The one figure the tensor-core kernels exist for, in the time a short device call has: the
+/// dual GEMM at 8192 x 8192 x 16384 in the contiguous K order, the tensor-core kernel against
+/// the f64 kernel (each warmed once, then timed once), the same bits, neither handing a launch
+/// to the integer kernel, and rows of it the CPU model's. The whole table over every K order
+/// and the integer kernel is the test above.
+#[test]
+#[ignore = "needs a GPU: cargo test --release --test oracle gpu_reference -- --include-ignored"]
+fn tensor_core_reference_against_f64_at_8192_one_order() {
+    let kernels = [tensor_cores_or_panic(), gpu_or_panic().f64_only()];
+    assert_eq!(kernels[0].arithmetic(), "tensor-core");
+    println!("GPU reference on {}", kernels[0].device());
+    let shape = Shape::new(8192, 8192, 16384, 1).unwrap();
+    let started = Instant::now();
+    let inputs = generate_problem(ProblemKind::DualGemm, shape, Distribution::Full, 7);
+    println!(
+        "(dual GEMM {shape} inputs made in {:.1} s)",
+        started.elapsed().as_secs_f64()
+    );
+    let order = KOrder::Contiguous;
+    let results: Vec<_> = kernels
+        .iter()
+        .map(|gpu| (gpu.arithmetic(), timed(gpu, &inputs, order, 1)))
+        .collect();
+    let f64_seconds = results[1].1 .0;
+    println!("| problem | K order | kernel | computation (s) | whole call (s) | f64 / this (computation) |");
+    println!("|---|---|---|---|---|---|");
+    for (arithmetic, (compute, whole, _)) in &results {
+        println!(
+            "| dual GEMM {shape} | {order:?} | {arithmetic} | {compute:.4} | {whole:.3} | {:.2}x |",
+            f64_seconds / compute
+        );
+    }
+    assert!(
+        bits(&results[0].1 .2) == bits(&results[1].1 .2),
+        "dual GEMM {shape}: the tensor-core kernel differs from the f64 kernel"
+    );
+    for gpu in &kernels {
+        assert_eq!(gpu.integer_reruns(), 0, "{}: Full inputs are exact in f64", gpu.arithmetic());
+    }
+    let compared = cross_check(&inputs, order, &results[0].1 .2, 5)
+        .unwrap_or_else(|difference| panic!("{difference}"));
+    println!("({compared} elements compared with the CPU model on sampled rows)");
+}
+
 /// The kernel's S for a UE4M3 scale byte (exact_reference_kernel.cu's `scale_integer`): the
 /// scale in units of 2^-9; None for NaN.
 fn scale_integer(byte: u8) -> Option<i64> {
