@@ -165,8 +165,9 @@ pub fn use_gpu_reference() -> Result<String, String> {
     Err("this build has no GPU backend".into())
 }
 
-/// The GPU reference in words: its GPU, and which kernel computes a case first ("f64", the
-/// integer kernel where f64 is not proven exact; "integer" on a GPU with slow f64).
+/// The GPU reference in words: its GPU, and which kernel computes a case first ("tensor-core"
+/// or "f64", the integer kernel where their f64 sums are not proven exact; "integer" on a GPU
+/// with slow f64).
 #[cfg(feature = "gpu")]
 fn described(reference: &crate::gpu::exact_reference::GpuReference) -> String {
     format!("{}, {} kernel", reference.device(), reference.arithmetic())
