@@ -9,7 +9,7 @@ B=./.carry-conj/nvfp4-oracle
 { nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv
   echo "cores: $(nproc); build: $(cat .carry-conj/build)"; } > "$O/planted.log"
 seed=20261205
-for dir in tests/planted/conjunctions/*/; do
+for dir in ${ONLY:-tests/planted/conjunctions/*/}; do  # ONLY=DIR/: one of them alone
   name=$(basename "$dir"); seed=$((seed + 1))
   (
     report=$R/planted-$name; mkdir -p "$report"; started=$SECONDS
