@@ -67,6 +67,7 @@ fn expected(bug: Bug) -> Expected {
         Bug::LastRowTileUnwrittenPast128 => Unwritten,
         Bug::Fp16SiluTallTiles => Identified("fp16-silu-epilogue"),
         Bug::SplitKB2WithSfb1 => Identified("k-range-b2-with-sfb1-second-half-of-k"),
+        Bug::LastBatchB1FromBatch0 => Identified("batches-b1-from-0-for-the-last"),
     }
 }
 

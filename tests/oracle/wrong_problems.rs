@@ -18,7 +18,7 @@ struct Expected {
     words: &'static str,
 }
 
-const EXPECTED: [Expected; 7] = [
+const EXPECTED: [Expected; 8] = [
     Expected {
         bug: Bug::ScalesOfBatchMod2,
         minimal: "1x1x16x3",
@@ -70,6 +70,13 @@ const EXPECTED: [Expected; 7] = [
         region: &["fails when K >= 512 (passes at K = 496;", "needs K >= 512"],
         problem: "k-range-b2-with-sfb1-second-half-of-k",
         words: "the exact answer with B2 scaled with SFB1 (B1's scale factors) over the second half of K",
+    },
+    Expected {
+        bug: Bug::LastBatchB1FromBatch0,
+        minimal: "1x1x16x3",
+        region: &["fails when L >= 3 (passes at L = 2;", "needs L >= 3", "whatever M, N, K"],
+        problem: "batches-b1-from-0-for-the-last",
+        words: "the exact answer with batch l's B1 and SFB1 taken from batch 0 for the last l",
     },
 ];
 

@@ -53,10 +53,11 @@ pub enum Bug {
     LastRowTileUnwrittenPast128,
     Fp16SiluTallTiles,
     SplitKB2WithSfb1,
+    LastBatchB1FromBatch0,
 }
 
 impl Bug {
-    pub const ALL: [Bug; 31] = [
+    pub const ALL: [Bug; 32] = [
         Bug::GemmOnly,
         Bug::SiluWrongGemm,
         Bug::ScalesIgnored,
@@ -88,6 +89,7 @@ impl Bug {
         Bug::LastRowTileUnwrittenPast128,
         Bug::Fp16SiluTallTiles,
         Bug::SplitKB2WithSfb1,
+        Bug::LastBatchB1FromBatch0,
     ];
 
     pub fn slug(self) -> &'static str {
@@ -123,6 +125,7 @@ impl Bug {
             Bug::LastRowTileUnwrittenPast128 => "last-row-tile-unwritten-past-128",
             Bug::Fp16SiluTallTiles => "fp16-silu-tall-tiles",
             Bug::SplitKB2WithSfb1 => "split-k-b2-with-sfb1",
+            Bug::LastBatchB1FromBatch0 => "last-batch-b1-from-batch-0",
         }
     }
 
@@ -180,6 +183,9 @@ impl Bug {
             }
             Bug::SplitKB2WithSfb1 => {
                 "when K >= 512 (a split K), the second half of K scales B2 with SFB1"
+            }
+            Bug::LastBatchB1FromBatch0 => {
+                "when L >= 3 (a last-expert path), the last batch reads batch 0's B1 and SFB1"
             }
         }
     }
@@ -402,8 +408,15 @@ impl KernelUnderTest for CpuKernel {
             } else {
                 l
             };
+            // The last expert's B1 pointer (data and scales) left at the first expert's.
+            let b1_batch = if self.has(Bug::LastBatchB1FromBatch0) && shape.l >= 3 && l + 1 == shape.l
+            {
+                0
+            } else {
+                data_batch
+            };
             let sb1: Vec<Vec<f32>> = (0..shape.n)
-                .map(|n| scales_of(case.sfb1_blocked, &layout_b, n, l))
+                .map(|n| scales_of(case.sfb1_blocked, &layout_b, n, b1_batch))
                 .collect();
             let split_k = self.has(Bug::SplitKB2WithSfb1) && shape.k >= 512;
             let sb2: Vec<Vec<f32>> = (0..shape.n)
@@ -433,7 +446,7 @@ impl KernelUnderTest for CpuKernel {
                     for n in 0..columns_written {
                         let x1 = self.dot(
                             a_row,
-                            inputs.b1.row_data(b_row(n), data_batch),
+                            inputs.b1.row_data(b_row(n), b1_batch),
                             &sa,
                             &sb1[b_row(n)],
                             shape.k,

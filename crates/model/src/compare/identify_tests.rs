@@ -64,6 +64,35 @@ fn scales_of_batch_l_mod_32_are_named_once_a_larger_run_separates_them_from_a_ri
     assert_eq!(both.runs.len(), 2);
 }
 
+/// One operand's pointer for the last batch left at batch 0 (B1 and SFB1; B2 its own): at
+/// L = 5 alone the ring of 4 fits as well; a run of 20 batches names the last batch.
+#[test]
+fn the_last_batchs_b1_from_batch_0_is_named_once_a_longer_run_separates_it_from_a_ring() {
+    let problem = NearbyProblem::Batches {
+        operands: Operands::B1,
+        map: IndexMap::LastFromZero,
+    };
+    let minimal = inputs(1, 3, 32, 5, 11);
+    let longer = inputs(1, 3, 32, 20, 12);
+    let (out_minimal, out_longer) = (output_of(problem, &minimal), output_of(problem, &longer));
+    let alone = identified(&[(&minimal, &out_minimal)]);
+    assert!(alone.explains_all);
+    let names: Vec<&str> = std::iter::once(alone.problem.as_str())
+        .chain(alone.also_consistent.iter().map(String::as_str))
+        .collect();
+    assert!(names.contains(&"batches-b1-from-0-for-the-last"), "{names:?}");
+    assert!(names.contains(&"batches-b1-from-0-from-4"), "{names:?}");
+    let both = identified(&[(&minimal, &out_minimal), (&longer, &out_longer)]);
+    assert_eq!(both.problem, "batches-b1-from-0-for-the-last");
+    assert!(both.also_consistent.is_empty(), "{:?}", both.also_consistent);
+    assert!(
+        both.words
+            .contains("batch l's B1 and SFB1 taken from batch 0 for the last l"),
+        "{}",
+        both.words
+    );
+}
+
 #[test]
 fn a_ring_of_four_that_wraps_to_batch_0_for_sfa_only_is_named() {
     let problem = NearbyProblem::Batches {

@@ -20,17 +20,23 @@ pub enum Operands {
     Sfb,
     Scales,
     A,
+    /// B1 and SFB1 alone (B2 its own): a pointer table of one operand.
+    B1,
+    /// B2 and SFB2 alone.
+    B2,
     B,
     All,
 }
 
 impl Operands {
     /// Narrowest first: the first that fits is the most specific claim.
-    pub const ALL: [Operands; 6] = [
+    pub const ALL: [Operands; 8] = [
         Operands::Sfa,
         Operands::Sfb,
         Operands::Scales,
         Operands::A,
+        Operands::B1,
+        Operands::B2,
         Operands::B,
         Operands::All,
     ];
@@ -41,6 +47,8 @@ impl Operands {
             Operands::Sfb => "SFB1 and SFB2",
             Operands::Scales => "scale factors (SFA, SFB1, SFB2)",
             Operands::A => "A and SFA",
+            Operands::B1 => "B1 and SFB1",
+            Operands::B2 => "B2 and SFB2",
             Operands::B => "B1, B2 and their scale factors",
             Operands::All => "operands (A, B1, B2 and their scale factors)",
         }
@@ -52,20 +60,27 @@ impl Operands {
             Operands::Sfb => "sfb",
             Operands::Scales => "scales",
             Operands::A => "a",
+            Operands::B1 => "b1",
+            Operands::B2 => "b2",
             Operands::B => "b",
             Operands::All => "operands",
         }
     }
 
-    /// Whether the (data, scales) of A and of B1/B2 are taken from elsewhere.
-    fn parts(self) -> ((bool, bool), (bool, bool)) {
+    /// Whether the (data, scales) of A, of B1 and of B2 are taken from elsewhere.
+    fn parts(self) -> [(bool, bool); 3] {
+        const OWN: (bool, bool) = (false, false);
+        const SCALES: (bool, bool) = (false, true);
+        const BOTH: (bool, bool) = (true, true);
         match self {
-            Operands::Sfa => ((false, true), (false, false)),
-            Operands::Sfb => ((false, false), (false, true)),
-            Operands::Scales => ((false, true), (false, true)),
-            Operands::A => ((true, true), (false, false)),
-            Operands::B => ((false, false), (true, true)),
-            Operands::All => ((true, true), (true, true)),
+            Operands::Sfa => [SCALES, OWN, OWN],
+            Operands::Sfb => [OWN, SCALES, SCALES],
+            Operands::Scales => [SCALES, SCALES, SCALES],
+            Operands::A => [BOTH, OWN, OWN],
+            Operands::B1 => [OWN, BOTH, OWN],
+            Operands::B2 => [OWN, OWN, BOTH],
+            Operands::B => [OWN, BOTH, BOTH],
+            Operands::All => [BOTH, BOTH, BOTH],
         }
     }
 }
@@ -81,6 +96,8 @@ pub enum IndexMap {
     Plus1,
     /// Index 0 for `i >= t`, `i` itself below: a ring of `t` entries that wraps to its first.
     ZeroFrom(usize),
+    /// Index 0 for the last index alone (a last entry's pointer never set: it keeps the first).
+    LastFromZero,
 }
 
 impl IndexMap {
@@ -92,6 +109,8 @@ impl IndexMap {
             IndexMap::Plus1 => i,
             IndexMap::ZeroFrom(t) if i >= t => 0,
             IndexMap::ZeroFrom(_) => i,
+            IndexMap::LastFromZero if i + 1 == len => 0,
+            IndexMap::LastFromZero => i,
         }
     }
 
@@ -103,6 +122,7 @@ impl IndexMap {
             IndexMap::Minus1 => format!("{index} - 1"),
             IndexMap::Plus1 => format!("{index} + 1"),
             IndexMap::ZeroFrom(t) => format!("0 for {index} >= {t}"),
+            IndexMap::LastFromZero => format!("0 for the last {index}"),
         }
     }
 
@@ -113,6 +133,7 @@ impl IndexMap {
             IndexMap::Minus1 => "minus-1".into(),
             IndexMap::Plus1 => "plus-1".into(),
             IndexMap::ZeroFrom(t) => format!("0-from-{t}"),
+            IndexMap::LastFromZero => "0-for-the-last".into(),
         }
     }
 
@@ -152,6 +173,11 @@ impl IndexMap {
         // and l mod 32 agree up to L = 33): both are then named as consistent, and a longer run
         // tells them apart.
         maps.extend(rings_from.into_iter().map(IndexMap::ZeroFrom));
+        // The last entry alone from the first: at the campaign's L the same table as the ring
+        // of L - 1, and told apart from it by a run of more batches.
+        if rings && len > 2 {
+            maps.push(IndexMap::LastFromZero);
+        }
         maps
     }
 }
@@ -381,12 +407,17 @@ impl NearbyProblem {
             };
         match self {
             NearbyProblem::Batches { operands, map } => {
-                let ((a_data, a_scales), (b_data, b_scales)) = operands.parts();
+                let [a, b1, b2] = operands.parts();
                 let batches = |l: usize| map.apply(l, shape.l);
-                Some(remapped(
-                    &|op| remap(op, &batches, &same, a_data, a_scales),
-                    &|op| remap(op, &batches, &same, b_data, b_scales),
-                ))
+                let read = |op: &BlockScaledMatrix, (data, scales): (bool, bool)| {
+                    remap(op, &batches, &same, data, scales)
+                };
+                Some(DualGemmInputs {
+                    shape,
+                    a: read(&inputs.a, a),
+                    b1: read(&inputs.b1, b1),
+                    b2: read(&inputs.b2, b2),
+                })
             }
             NearbyProblem::Columns { scales_only, map } => {
                 let rows = |n: usize| map.apply(n, shape.n);
@@ -558,8 +589,8 @@ mod tests {
 
     #[test]
     fn index_maps_skip_the_identity_and_repeats() {
-        // Over 3 indices: mod 2 (0, 1, 0), 0 (0, 0, 0), -1 (0, 0, 1), +1 (1, 2, 2), and the
-        // ring of 2, equal to mod 2 here but not on longer runs.
+        // Over 3 indices: mod 2 (0, 1, 0), 0 (0, 0, 0), -1 (0, 0, 1), +1 (1, 2, 2), then the
+        // ring of 2 and the last from 0, each equal to mod 2 here but not on longer runs.
         let maps = IndexMap::candidates(3, true);
         assert_eq!(
             maps,
@@ -568,9 +599,15 @@ mod tests {
                 IndexMap::Mod(0),
                 IndexMap::Minus1,
                 IndexMap::Plus1,
-                IndexMap::ZeroFrom(2)
+                IndexMap::ZeroFrom(2),
+                IndexMap::LastFromZero
             ]
         );
+        assert_eq!(
+            (0..5).map(|i| IndexMap::LastFromZero.apply(i, 5)).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3, 0]
+        );
+        assert_eq!(IndexMap::LastFromZero.words("l"), "0 for the last l");
         assert_eq!(IndexMap::candidates(3, false).len(), 4);
         assert_eq!(IndexMap::ZeroFrom(4).apply(5, 9), 0);
         assert_eq!(IndexMap::ZeroFrom(4).apply(3, 9), 3);
