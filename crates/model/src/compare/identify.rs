@@ -7,6 +7,7 @@
 //! the first such in the candidates' order (narrowest operands, simplest map) is named.
 
 use super::diagnosis::{inside, plural, unwritten_where, Observation};
+use super::element_sample::ElementSample;
 use super::nearby_problems::NearbyProblem;
 use crate::model::bounds::KOrder;
 use crate::model::reference::dual_gemm_reference;
@@ -14,8 +15,8 @@ use crate::problem::{Shape, POISON, SCALE_BLOCK};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
-/// Most products (M N K L, both GEMMs) one nearby problem may cost on one run: past it, the run
-/// is no evidence for that problem (the minimal case always fits a few hundred of them).
+/// Most products (M N K L, both GEMMs) one nearby problem may cost on one run: past it, the
+/// problem is computed on a sample of the run's elements (`element_sample.rs`) of that cost.
 const MAX_PRODUCTS_PER_PROBLEM: usize = 1 << 26;
 
 /// What the kernel's output answers.
@@ -38,6 +39,11 @@ pub struct Identification {
     pub also_consistent: Vec<String>,
     /// The runs judged, the minimal case first.
     pub runs: Vec<Shape>,
+    /// Those of the runs too large to compute a nearby problem whole: on each, the counts are
+    /// over a sample of its rows, columns and batches (every combination), its wrong elements
+    /// among them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sampled: Vec<Shape>,
     /// Whether every nearby problem was tried (false when the time bound stopped it).
     pub finished: bool,
 }
@@ -45,7 +51,11 @@ pub struct Identification {
 impl Identification {
     /// One sentence for the certificate.
     pub fn sentence(&self) -> String {
-        let at = runs_in_words(&self.runs);
+        let mut at = runs_in_words(&self.runs);
+        if !self.sampled.is_empty() {
+            let on = runs_in_words(&self.sampled);
+            at = format!("{at}; {on}: sampled rows, columns and batches");
+        }
         let unfinished = if self.finished {
             ""
         } else {
@@ -102,6 +112,9 @@ fn runs_in_words(runs: &[Shape]) -> String {
 struct Judged<'a> {
     observation: &'a Observation<'a>,
     wrong: Vec<bool>,
+    /// Where the run is too large to compute a nearby problem whole: the elements it is
+    /// computed on.
+    sample: Option<ElementSample>,
 }
 
 /// Names the problem the kernel's failing runs answer (the minimal case first), or `None` where
@@ -116,10 +129,18 @@ pub fn identify(
         .iter()
         .map(|observation| {
             let correct = dual_gemm_reference(observation.inputs, order);
-            let wrong = (0..observation.output.len())
+            let wrong: Vec<bool> = (0..observation.output.len())
                 .map(|i| !inside(observation.output[i], correct.lo[i], correct.hi[i]))
                 .collect();
-            Judged { observation, wrong }
+            let shape = observation.inputs.shape;
+            let sample = (products(shape) > MAX_PRODUCTS_PER_PROBLEM).then(|| {
+                ElementSample::of_run(shape, &wrong, MAX_PRODUCTS_PER_PROBLEM / (2 * shape.k))
+            });
+            Judged {
+                observation,
+                wrong,
+                sample,
+            }
         })
         .collect();
     let first = judged.first()?;
@@ -180,8 +201,14 @@ pub fn identify(
             .map(|(p, _)| p.slug())
             .collect(),
         runs: score.runs,
+        sampled: score.sampled,
         finished,
     })
+}
+
+/// Products (M N K L, both GEMMs) of a problem of `shape`.
+fn products(shape: Shape) -> usize {
+    2 * shape.m * shape.n * shape.k * shape.l
 }
 
 /// How a nearby problem fares over the runs it could be computed on.
@@ -194,6 +221,8 @@ struct Score {
     broken: usize,
     /// The runs it was computed on, the minimal case first.
     runs: Vec<Shape>,
+    /// Those of them it was computed on a sample of.
+    sampled: Vec<Shape>,
 }
 
 /// How `problem` fares over the runs it can be computed on (a run too large for it is no
@@ -205,13 +234,14 @@ fn score(problem: NearbyProblem, judged: &[Judged], order: KOrder) -> Option<Sco
         explained: 0,
         broken: 0,
         runs: Vec::new(),
+        sampled: Vec::new(),
     };
     for (index, run) in judged.iter().enumerate() {
-        let shape = run.observation.inputs.shape;
-        let intervals = if 2 * shape.m * shape.n * shape.k * shape.l <= MAX_PRODUCTS_PER_PROBLEM {
-            problem.intervals(run.observation.inputs, order)
-        } else {
-            None
+        let inputs = run.observation.inputs;
+        let shape = inputs.shape;
+        let intervals = match &run.sample {
+            None => problem.intervals(inputs, order),
+            Some(sample) => problem.intervals_at(inputs, order, sample),
         };
         let Some(intervals) = intervals else {
             if index == 0 {
@@ -220,10 +250,27 @@ fn score(problem: NearbyProblem, judged: &[Judged], order: KOrder) -> Option<Sco
             continue;
         };
         score.runs.push(shape);
-        for (i, &value) in run.observation.output.iter().enumerate() {
+        let whole;
+        let sample = match &run.sample {
+            Some(sample) => {
+                score.sampled.push(shape);
+                sample
+            }
+            None => {
+                whole = ElementSample::whole(shape);
+                &whole
+            }
+        };
+        for i in 0..sample.len() {
+            let at = if run.sample.is_some() {
+                sample.index_in(i, shape)
+            } else {
+                i
+            };
+            let value = run.observation.output[at];
             let holds = !intervals.unbounded[i] && inside(value, intervals.lo[i], intervals.hi[i]);
-            score.wrong += usize::from(run.wrong[i]);
-            match (run.wrong[i], holds) {
+            score.wrong += usize::from(run.wrong[at]);
+            match (run.wrong[at], holds) {
                 (true, true) => score.explained += 1,
                 (false, false) => score.broken += 1,
                 _ => {}
@@ -279,6 +326,7 @@ fn never_written(run: &Judged) -> Option<Identification> {
         explained_elements: wrong.len(),
         also_consistent: Vec::new(),
         runs: Vec::new(),
+        sampled: Vec::new(),
         finished: true,
     })
 }

@@ -209,24 +209,55 @@ fn a_right_output_is_not_identified() {
     assert_eq!(identify(&[observation], KOrder::Contiguous, None), None);
 }
 
-/// A run too large for a nearby problem is no evidence for or against it: its wrong elements
-/// are not counted against the problem's explanation of the runs it was computed on.
+/// A run too large to compute a nearby problem whole is still evidence, on a sample of its
+/// elements that holds its wrong ones: a larger run the problem explains confirms it, one it
+/// does not (another element wrong there) is counted against it.
 #[test]
-fn a_run_too_large_to_compute_a_nearby_problem_on_does_not_count_against_it() {
+fn a_run_too_large_for_a_whole_nearby_problem_counts_on_its_sample() {
     let problem = NearbyProblem::Columns {
         scales_only: false,
         map: IndexMap::Mod(9),
     };
     let minimal = inputs(1, 513, 16, 1, 13);
-    // 2 x 8192 x 4096 x 2 products: past what one nearby problem may cost.
-    let large = inputs(2, 8192, 4096, 1, 14);
-    let (out_minimal, mut out_large) = (output_of(problem, &minimal), {
-        dual_gemm_reference(&large, KOrder::Contiguous).expected
-    });
-    out_large[3] = f16::from_f32(-777.0);
+    // 2 x 1024 x 4096 x 9 products: past what one nearby problem may cost whole (2^26).
+    let large = inputs(1, 1024, 4096, 9, 14);
+    let out_minimal = output_of(problem, &minimal);
+    let out_large = output_of(problem, &large);
     let found = identified(&[(&minimal, &out_minimal), (&large, &out_large)]);
     assert!(found.explains_all, "{}", found.sentence());
     assert_eq!(found.problem, "columns-b-from-mod-512");
-    assert_eq!(found.runs, vec![minimal.shape]);
-    assert_eq!(found.wrong_elements, found.explained_elements);
+    assert_eq!(found.runs, vec![minimal.shape, large.shape]);
+    assert_eq!(found.sampled, vec![large.shape]);
+    // Another element wrong on the large run, in a column the problem leaves alone.
+    let mut out_other = dual_gemm_reference(&large, KOrder::Contiguous).expected;
+    out_other[3] = f16::from_f32(-777.0);
+    let found = identified(&[(&minimal, &out_minimal), (&large, &out_other)]);
+    assert!(!found.explains_all, "{}", found.sentence());
+}
+
+/// A run too large to compute each nearby problem whole (1 x 512 x 1024 x 65: an expert table
+/// of 64 for SFA) is judged on a sample of its elements, and the problem still named, the
+/// sentence saying the run was sampled.
+#[test]
+fn a_run_too_large_for_whole_nearby_problems_is_named_on_a_sample() {
+    let problem = NearbyProblem::Batches {
+        operands: Operands::Sfa,
+        map: IndexMap::Mod(6),
+    };
+    let run = inputs(1, 512, 1024, 65, 31);
+    let out = output_of(problem, &run);
+    let found = identified(&[(&run, &out)]);
+    assert!(found.explains_all, "{}", found.sentence());
+    let names: Vec<&str> = std::iter::once(found.problem.as_str())
+        .chain(found.also_consistent.iter().map(String::as_str))
+        .collect();
+    assert!(names.contains(&"batches-sfa-from-mod-64"), "{names:?}");
+    assert!(!names.contains(&"batches-sfa-from-mod-32"), "{names:?}");
+    assert_eq!(found.sampled, vec![run.shape]);
+    assert!(found.wrong_elements > 0 && found.wrong_elements < 512);
+    assert!(
+        found.sentence().contains("1x512x1024x65: sampled rows, columns and batches"),
+        "{}",
+        found.sentence()
+    );
 }

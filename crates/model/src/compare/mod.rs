@@ -2,6 +2,7 @@
 //! where and by how much.
 
 pub mod diagnosis;
+pub mod element_sample;
 pub mod field_checks;
 pub mod identify;
 pub mod nearby_problems;

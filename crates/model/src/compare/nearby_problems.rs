@@ -9,6 +9,7 @@ use crate::formats::fp16_from_f64_rne;
 use crate::model::bounds::{
     accumulator_range_in, epilogue_range, fp16_interval, Accumulator, Epilogue, KOrder, Range,
 };
+use crate::compare::element_sample::ElementSample;
 use crate::model::exact_grid::exact_dot_grid;
 use crate::problem::{BlockScaledMatrix, DualGemmInputs, SCALE_BLOCK};
 use half::f16;
@@ -393,58 +394,76 @@ impl NearbyProblem {
         }
     }
 
-    /// The inputs as this problem reads them, or `None` where it cannot differ from them.
-    fn read_inputs(self, inputs: &DualGemmInputs) -> Option<DualGemmInputs> {
+    /// The inputs as this problem reads them at the sample's rows, columns and batches (a
+    /// problem of the sample's shape), or `None` where it cannot differ from the problem asked.
+    fn read_inputs(self, inputs: &DualGemmInputs, at: &ElementSample) -> Option<DualGemmInputs> {
         let shape = inputs.shape;
         let same = |i: usize| i;
-        let remapped =
-            |a: &dyn Fn(&BlockScaledMatrix) -> BlockScaledMatrix,
-             b: &dyn Fn(&BlockScaledMatrix) -> BlockScaledMatrix| DualGemmInputs {
-                shape,
-                a: a(&inputs.a),
-                b1: b(&inputs.b1),
-                b2: b(&inputs.b2),
-            };
+        // An operand read through (batch map, row map) for its data and/or scales; its rows
+        // are the sample's rows (A) or columns (B1, B2).
+        let read = |op: &BlockScaledMatrix,
+                    rows: &[usize],
+                    batch: &dyn Fn(usize) -> usize,
+                    row: &dyn Fn(usize) -> usize,
+                    (data, scales): (bool, bool)| {
+            gather(op, rows, &at.batches, batch, row, data, scales)
+        };
+        let own = (false, false);
+        let (rows, columns) = (&at.rows[..], &at.columns[..]);
+        let read_at = |(a, b1, b2): ((bool, bool), (bool, bool), (bool, bool)),
+                       batch: &dyn Fn(usize) -> usize,
+                       a_row: &dyn Fn(usize) -> usize,
+                       b_row: &dyn Fn(usize) -> usize| DualGemmInputs {
+            shape: at.shape(shape.k),
+            a: read(&inputs.a, rows, batch, a_row, a),
+            b1: read(&inputs.b1, columns, batch, b_row, b1),
+            b2: read(&inputs.b2, columns, batch, b_row, b2),
+        };
         match self {
             NearbyProblem::Batches { operands, map } => {
                 let [a, b1, b2] = operands.parts();
                 let batches = |l: usize| map.apply(l, shape.l);
-                let read = |op: &BlockScaledMatrix, (data, scales): (bool, bool)| {
-                    remap(op, &batches, &same, data, scales)
-                };
-                Some(DualGemmInputs {
-                    shape,
-                    a: read(&inputs.a, a),
-                    b1: read(&inputs.b1, b1),
-                    b2: read(&inputs.b2, b2),
-                })
+                Some(read_at((a, b1, b2), &batches, &same, &same))
             }
             NearbyProblem::Columns { scales_only, map } => {
-                let rows = |n: usize| map.apply(n, shape.n);
-                Some(remapped(&|op| op.clone(), &|op| {
-                    remap(op, &same, &rows, !scales_only, true)
-                }))
+                let b_rows = |n: usize| map.apply(n, shape.n);
+                let b = (!scales_only, true);
+                Some(read_at((own, b, b), &same, &same, &b_rows))
             }
             NearbyProblem::Rows { scales_only, map } => {
-                let rows = |m: usize| map.apply(m, shape.m);
-                Some(remapped(
-                    &|op| remap(op, &same, &rows, !scales_only, true),
-                    &|op| op.clone(),
-                ))
+                let a_rows = |m: usize| map.apply(m, shape.m);
+                Some(read_at(((!scales_only, true), own, own), &same, &a_rows, &same))
             }
             NearbyProblem::KRange { misread, range } => {
                 let (blocks, before) = range.blocks(shape.k / SCALE_BLOCK)?;
-                Some(misread_k_range(inputs, misread, blocks, before))
+                let sampled = read_at((own, own, own), &same, &same, &same);
+                Some(misread_k_range(&sampled, misread, blocks, before))
             }
-            NearbyProblem::Fp16Silu | NearbyProblem::Fp16Accumulators => Some(inputs.clone()),
+            NearbyProblem::Fp16Silu | NearbyProblem::Fp16Accumulators => {
+                Some(read_at((own, own, own), &same, &same, &same))
+            }
         }
     }
 
     /// This problem's acceptance intervals on `inputs` (`[M, N, L]`, L fastest), or `None`
     /// where it cannot differ from the problem asked.
     pub fn intervals(self, inputs: &DualGemmInputs, order: KOrder) -> Option<Intervals> {
-        let read = self.read_inputs(inputs)?;
-        let shape = inputs.shape;
+        self.intervals_at(inputs, order, &ElementSample::whole(inputs.shape))
+    }
+
+    /// This problem's acceptance intervals at the sample's elements of `inputs` (in the
+    /// sample's order: [`ElementSample::index_in`] says where each lies), or `None` where it
+    /// cannot differ from the problem asked. Each element's intervals are those of the whole
+    /// problem: a nearby problem reads each element's operands through its maps from the whole
+    /// inputs, whichever other elements are computed.
+    pub fn intervals_at(
+        self,
+        inputs: &DualGemmInputs,
+        order: KOrder,
+        at: &ElementSample,
+    ) -> Option<Intervals> {
+        let read = self.read_inputs(inputs, at)?;
+        let shape = read.shape;
         let blocks = shape.scale_cols();
         let len = shape.m * shape.n * shape.l;
         let mut out = Intervals {
@@ -505,19 +524,23 @@ fn rounded_to_fp16(range: Range) -> Range {
     }
 }
 
-/// `op` with each (batch, row)'s data and/or scales read from (`batch(l)`, `row(r)`).
-fn remap(
+/// The rows `rows` of `op` in the batches `batches`, each (batch, row)'s data and/or scales
+/// read from (`batch(l)`, `row(r)`) instead (a matrix of `rows.len()` rows and
+/// `batches.len()` batches).
+fn gather(
     op: &BlockScaledMatrix,
+    rows: &[usize],
+    batches: &[usize],
     batch: &dyn Fn(usize) -> usize,
     row: &dyn Fn(usize) -> usize,
     data: bool,
     scales: bool,
 ) -> BlockScaledMatrix {
-    let (rows, k, batches) = (op.rows(), op.k(), op.batches());
-    let (mut new_data, mut new_scales) = (Vec::with_capacity(op.data().len()), Vec::new());
-    new_scales.reserve(op.scales().len());
-    for l in 0..batches {
-        for r in 0..rows {
+    let count = rows.len() * batches.len();
+    let mut new_data = Vec::with_capacity(count * op.k() / 2);
+    let mut new_scales = Vec::with_capacity(count * op.k() / SCALE_BLOCK);
+    for &l in batches {
+        for &r in rows {
             let (sl, sr) = (batch(l), row(r));
             new_data.extend_from_slice(if data {
                 op.row_data(sr, sl)
@@ -531,7 +554,8 @@ fn remap(
             });
         }
     }
-    BlockScaledMatrix::new("x", rows, k, batches, new_data, new_scales).expect("same dimensions")
+    BlockScaledMatrix::new("x", rows.len(), op.k(), batches.len(), new_data, new_scales)
+        .expect("same dimensions")
 }
 
 /// The inputs with the scales of `blocks` misread as `misread` says (`before`: the length in
