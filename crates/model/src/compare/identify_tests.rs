@@ -261,3 +261,19 @@ fn a_run_too_large_for_whole_nearby_problems_is_named_on_a_sample() {
         found.sentence()
     );
 }
+
+/// One scale tensor alone from another batch (SFB2 from batch l mod 4, B2's data its own).
+#[test]
+fn sfb2_alone_from_batch_l_mod_4_is_named() {
+    let problem = NearbyProblem::Batches {
+        operands: Operands::Sfb2,
+        map: IndexMap::Mod(2),
+    };
+    let (minimal, longer) = (inputs(2, 3, 32, 5, 41), inputs(2, 3, 32, 20, 42));
+    let (out_minimal, out_longer) = (output_of(problem, &minimal), output_of(problem, &longer));
+    let found = identified(&[(&minimal, &out_minimal), (&longer, &out_longer)]);
+    assert_eq!(found.problem, "batches-sfb2-from-mod-4");
+    assert!(found
+        .words
+        .contains("batch l's SFB2 (B2's scale factors) taken from batch l mod 4"));
+}

@@ -18,6 +18,10 @@ use half::f16;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Operands {
     Sfa,
+    /// SFB1 alone (B1's data, and B2 whole, its own).
+    Sfb1,
+    /// SFB2 alone.
+    Sfb2,
     Sfb,
     Scales,
     A,
@@ -31,8 +35,10 @@ pub enum Operands {
 
 impl Operands {
     /// Narrowest first: the first that fits is the most specific claim.
-    pub const ALL: [Operands; 8] = [
+    pub const ALL: [Operands; 10] = [
         Operands::Sfa,
+        Operands::Sfb1,
+        Operands::Sfb2,
         Operands::Sfb,
         Operands::Scales,
         Operands::A,
@@ -45,6 +51,8 @@ impl Operands {
     fn words(self) -> &'static str {
         match self {
             Operands::Sfa => "SFA (A's scale factors)",
+            Operands::Sfb1 => "SFB1 (B1's scale factors)",
+            Operands::Sfb2 => "SFB2 (B2's scale factors)",
             Operands::Sfb => "SFB1 and SFB2",
             Operands::Scales => "scale factors (SFA, SFB1, SFB2)",
             Operands::A => "A and SFA",
@@ -58,6 +66,8 @@ impl Operands {
     fn slug(self) -> &'static str {
         match self {
             Operands::Sfa => "sfa",
+            Operands::Sfb1 => "sfb1",
+            Operands::Sfb2 => "sfb2",
             Operands::Sfb => "sfb",
             Operands::Scales => "scales",
             Operands::A => "a",
@@ -75,6 +85,8 @@ impl Operands {
         const BOTH: (bool, bool) = (true, true);
         match self {
             Operands::Sfa => [SCALES, OWN, OWN],
+            Operands::Sfb1 => [OWN, SCALES, OWN],
+            Operands::Sfb2 => [OWN, OWN, SCALES],
             Operands::Sfb => [OWN, SCALES, SCALES],
             Operands::Scales => [SCALES, SCALES, SCALES],
             Operands::A => [BOTH, OWN, OWN],
