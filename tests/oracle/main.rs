@@ -24,6 +24,7 @@ mod gpu_inputs;
 mod gpu_reference;
 mod gpu_reference_tensor_core;
 mod hardening;
+mod planted_wrong_problems;
 mod preflight;
 mod preflight_cute;
 mod preflight_steps;
