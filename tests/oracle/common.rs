@@ -318,3 +318,16 @@ pub fn sandbox_here() -> Result<(), String> {
         Err(isolation.description.clone())
     }
 }
+
+/// The certificate (the JSON that names a kernel) a campaign wrote in `report`; null where it
+/// wrote none.
+pub fn certificate_in(report: &std::path::Path) -> serde_json::Value {
+    std::fs::read_dir(report)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .filter_map(|p| serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok())
+        .find(|v: &serde_json::Value| v.get("kernel").is_some())
+        .unwrap_or_default()
+}

@@ -176,14 +176,7 @@ fn campaign(planted: &Planted, seed: u64, report: &Path) -> Outcome {
         .filter_map(|l| l.strip_suffix(" s after the first failure"))
         .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
         .last();
-    let certificate = std::fs::read_dir(report)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .filter_map(|p| serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok())
-        .find(|v: &serde_json::Value| v.get("kernel").is_some())
-        .unwrap_or_default();
+    let certificate = common::certificate_in(report);
     Outcome {
         code: out.status.code(),
         seconds,

@@ -94,14 +94,7 @@ fn certify_planted(
         .arg(report)
         .output()
         .expect("nvfp4-oracle runs");
-    let certificate = std::fs::read_dir(report)
-        .into_iter()
-        .flatten()
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .filter_map(|p| serde_json::from_str(&std::fs::read_to_string(p).ok()?).ok())
-        .find(|v: &serde_json::Value| v.get("kernel").is_some())
-        .unwrap_or_default();
+    let certificate = common::certificate_in(report);
     (out, certificate)
 }
 
