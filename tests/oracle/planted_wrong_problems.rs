@@ -124,7 +124,11 @@ fn shape_text(shape: &serde_json::Value) -> String {
 fn every_planted_kernel_exists_and_its_problem_is_one_the_model_names() {
     let root = repository();
     for planted in &PLANTED {
-        assert!(root.join(planted.path).exists(), "{}: no such file", planted.path);
+        assert!(
+            root.join(planted.path).exists(),
+            "{}: no such file",
+            planted.path
+        );
         let shape = shape_of(planted.minimal);
         let slugs: Vec<String> = NearbyProblem::candidates(shape)
             .into_iter()
@@ -139,7 +143,10 @@ fn every_planted_kernel_exists_and_its_problem_is_one_the_model_names() {
         );
     }
     let distinct: std::collections::BTreeSet<&str> = PLANTED.iter().map(|p| p.problem).collect();
-    assert!(distinct.len() >= 10, "at least ten different wrong problems");
+    assert!(
+        distinct.len() >= 10,
+        "at least ten different wrong problems"
+    );
 }
 
 /// What one campaign of a planted kernel gave.

@@ -409,12 +409,12 @@ impl KernelUnderTest for CpuKernel {
                 l
             };
             // The last expert's B1 pointer (data and scales) left at the first expert's.
-            let b1_batch = if self.has(Bug::LastBatchB1FromBatch0) && shape.l >= 3 && l + 1 == shape.l
-            {
-                0
-            } else {
-                data_batch
-            };
+            let b1_batch =
+                if self.has(Bug::LastBatchB1FromBatch0) && shape.l >= 3 && l + 1 == shape.l {
+                    0
+                } else {
+                    data_batch
+                };
             let sb1: Vec<Vec<f32>> = (0..shape.n)
                 .map(|n| scales_of(case.sfb1_blocked, &layout_b, n, b1_batch))
                 .collect();

@@ -121,9 +121,10 @@ const PAIRWISE: [Predicate; 17] = [
         k >= 8192 && k % 64 != 0
     }),
     // An odd count of 128-wide column tiles past 8192 columns (a 2-CTA cluster's pair).
-    ("N an odd count of 128-wide tiles past 8192 and M >= 128", |m, n, _, _| {
-        n > 8192 && n % 128 == 0 && (n / 128) % 2 == 1 && m >= 128
-    }),
+    (
+        "N an odd count of 128-wide tiles past 8192 and M >= 128",
+        |m, n, _, _| n > 8192 && n % 128 == 0 && (n / 128) % 2 == 1 && m >= 128,
+    ),
     // Experts at a width one past a tile, many of them.
     ("L >= 17 and N = 128j + 1 past 1024", |_, n, _, l| {
         l >= 17 && n > 1024 && one_past(n, 128)
@@ -185,18 +186,20 @@ const AT_DEPLOYMENT_SIZE: [Predicate; 16] = [
     }),
     // Qwen2.5-7B gate/up (hidden 3584, not a multiple of 1024; width 18944): a K loop of
     // 1024-deep stages whose tail is mishandled on the wide path.
-    ("K 2049-4095 not a multiple of 1024 and N >= 16384", |_, n, k, _| {
-        (2049..4096).contains(&k) && k % 1024 != 0 && n >= 16384
-    }),
+    (
+        "K 2049-4095 not a multiple of 1024 and N >= 16384",
+        |_, n, k, _| (2049..4096).contains(&k) && k % 1024 != 0 && n >= 16384,
+    ),
     // DeepSeek-V3 decode on real expert weights: a few tokens on each of many experts of
     // width 2048 and more at a deep hidden size.
     ("M 1-16, L >= 16, N >= 2048 and K >= 2048", |m, n, k, l| {
         m <= 16 && l >= 16 && n >= 2048 && k >= 2048
     }),
     // Experts at prefill: hundreds of tokens on 16 or more experts of real width.
-    ("M >= 256, L >= 16, N >= 1024 and K >= 1024", |m, n, k, l| {
-        m >= 256 && l >= 16 && n >= 1024 && k >= 1024
-    }),
+    (
+        "M >= 256, L >= 16, N >= 1024 and K >= 1024",
+        |m, n, k, l| m >= 256 && l >= 16 && n >= 1024 && k >= 1024,
+    ),
     // A tall prefill against a mid weight with a deep K (a 2-stage M loop and a deep pipeline).
     ("M > 8192, N 1024-4095 and K >= 4096", |m, n, k, _| {
         m > 8192 && (1024..4096).contains(&n) && k >= 4096

@@ -53,7 +53,11 @@ impl ElementSample {
     /// problem of [`Self::shape`] lays out its output) lies in the run's output of `shape`.
     pub fn index_in(&self, i: usize, shape: Shape) -> usize {
         let (c, b) = (self.columns.len(), self.batches.len());
-        let (row, column, batch) = (self.rows[i / (c * b)], self.columns[i / b % c], self.batches[i % b]);
+        let (row, column, batch) = (
+            self.rows[i / (c * b)],
+            self.columns[i / b % c],
+            self.batches[i % b],
+        );
         (row * shape.n + column) * shape.l + batch
     }
 
@@ -88,7 +92,11 @@ impl ElementSample {
             list.sort_unstable();
             list.dedup();
         }
-        let mut sample = ElementSample { rows, columns, batches };
+        let mut sample = ElementSample {
+            rows,
+            columns,
+            batches,
+        };
         sample.fit(elements, &keep);
         sample
     }
@@ -137,7 +145,13 @@ fn taken_coordinates(shape: Shape, wrong: &[bool], taken: &[usize]) -> Vec<(usiz
         .filter(|(_, &w)| w)
         .enumerate()
         .filter(|(rank, _)| taken.binary_search(rank).is_ok())
-        .map(|(_, (index, _))| (index / (shape.n * shape.l), index / shape.l % shape.n, index % shape.l))
+        .map(|(_, (index, _))| {
+            (
+                index / (shape.n * shape.l),
+                index / shape.l % shape.n,
+                index % shape.l,
+            )
+        })
         .collect()
 }
 
@@ -146,7 +160,9 @@ fn evenly(values: &[usize], count: usize) -> Vec<usize> {
     if values.len() <= count {
         return values.to_vec();
     }
-    (0..count).map(|i| values[i * values.len() / count]).collect()
+    (0..count)
+        .map(|i| values[i * values.len() / count])
+        .collect()
 }
 
 #[cfg(test)]
@@ -169,9 +185,17 @@ mod tests {
         }
         let sample = ElementSample::of_run(shape, &wrong, 600);
         assert!(sample.len() <= 600, "{} elements", sample.len());
-        let in_sample: Vec<usize> = (0..sample.len()).map(|i| sample.index_in(i, shape)).collect();
-        assert!(in_sample.iter().any(|&i| wrong[i]), "a wrong element is in the sample");
-        assert!(in_sample.iter().any(|&i| !wrong[i]), "a right element is in the sample");
+        let in_sample: Vec<usize> = (0..sample.len())
+            .map(|i| sample.index_in(i, shape))
+            .collect();
+        assert!(
+            in_sample.iter().any(|&i| wrong[i]),
+            "a wrong element is in the sample"
+        );
+        assert!(
+            in_sample.iter().any(|&i| !wrong[i]),
+            "a right element is in the sample"
+        );
         assert!(sample.batches.contains(&6) && sample.batches.contains(&0));
         assert!(sample.columns.iter().any(|&n| n < 400));
         // Every sampled element is a distinct element of the run.
@@ -193,12 +217,30 @@ mod tests {
             batches: vec![0, 2, 5],
         };
         let problems = [
-            NearbyProblem::Batches { operands: Operands::B1, map: IndexMap::LastFromZero },
-            NearbyProblem::Batches { operands: Operands::Sfa, map: IndexMap::Mod(1) },
-            NearbyProblem::Columns { scales_only: false, map: IndexMap::Mod(4) },
-            NearbyProblem::Columns { scales_only: true, map: IndexMap::Minus1 },
-            NearbyProblem::Rows { scales_only: false, map: IndexMap::Plus1 },
-            NearbyProblem::KRange { misread: KMisread::B2WithSfb1, range: KRange::SecondHalf },
+            NearbyProblem::Batches {
+                operands: Operands::B1,
+                map: IndexMap::LastFromZero,
+            },
+            NearbyProblem::Batches {
+                operands: Operands::Sfa,
+                map: IndexMap::Mod(1),
+            },
+            NearbyProblem::Columns {
+                scales_only: false,
+                map: IndexMap::Mod(4),
+            },
+            NearbyProblem::Columns {
+                scales_only: true,
+                map: IndexMap::Minus1,
+            },
+            NearbyProblem::Rows {
+                scales_only: false,
+                map: IndexMap::Plus1,
+            },
+            NearbyProblem::KRange {
+                misread: KMisread::B2WithSfb1,
+                range: KRange::SecondHalf,
+            },
             NearbyProblem::KRange {
                 misread: KMisread::PreviousChunkScales,
                 range: KRange::Tail { chunk: 32 },
@@ -207,12 +249,22 @@ mod tests {
         ];
         for problem in problems {
             let whole = problem.intervals(&inputs, KOrder::Contiguous).unwrap();
-            let part = problem.intervals_at(&inputs, KOrder::Contiguous, &sample).unwrap();
+            let part = problem
+                .intervals_at(&inputs, KOrder::Contiguous, &sample)
+                .unwrap();
             for i in 0..sample.len() {
                 let at = sample.index_in(i, shape);
                 assert_eq!(
-                    (part.lo[i].to_bits(), part.hi[i].to_bits(), part.unbounded[i]),
-                    (whole.lo[at].to_bits(), whole.hi[at].to_bits(), whole.unbounded[at]),
+                    (
+                        part.lo[i].to_bits(),
+                        part.hi[i].to_bits(),
+                        part.unbounded[i]
+                    ),
+                    (
+                        whole.lo[at].to_bits(),
+                        whole.hi[at].to_bits(),
+                        whole.unbounded[at]
+                    ),
                     "{problem:?} at element {at}"
                 );
             }

@@ -80,11 +80,18 @@ fn the_last_batchs_b1_from_batch_0_is_named_once_a_longer_run_separates_it_from_
     let names: Vec<&str> = std::iter::once(alone.problem.as_str())
         .chain(alone.also_consistent.iter().map(String::as_str))
         .collect();
-    assert!(names.contains(&"batches-b1-from-0-for-the-last"), "{names:?}");
+    assert!(
+        names.contains(&"batches-b1-from-0-for-the-last"),
+        "{names:?}"
+    );
     assert!(names.contains(&"batches-b1-from-0-from-4"), "{names:?}");
     let both = identified(&[(&minimal, &out_minimal), (&longer, &out_longer)]);
     assert_eq!(both.problem, "batches-b1-from-0-for-the-last");
-    assert!(both.also_consistent.is_empty(), "{:?}", both.also_consistent);
+    assert!(
+        both.also_consistent.is_empty(),
+        "{:?}",
+        both.also_consistent
+    );
     assert!(
         both.words
             .contains("batch l's B1 and SFB1 taken from batch 0 for the last l"),
@@ -256,7 +263,9 @@ fn a_run_too_large_for_whole_nearby_problems_is_named_on_a_sample() {
     assert_eq!(found.sampled, vec![run.shape]);
     assert!(found.wrong_elements > 0 && found.wrong_elements < 512);
     assert!(
-        found.sentence().contains("1x512x1024x65: sampled rows, columns and batches"),
+        found
+            .sentence()
+            .contains("1x512x1024x65: sampled rows, columns and batches"),
         "{}",
         found.sentence()
     );

@@ -5,11 +5,11 @@
 //! the model's own acceptance intervals, so that an output can be held against it element by
 //! element (`identify.rs`).
 
+use crate::compare::element_sample::ElementSample;
 use crate::formats::fp16_from_f64_rne;
 use crate::model::bounds::{
     accumulator_range_in, epilogue_range, fp16_interval, Accumulator, Epilogue, KOrder, Range,
 };
-use crate::compare::element_sample::ElementSample;
 use crate::model::exact_grid::exact_dot_grid;
 use crate::problem::{BlockScaledMatrix, DualGemmInputs, SCALE_BLOCK};
 use half::f16;
@@ -444,7 +444,12 @@ impl NearbyProblem {
             }
             NearbyProblem::Rows { scales_only, map } => {
                 let a_rows = |m: usize| map.apply(m, shape.m);
-                Some(read_at(((!scales_only, true), own, own), &same, &a_rows, &same))
+                Some(read_at(
+                    ((!scales_only, true), own, own),
+                    &same,
+                    &a_rows,
+                    &same,
+                ))
             }
             NearbyProblem::KRange { misread, range } => {
                 let (blocks, before) = range.blocks(shape.k / SCALE_BLOCK)?;
@@ -640,7 +645,9 @@ mod tests {
             ]
         );
         assert_eq!(
-            (0..5).map(|i| IndexMap::LastFromZero.apply(i, 5)).collect::<Vec<_>>(),
+            (0..5)
+                .map(|i| IndexMap::LastFromZero.apply(i, 5))
+                .collect::<Vec<_>>(),
             vec![0, 1, 2, 3, 0]
         );
         assert_eq!(IndexMap::LastFromZero.words("l"), "0 for the last l");
