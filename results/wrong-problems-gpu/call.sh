@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# One device call (one H100 or H200, torch there): the twelve planted wrong-problem kernels of
+# One device call (one H100 or H200, torch there): the thirteen planted wrong-problem kernels of
 # tests/oracle/planted_wrong_problems.rs, each in a default campaign (--sanitize 0
 # --determinism 0, a seed each), one after another: verdict, minimal case, wrong problem,
-# region, seconds from the first failing case to the end of its failure's work. About 12 x 30-120 s:
+# region, seconds from the first failing case to the end of its failure's work. About 13 x 30-120 s:
 # split it with PLANTED=NAME,NAME across calls. Carried in .carry/: oracle_test (the oracle test
 # binary, stripped), nvfp4-oracle (the release tool, stripped), build (their commit).
 #   bash results/wrong-problems-gpu/call.sh

@@ -27,7 +27,7 @@ struct Planted {
     problem: &'static str,
 }
 
-const PLANTED: [Planted; 12] = [
+const PLANTED: [Planted; 13] = [
     Planted {
         path: "tests/regimes/many_batches.py",
         minimal: "1x1x16x5",
@@ -82,6 +82,11 @@ const PLANTED: [Planted; 12] = [
         path: "tests/planted/conjunctions/mixtral_experts/kernel.toml",
         minimal: "1x8192x2048x5",
         problem: "batches-b1-from-0-for-the-last",
+    },
+    Planted {
+        path: "tests/planted/conjunctions/long_prefill_wide/kernel.toml",
+        minimal: "2049x16384x4096",
+        problem: "fp16-silu-epilogue",
     },
     Planted {
         path: "tests/planted/conjunctions/row_past_tile/kernel.toml",

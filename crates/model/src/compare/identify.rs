@@ -10,7 +10,6 @@ use super::diagnosis::{inside, plural, unwritten_where, Observation};
 use super::element_sample::ElementSample;
 use super::nearby_problems::NearbyProblem;
 use crate::model::bounds::KOrder;
-use crate::model::reference::dual_gemm_reference;
 use crate::problem::{Shape, POISON, SCALE_BLOCK};
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
@@ -128,7 +127,7 @@ pub fn identify(
     let judged: Vec<Judged> = observations
         .iter()
         .map(|observation| {
-            let correct = dual_gemm_reference(observation.inputs, order);
+            let correct = observation.reference(order);
             let wrong: Vec<bool> = (0..observation.output.len())
                 .map(|i| !inside(observation.output[i], correct.lo[i], correct.hi[i]))
                 .collect();

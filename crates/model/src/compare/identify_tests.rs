@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::compare::nearby_problems::{IndexMap, KMisread, KRange, NearbyProblem, Operands};
+use crate::model::reference::dual_gemm_reference;
 use crate::problem::generate::generate_dual_gemm;
 use crate::problem::{Distribution, DualGemmInputs};
 use half::f16;
@@ -23,6 +24,7 @@ fn identified(runs: &[(&DualGemmInputs, &[f16])]) -> Identification {
             inputs,
             fill: 0,
             output,
+            reference: None,
         })
         .collect();
     identify(&observations, KOrder::Contiguous, None).expect("the output is wrong")
@@ -212,6 +214,7 @@ fn a_right_output_is_not_identified() {
         inputs: &minimal,
         fill: 0,
         output: &reference.expected,
+        reference: None,
     };
     assert_eq!(identify(&[observation], KOrder::Contiguous, None), None);
 }
@@ -285,4 +288,28 @@ fn sfb2_alone_from_batch_l_mod_4_is_named() {
     assert!(found
         .words
         .contains("batch l's SFB2 (B2's scale factors) taken from batch l mod 4"));
+}
+
+/// The caller's reference of a run (the GPU's, past the CPU model's budget) is the one the
+/// output is judged against: the model does not compute its own.
+#[test]
+fn the_callers_reference_of_a_run_is_used() {
+    let problem = NearbyProblem::Fp16Silu;
+    let run = inputs(3, 5, 32, 1, 51);
+    let out = output_of(problem, &run);
+    let own = identified(&[(&run, &out)]);
+    assert_eq!(own.problem, "fp16-silu-epilogue");
+    // A reference that holds the output itself: nothing is wrong against it.
+    let fake = crate::model::Reference {
+        expected: out.clone(),
+        lo: out.clone(),
+        hi: out.clone(),
+    };
+    let observation = Observation {
+        inputs: &run,
+        fill: 0,
+        output: &out,
+        reference: Some(&fake),
+    };
+    assert_eq!(identify(&[observation], KOrder::Contiguous, None), None);
 }

@@ -57,6 +57,7 @@ pub(super) fn diagnosed(
                 inputs: o.case.dual()?.inputs,
                 fill: o.case.padding_fill,
                 output: &o.output,
+                reference: None,
             })
         })
         .collect();

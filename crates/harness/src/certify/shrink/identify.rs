@@ -15,8 +15,8 @@ use std::time::Instant;
 
 /// The identification of a failing output from `minimal` (judged whole) and `extra` failing
 /// runs, with one more run where batch maps need separating; None for a crash or a hang, an
-/// output right everywhere, another problem than the dual GEMM, or a case past the size the CPU
-/// model judges whole.
+/// output right everywhere, another problem than the dual GEMM, or a case judged on sampled
+/// rows (past the size the CPU model judges whole, with no whole reference from the GPU).
 pub(super) fn identified(
     kernel: &dyn KernelUnderTest,
     minimal: &CaseOutcome,
@@ -28,7 +28,7 @@ pub(super) fn identified(
         o.result.is_ok()
             && o.sample.is_none()
             && o.case.dual().is_some()
-            && shape_products(o.spec.shape, 2) <= FULL_REFERENCE_PRODUCTS
+            && (shape_products(o.spec.shape, 2) <= FULL_REFERENCE_PRODUCTS || has_reference(o))
     };
     if !judged_whole(minimal) || Instant::now() >= deadline {
         return None;
@@ -61,9 +61,18 @@ fn observations<'a>(runs: &[&'a CaseOutcome]) -> Vec<Observation<'a>> {
                 inputs: o.case.dual()?.inputs,
                 fill: o.case.padding_fill,
                 output: &o.output,
+                // The reference the run was judged against (the GPU's past the CPU model's
+                // budget): computed once, not again here.
+                reference: has_reference(o).then_some(&o.reference),
             })
         })
         .collect()
+}
+
+/// Whether `outcome` holds its whole reference on the host (a failing case judged whole does,
+/// on the CPU or the GPU).
+fn has_reference(outcome: &CaseOutcome) -> bool {
+    !outcome.output.is_empty() && outcome.reference.expected.len() == outcome.output.len()
 }
 
 /// The minimal case grown along the index an index map reads (four times the batches, twice
